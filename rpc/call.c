@@ -1,0 +1,165 @@
+/* A unary call: one registered call and one six-op batch, which gRPC
+ * completes with exactly one event; the bridge delivers it on the loop. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc_int.h"
+
+/* "peer <target> method <name>: <what>[: <detail>]" */
+static void call_set_error(rpc_call *call, int err, const char *what, const char *detail)
+{
+    call->result = err;
+    call->errmsg = rpc_asprintf("peer %s method %s: %s%s%s", rpc_channel_target(call->ch),
+                                call->op->method, what, detail ? ": " : "",
+                                detail ? detail : "");
+}
+
+static void op_finish(rpc_op *op)
+{
+    rpc_call *call = op->call;
+    if (op->status == GRPC_STATUS_OK) {
+        char err[256];
+        int rc = op->recv ? rpc_codec_decode(op->recv, op->ch->max_payload, &call->reply, err,
+                                             sizeof err)
+                          : FERRY_ECORRUPT;
+        if (!op->recv)
+            snprintf(err, sizeof err, "the server sent no reply message");
+        if (rc)
+            call_set_error(call, rc, err, NULL);
+    } else {
+        char *details = grpc_slice_to_c_string(op->details);
+        call_set_error(call, rpc_status_to_err(op->status), rpc_status_name(op->status),
+                       details && *details ? details : NULL);
+        gpr_free(details);
+    }
+}
+
+static void op_free(rpc_op *op)
+{
+    grpc_metadata_array_destroy(&op->md_initial);
+    grpc_metadata_array_destroy(&op->md_trailing);
+    if (op->send)
+        grpc_byte_buffer_destroy(op->send);
+    if (op->recv)
+        grpc_byte_buffer_destroy(op->recv);
+    grpc_slice_unref(op->details);
+    if (op->gc)
+        grpc_call_unref(op->gc);
+    free(op);
+}
+
+static void op_done(rpc_tag *tag, bool ok)
+{
+    rpc_op *op = (rpc_op *)tag;
+    rpc_call *call = op->call;
+    rpc_channel *ch = op->ch;
+    rpc_client *c = ch->client;
+
+    if (!ok) {
+        /* A client batch fails as a whole only when gRPC itself is broken. */
+        op->status = GRPC_STATUS_INTERNAL;
+    }
+    op_finish(op);
+    op_free(op);
+    call->op = NULL;
+    call->done = true;
+
+    /* The callback may destroy the channel or free the call: the channel
+     * stays referenced by this op until it has returned. */
+    rpc_call_cb cb = call->cb;
+    if (cb) {
+        c->callback_depth++;
+        cb(call);
+        c->callback_depth--;
+    }
+    rpc_channel_unlink(ch, op);
+    rpc_client_op_done(c);
+}
+
+int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
+                   const rpc_msg_out *req, int64_t timeout_ms, rpc_call_cb cb)
+{
+    static const rpc_msg_out empty = {0};
+    if (!ch || !call || !method || ch->destroyed || ch->client->closing)
+        return FERRY_EINVAL;
+
+    void *data = call->data;
+    memset(call, 0, sizeof *call);
+    call->data = data;
+    call->cb = cb;
+    call->ch = ch;
+
+    rpc_method_reg *reg = rpc_channel_method(ch, method);
+    rpc_op *op = calloc(1, sizeof *op);
+    if (!reg || !op) {
+        free(op);
+        return FERRY_ENOMEM;
+    }
+    op->tag.done = op_done;
+    op->call = call;
+    op->ch = ch;
+    op->method = reg->name;
+    op->details = grpc_empty_slice();
+    grpc_metadata_array_init(&op->md_initial);
+    grpc_metadata_array_init(&op->md_trailing);
+
+    int rc = rpc_codec_encode(req ? req : &empty, ch->max_payload, false, &op->send);
+    if (rc) {
+        op_free(op);
+        return rc;
+    }
+
+    op->gc = grpc_channel_create_registered_call(ch->gch, NULL, GRPC_PROPAGATE_DEFAULTS,
+                                                 ch->client->bridge.cq, reg->handle,
+                                                 rpc_deadline(timeout_ms), NULL);
+    if (!op->gc) {
+        op_free(op);
+        return FERRY_EINTERNAL;
+    }
+
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (ch->token) {
+        op->token_md.key = grpc_slice_from_static_string(RPC_TOKEN_KEY);
+        op->token_md.value = grpc_slice_from_static_string(ch->token);
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = &op->token_md;
+    }
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = op->send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &op->md_initial;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &op->recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &op->md_trailing;
+    ops[5].data.recv_status_on_client.status = &op->status;
+    ops[5].data.recv_status_on_client.status_details = &op->details;
+
+    if (grpc_call_start_batch(op->gc, ops, 6, &op->tag, NULL) != GRPC_CALL_OK) {
+        op_free(op);
+        return FERRY_EINTERNAL;
+    }
+    call->op = op;
+    rpc_channel_link(ch, op);
+    rpc_client_op_started(ch->client);
+    return 0;
+}
+
+void rpc_call_cancel(rpc_call *call)
+{
+    if (call && call->op)
+        grpc_call_cancel(call->op->gc, NULL);
+}
+
+void rpc_call_fini(rpc_call *call)
+{
+    if (!call)
+        return;
+    free(call->errmsg);
+    call->errmsg = NULL;
+    rpc_msg_fini(&call->reply);
+}

@@ -1,0 +1,65 @@
+/* The client side of rpc for one libuv loop: a completion queue, its bridge
+ * thread, and the count of what is still open so that closing waits for it. */
+#include <stdlib.h>
+
+#include "rpc_int.h"
+
+int rpc_client_create(uv_loop_t *loop, rpc_client **out)
+{
+    rpc_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return FERRY_ENOMEM;
+    grpc_init();
+    c->loop = loop;
+    int rc = rpc_bridge_init(&c->bridge, loop);
+    if (rc) {
+        grpc_shutdown();
+        free(c); /* the failed bridge closed its handle with no callback */
+        return rc;
+    }
+    /* The handle keeps the loop alive only while calls are in flight, so a
+     * plain uv_run() returns once every callback has run. */
+    uv_unref((uv_handle_t *)&c->bridge.async);
+    *out = c;
+    return 0;
+}
+
+static void client_closed(rpc_bridge *b)
+{
+    rpc_client *c = (rpc_client *)((char *)b - offsetof(rpc_client, bridge));
+    free(c);
+    grpc_shutdown();
+}
+
+static void maybe_finish(rpc_client *c)
+{
+    if (c->closing && c->ops == 0 && c->channels == 0)
+        rpc_bridge_close(&c->bridge, client_closed);
+}
+
+void rpc_client_close(rpc_client *c)
+{
+    if (!c || c->closing)
+        return;
+    c->closing = true;
+    maybe_finish(c);
+}
+
+void rpc_client_op_started(rpc_client *c)
+{
+    if (c->ops++ == 0)
+        uv_ref((uv_handle_t *)&c->bridge.async);
+}
+
+void rpc_client_op_done(rpc_client *c)
+{
+    if (--c->ops == 0)
+        uv_unref((uv_handle_t *)&c->bridge.async);
+    maybe_finish(c);
+}
+
+void rpc_client_channel_done(rpc_client *c)
+{
+    c->channels--;
+    maybe_finish(c);
+}

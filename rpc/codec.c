@@ -1,0 +1,422 @@
+/* The payload codec: how bulk bytes ride inside a protobuf message.
+ *
+ * On the wire a ferry message is ordinary protobuf, written in this order:
+ *
+ *   field 14 PayloadInfo {codec, raw_size}   (only when there is a payload)
+ *   field 15 bytes payload                   (raw, or one LZ4 frame)
+ *   the method's other fields                (packed by protobuf-c)
+ *
+ * Writing the payload first lets the receiver stream it straight out of
+ * gRPC's slices into one pooled buffer, decompressing on the fly, instead of
+ * flattening the message and letting protobuf-c copy the bytes field a
+ * second time. The sender hands the payload to gRPC without a copy. Other
+ * clients may write fields in any order: the decoder walks whatever comes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lz4.h>
+#include <lz4frame.h>
+
+#include "ferry.pb-c.h"
+#include "rpc_int.h"
+
+#define FIELD_INFO 14
+#define FIELD_PAYLOAD 15
+#define WT_VARINT 0
+#define WT_I64 1
+#define WT_LEN 2
+#define WT_I32 5
+#define AUTO_SAMPLE (64 << 10)
+#define AUTO_MIN 4096 /* smaller payloads are never worth compressing */
+
+/* ---- encoding ---------------------------------------------------------- */
+
+typedef struct owned_payload {
+    rpc_free_fn fn;
+    void *arg;
+    void *payload;
+} owned_payload;
+
+static void owned_payload_free(void *p)
+{
+    owned_payload *o = p;
+    o->fn(o->payload, o->arg);
+    free(o);
+}
+
+static void borrowed_payload_free(void *p)
+{
+    (void)p; /* the caller keeps it until the call completes */
+}
+
+/* AUTO: compress a sample; lz4 only if it saves at least a fifth. */
+static rpc_codec choose_codec(const void *payload, size_t len)
+{
+    if (len < AUTO_MIN)
+        return RPC_CODEC_RAW;
+    int n = len < AUTO_SAMPLE ? (int)len : AUTO_SAMPLE;
+    int cap = LZ4_compressBound(n);
+    char *tmp = malloc((size_t)cap);
+    if (!tmp)
+        return RPC_CODEC_RAW;
+    int c = LZ4_compress_default(payload, tmp, n, cap);
+    free(tmp);
+    return c > 0 && c < n - n / 5 ? RPC_CODEC_LZ4 : RPC_CODEC_RAW;
+}
+
+static int lz4_compress(const void *src, size_t len, grpc_slice *out)
+{
+    LZ4F_preferences_t prefs = {
+        .frameInfo = {.blockSizeID = LZ4F_max1MB,
+                      .contentChecksumFlag = LZ4F_contentChecksumEnabled,
+                      .contentSize = len},
+    };
+    size_t cap = LZ4F_compressFrameBound(len, &prefs);
+    void *dst = rpc_buf_alloc(cap);
+    if (!dst)
+        return FERRY_ENOMEM;
+    size_t n = LZ4F_compressFrame(dst, cap, src, len, &prefs);
+    if (LZ4F_isError(n)) {
+        rpc_buf_free(dst);
+        return FERRY_EINTERNAL;
+    }
+    *out = grpc_slice_new(dst, n, rpc_buf_free);
+    return 0;
+}
+
+static grpc_slice payload_slice(const rpc_msg_out *m, bool copy, int *err)
+{
+    *err = 0;
+    if (m->payload_free) {
+        owned_payload *o = malloc(sizeof *o);
+        if (!o) {
+            *err = FERRY_ENOMEM;
+            return grpc_empty_slice();
+        }
+        *o = (owned_payload){m->payload_free, m->free_arg, (void *)m->payload};
+        return grpc_slice_new_with_user_data((void *)m->payload, m->payload_len,
+                                             owned_payload_free, o);
+    }
+    if (copy)
+        return grpc_slice_from_copied_buffer(m->payload, m->payload_len);
+    return grpc_slice_new((void *)m->payload, m->payload_len, borrowed_payload_free);
+}
+
+int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload,
+                     grpc_byte_buffer **out)
+{
+    grpc_slice slices[3];
+    size_t n = 0;
+    int err;
+
+    if (m->payload_len && !m->payload)
+        return FERRY_EINVAL;
+    if (m->payload_len > max_payload)
+        return FERRY_EMSGSIZE;
+
+    if (m->payload_len) {
+        rpc_codec codec = m->codec == RPC_CODEC_AUTO ? choose_codec(m->payload, m->payload_len)
+                                                     : m->codec;
+        grpc_slice body;
+        if (codec == RPC_CODEC_LZ4) {
+            err = lz4_compress(m->payload, m->payload_len, &body);
+            if (err)
+                return err;
+        } else {
+            body = payload_slice(m, copy_payload, &err);
+            if (err)
+                return err;
+        }
+
+        Ferry__PayloadInfo info = FERRY__PAYLOAD_INFO__INIT;
+        info.codec = codec == RPC_CODEC_LZ4 ? FERRY__CODEC__CODEC_LZ4 : FERRY__CODEC__CODEC_RAW;
+        info.raw_size = m->payload_len;
+        uint8_t prefix[64];
+        size_t p = 0, info_len = ferry__payload_info__get_packed_size(&info);
+        prefix[p++] = FIELD_INFO << 3 | WT_LEN;
+        p += rpc_varint_put(prefix + p, info_len);
+        p += ferry__payload_info__pack(&info, prefix + p);
+        prefix[p++] = FIELD_PAYLOAD << 3 | WT_LEN;
+        p += rpc_varint_put(prefix + p, GRPC_SLICE_LENGTH(body));
+        slices[n++] = grpc_slice_from_copied_buffer((const char *)prefix, p);
+        slices[n++] = body;
+        /* lz4 replaced the caller's bytes by a copy: hand them back now. */
+        if (codec == RPC_CODEC_LZ4 && m->payload_free)
+            m->payload_free((void *)m->payload, m->free_arg);
+    }
+
+    if (m->head) {
+        size_t len = protobuf_c_message_get_packed_size(m->head);
+        if (len) {
+            grpc_slice s = grpc_slice_malloc(len);
+            protobuf_c_message_pack(m->head, GRPC_SLICE_START_PTR(s));
+            slices[n++] = s;
+        }
+    }
+
+    *out = grpc_raw_byte_buffer_create(slices, n);
+    for (size_t i = 0; i < n; i++)
+        grpc_slice_unref(slices[i]);
+    return 0;
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+typedef struct decoder {
+    rpc_wire_reader w;
+    size_t max_payload;
+    uint8_t *head;
+    size_t head_len, head_cap;
+    bool has_info, has_payload;
+    rpc_codec codec;
+    uint64_t raw_size;
+    char *err;
+    size_t errlen;
+} decoder;
+
+#define FAIL(d, code, ...)                                                                \
+    do {                                                                                  \
+        snprintf((d)->err, (d)->errlen, __VA_ARGS__);                                     \
+        return (code);                                                                    \
+    } while (0)
+
+static int head_put(decoder *d, const void *src, size_t n, rpc_wire_reader *from)
+{
+    if (d->head_len + n > d->head_cap) {
+        size_t cap = d->head_cap ? d->head_cap : 256;
+        while (cap < d->head_len + n)
+            cap *= 2;
+        uint8_t *h = realloc(d->head, cap);
+        if (!h)
+            FAIL(d, FERRY_ENOMEM, "out of memory for a %zu-byte message head", cap);
+        d->head = h;
+        d->head_cap = cap;
+    }
+    if (from) {
+        if (rpc_wire_read(from, d->head + d->head_len, n))
+            FAIL(d, FERRY_ECORRUPT, "message truncated inside a field");
+    } else {
+        memcpy(d->head + d->head_len, src, n);
+    }
+    d->head_len += n;
+    return 0;
+}
+
+static int read_info(decoder *d, uint64_t len)
+{
+    uint8_t buf[64];
+    if (d->has_payload)
+        FAIL(d, FERRY_ECORRUPT, "payload_info after the payload");
+    if (len > sizeof buf)
+        FAIL(d, FERRY_ECORRUPT, "payload_info of %llu bytes", (unsigned long long)len);
+    if (rpc_wire_read(&d->w, buf, len))
+        FAIL(d, FERRY_ECORRUPT, "message truncated in payload_info");
+    Ferry__PayloadInfo *info = ferry__payload_info__unpack(NULL, len, buf);
+    if (!info)
+        FAIL(d, FERRY_ECORRUPT, "payload_info is not valid protobuf");
+    int codec = info->codec;
+    d->raw_size = info->raw_size;
+    ferry__payload_info__free_unpacked(info, NULL);
+    if (codec != FERRY__CODEC__CODEC_RAW && codec != FERRY__CODEC__CODEC_LZ4)
+        FAIL(d, FERRY_ECORRUPT, "unknown payload codec %d", codec);
+    d->codec = codec == FERRY__CODEC__CODEC_LZ4 ? RPC_CODEC_LZ4 : RPC_CODEC_RAW;
+    d->has_info = true;
+    return 0;
+}
+
+static int read_lz4(decoder *d, uint8_t *dst, uint64_t wire_len)
+{
+    LZ4F_dctx *dctx;
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
+        FAIL(d, FERRY_ENOMEM, "cannot create an lz4 context");
+    size_t produced = 0, hint = 1;
+    int rc = 0;
+    while (wire_len && rc == 0) {
+        const uint8_t *run;
+        size_t n = rpc_wire_next_run(&d->w, wire_len, &run);
+        if (!n) {
+            rc = FERRY_ECORRUPT;
+            snprintf(d->err, d->errlen, "message truncated in the lz4 payload");
+            break;
+        }
+        wire_len -= n;
+        while (n) {
+            size_t src_n = n, dst_n = d->raw_size - produced;
+            hint = LZ4F_decompress(dctx, dst + produced, &dst_n, run, &src_n, NULL);
+            if (LZ4F_isError(hint)) {
+                rc = FERRY_ECORRUPT;
+                snprintf(d->err, d->errlen, "corrupt lz4 payload: %s", LZ4F_getErrorName(hint));
+                break;
+            }
+            if (src_n == 0 && dst_n == 0) {
+                rc = FERRY_ECORRUPT;
+                snprintf(d->err, d->errlen, "lz4 payload decodes past its declared %llu bytes",
+                         (unsigned long long)d->raw_size);
+                break;
+            }
+            produced += dst_n;
+            run += src_n;
+            n -= src_n;
+        }
+    }
+    LZ4F_freeDecompressionContext(dctx);
+    if (rc == 0 && hint != 0) {
+        rc = FERRY_ECORRUPT;
+        snprintf(d->err, d->errlen, "lz4 payload ends mid-frame");
+    }
+    if (rc == 0 && produced != d->raw_size) {
+        rc = FERRY_ECORRUPT;
+        snprintf(d->err, d->errlen, "lz4 payload decodes to %zu bytes, %llu declared",
+                 produced, (unsigned long long)d->raw_size);
+    }
+    return rc;
+}
+
+static int read_payload(decoder *d, uint64_t wire_len, rpc_msg *out)
+{
+    if (d->has_payload)
+        FAIL(d, FERRY_ECORRUPT, "two payload fields");
+    d->has_payload = true;
+    if (wire_len > d->w.left)
+        FAIL(d, FERRY_ECORRUPT, "payload of %llu bytes but only %zu left in the message",
+             (unsigned long long)wire_len, d->w.left);
+    if (!d->has_info) {
+        d->codec = RPC_CODEC_RAW;
+        d->raw_size = wire_len;
+    }
+    if (d->codec == RPC_CODEC_RAW && d->raw_size != wire_len)
+        FAIL(d, FERRY_ECORRUPT, "raw payload of %llu bytes declares %llu",
+             (unsigned long long)wire_len, (unsigned long long)d->raw_size);
+    if (d->raw_size > d->max_payload)
+        FAIL(d, FERRY_EMSGSIZE, "payload of %llu bytes is over the limit of %zu",
+             (unsigned long long)d->raw_size, d->max_payload);
+
+    uint8_t *dst = rpc_buf_alloc(d->raw_size);
+    if (!dst)
+        FAIL(d, FERRY_ENOMEM, "out of memory for a %llu-byte payload",
+             (unsigned long long)d->raw_size);
+    int rc;
+    if (d->codec == RPC_CODEC_LZ4) {
+        rc = read_lz4(d, dst, wire_len);
+    } else {
+        rc = rpc_wire_read(&d->w, dst, wire_len);
+        if (rc)
+            snprintf(d->err, d->errlen, "message truncated in the payload");
+    }
+    if (rc) {
+        rpc_buf_free(dst);
+        return rc;
+    }
+    out->payload = dst;
+    out->payload_len = d->raw_size;
+    out->codec = d->codec;
+    out->wire_len = wire_len;
+    return 0;
+}
+
+/* Copies one field that is not ours into the head, tag included. */
+static int copy_field(decoder *d, uint64_t tag)
+{
+    uint8_t buf[20];
+    size_t n = rpc_varint_put(buf, tag);
+    uint64_t v;
+    switch (tag & 7) {
+    case WT_VARINT:
+        if (rpc_wire_read_varint(&d->w, &v))
+            FAIL(d, FERRY_ECORRUPT, "bad varint in field %llu", (unsigned long long)(tag >> 3));
+        n += rpc_varint_put(buf + n, v);
+        return head_put(d, buf, n, NULL);
+    case WT_I64:
+    case WT_I32: {
+        int rc = head_put(d, buf, n, NULL);
+        return rc ? rc : head_put(d, NULL, (tag & 7) == WT_I64 ? 8 : 4, &d->w);
+    }
+    case WT_LEN: {
+        if (rpc_wire_read_varint(&d->w, &v) || v > d->w.left)
+            FAIL(d, FERRY_ECORRUPT, "field %llu overruns the message",
+                 (unsigned long long)(tag >> 3));
+        n += rpc_varint_put(buf + n, v);
+        int rc = head_put(d, buf, n, NULL);
+        return rc ? rc : head_put(d, NULL, v, &d->w);
+    }
+    default:
+        FAIL(d, FERRY_ECORRUPT, "unsupported wire type %d in field %llu", (int)(tag & 7),
+             (unsigned long long)(tag >> 3));
+    }
+}
+
+int rpc_codec_decode(grpc_byte_buffer *bb, size_t max_payload, rpc_msg *out, char *err,
+                     size_t errlen)
+{
+    decoder d = {.max_payload = max_payload, .err = err, .errlen = errlen};
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (errlen)
+        err[0] = '\0';
+    rc = rpc_wire_reader_init(&d.w, bb);
+    if (rc) {
+        snprintf(err, errlen, "unreadable message buffer");
+        return rc;
+    }
+    while (rc == 0 && d.w.left) {
+        uint64_t tag, len;
+        if (rpc_wire_read_varint(&d.w, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) {
+            snprintf(err, errlen, "bad field tag");
+            rc = FERRY_ECORRUPT;
+        } else if ((tag >> 3) == FIELD_INFO || (tag >> 3) == FIELD_PAYLOAD) {
+            if ((tag & 7) != WT_LEN || rpc_wire_read_varint(&d.w, &len)) {
+                snprintf(err, errlen, "bad payload field header");
+                rc = FERRY_ECORRUPT;
+            } else if ((tag >> 3) == FIELD_INFO) {
+                rc = read_info(&d, len);
+            } else {
+                rc = read_payload(&d, len, out);
+            }
+        } else {
+            rc = copy_field(&d, tag);
+        }
+    }
+    rpc_wire_reader_fini(&d.w);
+    if (rc == 0 && d.has_info && !d.has_payload && d.raw_size != 0) {
+        snprintf(err, errlen, "payload_info declares %llu bytes but no payload follows",
+                 (unsigned long long)d.raw_size);
+        rc = FERRY_ECORRUPT;
+    }
+    if (rc) {
+        free(d.head);
+        rpc_msg_fini(out);
+        return rc;
+    }
+    out->head = d.head;
+    out->head_len = d.head_len;
+    return 0;
+}
+
+/* ---- received messages ------------------------------------------------- */
+
+int rpc_msg_unpack(const rpc_msg *m, const ProtobufCMessageDescriptor *desc,
+                   ProtobufCMessage **out)
+{
+    static const uint8_t empty[1];
+    *out = protobuf_c_message_unpack(desc, NULL, m->head_len, m->head ? m->head : empty);
+    return *out ? 0 : FERRY_ECORRUPT;
+}
+
+void *rpc_msg_take_payload(rpc_msg *m, size_t *len)
+{
+    void *p = m->payload;
+    if (len)
+        *len = m->payload_len;
+    m->payload = NULL;
+    m->payload_len = 0;
+    return p;
+}
+
+void rpc_msg_fini(rpc_msg *m)
+{
+    free(m->head);
+    rpc_buf_free(m->payload);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,252 @@
+/* rpc — the gRPC C core wrapped for ferry's other folders.
+ *
+ * Where things are:
+ *   codec.c, wire.c   payload framing on the wire (raw or lz4), limits
+ *   bufpool.c         reused large receive buffers
+ *   bridge.c          completion-queue thread -> libuv loop hand-off
+ *   client.c          one client (CQ + bridge) per libuv loop
+ *   channel.c         one HTTP/2 channel per endpoint
+ *   call.c            a unary call, completed on the loop thread
+ *   future.c          wait for one call / for all (gather), driving the loop
+ *   server.c          listening, method table, request posting, shutdown
+ *   server_call.c     one incoming call: dispatch, reply from any thread
+ *   status.c          gRPC status <-> ferry error codes
+ *
+ * Threads. Client calls are started and completed on the libuv loop thread
+ * of their rpc_client. A server runs its own completion-queue thread and a
+ * pool of handler threads; it needs no loop. This header exposes neither
+ * grpc.h types nor device pointers. */
+#ifndef FERRY_RPC_H
+#define FERRY_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include <ferry/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- messages --------------------------------------------------------- */
+
+/* How a payload travels. AUTO compresses a sample and sends lz4 only when it
+ * pays (sparse tensors), raw otherwise (dense float32 does not compress). */
+typedef enum { RPC_CODEC_RAW = 0, RPC_CODEC_LZ4 = 1, RPC_CODEC_AUTO = 2 } rpc_codec;
+
+/* Default and largest per-message payload limits. */
+#define RPC_DEFAULT_MAX_PAYLOAD ((size_t)1 << 30)
+#define RPC_MAX_PAYLOAD_LIMIT ((size_t)2047 << 20)
+
+/* Called when rpc no longer needs a payload it was given ownership of. May
+ * run on any thread. */
+typedef void (*rpc_free_fn)(void *payload, void *arg);
+
+/* A message to send: the method's protobuf message (its payload fields left
+ * empty) and optional bulk bytes sent as the payload. */
+typedef struct rpc_msg_out {
+    const ProtobufCMessage *head; /* NULL: empty message */
+    const void *payload;          /* NULL with payload_len 0: no payload */
+    size_t payload_len;
+    rpc_codec codec;
+    /* NULL: a client call borrows `payload` until its completion; a server
+     * reply copies it. Non-NULL: rpc takes ownership on success, sends
+     * without copying and calls payload_free(payload, free_arg) when done. */
+    rpc_free_fn payload_free;
+    void *free_arg;
+} rpc_msg_out;
+
+/* A received message. `head` holds the protobuf bytes of every field except
+ * the payload ones (unpack it with rpc_msg_unpack); `payload` the decoded
+ * payload, from rpc's buffer pool, 64-byte aligned. Owned by the receiver;
+ * freed by rpc_msg_fini(). */
+typedef struct rpc_msg {
+    uint8_t *head;
+    size_t head_len;
+    void *payload; /* NULL when the message carried none */
+    size_t payload_len;
+    rpc_codec codec;  /* how the payload arrived: RAW or LZ4 */
+    size_t wire_len;  /* payload bytes on the wire */
+} rpc_msg;
+
+/* Unpacks `m->head` as a `desc` message. On success *out is a protobuf-c
+ * message to free with protobuf_c_message_free_unpacked(*out, NULL).
+ * Returns 0, or FERRY_ECORRUPT if the bytes are not a valid `desc`. */
+int rpc_msg_unpack(const rpc_msg *m, const ProtobufCMessageDescriptor *desc,
+                   ProtobufCMessage **out);
+
+/* Takes the payload out of `m`: the caller now owns it and frees it with
+ * rpc_buf_free(). Returns NULL if there was none. */
+void *rpc_msg_take_payload(rpc_msg *m, size_t *len);
+
+/* Frees what `m` holds and zeroes it. Safe on a zeroed or finished msg. */
+void rpc_msg_fini(rpc_msg *m);
+
+/* Large buffers are recycled through a process-wide pool: freshly mapped
+ * pages cost more than a loopback link carries (see STACK-NOTES). Returns
+ * 64-byte-aligned memory or NULL; thread-safe. */
+void *rpc_buf_alloc(size_t len);
+void rpc_buf_free(void *buf);
+/* Returns every cached buffer to the system (tests use it to check leaks). */
+void rpc_buf_trim(void);
+
+/* ---- client ----------------------------------------------------------- */
+
+typedef struct rpc_client rpc_client;
+typedef struct rpc_channel rpc_channel;
+typedef struct rpc_call rpc_call;
+typedef struct rpc_op rpc_op;
+
+/* Creates the client side of rpc for `loop`: one completion queue and one
+ * thread that hands completions to the loop. Call on the loop thread. */
+int rpc_client_create(uv_loop_t *loop, rpc_client **out);
+
+/* Closes the client. Every channel must be destroyed first; calls still in
+ * flight complete (cancelled) before the handles close, so run the loop
+ * until it has no more work, as with uv_close(). */
+void rpc_client_close(rpc_client *c);
+
+typedef struct rpc_channel_opts {
+    size_t max_payload; /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+    /* Sent as metadata RPC_TOKEN_KEY with every call; NULL: none. Copied. */
+    const char *token;
+} rpc_channel_opts;
+
+#define RPC_TOKEN_KEY "ferry-token"
+
+/* Opens one HTTP/2 channel to `target` ("127.0.0.1:5000", "[::1]:5000",
+ * "localhost:5000"). Connects lazily, on the first call. opts may be NULL. */
+int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts *opts,
+                       rpc_channel **out);
+
+/* Cancels the channel's calls in flight (their callbacks still run, with
+ * FERRY_ECANCELED) and releases the channel once they have. */
+void rpc_channel_destroy(rpc_channel *ch);
+
+const char *rpc_channel_target(const rpc_channel *ch);
+
+typedef void (*rpc_call_cb)(rpc_call *call);
+
+/* One unary call, in caller memory. Zero it (or rpc_call_fini it) before
+ * each start. Results are valid in the callback and after a wait. */
+struct rpc_call {
+    void *data; /* the caller's */
+    int result; /* 0, or a FERRY_E* code */
+    /* When result != 0: "peer <target> method <name>: <detail>". Owned by
+     * the call. */
+    char *errmsg;
+    rpc_msg reply;
+    /* private */
+    rpc_call_cb cb;
+    rpc_op *op;
+    rpc_channel *ch;
+    bool done;
+};
+
+/* Starts `method` ("/ferry.Worker/Ping") on `ch` with request `req`, giving
+ * up after `timeout_ms` (<= 0: no deadline). Call on the loop thread. Returns
+ * 0 and later runs cb(call) exactly once on the loop thread, or returns an
+ * error (payload over the limit, bad arguments) and never runs cb. cb may be
+ * NULL: then the call is a future, completed by rpc_call_wait(). */
+int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
+                   const rpc_msg_out *req, int64_t timeout_ms, rpc_call_cb cb);
+
+/* Asks for the call to stop; its completion still arrives, normally with
+ * FERRY_ECANCELED. Harmless after completion. Loop thread. */
+void rpc_call_cancel(rpc_call *call);
+
+/* Frees the reply and error text. The call must have completed. */
+void rpc_call_fini(rpc_call *call);
+
+/* Blocks until `call` has completed, running its client's loop underneath,
+ * and returns call->result. Must not run on the loop thread inside a
+ * callback: returns FERRY_EDEADLK there. */
+int rpc_call_wait(rpc_call *call);
+
+/* Waits for every call (asyncio's gather). Returns 0 if all succeeded, or the
+ * result of the first failed one in array order; every call has completed
+ * either way. Same thread rule as rpc_call_wait(). */
+int rpc_call_wait_all(rpc_call *const *calls, size_t n);
+
+/* ---- server ----------------------------------------------------------- */
+
+typedef struct rpc_server rpc_server;
+typedef struct rpc_srv_call rpc_srv_call;
+
+/* Runs for each incoming call of a method. `req` belongs to the call and
+ * stays valid until the reply. The handler must, now or later and from any
+ * thread, end the call with exactly one rpc_srv_reply() or rpc_srv_fail(). */
+typedef void (*rpc_handler)(rpc_srv_call *sc, rpc_msg *req, void *data);
+
+enum {
+    /* Run the handler on the completion-queue thread itself: for handlers
+     * that never block (ping, echo). Others run on the handler pool. */
+    RPC_METHOD_INLINE = 1u << 0,
+};
+
+typedef struct rpc_method {
+    const char *name; /* "/ferry.Worker/Ping" */
+    rpc_handler handler;
+    void *data;
+    unsigned flags;
+} rpc_method;
+
+typedef struct rpc_server_opts {
+    const char *listen;     /* "127.0.0.1:0", "[::1]:5000"; port 0 picks a free one */
+    size_t max_payload;     /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+    int handler_threads;    /* 0: two per core, at least 4 */
+} rpc_server_opts;
+
+/* Binds, registers `methods` (copied; name strings must outlive the server)
+ * and starts serving. Calls to any other method get UNIMPLEMENTED. Returns 0,
+ * FERRY_EADDRINUSE when the address is taken, FERRY_EINVAL for a bad one. */
+int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
+                      size_t n_methods, rpc_server **out);
+
+/* The bound port. */
+int rpc_server_port(const rpc_server *s);
+
+/* Stops accepting calls, gives calls in flight up to `grace_ms` to finish,
+ * then cancels the rest and waits for their handlers to end them. Blocks;
+ * idempotent; any thread but a handler's. */
+void rpc_server_shutdown(rpc_server *s, int64_t grace_ms);
+
+/* Shuts down (grace 0) if still running, and frees. NULL is a no-op. */
+void rpc_server_destroy(rpc_server *s);
+
+/* Ends the call with a reply. Any thread; once per call. Returns 0 or an
+ * error (payload over the limit: the call is then failed for the client). */
+int rpc_srv_reply(rpc_srv_call *sc, const rpc_msg_out *reply);
+
+/* Ends the call with error `err` and a printf-style detail text that reaches
+ * the caller. Any thread; once per call. */
+int rpc_srv_fail(rpc_srv_call *sc, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* True once the client cancelled, the deadline passed or the server is
+ * shutting down: a long handler should stop and fail with FERRY_ECANCELED. */
+bool rpc_srv_cancelled(const rpc_srv_call *sc);
+
+const char *rpc_srv_method(const rpc_srv_call *sc);
+/* The client's address as gRPC names it ("ipv4:127.0.0.1:41234"). Static
+ * for the life of the call. */
+const char *rpc_srv_peer(const rpc_srv_call *sc);
+
+/* Value of request metadata `key` (lower case), or NULL; lives as long as the
+ * call. */
+const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *len);
+
+/* ---- errors ----------------------------------------------------------- */
+
+/* Maps a gRPC status code (grpc_status_code) to a FERRY_E* code and back. */
+int rpc_status_to_err(int grpc_status);
+int rpc_err_to_status(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

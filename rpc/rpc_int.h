@@ -1,0 +1,196 @@
+/* rpc — private header shared by the files of this folder (and its tests). */
+#ifndef FERRY_RPC_INT_H
+#define FERRY_RPC_INT_H
+
+#include <stdatomic.h>
+
+#include <grpc/grpc.h>
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "rpc.h"
+
+/* ---- completion tags ---------------------------------------------------
+ * Every batch started on a completion queue carries an rpc_tag. The thread
+ * that drains the queue (client: bridge, server: its CQ thread) records the
+ * outcome and runs `done` on the thread the owner chose. */
+typedef struct rpc_tag rpc_tag;
+struct rpc_tag {
+    void (*done)(rpc_tag *tag, bool ok);
+    rpc_tag *next; /* bridge's ready list */
+    bool ok;
+};
+
+/* ---- bridge: CQ thread -> libuv loop ---------------------------------- */
+typedef struct rpc_bridge {
+    grpc_completion_queue *cq;
+    uv_thread_t thread;
+    uv_async_t async;
+    uv_mutex_t lock;
+    rpc_tag *ready_head, *ready_tail; /* guarded by lock */
+    void (*closed_cb)(struct rpc_bridge *b);
+} rpc_bridge;
+
+int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop);
+/* Shuts the queue down (no batch may be outstanding), joins the thread and
+ * closes the async handle; closed_cb runs from the loop once it is closed. */
+void rpc_bridge_close(rpc_bridge *b, void (*closed_cb)(rpc_bridge *b));
+
+/* ---- client ------------------------------------------------------------ */
+struct rpc_client {
+    uv_loop_t *loop;
+    rpc_bridge bridge;
+    size_t channels; /* open channels */
+    size_t ops;      /* calls in flight */
+    bool closing;
+    int callback_depth; /* > 0 while a completion callback runs */
+};
+
+typedef struct rpc_method_reg {
+    char *name;
+    void *handle; /* grpc_channel_register_call */
+    struct rpc_method_reg *next;
+} rpc_method_reg;
+
+struct rpc_channel {
+    rpc_client *client;
+    grpc_channel *gch;
+    char *target;
+    char *token;
+    size_t max_payload;
+    rpc_method_reg *methods;
+    rpc_op *ops; /* in flight, doubly linked */
+    size_t refs; /* the owner's, plus one per call in flight */
+    bool destroyed;
+};
+
+struct rpc_op {
+    rpc_tag tag;
+    rpc_call *call;
+    rpc_channel *ch;
+    grpc_call *gc;
+    const char *method; /* the registration's copy */
+    rpc_op *prev, *next;
+    grpc_metadata token_md;
+    grpc_metadata_array md_initial, md_trailing;
+    grpc_byte_buffer *send, *recv;
+    grpc_status_code status;
+    grpc_slice details;
+};
+
+void rpc_client_op_started(rpc_client *c);
+void rpc_client_op_done(rpc_client *c);
+void rpc_client_channel_done(rpc_client *c);
+
+/* The registration of `method` on `ch`, made on first use; NULL on ENOMEM. */
+rpc_method_reg *rpc_channel_method(rpc_channel *ch, const char *method);
+void rpc_channel_link(rpc_channel *ch, rpc_op *op);
+/* Unlinks op; the channel is freed if it was destroyed and this was its
+ * last call. */
+void rpc_channel_unlink(rpc_channel *ch, rpc_op *op);
+
+/* ---- codec ------------------------------------------------------------- */
+
+/* Builds the wire message for `m`: payload fields first, then the packed
+ * head. Fails with FERRY_EMSGSIZE when the payload exceeds `max_payload`.
+ * With m->payload_free set, ownership of the payload passes to the buffer
+ * on success. */
+int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload,
+                     grpc_byte_buffer **out);
+
+/* Decodes a received wire message into `out` (zeroed first). Returns 0,
+ * FERRY_ECORRUPT (malformed, truncated or failed checksum) or FERRY_EMSGSIZE
+ * (declared or actual payload over `max_payload`), with a detail text in
+ * err[errlen]. Never reads past the buffer. */
+int rpc_codec_decode(grpc_byte_buffer *bb, size_t max_payload, rpc_msg *out, char *err,
+                     size_t errlen);
+
+/* ---- wire reader: protobuf varints across slice boundaries -------------- */
+typedef struct rpc_wire_reader {
+    grpc_byte_buffer_reader r;
+    const uint8_t *p, *end; /* current slice */
+    size_t left;            /* bytes not yet read, in total */
+} rpc_wire_reader;
+
+int rpc_wire_reader_init(rpc_wire_reader *w, grpc_byte_buffer *bb);
+void rpc_wire_reader_fini(rpc_wire_reader *w);
+int rpc_wire_read_varint(rpc_wire_reader *w, uint64_t *v);
+/* Copies n bytes into dst (NULL: skips them). */
+int rpc_wire_read(rpc_wire_reader *w, void *dst, size_t n);
+/* Returns a pointer to the next contiguous run of at most n bytes and its
+ * length, advancing past it; 0 at the end. */
+size_t rpc_wire_next_run(rpc_wire_reader *w, size_t n, const uint8_t **run);
+
+/* Protobuf varint encoding into buf (>= 10 bytes); returns bytes written. */
+size_t rpc_varint_put(uint8_t *buf, uint64_t v);
+
+/* ---- server ------------------------------------------------------------ */
+typedef struct rpc_srv_entry {
+    rpc_method m;
+    void *handle; /* grpc_server_register_method */
+} rpc_srv_entry;
+
+typedef struct rpc_work rpc_work;
+struct rpc_work {
+    rpc_srv_call *sc;
+    rpc_work *next;
+};
+
+struct rpc_server {
+    grpc_server *gs;
+    grpc_completion_queue *cq;
+    uv_thread_t cq_thread;
+    uv_thread_t *pool;
+    int n_pool;
+    rpc_srv_entry *methods;
+    size_t n_methods;
+    size_t max_payload;
+    int port;
+
+    uv_mutex_t lock;
+    uv_cond_t cond;
+    rpc_srv_call *queue_head, *queue_tail; /* handler work, guarded by lock */
+    size_t live_calls;                     /* guarded by lock */
+    bool stopping;                         /* guarded by lock */
+    bool shutdown_done;                    /* guarded by lock */
+    bool pool_exit;                        /* guarded by lock */
+    bool shut;                             /* rpc_server_shutdown ran */
+    bool started, cq_thread_started;
+    rpc_tag shutdown_tag;
+};
+
+struct rpc_srv_call {
+    rpc_tag request_tag, close_tag, reply_tag;
+    rpc_server *srv;
+    rpc_srv_entry *method; /* NULL: an unregistered method */
+    grpc_call *gc;
+    gpr_timespec deadline;
+    grpc_call_details details; /* unregistered methods only */
+    grpc_metadata_array md;
+    grpc_byte_buffer *req_bb, *reply_bb;
+    grpc_slice status_details;
+    rpc_msg req;
+    char *peer;
+    int cancelled_flag; /* written by RECV_CLOSE_ON_SERVER */
+    atomic_bool cancelled;
+    atomic_bool ended; /* reply or fail started */
+    atomic_int refs;
+    rpc_srv_call *queue_next;
+};
+
+/* Posts one request for a registered method (method != NULL) or for any
+ * unregistered one (method == NULL). Returns 0 or an error during shutdown. */
+int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method);
+void rpc_srv_dispatch(rpc_srv_call *sc);
+void rpc_server_call_ended(rpc_server *s);
+
+/* ---- misc -------------------------------------------------------------- */
+gpr_timespec rpc_deadline(int64_t timeout_ms);
+char *rpc_strdup(const char *s);
+char *rpc_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *rpc_status_name(grpc_status_code code);
+
+#endif

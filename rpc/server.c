@@ -1,0 +1,296 @@
+/* The server: listening, the method table, keeping requests posted, and
+ * graceful shutdown. One thread drains the completion queue; handlers run on
+ * a pool (or inline on that thread when they never block), so a long task
+ * never holds up other calls. */
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <grpc/grpc_security.h>
+
+#include "rpc_int.h"
+
+/* Requests kept posted per method: a burst beyond this waits in gRPC's own
+ * queue for the next re-post, so it bounds memory, not concurrency. */
+#define REQUESTS_PER_METHOD 16
+#define HEAD_SLACK ((size_t)1 << 20)
+
+static void cq_thread(void *arg)
+{
+    rpc_server *s = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            return;
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        rpc_tag *t = ev.tag;
+        t->done(t, ev.success != 0);
+    }
+}
+
+static void pool_thread(void *arg)
+{
+    rpc_server *s = arg;
+    uv_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->queue_head && !s->pool_exit)
+            uv_cond_wait(&s->cond, &s->lock);
+        if (!s->queue_head)
+            break;
+        rpc_srv_call *sc = s->queue_head;
+        s->queue_head = sc->queue_next;
+        if (!s->queue_head)
+            s->queue_tail = NULL;
+        uv_mutex_unlock(&s->lock);
+        sc->method->m.handler(sc, &sc->req, sc->method->m.data);
+        uv_mutex_lock(&s->lock);
+    }
+    uv_mutex_unlock(&s->lock);
+}
+
+void rpc_srv_dispatch(rpc_srv_call *sc)
+{
+    rpc_server *s = sc->srv;
+    if (sc->method->m.flags & RPC_METHOD_INLINE) {
+        sc->method->m.handler(sc, &sc->req, sc->method->m.data);
+        return;
+    }
+    sc->queue_next = NULL;
+    uv_mutex_lock(&s->lock);
+    if (s->queue_tail)
+        s->queue_tail->queue_next = sc;
+    else
+        s->queue_head = sc;
+    s->queue_tail = sc;
+    uv_cond_signal(&s->cond);
+    uv_mutex_unlock(&s->lock);
+}
+
+void rpc_server_call_ended(rpc_server *s)
+{
+    uv_mutex_lock(&s->lock);
+    s->live_calls--;
+    uv_cond_broadcast(&s->cond);
+    uv_mutex_unlock(&s->lock);
+}
+
+static void shutdown_done(rpc_tag *tag, bool ok)
+{
+    rpc_server *s = (rpc_server *)((char *)tag - offsetof(rpc_server, shutdown_tag));
+    (void)ok;
+    uv_mutex_lock(&s->lock);
+    s->shutdown_done = true;
+    uv_cond_broadcast(&s->cond);
+    uv_mutex_unlock(&s->lock);
+}
+
+/* gRPC says only "0" when it cannot bind; find out whether the address is
+ * taken, so `ferry start` can say so. */
+static int probe_bind_error(const char *listen)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof host)
+        return FERRY_EINVAL;
+    const char *h = listen;
+    size_t hlen = (size_t)(colon - listen);
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai;
+    if (getaddrinfo(hlen ? host : NULL, colon + 1, &hints, &ai) != 0)
+        return FERRY_EINVAL;
+    int rc = FERRY_EINVAL;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype, 0);
+        if (fd < 0)
+            continue;
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE)
+            rc = FERRY_EADDRINUSE;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return rc;
+}
+
+static void server_free(rpc_server *s)
+{
+    if (s->gs)
+        grpc_server_destroy(s->gs);
+    if (s->cq) {
+        grpc_completion_queue_shutdown(s->cq);
+        if (s->cq_thread_started)
+            uv_thread_join(&s->cq_thread);
+        grpc_completion_queue_destroy(s->cq);
+    }
+    free(s->pool);
+    free(s->methods);
+    uv_cond_destroy(&s->cond);
+    uv_mutex_destroy(&s->lock);
+    free(s);
+    grpc_shutdown();
+}
+
+int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
+                      size_t n_methods, rpc_server **out)
+{
+    if (!opts || !opts->listen || (n_methods && !methods))
+        return FERRY_EINVAL;
+    size_t max_payload = opts->max_payload ? opts->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
+    if (max_payload > RPC_MAX_PAYLOAD_LIMIT)
+        return FERRY_EINVAL;
+    for (size_t i = 0; i < n_methods; i++)
+        if (!methods[i].name || !methods[i].handler)
+            return FERRY_EINVAL;
+
+    rpc_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return FERRY_ENOMEM;
+    grpc_init();
+    uv_mutex_init(&s->lock);
+    uv_cond_init(&s->cond);
+    s->max_payload = max_payload;
+    s->shutdown_tag.done = shutdown_done;
+    int rc = FERRY_ENOMEM;
+
+    s->n_methods = n_methods;
+    s->methods = calloc(n_methods ? n_methods : 1, sizeof *s->methods);
+    if (!s->methods)
+        goto fail;
+
+    int msg_limit = (int)(max_payload + HEAD_SLACK > INT_MAX ? INT_MAX : max_payload + HEAD_SLACK);
+    grpc_arg args[] = {
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = msg_limit},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = msg_limit},
+        /* With SO_REUSEPORT a second worker would share a busy port silently. */
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
+    };
+    grpc_channel_args srv_args = {.num_args = sizeof args / sizeof args[0], .args = args};
+    s->gs = grpc_server_create(&srv_args, NULL);
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!s->gs || !s->cq)
+        goto fail;
+    grpc_server_register_completion_queue(s->gs, s->cq, NULL);
+
+    rc = FERRY_EINVAL;
+    for (size_t i = 0; i < n_methods; i++) {
+        s->methods[i].m = methods[i];
+        s->methods[i].handle = grpc_server_register_method(
+            s->gs, methods[i].name, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        if (!s->methods[i].handle) /* a duplicate name */
+            goto fail;
+    }
+
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    s->port = grpc_server_add_http2_port(s->gs, opts->listen, creds);
+    grpc_server_credentials_release(creds);
+    if (s->port <= 0) {
+        rc = probe_bind_error(opts->listen);
+        goto fail;
+    }
+    /* The queue thread exists before the server starts, so that a failure
+     * from here on can always shut down through it. */
+    rc = uv_thread_create(&s->cq_thread, cq_thread, s);
+    if (rc)
+        goto fail;
+    s->cq_thread_started = true;
+    grpc_server_start(s->gs);
+    s->started = true;
+
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    s->n_pool = opts->handler_threads > 0 ? opts->handler_threads
+                                          : (int)(ncpu > 2 ? 2 * ncpu : 4);
+    s->pool = calloc((size_t)s->n_pool, sizeof *s->pool);
+    if (!s->pool) {
+        rc = FERRY_ENOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < s->n_pool; i++) {
+        rc = uv_thread_create(&s->pool[i], pool_thread, s);
+        if (rc) {
+            s->n_pool = i;
+            goto fail;
+        }
+    }
+
+    for (size_t i = 0; i < n_methods; i++)
+        for (int k = 0; k < REQUESTS_PER_METHOD; k++)
+            if ((rc = rpc_srv_call_post(s, &s->methods[i])))
+                goto fail;
+    for (int k = 0; k < 2; k++)
+        if ((rc = rpc_srv_call_post(s, NULL)))
+            goto fail;
+
+    *out = s;
+    return 0;
+
+fail:
+    if (s->started) {
+        rpc_server_shutdown(s, 0);
+        s->gs = NULL; /* destroyed by shutdown */
+    }
+    server_free(s);
+    return rc;
+}
+
+int rpc_server_port(const rpc_server *s)
+{
+    return s->port;
+}
+
+void rpc_server_shutdown(rpc_server *s, int64_t grace_ms)
+{
+    if (!s || s->shut)
+        return;
+    s->shut = true;
+
+    uv_mutex_lock(&s->lock);
+    s->stopping = true;
+    uv_mutex_unlock(&s->lock);
+    grpc_server_shutdown_and_notify(s->gs, s->cq, &s->shutdown_tag);
+    uint64_t deadline = uv_hrtime() + (uint64_t)(grace_ms > 0 ? grace_ms : 0) * 1000000u;
+    uv_mutex_lock(&s->lock);
+    while (!s->shutdown_done) {
+        uint64_t now = uv_hrtime();
+        if (now >= deadline || uv_cond_timedwait(&s->cond, &s->lock, deadline - now) != 0)
+            break;
+    }
+    bool graceful = s->shutdown_done;
+    uv_mutex_unlock(&s->lock);
+    if (!graceful)
+        grpc_server_cancel_all_calls(s->gs);
+
+    /* Cancelled calls still belong to their handlers until they end them;
+     * unmatched requests come back failed. Wait until no call object is left. */
+    uv_mutex_lock(&s->lock);
+    while (!s->shutdown_done || s->live_calls > 0)
+        uv_cond_wait(&s->cond, &s->lock);
+    s->pool_exit = true;
+    uv_cond_broadcast(&s->cond);
+    uv_mutex_unlock(&s->lock);
+    for (int i = 0; i < s->n_pool; i++)
+        uv_thread_join(&s->pool[i]);
+    s->n_pool = 0;
+
+    grpc_server_destroy(s->gs);
+    s->gs = NULL;
+}
+
+void rpc_server_destroy(rpc_server *s)
+{
+    if (!s)
+        return;
+    rpc_server_shutdown(s, 0);
+    server_free(s);
+}

@@ -1,0 +1,232 @@
+/* One incoming call on the server, from its arrival to its last event.
+ *
+ * Lifetime: an rpc_srv_call holds two references once it has arrived — the
+ * handler's, given up when the reply (or failure) batch completes, and the
+ * RECV_CLOSE_ON_SERVER batch's, which completes when the call is over on the
+ * wire and tells us whether the client cancelled. The last one frees it. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc_int.h"
+
+static void sc_free(rpc_srv_call *sc)
+{
+    grpc_metadata_array_destroy(&sc->md);
+    if (!sc->method)
+        grpc_call_details_destroy(&sc->details);
+    if (sc->req_bb)
+        grpc_byte_buffer_destroy(sc->req_bb);
+    if (sc->reply_bb)
+        grpc_byte_buffer_destroy(sc->reply_bb);
+    grpc_slice_unref(sc->status_details);
+    rpc_msg_fini(&sc->req);
+    gpr_free(sc->peer);
+    if (sc->gc)
+        grpc_call_unref(sc->gc);
+    free(sc);
+}
+
+/* Every posted request is counted until freed, matched or not, so that
+ * shutdown can wait until no call object is left. */
+static void sc_release(rpc_srv_call *sc)
+{
+    rpc_server *s = sc->srv;
+    sc_free(sc);
+    rpc_server_call_ended(s);
+}
+
+static void sc_unref(rpc_srv_call *sc)
+{
+    if (atomic_fetch_sub(&sc->refs, 1) == 1)
+        sc_release(sc);
+}
+
+static void close_done(rpc_tag *tag, bool ok)
+{
+    rpc_srv_call *sc = (rpc_srv_call *)((char *)tag - offsetof(rpc_srv_call, close_tag));
+    if (!ok || sc->cancelled_flag)
+        atomic_store(&sc->cancelled, true);
+    sc_unref(sc);
+}
+
+static void reply_done(rpc_tag *tag, bool ok)
+{
+    rpc_srv_call *sc = (rpc_srv_call *)((char *)tag - offsetof(rpc_srv_call, reply_tag));
+    (void)ok; /* a reply to a cancelled call just goes nowhere */
+    sc_unref(sc);
+}
+
+/* Starts the batch that ends the call; gives up the handler's reference if
+ * it cannot. */
+static int end_call(rpc_srv_call *sc, grpc_byte_buffer *msg, grpc_status_code status)
+{
+    grpc_op ops[3];
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (msg) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = msg;
+    }
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = status;
+    ops[n++].data.send_status_from_server.status_details =
+        status == GRPC_STATUS_OK ? NULL : &sc->status_details;
+    if (grpc_call_start_batch(sc->gc, ops, n, &sc->reply_tag, NULL) != GRPC_CALL_OK) {
+        sc_unref(sc);
+        return FERRY_EINTERNAL;
+    }
+    return 0;
+}
+
+static int fail_v(rpc_srv_call *sc, int err, const char *fmt, va_list ap)
+{
+    char text[1024];
+    vsnprintf(text, sizeof text, fmt, ap);
+    sc->status_details = grpc_slice_from_copied_string(text);
+    int status = rpc_err_to_status(err);
+    return end_call(sc, NULL, status == GRPC_STATUS_OK ? GRPC_STATUS_UNKNOWN : status);
+}
+
+static int fail_now(rpc_srv_call *sc, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = fail_v(sc, err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int rpc_srv_fail(rpc_srv_call *sc, int err, const char *fmt, ...)
+{
+    if (!sc || atomic_exchange(&sc->ended, true))
+        return FERRY_EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = fail_v(sc, err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int rpc_srv_reply(rpc_srv_call *sc, const rpc_msg_out *reply)
+{
+    static const rpc_msg_out empty = {0};
+    if (!sc || atomic_exchange(&sc->ended, true))
+        return FERRY_EINVAL;
+    int rc = rpc_codec_encode(reply ? reply : &empty, sc->srv->max_payload, true, &sc->reply_bb);
+    if (rc) {
+        fail_now(sc, rc, "reply of %s: %zu-byte payload, limit %zu: %s", rpc_srv_method(sc),
+                 reply->payload_len, sc->srv->max_payload, ferry_strerror(rc));
+        return rc;
+    }
+    return end_call(sc, sc->reply_bb, GRPC_STATUS_OK);
+}
+
+bool rpc_srv_cancelled(const rpc_srv_call *sc)
+{
+    return atomic_load(&sc->cancelled);
+}
+
+const char *rpc_srv_method(const rpc_srv_call *sc)
+{
+    return sc->method ? sc->method->m.name : "(unregistered)";
+}
+
+const char *rpc_srv_peer(const rpc_srv_call *sc)
+{
+    return sc->peer ? sc->peer : "unknown";
+}
+
+const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *len)
+{
+    for (size_t i = 0; i < sc->md.count; i++) {
+        const grpc_metadata *m = &sc->md.metadata[i];
+        if (grpc_slice_str_cmp(m->key, key) == 0) {
+            if (len)
+                *len = GRPC_SLICE_LENGTH(m->value);
+            return (const char *)GRPC_SLICE_START_PTR(m->value);
+        }
+    }
+    return NULL;
+}
+
+static void request_done(rpc_tag *tag, bool ok)
+{
+    rpc_srv_call *sc = (rpc_srv_call *)((char *)tag - offsetof(rpc_srv_call, request_tag));
+    rpc_server *s = sc->srv;
+    if (!ok) { /* the server is shutting down: the request was never matched */
+        sc_release(sc);
+        return;
+    }
+    uv_mutex_lock(&s->lock);
+    bool stopping = s->stopping;
+    uv_mutex_unlock(&s->lock);
+    if (!stopping) /* keep the method's requests posted */
+        rpc_srv_call_post(s, sc->method);
+
+    sc->peer = grpc_call_get_peer(sc->gc);
+
+    grpc_op close_op;
+    memset(&close_op, 0, sizeof close_op);
+    close_op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    close_op.data.recv_close_on_server.cancelled = &sc->cancelled_flag;
+    atomic_store(&sc->refs, 2);
+    if (grpc_call_start_batch(sc->gc, &close_op, 1, &sc->close_tag, NULL) != GRPC_CALL_OK)
+        atomic_store(&sc->refs, 1);
+
+    atomic_store(&sc->ended, true);
+    if (!sc->method) {
+        char *method = grpc_slice_to_c_string(sc->details.method);
+        fail_now(sc, FERRY_ENOTSUP, "method %s is not served here", method);
+        gpr_free(method);
+        return;
+    }
+    if (!sc->req_bb) {
+        fail_now(sc, FERRY_EINVAL, "%s: request carried no message", rpc_srv_method(sc));
+        return;
+    }
+    char err[256];
+    int rc = rpc_codec_decode(sc->req_bb, s->max_payload, &sc->req, err, sizeof err);
+    grpc_byte_buffer_destroy(sc->req_bb);
+    sc->req_bb = NULL;
+    if (rc) {
+        fail_now(sc, rc, "%s: bad request: %s", rpc_srv_method(sc), err);
+        return;
+    }
+    atomic_store(&sc->ended, false);
+    rpc_srv_dispatch(sc);
+}
+
+int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method)
+{
+    rpc_srv_call *sc = calloc(1, sizeof *sc);
+    if (!sc)
+        return FERRY_ENOMEM;
+    sc->srv = s;
+    sc->method = method;
+    sc->request_tag.done = request_done;
+    sc->close_tag.done = close_done;
+    sc->reply_tag.done = reply_done;
+    sc->status_details = grpc_empty_slice();
+    grpc_metadata_array_init(&sc->md);
+    uv_mutex_lock(&s->lock);
+    s->live_calls++;
+    uv_mutex_unlock(&s->lock);
+    grpc_call_error e;
+    if (method) {
+        e = grpc_server_request_registered_call(s->gs, method->handle, &sc->gc, &sc->deadline,
+                                                &sc->md, &sc->req_bb, s->cq, s->cq,
+                                                &sc->request_tag);
+    } else {
+        grpc_call_details_init(&sc->details);
+        e = grpc_server_request_call(s->gs, &sc->gc, &sc->details, &sc->md, s->cq, s->cq,
+                                     &sc->request_tag);
+    }
+    if (e != GRPC_CALL_OK) {
+        sc_release(sc);
+        return FERRY_ESHUTDOWN;
+    }
+    return 0;
+}
