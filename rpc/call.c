@@ -61,6 +61,7 @@ static void op_done(rpc_tag *tag, bool ok)
         op->status = GRPC_STATUS_INTERNAL;
     }
     op_finish(op);
+    rpc_channel_unlink(ch, op);
     op_free(op);
     call->op = NULL;
     call->done = true;
@@ -73,7 +74,7 @@ static void op_done(rpc_tag *tag, bool ok)
         cb(call);
         c->callback_depth--;
     }
-    rpc_channel_unlink(ch, op);
+    rpc_channel_release(ch);
     rpc_client_op_done(c);
 }
 

@@ -134,5 +134,9 @@ void rpc_channel_unlink(rpc_channel *ch, rpc_op *op)
         ch->ops = op->next;
     if (op->next)
         op->next->prev = op->prev;
+}
+
+void rpc_channel_release(rpc_channel *ch)
+{
     channel_unref(ch);
 }

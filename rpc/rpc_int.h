@@ -87,10 +87,12 @@ void rpc_client_channel_done(rpc_client *c);
 
 /* The registration of `method` on `ch`, made on first use; NULL on ENOMEM. */
 rpc_method_reg *rpc_channel_method(rpc_channel *ch, const char *method);
+/* Links a call in flight; it holds a reference on the channel. */
 void rpc_channel_link(rpc_channel *ch, rpc_op *op);
-/* Unlinks op; the channel is freed if it was destroyed and this was its
- * last call. */
 void rpc_channel_unlink(rpc_channel *ch, rpc_op *op);
+/* Drops a call's reference: the channel is freed if it was destroyed and
+ * this was its last call. */
+void rpc_channel_release(rpc_channel *ch);
 
 /* ---- codec ------------------------------------------------------------- */
 
