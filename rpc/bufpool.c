@@ -5,6 +5,7 @@
  * buffer). Received payloads and lz4 scratch come from here and go back here,
  * so steady-state traffic touches no new pages. Small buffers go straight to
  * malloc, which already recycles them. */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,4 +104,12 @@ void rpc_buf_trim(void)
         free(b);
         b = next;
     }
+}
+
+void rpc_tune_malloc(void)
+{
+    /* Keep freed memory instead of returning it at once, and serve blocks up
+     * to 32 MiB from the heap rather than fresh mappings. */
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }

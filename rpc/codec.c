@@ -110,7 +110,7 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
     size_t n = 0;
     int err;
 
-    if (m->payload_len && !m->payload)
+    if ((m->payload_len && !m->payload) || (!m->head && m->head_len && !m->head_bytes))
         return FERRY_EINVAL;
     if (m->payload_len > max_payload)
         return FERRY_EMSGSIZE;
@@ -123,7 +123,14 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
             err = lz4_compress(m->payload, m->payload_len, &body);
             if (err)
                 return err;
-        } else {
+            /* Data that does not compress goes raw: the receiver then skips
+             * a pointless decode and the sender a copy. */
+            if (GRPC_SLICE_LENGTH(body) >= m->payload_len - m->payload_len / 32) {
+                grpc_slice_unref(body);
+                codec = RPC_CODEC_RAW;
+            }
+        }
+        if (codec != RPC_CODEC_LZ4) {
             body = payload_slice(m, copy_payload, &err);
             if (err)
                 return err;
@@ -153,6 +160,8 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
             protobuf_c_message_pack(m->head, GRPC_SLICE_START_PTR(s));
             slices[n++] = s;
         }
+    } else if (m->head_len) {
+        slices[n++] = grpc_slice_from_copied_buffer(m->head_bytes, m->head_len);
     }
 
     *out = grpc_raw_byte_buffer_create(slices, n);

@@ -153,7 +153,8 @@ struct rpc_server {
     int port;
 
     uv_mutex_t lock;
-    uv_cond_t cond;
+    uv_cond_t cond;    /* handler work queued, or pool_exit */
+    uv_cond_t drained; /* shutdown_done, or live_calls reached 0 while stopping */
     rpc_srv_call *queue_head, *queue_tail; /* handler work, guarded by lock */
     size_t live_calls;                     /* guarded by lock */
     bool stopping;                         /* guarded by lock */
@@ -175,8 +176,9 @@ struct rpc_srv_call {
     grpc_byte_buffer *req_bb, *reply_bb;
     grpc_slice status_details;
     rpc_msg req;
-    char *peer;
+    _Atomic(char *) peer; /* made on first rpc_srv_peer() */
     int cancelled_flag; /* written by RECV_CLOSE_ON_SERVER */
+    bool close_pending; /* a separate close batch watches for cancellation */
     atomic_bool cancelled;
     atomic_bool ended; /* reply or fail started */
     atomic_int refs;
