@@ -85,11 +85,12 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
     if (!ch || !call || !method || ch->destroyed || ch->client->closing)
         return FERRY_EINVAL;
 
+    /* call->ch stays NULL unless the call starts, so waiting on a call
+     * whose start failed returns at once instead of spinning. */
     void *data = call->data;
     memset(call, 0, sizeof *call);
     call->data = data;
     call->cb = cb;
-    call->ch = ch;
 
     rpc_method_reg *reg = rpc_channel_method(ch, method);
     rpc_op *op = calloc(1, sizeof *op);
@@ -105,18 +106,19 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
     grpc_metadata_array_init(&op->md_initial);
     grpc_metadata_array_init(&op->md_trailing);
 
-    int rc = rpc_codec_encode(req ? req : &empty, ch->max_payload, false, &op->send);
-    if (rc) {
-        op_free(op);
-        return rc;
-    }
-
+    /* Everything that can fail comes before the encoding, which takes an
+     * owned payload: a failed start leaves it with the caller. */
     op->gc = grpc_channel_create_registered_call(ch->gch, NULL, GRPC_PROPAGATE_DEFAULTS,
                                                  ch->client->bridge.cq, reg->handle,
                                                  rpc_deadline(timeout_ms), NULL);
     if (!op->gc) {
         op_free(op);
         return FERRY_EINTERNAL;
+    }
+    int rc = rpc_codec_encode(req ? req : &empty, ch->max_payload, false, &op->send);
+    if (rc) {
+        op_free(op);
+        return rc;
     }
 
     grpc_op ops[6];
@@ -140,10 +142,13 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
     ops[5].data.recv_status_on_client.status = &op->status;
     ops[5].data.recv_status_on_client.status_details = &op->details;
 
+    /* A well-formed batch is never refused; if gRPC did refuse it, the
+     * encoded message (and an owned payload with it) is released here. */
     if (grpc_call_start_batch(op->gc, ops, 6, &op->tag, NULL) != GRPC_CALL_OK) {
         op_free(op);
         return FERRY_EINTERNAL;
     }
+    call->ch = ch;
     call->op = op;
     rpc_channel_link(ch, op);
     rpc_client_op_started(ch->client);

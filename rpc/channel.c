@@ -36,9 +36,10 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
         /* Retries would buffer (copy) every outgoing payload; ferry retries
          * at the task level where it knows what is idempotent. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
-        /* A restarted worker is back within a second: reconnect quickly. */
+        /* A restarted worker is back within a second: reconnect quickly.
+         * (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also uses it as the
+         * connect timeout, and 100 ms fails slow-to-accept peers.) */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, .value.integer = 100},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, .value.integer = 100},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, .value.integer = 2000},
     };
     grpc_channel_args chargs = {.num_args = sizeof args / sizeof args[0], .args = args};

@@ -58,8 +58,10 @@ typedef struct rpc_msg_out {
     size_t payload_len;
     rpc_codec codec;
     /* NULL: a client call borrows `payload` until its completion; a server
-     * reply copies it. Non-NULL: rpc takes ownership on success, sends
-     * without copying and calls payload_free(payload, free_arg) when done. */
+     * reply copies it. Non-NULL: rpc takes ownership when the start (or
+     * reply) succeeds, sends without copying and calls
+     * payload_free(payload, free_arg) once when done; a failed start leaves
+     * it with the caller. */
     rpc_free_fn payload_free;
     void *free_arg;
 } rpc_msg_out;

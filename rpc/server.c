@@ -146,10 +146,23 @@ static void server_free(rpc_server *s)
     grpc_shutdown();
 }
 
+/* gRPC accepts "host" (port 443) and ports past 65535 (wrapped) without a
+ * word: insist on an explicit, valid port. */
+static bool listen_address_ok(const char *listen)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen)
+        return false;
+    size_t digits = strspn(colon + 1, "0123456789");
+    if (digits < 1 || digits > 5 || colon[1 + digits] != '\0')
+        return false;
+    return strtol(colon + 1, NULL, 10) <= 65535;
+}
+
 int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
                       size_t n_methods, rpc_server **out)
 {
-    if (!opts || !opts->listen || (n_methods && !methods))
+    if (!opts || !opts->listen || (n_methods && !methods) || !listen_address_ok(opts->listen))
         return FERRY_EINVAL;
     size_t max_payload = opts->max_payload ? opts->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
     if (max_payload > RPC_MAX_PAYLOAD_LIMIT)
