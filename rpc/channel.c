@@ -8,8 +8,6 @@
 
 #include "rpc_int.h"
 
-/* gRPC's own limit covers the whole message: payload, head and framing. */
-#define HEAD_SLACK ((size_t)1 << 20)
 
 int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts *opts,
                        rpc_channel **out)
@@ -29,7 +27,7 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
     if (!ch->target || (opts && opts->token && !ch->token))
         goto fail;
 
-    int msg_limit = (int)(max_payload + HEAD_SLACK > INT_MAX ? INT_MAX : max_payload + HEAD_SLACK);
+    int msg_limit = rpc_grpc_message_limit(max_payload);
     grpc_arg args[] = {
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = msg_limit},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = msg_limit},

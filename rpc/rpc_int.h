@@ -193,6 +193,8 @@ void rpc_server_call_ended(rpc_server *s);
 
 /* ---- misc -------------------------------------------------------------- */
 gpr_timespec rpc_deadline(int64_t timeout_ms);
+/* gRPC's max send/receive message length for a payload limit. */
+int rpc_grpc_message_limit(size_t max_payload);
 char *rpc_strdup(const char *s);
 char *rpc_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *rpc_status_name(grpc_status_code code);

@@ -18,7 +18,6 @@
  * pending queue, which costs its executor thread ~6 us a call (measured at
  * 256 in flight), so keep as many posted as a busy master keeps in flight. */
 #define REQUESTS_PER_METHOD 256
-#define HEAD_SLACK ((size_t)1 << 20)
 
 static void cq_thread(void *arg)
 {
@@ -187,7 +186,7 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     if (!s->methods)
         goto fail;
 
-    int msg_limit = (int)(max_payload + HEAD_SLACK > INT_MAX ? INT_MAX : max_payload + HEAD_SLACK);
+    int msg_limit = rpc_grpc_message_limit(max_payload);
     grpc_arg args[] = {
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = msg_limit},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = msg_limit},

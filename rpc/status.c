@@ -1,5 +1,6 @@
 /* gRPC status codes <-> ferry error codes, and small helpers the other rpc
  * files share. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,13 @@ gpr_timespec rpc_deadline(int64_t timeout_ms)
         return gpr_inf_future(GPR_CLOCK_MONOTONIC);
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                         gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+}
+
+int rpc_grpc_message_limit(size_t max_payload)
+{
+    /* gRPC's limit covers the whole message: payload, head and framing. */
+    size_t slack = (size_t)1 << 20;
+    return max_payload + slack > INT_MAX ? INT_MAX : (int)(max_payload + slack);
 }
 
 char *rpc_strdup(const char *s)
