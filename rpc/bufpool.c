@@ -11,10 +11,10 @@
 
 #include "rpc_int.h"
 
-#define ALIGN 64
-#define HDR 64                     /* keeps the payload 64-byte aligned */
-#define POOL_MIN ((size_t)64 << 10) /* below this: plain malloc */
-#define POOL_CAP ((size_t)768 << 20) /* most bytes kept idle */
+#define ALIGN           64
+#define HDR             64                  /* keeps the payload 64-byte aligned */
+#define POOL_MIN        ((size_t)64 << 10)  /* below this: plain malloc */
+#define POOL_CAP        ((size_t)768 << 20) /* most bytes kept idle */
 #define POOL_MAX_BLOCKS 32
 
 typedef struct blk {
@@ -43,7 +43,8 @@ static size_t round_up(size_t n, size_t to)
 
 void *rpc_buf_alloc(size_t len)
 {
-    size_t cap = len < POOL_MIN ? round_up(len ? len : 1, ALIGN) : round_up(len, POOL_MIN);
+    size_t cap =
+        len < POOL_MIN ? round_up(len ? len : 1, ALIGN) : round_up(len, POOL_MIN);
     if (len > SIZE_MAX - 2 * POOL_MIN)
         return NULL;
     if (cap >= POOL_MIN) {

@@ -10,9 +10,9 @@
 static void call_set_error(rpc_call *call, int err, const char *what, const char *detail)
 {
     call->result = err;
-    call->errmsg = rpc_asprintf("peer %s method %s: %s%s%s", rpc_channel_target(call->ch),
-                                call->op->method, what, detail ? ": " : "",
-                                detail ? detail : "");
+    call->errmsg =
+        rpc_asprintf("peer %s method %s: %s%s%s", rpc_channel_target(call->ch),
+                     call->op->method, what, detail ? ": " : "", detail ? detail : "");
 }
 
 static void op_finish(rpc_op *op)
@@ -20,8 +20,8 @@ static void op_finish(rpc_op *op)
     rpc_call *call = op->call;
     if (op->status == GRPC_STATUS_OK) {
         char err[256];
-        int rc = op->recv ? rpc_codec_decode(op->recv, op->ch->max_payload, &call->reply, err,
-                                             sizeof err)
+        int rc = op->recv ? rpc_codec_decode(op->recv, op->ch->max_payload, &call->reply,
+                                             err, sizeof err)
                           : FERRY_ECORRUPT;
         if (!op->recv)
             snprintf(err, sizeof err, "the server sent no reply message");

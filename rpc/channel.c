@@ -8,11 +8,11 @@
 
 #include "rpc_int.h"
 
-
 int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts *opts,
                        rpc_channel **out)
 {
-    size_t max_payload = opts && opts->max_payload ? opts->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
+    size_t max_payload =
+        opts && opts->max_payload ? opts->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
     if (!c || !target || !*target || max_payload > RPC_MAX_PAYLOAD_LIMIT || c->closing)
         return FERRY_EINVAL;
 
@@ -29,16 +29,24 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
 
     int msg_limit = rpc_grpc_message_limit(max_payload);
     grpc_arg args[] = {
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = msg_limit},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = msg_limit},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+         .value.integer = msg_limit},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+         .value.integer = msg_limit},
         /* Retries would buffer (copy) every outgoing payload; ferry retries
          * at the task level where it knows what is idempotent. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
         /* A restarted worker is back within a second: reconnect quickly.
          * (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also uses it as the
          * connect timeout, and 100 ms fails slow-to-accept peers.) */
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, .value.integer = 100},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, .value.integer = 2000},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+         .value.integer = 100},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+         .value.integer = 2000},
     };
     grpc_channel_args chargs = {.num_args = sizeof args / sizeof args[0], .args = args};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();

@@ -21,14 +21,14 @@
 #include "ferry.pb-c.h"
 #include "rpc_int.h"
 
-#define FIELD_INFO 14
+#define FIELD_INFO    14
 #define FIELD_PAYLOAD 15
-#define WT_VARINT 0
-#define WT_I64 1
-#define WT_LEN 2
-#define WT_I32 5
-#define AUTO_SAMPLE (64 << 10)
-#define AUTO_MIN 4096 /* smaller payloads are never worth compressing */
+#define WT_VARINT     0
+#define WT_I64        1
+#define WT_LEN        2
+#define WT_I32        5
+#define AUTO_SAMPLE   (64 << 10)
+#define AUTO_MIN      4096 /* smaller payloads are never worth compressing */
 
 /* ---- encoding ---------------------------------------------------------- */
 
@@ -116,8 +116,9 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
         return FERRY_EMSGSIZE;
 
     if (m->payload_len) {
-        rpc_codec codec = m->codec == RPC_CODEC_AUTO ? choose_codec(m->payload, m->payload_len)
-                                                     : m->codec;
+        rpc_codec codec = m->codec == RPC_CODEC_AUTO
+                              ? choose_codec(m->payload, m->payload_len)
+                              : m->codec;
         grpc_slice body;
         if (codec == RPC_CODEC_LZ4) {
             err = lz4_compress(m->payload, m->payload_len, &body);
@@ -137,7 +138,8 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
         }
 
         Ferry__PayloadInfo info = FERRY__PAYLOAD_INFO__INIT;
-        info.codec = codec == RPC_CODEC_LZ4 ? FERRY__CODEC__CODEC_LZ4 : FERRY__CODEC__CODEC_RAW;
+        info.codec =
+            codec == RPC_CODEC_LZ4 ? FERRY__CODEC__CODEC_LZ4 : FERRY__CODEC__CODEC_RAW;
         info.raw_size = m->payload_len;
         uint8_t prefix[64];
         size_t p = 0, info_len = ferry__payload_info__get_packed_size(&info);
@@ -184,10 +186,10 @@ typedef struct decoder {
     size_t errlen;
 } decoder;
 
-#define FAIL(d, code, ...)                                                                \
-    do {                                                                                  \
-        snprintf((d)->err, (d)->errlen, __VA_ARGS__);                                     \
-        return (code);                                                                    \
+#define FAIL(d, code, ...)                                                               \
+    do {                                                                                 \
+        snprintf((d)->err, (d)->errlen, __VA_ARGS__);                                    \
+        return (code);                                                                   \
     } while (0)
 
 static int head_put(decoder *d, const void *src, size_t n, rpc_wire_reader *from)
@@ -255,12 +257,14 @@ static int read_lz4(decoder *d, uint8_t *dst, uint64_t wire_len)
             hint = LZ4F_decompress(dctx, dst + produced, &dst_n, run, &src_n, NULL);
             if (LZ4F_isError(hint)) {
                 rc = FERRY_ECORRUPT;
-                snprintf(d->err, d->errlen, "corrupt lz4 payload: %s", LZ4F_getErrorName(hint));
+                snprintf(d->err, d->errlen, "corrupt lz4 payload: %s",
+                         LZ4F_getErrorName(hint));
                 break;
             }
             if (src_n == 0 && dst_n == 0) {
                 rc = FERRY_ECORRUPT;
-                snprintf(d->err, d->errlen, "lz4 payload decodes past its declared %llu bytes",
+                snprintf(d->err, d->errlen,
+                         "lz4 payload decodes past its declared %llu bytes",
                          (unsigned long long)d->raw_size);
                 break;
             }
@@ -333,7 +337,8 @@ static int copy_field(decoder *d, uint64_t tag)
     switch (tag & 7) {
     case WT_VARINT:
         if (rpc_wire_read_varint(&d->w, &v))
-            FAIL(d, FERRY_ECORRUPT, "bad varint in field %llu", (unsigned long long)(tag >> 3));
+            FAIL(d, FERRY_ECORRUPT, "bad varint in field %llu",
+                 (unsigned long long)(tag >> 3));
         n += rpc_varint_put(buf + n, v);
         return head_put(d, buf, n, NULL);
     case WT_I64:
@@ -371,7 +376,8 @@ int rpc_codec_decode(grpc_byte_buffer *bb, size_t max_payload, rpc_msg *out, cha
     }
     while (rc == 0 && d.w.left) {
         uint64_t tag, len;
-        if (rpc_wire_read_varint(&d.w, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) {
+        if (rpc_wire_read_varint(&d.w, &tag) || (tag >> 3) == 0 ||
+            (tag >> 3) > 0x1fffffff) {
             snprintf(err, errlen, "bad field tag");
             rc = FERRY_ECORRUPT;
         } else if ((tag >> 3) == FIELD_INFO || (tag >> 3) == FIELD_PAYLOAD) {

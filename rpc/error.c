@@ -14,8 +14,8 @@ FERRY_POSIX_ERRNO_MAP(CHECK_POSIX)
 const char *ferry_strerror(int err)
 {
     switch (err) {
-#define STR(name, value, msg)                                                             \
-    case value:                                                                           \
+#define STR(name, value, msg)                                                            \
+    case value:                                                                          \
         return msg;
         FERRY_ERRNO_MAP(STR)
 #undef STR
@@ -26,8 +26,8 @@ const char *ferry_strerror(int err)
 const char *ferry_err_name(int err)
 {
     switch (err) {
-#define NAME(name, value, msg)                                                            \
-    case value:                                                                           \
+#define NAME(name, value, msg)                                                           \
+    case value:                                                                          \
         return #name;
         FERRY_ERRNO_MAP(NAME)
 #undef NAME

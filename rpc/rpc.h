@@ -40,7 +40,7 @@ typedef enum { RPC_CODEC_RAW = 0, RPC_CODEC_LZ4 = 1, RPC_CODEC_AUTO = 2 } rpc_co
 
 /* Default and largest per-message payload limits. */
 #define RPC_DEFAULT_MAX_PAYLOAD ((size_t)1 << 30)
-#define RPC_MAX_PAYLOAD_LIMIT ((size_t)2047 << 20)
+#define RPC_MAX_PAYLOAD_LIMIT   ((size_t)2047 << 20)
 
 /* Called when rpc no longer needs a payload it was given ownership of. May
  * run on any thread. */
@@ -54,7 +54,7 @@ typedef struct rpc_msg_out {
      * head, forwarded). Copied. */
     const void *head_bytes;
     size_t head_len;
-    const void *payload;          /* NULL with payload_len 0: no payload */
+    const void *payload; /* NULL with payload_len 0: no payload */
     size_t payload_len;
     rpc_codec codec;
     /* NULL: a client call borrows `payload` until its completion; a server
@@ -75,8 +75,8 @@ typedef struct rpc_msg {
     size_t head_len;
     void *payload; /* NULL when the message carried none */
     size_t payload_len;
-    rpc_codec codec;  /* how the payload arrived: RAW or LZ4 */
-    size_t wire_len;  /* payload bytes on the wire */
+    rpc_codec codec; /* how the payload arrived: RAW or LZ4 */
+    size_t wire_len; /* payload bytes on the wire */
 } rpc_msg;
 
 /* Unpacks `m->head` as a `desc` message. On success *out is a protobuf-c
@@ -210,9 +210,9 @@ typedef struct rpc_method {
 } rpc_method;
 
 typedef struct rpc_server_opts {
-    const char *listen;     /* "127.0.0.1:0", "[::1]:5000"; port 0 picks a free one */
-    size_t max_payload;     /* 0: RPC_DEFAULT_MAX_PAYLOAD */
-    int handler_threads;    /* 0: two per core, at least 4 */
+    const char *listen;  /* "127.0.0.1:0", "[::1]:5000"; port 0 picks a free one */
+    size_t max_payload;  /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+    int handler_threads; /* 0: two per core, at least 4 */
 } rpc_server_opts;
 
 /* Binds, registers `methods` (copied; name strings must outlive the server)

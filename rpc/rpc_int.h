@@ -177,8 +177,8 @@ struct rpc_srv_call {
     grpc_slice status_details;
     rpc_msg req;
     _Atomic(char *) peer; /* made on first rpc_srv_peer() */
-    int cancelled_flag; /* written by RECV_CLOSE_ON_SERVER */
-    bool close_pending; /* a separate close batch watches for cancellation */
+    int cancelled_flag;   /* written by RECV_CLOSE_ON_SERVER */
+    bool close_pending;   /* a separate close batch watches for cancellation */
     atomic_bool cancelled;
     atomic_bool ended; /* reply or fail started */
     atomic_int refs;

@@ -23,7 +23,8 @@ static void cq_thread(void *arg)
 {
     rpc_server *s = arg;
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        grpc_event ev =
+            grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             return;
         if (ev.type != GRPC_OP_COMPLETE)
@@ -108,7 +109,8 @@ static int probe_bind_error(const char *listen)
     memcpy(host, h, hlen);
     host[hlen] = '\0';
 
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai;
     if (getaddrinfo(hlen ? host : NULL, colon + 1, &hints, &ai) != 0)
@@ -161,7 +163,8 @@ static bool listen_address_ok(const char *listen)
 int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
                       size_t n_methods, rpc_server **out)
 {
-    if (!opts || !opts->listen || (n_methods && !methods) || !listen_address_ok(opts->listen))
+    if (!opts || !opts->listen || (n_methods && !methods) ||
+        !listen_address_ok(opts->listen))
         return FERRY_EINVAL;
     size_t max_payload = opts->max_payload ? opts->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
     if (max_payload > RPC_MAX_PAYLOAD_LIMIT)
@@ -188,8 +191,12 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
 
     int msg_limit = rpc_grpc_message_limit(max_payload);
     grpc_arg args[] = {
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = msg_limit},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = msg_limit},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+         .value.integer = msg_limit},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+         .value.integer = msg_limit},
         /* With SO_REUSEPORT a second worker would share a busy port silently. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
     };
@@ -280,7 +287,8 @@ void rpc_server_shutdown(rpc_server *s, int64_t grace_ms)
     uv_mutex_lock(&s->lock);
     while (!s->shutdown_done) {
         uint64_t now = uv_hrtime();
-        if (now >= deadline || uv_cond_timedwait(&s->drained, &s->lock, deadline - now) != 0)
+        if (now >= deadline ||
+            uv_cond_timedwait(&s->drained, &s->lock, deadline - now) != 0)
             break;
     }
     bool graceful = s->shutdown_done;

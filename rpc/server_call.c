@@ -122,10 +122,12 @@ int rpc_srv_reply(rpc_srv_call *sc, const rpc_msg_out *reply)
     static const rpc_msg_out empty = {0};
     if (!sc || atomic_exchange(&sc->ended, true))
         return FERRY_EINVAL;
-    int rc = rpc_codec_encode(reply ? reply : &empty, sc->srv->max_payload, true, &sc->reply_bb);
+    int rc = rpc_codec_encode(reply ? reply : &empty, sc->srv->max_payload, true,
+                              &sc->reply_bb);
     if (rc) {
-        fail_now(sc, rc, "reply of %s: %zu-byte payload, limit %zu: %s", rpc_srv_method(sc),
-                 reply->payload_len, sc->srv->max_payload, ferry_strerror(rc));
+        fail_now(sc, rc, "reply of %s: %zu-byte payload, limit %zu: %s",
+                 rpc_srv_method(sc), reply->payload_len, sc->srv->max_payload,
+                 ferry_strerror(rc));
         return rc;
     }
     return end_call(sc, sc->reply_bb, GRPC_STATUS_OK);
@@ -171,7 +173,8 @@ const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *le
 
 static void request_done(rpc_tag *tag, bool ok)
 {
-    rpc_srv_call *sc = (rpc_srv_call *)((char *)tag - offsetof(rpc_srv_call, request_tag));
+    rpc_srv_call *sc =
+        (rpc_srv_call *)((char *)tag - offsetof(rpc_srv_call, request_tag));
     rpc_server *s = sc->srv;
     if (!ok) { /* the server is shutting down: the request was never matched */
         sc_release(sc);
@@ -194,7 +197,8 @@ static void request_done(rpc_tag *tag, bool ok)
         close_op.data.recv_close_on_server.cancelled = &sc->cancelled_flag;
         atomic_store(&sc->refs, 2);
         sc->close_pending = true;
-        if (grpc_call_start_batch(sc->gc, &close_op, 1, &sc->close_tag, NULL) != GRPC_CALL_OK) {
+        if (grpc_call_start_batch(sc->gc, &close_op, 1, &sc->close_tag, NULL) !=
+            GRPC_CALL_OK) {
             atomic_store(&sc->refs, 1);
             sc->close_pending = false;
         }
@@ -240,9 +244,9 @@ int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method)
     uv_mutex_unlock(&s->lock);
     grpc_call_error e;
     if (method) {
-        e = grpc_server_request_registered_call(s->gs, method->handle, &sc->gc, &sc->deadline,
-                                                &sc->md, &sc->req_bb, s->cq, s->cq,
-                                                &sc->request_tag);
+        e = grpc_server_request_registered_call(s->gs, method->handle, &sc->gc,
+                                                &sc->deadline, &sc->md, &sc->req_bb,
+                                                s->cq, s->cq, &sc->request_tag);
     } else {
         grpc_call_details_init(&sc->details);
         e = grpc_server_request_call(s->gs, &sc->gc, &sc->details, &sc->md, s->cq, s->cq,

@@ -14,7 +14,7 @@ void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 
 /* What a worker says about itself. */
 typedef struct rt_identity {
-    int rank; /* -1 before the cluster assigns one */
+    int rank;       /* -1 before the cluster assigns one */
     double started; /* uv_hrtime() / 1e9 at start */
 } rt_identity;
 

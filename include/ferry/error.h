@@ -12,7 +12,7 @@ extern "C" {
 
 /* X(name, value, message). The POSIX values are Linux's; error.c checks them
  * against <errno.h> at compile time. */
-#define FERRY_POSIX_ERRNO_MAP(X)                                                          \
+#define FERRY_POSIX_ERRNO_MAP(X)                                                         \
     X(EPERM, -1, "operation not permitted")                                              \
     X(ENOENT, -2, "no such file or directory")                                           \
     X(EIO, -5, "i/o error")                                                              \
@@ -39,7 +39,7 @@ extern "C" {
     X(ECANCELED, -125, "operation canceled")
 
 /* ferry's own codes, with no POSIX counterpart. */
-#define FERRY_OWN_ERRNO_MAP(X)                                                            \
+#define FERRY_OWN_ERRNO_MAP(X)                                                           \
     X(EUNAVAIL, -3001, "peer unavailable")                                               \
     X(EREMOTE, -3002, "remote handler failed")                                           \
     X(ECORRUPT, -3003, "corrupt or truncated message")                                   \
