@@ -188,7 +188,10 @@ struct rpc_srv_call {
 /* Posts one request for a registered method (method != NULL) or for any
  * unregistered one (method == NULL). Returns 0 or an error during shutdown. */
 int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method);
+/* Runs the call's handler inline or queues it for the pool. */
 void rpc_srv_dispatch(rpc_srv_call *sc);
+/* Decodes the request and runs the handler (or fails a bad request). */
+void rpc_srv_call_run(rpc_srv_call *sc);
 void rpc_server_call_ended(rpc_server *s);
 
 /* ---- misc -------------------------------------------------------------- */

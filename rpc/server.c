@@ -48,7 +48,7 @@ static void pool_thread(void *arg)
         if (!s->queue_head)
             s->queue_tail = NULL;
         uv_mutex_unlock(&s->lock);
-        sc->method->m.handler(sc, &sc->req, sc->method->m.data);
+        rpc_srv_call_run(sc);
         uv_mutex_lock(&s->lock);
     }
     uv_mutex_unlock(&s->lock);
@@ -58,7 +58,7 @@ void rpc_srv_dispatch(rpc_srv_call *sc)
 {
     rpc_server *s = sc->srv;
     if (sc->method->m.flags & RPC_METHOD_INLINE) {
-        sc->method->m.handler(sc, &sc->req, sc->method->m.data);
+        rpc_srv_call_run(sc);
         return;
     }
     sc->queue_next = NULL;

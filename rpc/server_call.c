@@ -215,16 +215,26 @@ static void request_done(rpc_tag *tag, bool ok)
         fail_now(sc, FERRY_EINVAL, "%s: request carried no message", rpc_srv_method(sc));
         return;
     }
+    atomic_store(&sc->ended, false);
+    rpc_srv_dispatch(sc);
+}
+
+void rpc_srv_call_run(rpc_srv_call *sc)
+{
+    /* Decoding copies the whole payload: done here, on the thread that runs
+     * the handler, the queue thread goes straight back to reading the
+     * socket and the next message arrives while this one is copied. */
     char err[256];
-    int rc = rpc_codec_decode(sc->req_bb, s->max_payload, &sc->req, err, sizeof err);
+    int rc =
+        rpc_codec_decode(sc->req_bb, sc->srv->max_payload, &sc->req, err, sizeof err);
     grpc_byte_buffer_destroy(sc->req_bb);
     sc->req_bb = NULL;
     if (rc) {
+        atomic_store(&sc->ended, true);
         fail_now(sc, rc, "%s: bad request: %s", rpc_srv_method(sc), err);
         return;
     }
-    atomic_store(&sc->ended, false);
-    rpc_srv_dispatch(sc);
+    sc->method->m.handler(sc, &sc->req, sc->method->m.data);
 }
 
 int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method)
