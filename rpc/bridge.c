@@ -6,11 +6,14 @@
  * with uv_async_send(). Wake-ups coalesce, so the async callback drains the
  * whole list. Tags' `done` callbacks therefore always run on the loop
  * thread, and no other thread touches loop state. */
+#include <pthread.h>
+
 #include "rpc_int.h"
 
 static void bridge_thread(void *arg)
 {
     rpc_bridge *b = arg;
+    pthread_setname_np(pthread_self(), "ferry-bridge");
     for (;;) {
         grpc_event ev =
             grpc_completion_queue_next(b->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);

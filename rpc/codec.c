@@ -28,7 +28,8 @@
 #define WT_LEN        2
 #define WT_I32        5
 #define AUTO_SAMPLE   (64 << 10)
-#define AUTO_MIN      4096 /* smaller payloads are never worth compressing */
+#define AUTO_MIN      4096      /* smaller payloads are never worth compressing */
+#define SMALL_COPY    (8 << 10) /* raw payloads up to this are copied into one slice */
 
 /* ---- encoding ---------------------------------------------------------- */
 
@@ -103,69 +104,108 @@ static grpc_slice payload_slice(const rpc_msg_out *m, bool copy, int *err)
     return grpc_slice_new((void *)m->payload, m->payload_len, borrowed_payload_free);
 }
 
+/* field 14 (PayloadInfo) and the header of field 15; returns its length */
+static size_t put_payload_prefix(uint8_t *buf, rpc_codec codec, size_t raw_len,
+                                 size_t wire_len)
+{
+    Ferry__PayloadInfo info = FERRY__PAYLOAD_INFO__INIT;
+    info.codec =
+        codec == RPC_CODEC_LZ4 ? FERRY__CODEC__CODEC_LZ4 : FERRY__CODEC__CODEC_RAW;
+    info.raw_size = raw_len;
+    size_t p = 0;
+    buf[p++] = FIELD_INFO << 3 | WT_LEN;
+    p += rpc_varint_put(buf + p, ferry__payload_info__get_packed_size(&info));
+    p += ferry__payload_info__pack(&info, buf + p);
+    buf[p++] = FIELD_PAYLOAD << 3 | WT_LEN;
+    p += rpc_varint_put(buf + p, wire_len);
+    return p;
+}
+
+static size_t head_size(const rpc_msg_out *m)
+{
+    return m->head ? protobuf_c_message_get_packed_size(m->head) : m->head_len;
+}
+
+static void put_head(const rpc_msg_out *m, uint8_t *dst)
+{
+    if (m->head)
+        protobuf_c_message_pack(m->head, dst);
+    else if (m->head_len)
+        memcpy(dst, m->head_bytes, m->head_len);
+}
+
+/* A small message is built as one slice: copying a few KiB costs less than
+ * the allocations of a multi-slice buffer, on both ends. */
+static grpc_byte_buffer *encode_small(const rpc_msg_out *m)
+{
+    uint8_t prefix[64];
+    size_t p = m->payload_len ? put_payload_prefix(prefix, RPC_CODEC_RAW, m->payload_len,
+                                                   m->payload_len)
+                              : 0;
+    size_t h = head_size(m);
+    grpc_slice s = grpc_slice_malloc(p + m->payload_len + h);
+    uint8_t *d = GRPC_SLICE_START_PTR(s);
+    memcpy(d, prefix, p);
+    if (m->payload_len)
+        memcpy(d + p, m->payload, m->payload_len);
+    put_head(m, d + p + m->payload_len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    if (m->payload_free && m->payload) /* copied: ownership ends here */
+        m->payload_free((void *)m->payload, m->free_arg);
+    return bb;
+}
+
 int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload,
                      grpc_byte_buffer **out)
 {
-    grpc_slice slices[3];
-    size_t n = 0;
-    int err;
-
     if ((m->payload_len && !m->payload) || (!m->head && m->head_len && !m->head_bytes))
         return FERRY_EINVAL;
     if (m->payload_len > max_payload)
         return FERRY_EMSGSIZE;
 
-    if (m->payload_len) {
-        rpc_codec codec = m->codec == RPC_CODEC_AUTO
-                              ? choose_codec(m->payload, m->payload_len)
-                              : m->codec;
-        grpc_slice body;
-        if (codec == RPC_CODEC_LZ4) {
-            err = lz4_compress(m->payload, m->payload_len, &body);
-            if (err)
-                return err;
-            /* Data that does not compress goes raw: the receiver then skips
-             * a pointless decode and the sender a copy. */
-            if (GRPC_SLICE_LENGTH(body) >= m->payload_len - m->payload_len / 32) {
-                grpc_slice_unref(body);
-                codec = RPC_CODEC_RAW;
-            }
-        }
-        if (codec != RPC_CODEC_LZ4) {
-            body = payload_slice(m, copy_payload, &err);
-            if (err)
-                return err;
-        }
-
-        Ferry__PayloadInfo info = FERRY__PAYLOAD_INFO__INIT;
-        info.codec =
-            codec == RPC_CODEC_LZ4 ? FERRY__CODEC__CODEC_LZ4 : FERRY__CODEC__CODEC_RAW;
-        info.raw_size = m->payload_len;
-        uint8_t prefix[64];
-        size_t p = 0, info_len = ferry__payload_info__get_packed_size(&info);
-        prefix[p++] = FIELD_INFO << 3 | WT_LEN;
-        p += rpc_varint_put(prefix + p, info_len);
-        p += ferry__payload_info__pack(&info, prefix + p);
-        prefix[p++] = FIELD_PAYLOAD << 3 | WT_LEN;
-        p += rpc_varint_put(prefix + p, GRPC_SLICE_LENGTH(body));
-        slices[n++] = grpc_slice_from_copied_buffer((const char *)prefix, p);
-        slices[n++] = body;
-        /* lz4 replaced the caller's bytes by a copy: hand them back now. */
-        if (codec == RPC_CODEC_LZ4 && m->payload_free)
-            m->payload_free((void *)m->payload, m->free_arg);
+    rpc_codec codec = m->codec;
+    if (codec == RPC_CODEC_AUTO)
+        codec = choose_codec(m->payload, m->payload_len);
+    if (m->payload_len == 0 || (codec == RPC_CODEC_RAW && m->payload_len <= SMALL_COPY)) {
+        *out = encode_small(m);
+        return 0;
     }
 
-    if (m->head) {
-        size_t len = protobuf_c_message_get_packed_size(m->head);
-        if (len) {
-            grpc_slice s = grpc_slice_malloc(len);
-            protobuf_c_message_pack(m->head, GRPC_SLICE_START_PTR(s));
-            slices[n++] = s;
+    grpc_slice body;
+    int err;
+    if (codec == RPC_CODEC_LZ4) {
+        err = lz4_compress(m->payload, m->payload_len, &body);
+        if (err)
+            return err;
+        /* Data that does not compress goes raw: the receiver then skips a
+         * pointless decode and the sender a copy. */
+        if (GRPC_SLICE_LENGTH(body) >= m->payload_len - m->payload_len / 32) {
+            grpc_slice_unref(body);
+            codec = RPC_CODEC_RAW;
         }
-    } else if (m->head_len) {
-        slices[n++] = grpc_slice_from_copied_buffer(m->head_bytes, m->head_len);
+    }
+    if (codec != RPC_CODEC_LZ4) {
+        body = payload_slice(m, copy_payload, &err);
+        if (err)
+            return err;
     }
 
+    grpc_slice slices[3];
+    size_t n = 0;
+    uint8_t prefix[64];
+    size_t p = put_payload_prefix(prefix, codec, m->payload_len, GRPC_SLICE_LENGTH(body));
+    slices[n++] = grpc_slice_from_copied_buffer((const char *)prefix, p);
+    slices[n++] = body;
+    /* lz4 replaced the caller's bytes by a copy: hand them back now. */
+    if (codec == RPC_CODEC_LZ4 && m->payload_free)
+        m->payload_free((void *)m->payload, m->free_arg);
+    size_t h = head_size(m);
+    if (h) {
+        slices[n] = grpc_slice_malloc(h);
+        put_head(m, GRPC_SLICE_START_PTR(slices[n]));
+        n++;
+    }
     *out = grpc_raw_byte_buffer_create(slices, n);
     for (size_t i = 0; i < n; i++)
         grpc_slice_unref(slices[i]);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 static void cq_thread(void *arg)
 {
     rpc_server *s = arg;
+    pthread_setname_np(pthread_self(), "ferry-srv-cq");
     for (;;) {
         grpc_event ev =
             grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
@@ -37,6 +39,7 @@ static void cq_thread(void *arg)
 static void pool_thread(void *arg)
 {
     rpc_server *s = arg;
+    pthread_setname_np(pthread_self(), "ferry-handler");
     uv_mutex_lock(&s->lock);
     for (;;) {
         while (!s->queue_head && !s->pool_exit)
