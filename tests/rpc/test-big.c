@@ -1,0 +1,101 @@
+/* tests/rpc — the largest payloads: a 1 GiB message goes through under the
+ * default limit, one byte more is refused before anything is sent, and the
+ * limit can be raised to RPC_MAX_PAYLOAD_LIMIT but no further. */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(rpc_big, .init = h_setup_bare, .fini = h_teardown, .timeout = 180);
+
+#define GIB  ((size_t)1 << 30)
+#define SINK "/test.Big/Sink"
+
+/* Replies with the payload's size and whether its sentinels survived. */
+static void sink(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    (void)data;
+    const uint8_t *p = req->payload;
+    size_t n = req->payload_len;
+    bool intact = n >= 3 && p[0] == 0xa5 && p[n / 2] == 0x5a && p[n - 1] == 0xc3;
+    Ferry__CallReply out = FERRY__CALL_REPLY__INIT;
+    out.elapsed_s = intact ? (double)n : -1.0;
+    rpc_msg_out reply = {.head = &out.base};
+    rpc_srv_reply(sc, &reply);
+}
+
+static void start_sink_server(size_t max_payload)
+{
+    static const rpc_method methods[] = {{SINK, sink, NULL, 0}};
+    rpc_server_opts o = {.listen = "127.0.0.1:0", .max_payload = max_payload};
+    int rc = rpc_server_create(&o, methods, 1, &H.server);
+    cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
+    H.port = rpc_server_port(H.server);
+    snprintf(H.target, sizeof H.target, "127.0.0.1:%d", H.port);
+}
+
+H_TEST(rpc_big, one_gib_payload_goes_through_under_the_default_limit)
+{
+    start_sink_server(0);
+    h_channel_open(NULL);
+    /* calloc'd pages that are never written read as zeros without being
+     * backed, so the test costs the transfer, not 1 GiB of page faults. */
+    uint8_t *p = calloc(1, GIB);
+    cr_assert(p != NULL);
+    p[0] = 0xa5;
+    p[GIB / 2] = 0x5a;
+    p[GIB - 1] = 0xc3;
+    rpc_msg_out out = {.payload = p, .payload_len = GIB, .codec = RPC_CODEC_RAW};
+    rpc_call call = {0};
+    int rc = rpc_call_start(H.ch, &call, SINK, &out, 120000, NULL);
+    cr_assert(rc == 0, "start: %s", ferry_err_name(rc));
+    rc = rpc_call_wait(&call);
+    cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), call.errmsg);
+    Ferry__CallReply *r = NULL;
+    cr_assert(rpc_msg_unpack(&call.reply, &ferry__call_reply__descriptor,
+                             (ProtobufCMessage **)&r) == 0);
+    cr_assert(r->elapsed_s == (double)GIB, "server saw %.0f bytes (-1: sentinels lost)",
+              r->elapsed_s);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    rpc_call_fini(&call);
+    free(p);
+    rpc_buf_trim();
+}
+
+H_TEST(rpc_big, one_byte_over_the_default_limit_is_refused_before_sending)
+{
+    start_sink_server(0);
+    h_channel_open(NULL);
+    uint8_t *p = calloc(1, RPC_DEFAULT_MAX_PAYLOAD + 1); /* never touched */
+    cr_assert(p != NULL);
+    rpc_msg_out out = {.payload = p, .payload_len = RPC_DEFAULT_MAX_PAYLOAD + 1};
+    rpc_call call = {0};
+    int rc = rpc_call_start(H.ch, &call, SINK, &out, 10000, NULL);
+    cr_assert(rc == FERRY_EMSGSIZE, "start returned %s", ferry_err_name(rc));
+    cr_assert(rpc_call_wait(&call) == FERRY_EINVAL, "a failed start must not wait");
+    free(p);
+}
+
+H_TEST(rpc_big, limit_can_be_raised_to_the_maximum_and_no_further)
+{
+    rpc_server *s = NULL;
+    static const rpc_method methods[] = {{SINK, sink, NULL, 0}};
+    rpc_server_opts o = {.listen = "127.0.0.1:0",
+                         .max_payload = RPC_MAX_PAYLOAD_LIMIT + 1};
+    cr_assert(rpc_server_create(&o, methods, 1, &s) == FERRY_EINVAL);
+    rpc_channel_opts co = {.max_payload = RPC_MAX_PAYLOAD_LIMIT + 1};
+    rpc_channel *ch = NULL;
+    cr_assert(rpc_channel_create(H.client, "127.0.0.1:1", &co, &ch) == FERRY_EINVAL);
+
+    cr_assert(RPC_MAX_PAYLOAD_LIMIT >= GIB);
+    start_sink_server(RPC_MAX_PAYLOAD_LIMIT);
+    co.max_payload = RPC_MAX_PAYLOAD_LIMIT;
+    h_channel_open(&co);
+    uint8_t small[16] = {0xa5, 0, 0, 0, 0, 0, 0, 0, 0x5a, 0, 0, 0, 0, 0, 0, 0xc3};
+    rpc_msg_out out = {.payload = small, .payload_len = sizeof small};
+    rpc_call call = {0};
+    cr_assert(rpc_call_start(H.ch, &call, SINK, &out, 10000, NULL) == 0);
+    int rc = rpc_call_wait(&call);
+    cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), call.errmsg);
+    rpc_call_fini(&call);
+}
