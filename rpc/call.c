@@ -1,6 +1,5 @@
 /* A unary call: one registered call and one six-op batch, which gRPC
  * completes with exactly one event; the bridge delivers it on the loop. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,13 +17,12 @@ static void call_set_error(rpc_call *call, int err, const char *what, const char
 static void op_finish(rpc_op *op)
 {
     rpc_call *call = op->call;
-    if (op->status == GRPC_STATUS_OK) {
+    if (op->status == GRPC_STATUS_OK && !op->recv) {
+        call_set_error(call, FERRY_ECORRUPT, "the server sent no reply message", NULL);
+    } else if (op->status == GRPC_STATUS_OK) {
         char err[256];
-        int rc = op->recv ? rpc_codec_decode(op->recv, op->ch->max_payload, &call->reply,
-                                             err, sizeof err)
-                          : FERRY_ECORRUPT;
-        if (!op->recv)
-            snprintf(err, sizeof err, "the server sent no reply message");
+        int rc = rpc_codec_decode(op->recv, op->ch->max_payload, &call->reply, err,
+                                  sizeof err);
         if (rc)
             call_set_error(call, rc, err, NULL);
     } else {

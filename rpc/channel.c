@@ -1,6 +1,5 @@
 /* One HTTP/2 channel per endpoint. Every call to that endpoint is a stream on
  * it, so a thousand calls in flight still use one TCP connection. */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,14 +26,9 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
     if (!ch->target || (opts && opts->token && !ch->token))
         goto fail;
 
-    int msg_limit = rpc_grpc_message_limit(max_payload);
     grpc_arg args[] = {
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-         .value.integer = msg_limit},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
-         .value.integer = msg_limit},
+        {0},
+        {0}, /* the size limits, filled below */
         /* Retries would buffer (copy) every outgoing payload; ferry retries
          * at the task level where it knows what is idempotent. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
@@ -48,6 +42,7 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
          .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
          .value.integer = 2000},
     };
+    rpc_grpc_size_args(args, max_payload);
     grpc_channel_args chargs = {.num_args = sizeof args / sizeof args[0], .args = args};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     ch->gch = grpc_channel_create(target, creds, &chargs);

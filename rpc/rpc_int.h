@@ -196,8 +196,9 @@ void rpc_server_call_ended(rpc_server *s);
 
 /* ---- misc -------------------------------------------------------------- */
 gpr_timespec rpc_deadline(int64_t timeout_ms);
-/* gRPC's max send/receive message length for a payload limit. */
-int rpc_grpc_message_limit(size_t max_payload);
+/* Fills gRPC's max receive and send message length args for a payload
+ * limit; channel and server both use them. */
+void rpc_grpc_size_args(grpc_arg args[2], size_t max_payload);
 char *rpc_strdup(const char *s);
 char *rpc_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *rpc_status_name(grpc_status_code code);

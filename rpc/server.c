@@ -3,7 +3,6 @@
  * a pool (or inline on that thread when they never block), so a long task
  * never holds up other calls. */
 #include <errno.h>
-#include <limits.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -95,28 +94,41 @@ static void shutdown_done(rpc_tag *tag, bool ok)
     uv_mutex_unlock(&s->lock);
 }
 
-/* gRPC says only "0" when it cannot bind; find out whether the address is
- * taken, so `ferry start` can say so. */
-static int probe_bind_error(const char *listen)
+/* Splits "host:port" or "[v6]:port" into the host, without brackets, and
+ * the port text. gRPC accepts "host" alone (port 443) and ports past 65535
+ * (wrapped) without a word: insist on an explicit, valid port. */
+static bool split_listen(const char *listen, char host[256], const char **port)
 {
-    char host[256];
     const char *colon = strrchr(listen, ':');
-    if (!colon || (size_t)(colon - listen) >= sizeof host)
-        return FERRY_EINVAL;
+    if (!colon || colon == listen)
+        return false;
+    size_t digits = strspn(colon + 1, "0123456789");
+    if (digits < 1 || digits > 5 || colon[1 + digits] != '\0' ||
+        strtol(colon + 1, NULL, 10) > 65535)
+        return false;
     const char *h = listen;
     size_t hlen = (size_t)(colon - listen);
     if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
         h++;
         hlen -= 2;
     }
+    if (hlen >= 256)
+        return false;
     memcpy(host, h, hlen);
     host[hlen] = '\0';
+    *port = colon + 1;
+    return true;
+}
 
+/* gRPC says only "0" when it cannot bind; find out whether the address is
+ * taken, so `ferry start` can say so. */
+static int probe_bind_error(const char *host, const char *port)
+{
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai;
-    if (getaddrinfo(hlen ? host : NULL, colon + 1, &hints, &ai) != 0)
+    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0)
         return FERRY_EINVAL;
     int rc = FERRY_EINVAL;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
@@ -150,24 +162,13 @@ static void server_free(rpc_server *s)
     grpc_shutdown();
 }
 
-/* gRPC accepts "host" (port 443) and ports past 65535 (wrapped) without a
- * word: insist on an explicit, valid port. */
-static bool listen_address_ok(const char *listen)
-{
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen)
-        return false;
-    size_t digits = strspn(colon + 1, "0123456789");
-    if (digits < 1 || digits > 5 || colon[1 + digits] != '\0')
-        return false;
-    return strtol(colon + 1, NULL, 10) <= 65535;
-}
-
 int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
                       size_t n_methods, rpc_server **out)
 {
+    char host[256];
+    const char *port;
     if (!opts || !opts->listen || (n_methods && !methods) ||
-        !listen_address_ok(opts->listen))
+        !split_listen(opts->listen, host, &port))
         return FERRY_EINVAL;
     size_t max_payload = opts->max_payload ? opts->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
     if (max_payload > RPC_MAX_PAYLOAD_LIMIT)
@@ -192,17 +193,13 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     if (!s->methods)
         goto fail;
 
-    int msg_limit = rpc_grpc_message_limit(max_payload);
     grpc_arg args[] = {
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-         .value.integer = msg_limit},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
-         .value.integer = msg_limit},
+        {0},
+        {0}, /* the size limits, filled below */
         /* With SO_REUSEPORT a second worker would share a busy port silently. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
     };
+    rpc_grpc_size_args(args, max_payload);
     grpc_channel_args srv_args = {.num_args = sizeof args / sizeof args[0], .args = args};
     s->gs = grpc_server_create(&srv_args, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
@@ -223,7 +220,7 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     s->port = grpc_server_add_http2_port(s->gs, opts->listen, creds);
     grpc_server_credentials_release(creds);
     if (s->port <= 0) {
-        rc = probe_bind_error(opts->listen);
+        rc = probe_bind_error(host, port);
         goto fail;
     }
     /* The queue thread exists before the server starts, so that a failure
@@ -263,10 +260,8 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     return 0;
 
 fail:
-    if (s->started) {
-        rpc_server_shutdown(s, 0);
-        s->gs = NULL; /* destroyed by shutdown */
-    }
+    if (s->started)
+        rpc_server_shutdown(s, 0); /* destroys s->gs */
     server_free(s);
     return rc;
 }

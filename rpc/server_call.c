@@ -122,11 +122,11 @@ int rpc_srv_reply(rpc_srv_call *sc, const rpc_msg_out *reply)
     static const rpc_msg_out empty = {0};
     if (!sc || atomic_exchange(&sc->ended, true))
         return FERRY_EINVAL;
-    int rc = rpc_codec_encode(reply ? reply : &empty, sc->srv->max_payload, true,
-                              &sc->reply_bb);
+    const rpc_msg_out *m = reply ? reply : &empty;
+    int rc = rpc_codec_encode(m, sc->srv->max_payload, true, &sc->reply_bb);
     if (rc) {
         fail_now(sc, rc, "reply of %s: %zu-byte payload, limit %zu: %s",
-                 rpc_srv_method(sc), reply->payload_len, sc->srv->max_payload,
+                 rpc_srv_method(sc), m->payload_len, sc->srv->max_payload,
                  ferry_strerror(rc));
         return rc;
     }
@@ -204,7 +204,7 @@ static void request_done(rpc_tag *tag, bool ok)
         }
     }
 
-    atomic_store(&sc->ended, true);
+    /* The failures below come before any handler could end the call. */
     if (!sc->method) {
         char *method = grpc_slice_to_c_string(sc->details.method);
         fail_now(sc, FERRY_ENOTSUP, "method %s is not served here", method);
@@ -215,7 +215,6 @@ static void request_done(rpc_tag *tag, bool ok)
         fail_now(sc, FERRY_EINVAL, "%s: request carried no message", rpc_srv_method(sc));
         return;
     }
-    atomic_store(&sc->ended, false);
     rpc_srv_dispatch(sc);
 }
 
@@ -230,7 +229,6 @@ void rpc_srv_call_run(rpc_srv_call *sc)
     grpc_byte_buffer_destroy(sc->req_bb);
     sc->req_bb = NULL;
     if (rc) {
-        atomic_store(&sc->ended, true);
         fail_now(sc, rc, "%s: bad request: %s", rpc_srv_method(sc), err);
         return;
     }

@@ -127,11 +127,17 @@ gpr_timespec rpc_deadline(int64_t timeout_ms)
                         gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
 }
 
-int rpc_grpc_message_limit(size_t max_payload)
+void rpc_grpc_size_args(grpc_arg args[2], size_t max_payload)
 {
     /* gRPC's limit covers the whole message: payload, head and framing. */
     size_t slack = (size_t)1 << 20;
-    return max_payload + slack > INT_MAX ? INT_MAX : (int)(max_payload + slack);
+    int limit = max_payload + slack > INT_MAX ? INT_MAX : (int)(max_payload + slack);
+    args[0] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                         .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+                         .value.integer = limit};
+    args[1] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                         .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+                         .value.integer = limit};
 }
 
 char *rpc_strdup(const char *s)
