@@ -1,25 +1,145 @@
-/* runtime — the worker: its gRPC service handlers. (Module cache, executor,
- * devices and collectives arrive with later issues.) */
+/* runtime — the worker: its gRPC service, module cache and loader, the
+ * executor that runs task functions, and the crash recorder.
+ *
+ * Where things are (one concept a file):
+ *   ping.c        Ping: identity, the one call that needs no token
+ *   worker.c      rt_worker: the server, its method table, token check, stats
+ *   worker_main.c `ferry worker`: options, signals, crash recorder install
+ *   module.c      rt_module: validate, dlopen, check the descriptor
+ *   modcache.c    content-addressed module cache of one worker
+ *   call.c        Call: run a function on the executor with its ferry_ctx_t
+ *   crash.c       crash record: written from a signal handler, read at start
+ *   sha256.c      SHA-256 of module bytes (OpenSSL's libcrypto)
+ *
+ * A worker needs no libuv loop: the rpc server's handler pool is the
+ * executor, so a long Call never blocks Ping (inline) or other calls. */
 #ifndef FERRY_RUNTIME_H
 #define FERRY_RUNTIME_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/task.h>
+
 #include "rpc/rpc.h"
 
-#define RT_METHOD_PING "/ferry.Worker/Ping"
+#define RT_METHOD_PING        "/ferry.Worker/Ping"
+#define RT_METHOD_LOAD_MODULE "/ferry.Worker/LoadModule"
+#define RT_METHOD_CALL        "/ferry.Worker/Call"
+#define RT_METHOD_STATS       "/ferry.Worker/Stats"
+#define RT_METHOD_SHUTDOWN    "/ferry.Worker/Shutdown"
 
-/* Replies to Ping with this process's ferry version, pid, host name, device
- * description, the request's nonce, rank and uptime. Never blocks: register it
- * with RPC_METHOD_INLINE. `data` may be NULL or an rt_identity. */
-void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+/* ---- identity and Ping ---------------------------------------------------- */
 
 /* What a worker says about itself. */
 typedef struct rt_identity {
     int rank;       /* -1 before the cluster assigns one */
     double started; /* uv_hrtime() / 1e9 at start */
+    uint32_t restarts;
+    /* The crash recorded before this start, "" if none; and its id. */
+    char last_crash[256];
+    uint64_t crash_id;
 } rt_identity;
+
+/* Replies to Ping with this process's ferry version, pid, host name, device
+ * description, the request's nonce, rank, uptime and last crash. Never
+ * blocks: register it with RPC_METHOD_INLINE. `data` may be NULL or an
+ * rt_identity. */
+void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 
 /* A one-line description of the CPU this process runs on, e.g.
  * "cpu: AMD EPYC 7B13 (2 cores)". Writes at most len bytes into buf. */
 void rt_cpu_describe(char *buf, size_t len);
+
+/* ---- modules -------------------------------------------------------------- */
+
+#define RT_SHA256_HEX 65 /* 64 hex digits + NUL */
+
+/* SHA-256 of `len` bytes as lower-case hex into hex[RT_SHA256_HEX]. */
+void rt_sha256_hex(const void *data, size_t len, char hex[RT_SHA256_HEX]);
+
+/* A loaded task module. */
+typedef struct rt_module {
+    void *handle;             /* dlopen's */
+    const ferry_task_t *task; /* checked: version, size, name */
+    char sha256[RT_SHA256_HEX];
+    char name[256]; /* the file name the master knows it by */
+} rt_module;
+
+/* Loads the shared object at `path`, known to users as `name`: checks that it
+ * is an ELF shared object, dlopens it RTLD_NOW | RTLD_LOCAL, finds
+ * FERRY_TASK_SYMBOL and checks its version and size. Returns 0, or
+ * FERRY_EINVAL with `err` set to a text that names the module and what is
+ * wrong ("hello.so: not an ELF shared object", "...: no ferry_task symbol:
+ * not a ferry task module", "...: ABI version 99, this ferry speaks 1").
+ * `path` must never have been loaded before with other contents (glibc
+ * matches by path). */
+int rt_module_open(rt_module *m, const char *path, const char *name, char *err,
+                   size_t errlen);
+
+/* The function `fn` of the module, or NULL. */
+ferry_fn_t rt_module_function(const rt_module *m, const char *fn);
+
+/* Writes the names of the module's functions, comma-separated, into buf
+ * ("(none)" if it has none). */
+void rt_module_list(const rt_module *m, char *buf, size_t len);
+
+/* dlcloses. */
+void rt_module_close(rt_module *m);
+
+/* ---- the worker ----------------------------------------------------------- */
+
+typedef struct rt_worker_opts {
+    const char *listen;    /* "127.0.0.1:7100"; port 0 picks a free one */
+    const char *state_dir; /* private to this worker: cache/, crash record; created */
+    const char *token;     /* the cluster token every call but Ping must carry */
+    int rank;              /* -1: unknown */
+    int threads;           /* executor threads; 0: default */
+    size_t max_payload;    /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+    uint32_t restarts;     /* how often the supervisor restarted this worker */
+} rt_worker_opts;
+
+typedef struct rt_worker rt_worker;
+
+/* Creates the state directory, reads the last crash record, binds and
+ * starts serving. Returns 0, FERRY_EADDRINUSE, FERRY_EINVAL (bad address, no
+ * token, no state_dir) or -errno for the state directory. */
+int rt_worker_create(const rt_worker_opts *opts, rt_worker **out);
+
+/* The bound port. */
+int rt_worker_port(const rt_worker *w);
+
+/* Blocks until a Shutdown call arrived or rt_worker_stop() was called. */
+void rt_worker_wait(rt_worker *w);
+
+/* Makes rt_worker_wait() return. Async-signal-safe (a SIGTERM handler may
+ * call it). */
+void rt_worker_stop(rt_worker *w);
+
+/* Shuts the server down, giving calls in flight `grace_ms` (or the Shutdown
+ * call's grace) before cancelling them, closes the modules and frees. NULL
+ * is a no-op. */
+void rt_worker_destroy(rt_worker *w, int64_t grace_ms);
+
+/* `ferry worker --listen ADDR ...`: runs a worker in the foreground until
+ * Shutdown, SIGTERM or SIGINT. Returns the process exit status. */
+int rt_worker_main(int argc, char **argv);
+
+/* ---- crash records -------------------------------------------------------- */
+
+/* Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that
+ * write "module M function F: signal N (SIGNAME)" for the call running on the
+ * faulting thread to `path`, then die by the same signal. Process-wide: only
+ * `ferry worker` calls it. Returns 0 or -errno. */
+int rt_crash_install(const char *path);
+
+/* Marks the calling thread as running `module`/`function` (NULLs: idle);
+ * the strings must live until the mark is cleared. */
+void rt_crash_mark(const char *module, const char *function);
+
+/* Reads and keeps the record at `path` into `id` (last_crash, crash_id).
+ * A missing file is no crash. */
+void rt_crash_read(const char *path, rt_identity *id);
 
 #endif

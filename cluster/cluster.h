@@ -1,0 +1,131 @@
+/* cluster — a set of ProxyWorkers driven from plain blocking code.
+ *
+ * A cluster owns a libuv loop and one rpc_client; every blocking function
+ * below starts its requests and runs that loop until they end (asyncio's
+ * gather), so it must be called from one thread, never from a callback.
+ * While the loop runs, a heartbeat pings every worker; a worker that dies or
+ * stops answering fails the calls waiting on it with an error that names it
+ * by rank and address, never a hang.
+ *
+ * Errors: every int-returning call returns 0 or a FERRY_E* code, and keeps a
+ * text naming worker, module and function for cluster_error().
+ *
+ * Where things are:
+ *   cluster.c     create/destroy, membership, errors, wait_ready
+ *   health.c      heartbeat timer, dead-worker detection, crash diagnosis
+ *   modules.c     content-addressed shipping (ask first, send if missing)
+ *   calls.c       call, call_all (scatter/gather), call_any (work queue), barrier
+ *   admin.c       stats, shutdown of every worker
+ *   driver.c      the ferry_driver_ops_t a task's driver gets
+ *   supervisor.c  `ferry start`'s daemon: spawns, restarts, stops local workers
+ *   cli/          the `ferry` command */
+#ifndef FERRY_CLUSTER_H
+#define FERRY_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/task.h>
+
+#include "ferry.pb-c.h"
+
+typedef struct cluster cluster;
+
+typedef struct cluster_opts {
+    const char *token;       /* the cluster token */
+    int64_t call_timeout_ms; /* 0: 60000 */
+    int64_t ping_timeout_ms; /* 0: 1000 */
+    int64_t heartbeat_ms;    /* 0: 1000; < 0: no heartbeat */
+    size_t max_payload;      /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+} cluster_opts;
+
+/* Makes a cluster of `n` workers, rank i at targets[i]. Connects lazily;
+ * call cluster_wait_ready() to know they answer. Calls grpc_init(). */
+int cluster_create(const char *const *targets, size_t n, const cluster_opts *opts,
+                   cluster **out);
+
+/* Cancels what is in flight, closes the loop and frees; grpc_shutdown().
+ * NULL: no-op. */
+void cluster_destroy(cluster *cl);
+
+size_t cluster_size(const cluster *cl);
+const char *cluster_target(const cluster *cl, int rank);
+
+/* The text of the last failure ("worker 2 (127.0.0.1:7102): module
+ * crash.so function segv: worker crashed: signal 11 (SIGSEGV); restarted by
+ * its supervisor"); "" if none. Valid until the next call. */
+const char *cluster_error(const cluster *cl);
+
+/* Pings every worker until all answer or `timeout_ms` passes. Returns 0 or
+ * FERRY_ETIMEDOUT, naming the workers that did not answer. */
+int cluster_wait_ready(cluster *cl, int64_t timeout_ms);
+
+/* What a worker said about itself. */
+typedef struct cluster_worker {
+    int rank;
+    const char *target;
+    bool alive; /* answered the last ping */
+    Ferry__PingReply *ping;   /* NULL when it did not answer; owned by the cluster */
+    Ferry__StatsReply *stats; /* NULL when not asked or it did not answer */
+} cluster_worker;
+
+/* Pings (and, with `stats`, asks Stats of) every worker at once. `out` has
+ * cluster_size() entries, valid until the next call. Returns 0 when all
+ * answered, else the first failure (the others are still filled). */
+int cluster_survey(cluster *cl, bool stats, const cluster_worker **out);
+
+/* A module shipped to every worker. */
+typedef struct cluster_module {
+    char sha256[65];
+    char name[256];
+    char *functions; /* comma-separated, as the workers reported; malloc'd */
+    size_t bytes;
+    int shipped; /* workers that needed the bytes (the others had them) */
+} cluster_module;
+
+/* Ships `len` bytes of module `name` to every worker: first asks each
+ * whether it has the SHA-256 already, then sends the bytes to those that do
+ * not. Every worker loads it. Returns 0, or the first failure (the worker's
+ * text, e.g. "not an ELF shared object"). */
+int cluster_load_module(cluster *cl, const char *name, const void *bytes, size_t len,
+                        cluster_module *out);
+
+/* Frees what a cluster_module holds. */
+void cluster_module_fini(cluster_module *m);
+
+/* Calls `function` of module `m` on worker `rank`; the result in *out, to
+ * free with cluster_free_bytes(). */
+int cluster_call(cluster *cl, const cluster_module *m, int rank, const char *function,
+                 const ferry_bytes_t *in, ferry_bytes_t *out);
+
+/* Calls `function` on every worker at once, in[r] to rank r (in NULL: no
+ * argument), results gathered in out[r] (cluster_size() entries). Returns
+ * the first failure in rank order after every call ended. */
+int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
+                     const ferry_bytes_t *in, ferry_bytes_t *out);
+
+/* A work queue: runs `n` calls of `function`, in[i] -> out[i], keeping up to
+ * `depth` calls in flight on each live worker (0: 16). A worker that dies is
+ * dropped and its work handed to others; the first call failure that is the
+ * function's own stops the queue. */
+int cluster_call_any(cluster *cl, const cluster_module *m, const char *function,
+                     size_t n, const ferry_bytes_t *in, ferry_bytes_t *out, int depth);
+
+/* Waits until every call of this cluster has ended and every worker answers
+ * a ping. */
+int cluster_barrier(cluster *cl);
+
+/* Frees bytes returned by the calls above; zeroes *b. */
+void cluster_free_bytes(ferry_bytes_t *b);
+
+/* Asks every worker to exit, giving calls `grace_ms`. Returns 0 when all
+ * acknowledged (a worker already gone counts as stopped). */
+int cluster_shutdown_all(cluster *cl, uint32_t grace_ms);
+
+/* Runs the driver of `task` (loaded on the master from the same bytes as
+ * module `m`) with `argc`/`argv`. Returns the driver's result. */
+int cluster_run_driver(cluster *cl, const cluster_module *m, const ferry_task_t *task,
+                       int argc, char **argv, bool json);
+
+#endif

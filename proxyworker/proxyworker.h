@@ -1,0 +1,69 @@
+/* proxyworker — the master's typed stub for one worker.
+ *
+ * Each request is an rpc_call in caller memory: pass a callback, or NULL and
+ * wait on it as a future (rpc_call_wait / rpc_call_wait_all). Every request
+ * of every proxyworker of a client shares that client's libuv loop, and all
+ * requests to one worker share one HTTP/2 connection. Start functions run on
+ * the loop thread; a start that fails returns the error and never completes
+ * the call (rpc's contract). Every request but ping carries the token. */
+#ifndef FERRY_PROXYWORKER_H
+#define FERRY_PROXYWORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry.pb-c.h"
+#include "rpc/rpc.h"
+
+typedef struct pw pw;
+
+typedef struct pw_opts {
+    const char *target; /* "127.0.0.1:7100" */
+    const char *token;  /* the cluster token; copied */
+    int rank;
+    size_t max_payload; /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+} pw_opts;
+
+/* Opens the channel (lazily connected). Returns 0 or a FERRY_E* code. */
+int pw_create(rpc_client *c, const pw_opts *opts, pw **out);
+
+/* Cancels what is in flight (callbacks still run) and frees. NULL: no-op. */
+void pw_destroy(pw *p);
+
+const char *pw_target(const pw *p);
+int pw_rank(const pw *p);
+
+/* Requests. `timeout_ms` <= 0: no deadline. */
+int pw_ping(pw *p, rpc_call *call, uint64_t nonce, int64_t timeout_ms, rpc_call_cb cb);
+
+/* Offers module `sha256` (hex) named `name`; `bytes` NULL asks whether the
+ * worker has it already (it fails with FERRY_ENOENT if not). `bytes` is
+ * borrowed until the completion. */
+int pw_load_module(pw *p, rpc_call *call, const char *sha256, const char *name,
+                   const void *bytes, size_t len, int64_t timeout_ms, rpc_call_cb cb);
+
+/* Runs `function` of module `sha256`, with the rank and world size handed to
+ * it. `arg` is borrowed until the completion. */
+int pw_call(pw *p, rpc_call *call, const char *sha256, const char *function,
+            int world_size, const void *arg, size_t len, int64_t timeout_ms,
+            rpc_call_cb cb);
+
+int pw_stats(pw *p, rpc_call *call, int64_t timeout_ms, rpc_call_cb cb);
+
+/* Asks the worker to exit, giving its calls `grace_ms`. */
+int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
+                rpc_call_cb cb);
+
+/* Replies of completed, successful calls. Each returns 0 with a message to
+ * free with protobuf_c_message_free_unpacked(&m->base, NULL), or
+ * FERRY_ECORRUPT. */
+int pw_ping_reply(const rpc_call *call, Ferry__PingReply **out);
+int pw_load_module_reply(const rpc_call *call, Ferry__LoadModuleReply **out);
+int pw_stats_reply(const rpc_call *call, Ferry__StatsReply **out);
+
+/* Takes a Call's result bytes out of the reply: *out to free with
+ * rpc_buf_free() (NULL with *len 0 when empty). */
+void pw_call_result(rpc_call *call, void **out, size_t *len);
+
+#endif
