@@ -224,6 +224,11 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
 /* The bound port. */
 int rpc_server_port(const rpc_server *s);
 
+/* Whether a server could listen on `listen` now: 0, FERRY_EADDRINUSE when
+ * something else holds the port, FERRY_EINVAL for a bad address, or -errno.
+ * Lets a launcher say which port is taken before it starts anything. */
+int rpc_listen_probe(const char *listen);
+
 /* Stops accepting calls, gives calls in flight up to `grace_ms` to finish,
  * then cancels the rest and waits for their handlers to end them. Blocks;
  * idempotent; any thread but a handler's. */

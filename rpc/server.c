@@ -120,9 +120,9 @@ static bool split_listen(const char *listen, char host[256], const char **port)
     return true;
 }
 
-/* gRPC says only "0" when it cannot bind; find out whether the address is
- * taken, so `ferry start` can say so. */
-static int probe_bind_error(const char *host, const char *port)
+/* Tries to bind every address `host` resolves to at `port`, as the server
+ * will. gRPC itself says only "0" when it cannot bind. */
+static int probe_bind(const char *host, const char *port)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -130,17 +130,30 @@ static int probe_bind_error(const char *host, const char *port)
     struct addrinfo *ai;
     if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0)
         return FERRY_EINVAL;
-    int rc = FERRY_EINVAL;
+    int rc = 0;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
         int fd = socket(a->ai_family, a->ai_socktype, 0);
         if (fd < 0)
             continue;
-        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE)
-            rc = FERRY_EADDRINUSE;
+        /* As gRPC does: a port whose last connections linger in TIME_WAIT
+         * is free to listen on again. */
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0)
+            rc = errno == EADDRINUSE ? FERRY_EADDRINUSE : rc ? rc : -errno;
         close(fd);
     }
     freeaddrinfo(ai);
     return rc;
+}
+
+int rpc_listen_probe(const char *listen)
+{
+    char host[256];
+    const char *port;
+    if (!listen || !split_listen(listen, host, &port))
+        return FERRY_EINVAL;
+    return probe_bind(host, port);
 }
 
 static void server_free(rpc_server *s)
@@ -220,7 +233,7 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     s->port = grpc_server_add_http2_port(s->gs, opts->listen, creds);
     grpc_server_credentials_release(creds);
     if (s->port <= 0) {
-        rc = probe_bind_error(host, port);
+        rc = probe_bind(host, port) == FERRY_EADDRINUSE ? FERRY_EADDRINUSE : FERRY_EINVAL;
         goto fail;
     }
     /* The queue thread exists before the server starts, so that a failure
