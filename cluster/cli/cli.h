@@ -1,0 +1,112 @@
+/* cluster/cli — the `ferry` command.
+ *
+ * Where things are:
+ *   main.c        subcommand dispatch, --help, --version
+ *   home.c        FERRY_HOME layout and the running cluster's state
+ *   start.c       `ferry start`: token, supervisor, wait until every worker answers
+ *   supervisor.c  the daemon `ferry start` leaves behind: spawns local workers,
+ *                 restarts crashed ones, holds the cluster lock
+ *   status.c      `ferry status`
+ *   submit.c      `ferry submit`: ship a module, run its driver
+ *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up
+ *
+ * FERRY_HOME layout (see home.c):
+ *   lock                  flock'ed by the supervisor while the cluster runs
+ *   cluster.ini           the running cluster (a config file plus [state])
+ *   token                 the cluster token, 0600
+ *   logs/                 supervisor.log, worker-<rank>.log (kept after shutdown)
+ *   workers/<rank>/       a local worker's state: cache/, crash, port
+ *   start-error           why the supervisor gave up while starting */
+#ifndef FERRY_CLI_H
+#define FERRY_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cluster/cluster.h"
+#include "config/config.h"
+
+#define CLI_PATH_MAX 4096
+/* A path under FERRY_HOME plus a file name. */
+#define CLI_FILE_MAX (CLI_PATH_MAX + 64)
+
+/* Exit statuses shared by every subcommand. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+int cli_start(int argc, char **argv);
+int cli_status(int argc, char **argv);
+int cli_submit(int argc, char **argv);
+int cli_shutdown(int argc, char **argv);
+
+/* Prints "ferry <cmd>: <message>\n" to stderr. */
+void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* True if argv holds -h/--help before any "--". */
+bool cli_wants_help(int argc, char **argv);
+
+/* ---- FERRY_HOME ----------------------------------------------------------- */
+
+typedef struct cli_home {
+    char dir[CLI_PATH_MAX];
+    char state[CLI_PATH_MAX]; /* cluster.ini */
+    char token[CLI_PATH_MAX]; /* default token file */
+    char logs[CLI_PATH_MAX];
+    char workers[CLI_PATH_MAX];
+    char start_error[CLI_PATH_MAX];
+} cli_home;
+
+/* Resolves FERRY_HOME and the paths under it. Prints the error for `cmd`. */
+int cli_home_init(cli_home *h, const char *cmd);
+
+/* A worker's own directory, "<home>/workers/<rank>", and files in it. */
+void cli_worker_dir(const cli_home *h, int rank, char *buf, size_t len);
+void cli_worker_file(const cli_home *h, int rank, const char *name, char *buf,
+                     size_t len);
+
+/* Connects to every worker conf lists (lazily), with its timeouts; with
+ * `heartbeat`, pings them while calls run. */
+int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartbeat,
+                        cluster **out);
+
+/* The running cluster, as `status`, `submit` and `shutdown` see it. */
+typedef struct cli_running {
+    conf_cluster conf; /* cluster.ini */
+    char token[CONF_TOKEN_LEN + 1];
+    cluster *cl; /* connected to every worker (lazily) */
+} cli_running;
+
+/* Loads cluster.ini and the token and creates the cluster. Returns 0;
+ * FERRY_ENOENT when no cluster runs under this FERRY_HOME (message printed
+ * unless `quiet`); another error, printed. */
+int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet);
+void cli_running_close(cli_running *r);
+
+/* ---- the supervisor ------------------------------------------------------- */
+
+/* A worker the supervisor runs on this host. */
+typedef struct cli_local {
+    int rank;
+    char host[256]; /* no brackets */
+    int port;       /* 0: the worker picks one and writes it to its port file */
+} cli_local;
+
+typedef struct cli_supervisor_opts {
+    const cli_home *home;
+    const char *exe;        /* absolute path of the ferry executable */
+    const char *token_file; /* handed to every worker */
+    const cli_local *workers;
+    size_t n_workers;
+    int threads;
+    int lock_fd; /* the cluster lock, inherited; held until exit */
+} cli_supervisor_opts;
+
+/* Runs in the process `ferry start` forked: spawns every worker of
+ * o->workers (logs under logs/), restarts a worker that a signal
+ * killed, gives up on one that exits with an error, and returns once every
+ * worker has exited (after `ferry shutdown`) or on SIGTERM, after stopping
+ * them. Returns the process exit status. */
+int cli_supervise(const cli_supervisor_opts *o);
+
+#endif

@@ -1,0 +1,82 @@
+/* `ferry`: one executable for the master's commands and the worker daemon. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ferry/ferry.h>
+
+#include "cli.h"
+#include "runtime/runtime.h"
+
+static const char usage[] =
+    "usage: ferry <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  start N        start N local worker daemons and wait until they answer\n"
+    "  status         show every worker: address, pid, device, load, uptime, health\n"
+    "  submit MODULE  ship a task module (.so) to every worker and run its driver\n"
+    "  shutdown       stop every worker and the supervisor; clean the cluster state\n"
+    "  worker         run one worker in the foreground (remote hosts, containers)\n"
+    "\n"
+    "The running cluster lives in $FERRY_HOME (default ~/.ferry): two clusters\n"
+    "with different FERRY_HOMEs never interfere. `ferry <command> --help` for\n"
+    "each command's options.\n";
+
+void cli_err(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ferry %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+bool cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return true;
+    }
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } cmds[] = {
+        {"start", cli_start},       {"status", cli_status},     {"submit", cli_submit},
+        {"shutdown", cli_shutdown}, {"worker", rt_worker_main},
+    };
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
+        strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("ferry %s\n", ferry_version());
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(cmd, cmds[i].name) == 0) {
+            for (int a = 2; a < argc && strcmp(argv[a], "--") != 0; a++) {
+                if (strcmp(argv[a], "--version") == 0 || strcmp(argv[a], "-V") == 0) {
+                    printf("ferry %s\n", ferry_version());
+                    return CLI_OK;
+                }
+            }
+            return cmds[i].run(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "ferry: unknown command '%s'\n\n%s", cmd, usage);
+    return CLI_USAGE;
+}

@@ -1,0 +1,178 @@
+/* `ferry shutdown`: every worker finishes or cancels its calls and exits,
+ * the supervisor follows, nothing of the cluster is left running, and its
+ * state is removed (logs stay). Harmless when nothing runs. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: ferry shutdown [--grace-ms MS]\n"
+    "\n"
+    "Stops every worker of the cluster running under $FERRY_HOME, then its\n"
+    "supervisor, and removes the cluster's state (the logs stay in\n"
+    "$FERRY_HOME/logs). Calls still running get the grace period, then are\n"
+    "cancelled. Running it when no cluster runs is harmless.\n"
+    "\n"
+    "options:\n"
+    "      --grace-ms MS  time calls in flight get before they are cancelled\n"
+    "                     (default: the cluster's shutdown_grace_ms, 5000)\n"
+    "  -h, --help         this text\n"
+    "  -V, --version      ferry's version\n";
+
+/* A process that has exited but not been reaped still answers kill(0). */
+static bool pid_alive(pid_t pid)
+{
+    if (pid <= 0 || kill(pid, 0) != 0)
+        return false;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
+}
+
+static double now_ms(void)
+{
+    return (double)uv_hrtime() / 1e6;
+}
+
+/* Waits up to ms for the supervisor to let go of the cluster lock. */
+static bool wait_unlocked(const cli_home *h, double ms)
+{
+    double end = now_ms() + ms;
+    while (conf_lock_held(h->dir)) {
+        if (now_ms() > end)
+            return false;
+        usleep(10000);
+    }
+    return true;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+static void clean_state(const cli_home *h, const conf_cluster *conf)
+{
+    unlink(h->state);
+    unlink(h->start_error);
+    /* A token file the config named is the user's; the generated one is
+     * the cluster's and dies with it. */
+    if (!conf || !conf->token_file || strcmp(conf->token_file, h->token) == 0)
+        unlink(h->token);
+    nftw(h->workers, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int cli_shutdown(int argc, char **argv)
+{
+    static const struct option opts[] = {{"grace-ms", required_argument, NULL, 'g'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    long grace = -1;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'g') {
+            char *end;
+            errno = 0;
+            grace = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || grace < 0 || grace > 3600000) {
+                cli_err("shutdown",
+                        "--grace-ms: expected milliseconds 0..3600000, got '%s'", optarg);
+                return CLI_USAGE;
+            }
+        } else if (c == 'h') {
+            fputs(usage, stdout);
+            return CLI_OK;
+        } else {
+            fputs(usage, stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (optind < argc) {
+        cli_err("shutdown", "unexpected argument '%s'", argv[optind]);
+        return CLI_USAGE;
+    }
+    cli_home h;
+    if (cli_home_init(&h, "shutdown"))
+        return CLI_FAIL;
+    cli_running r;
+    if (cli_running_open(&r, &h, "shutdown", true) != 0) {
+        if (conf_lock_held(h.dir)) {
+            cli_err("shutdown",
+                    "a cluster holds the lock in %s but its state cannot be read", h.dir);
+            return CLI_FAIL;
+        }
+        clean_state(&h, NULL);
+        fprintf(stderr, "ferry shutdown: no cluster is running under FERRY_HOME=%s\n",
+                h.dir);
+        return CLI_OK;
+    }
+    if (grace < 0)
+        grace = r.conf.shutdown_grace_ms;
+
+    /* The pids of local workers, to make sure they are gone at the end. */
+    size_t n = cluster_size(r.cl);
+    pid_t pids[n ? n : 1];
+    const cluster_worker *w;
+    cluster_survey(r.cl, false, &w);
+    for (size_t i = 0; i < n; i++)
+        pids[i] = w[i].ping && r.conf.workers[i].local ? w[i].ping->pid : 0;
+
+    int status = CLI_OK;
+    if (cluster_shutdown_all(r.cl, (uint32_t)grace))
+        fprintf(stderr, "ferry shutdown: %s; stopping the rest by signal\n",
+                cluster_error(r.cl));
+    pid_t sup = r.conf.supervisor_pid;
+    /* The supervisor exits once its workers have; if it does not, SIGTERM
+     * makes it stop them, and SIGKILL is the last word. */
+    if (!wait_unlocked(&h, (double)grace + 3000) && sup > 0) {
+        kill(sup, SIGTERM);
+        if (!wait_unlocked(&h, 8000)) {
+            kill(sup, SIGKILL);
+            wait_unlocked(&h, 2000);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        double end = now_ms() + 2000;
+        while (pid_alive(pids[i]) && now_ms() < end)
+            usleep(10000);
+        if (pid_alive(pids[i])) {
+            fprintf(stderr, "ferry shutdown: worker %zu (pid %d) still runs: SIGKILL\n",
+                    i, (int)pids[i]);
+            kill(pids[i], SIGKILL);
+        }
+    }
+    if (conf_lock_held(h.dir)) {
+        cli_err("shutdown", "the supervisor (pid %d) did not exit", (int)sup);
+        status = CLI_FAIL;
+    } else {
+        clean_state(&h, &r.conf);
+        printf("%zu worker(s) stopped\n", n);
+    }
+    cli_running_close(&r);
+    return status;
+}

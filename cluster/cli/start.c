@@ -1,0 +1,491 @@
+/* `ferry start N`: a token, a supervisor that runs the local workers, and a
+ * wait until every worker (local or listed remote) answers Ping. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "cli.h"
+#include "rpc/rpc.h"
+
+static const char usage[] =
+    "usage: ferry start [N] [options]\n"
+    "\n"
+    "Starts N local worker daemons (or the workers a config file lists), waits\n"
+    "until every one answers, prints one line per worker and exits. A supervisor\n"
+    "stays behind: it restarts a worker that crashes. Stop it all with\n"
+    "`ferry shutdown`.\n"
+    "\n"
+    "options:\n"
+    "  -c, --config FILE     cluster file (INI): workers, timeouts, token file\n"
+    "  -p, --base-port P     first worker's port; worker i listens on P+i\n"
+    "                        (default 7100; 0: each worker picks a free port)\n"
+    "  -l, --listen HOST     address local workers listen on (default 127.0.0.1)\n"
+    "  -t, --threads N       executor threads per worker (default: 2 per core)\n"
+    "      --timeout-ms MS   give up when the workers do not answer in time\n"
+    "                        (default 10000)\n"
+    "  -h, --help            this text\n"
+    "  -V, --version         ferry's version\n"
+    "\n"
+    "Environment: FERRY_HOME (default ~/.ferry) holds the cluster's state, logs\n"
+    "and token.\n";
+
+#define POLL_MS 10
+
+typedef struct start_args {
+    long n; /* -1: not given */
+    const char *config;
+    long base_port; /* -1: not given */
+    const char *listen;
+    long threads;
+    long timeout_ms;
+} start_args;
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse(int argc, char **argv, start_args *a)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"base-port", required_argument, NULL, 'p'},
+        {"listen", required_argument, NULL, 'l'},
+        {"threads", required_argument, NULL, 't'},
+        {"timeout-ms", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (start_args){.n = -1, .base_port = -1, .threads = -1, .timeout_ms = -1};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "c:p:l:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            a->config = optarg;
+            break;
+        case 'p':
+            if (!parse_long(optarg, 0, 65535, &a->base_port)) {
+                cli_err("start", "--base-port: expected a port 0..65535, got '%s'",
+                        optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 'l':
+            a->listen = optarg;
+            break;
+        case 't':
+            if (!parse_long(optarg, 0, 1024, &a->threads)) {
+                cli_err("start", "--threads: expected 0..1024, got '%s'", optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 'T':
+            if (!parse_long(optarg, 1, 86400000, &a->timeout_ms)) {
+                cli_err("start", "--timeout-ms: expected milliseconds >= 1, got '%s'",
+                        optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return -1;
+        default:
+            fputs(usage, stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (optind < argc && !parse_long(argv[optind++], 1, 1024, &a->n)) {
+        cli_err("start", "N: expected a number of workers 1..1024, got '%s'",
+                argv[optind - 1]);
+        return CLI_USAGE;
+    }
+    if (optind < argc) {
+        cli_err("start", "unexpected argument '%s'", argv[optind]);
+        return CLI_USAGE;
+    }
+    if (a->n < 0 && !a->config) {
+        cli_err("start", "how many workers? `ferry start N` (or --config FILE)");
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+/* Reads the small text file at path into buf; false if absent or empty. */
+static bool read_text(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return n > 0;
+}
+
+/* Fills conf with the workers: the config file's, or N on this host. */
+static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **local,
+                        size_t *n_local)
+{
+    bool generated = conf->n_workers == 0;
+    if (generated) {
+        for (long i = 0; i < a->n; i++) {
+            /* A placeholder port for a worker that picks its own: replaced
+             * by the real one before the state is written. */
+            int port = conf->base_port ? conf->base_port + (int)i : 1;
+            if (port > 65535) {
+                cli_err("start", "ports %d..%ld do not fit below 65536", conf->base_port,
+                        conf->base_port + a->n - 1);
+                return CLI_USAGE;
+            }
+            char addr[300], err[CONF_ERR_LEN];
+            snprintf(addr, sizeof addr, strchr(conf->listen, ':') ? "[%s]:%d" : "%s:%d",
+                     conf->listen, port);
+            if (conf_add_worker(conf, addr, err, sizeof err)) {
+                cli_err("start", "--listen %s: %s", conf->listen, err);
+                return CLI_USAGE;
+            }
+        }
+    } else if (a->n >= 0 && (size_t)a->n != conf->n_workers) {
+        cli_err("start", "%s lists %zu workers but N is %ld", a->config, conf->n_workers,
+                a->n);
+        return CLI_USAGE;
+    }
+    *local = calloc(conf->n_workers, sizeof **local);
+    if (!*local)
+        return CLI_FAIL;
+    *n_local = 0;
+    for (size_t i = 0; i < conf->n_workers; i++) {
+        if (!conf->workers[i].local)
+            continue;
+        cli_local *l = &(*local)[(*n_local)++];
+        l->rank = (int)i;
+        snprintf(l->host, sizeof l->host, "%s", conf->workers[i].host);
+        l->port = generated && !conf->base_port ? 0 : conf->workers[i].port;
+    }
+    return 0;
+}
+
+/* Says which port is taken, before anything starts. */
+static int check_ports(const conf_cluster *conf, const cli_local *local, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!local[i].port)
+            continue;
+        const char *addr = conf->workers[local[i].rank].address;
+        int rc = rpc_listen_probe(addr);
+        if (rc == FERRY_EADDRINUSE) {
+            cli_err("start",
+                    "port %d (worker %d, %s) is in use: free it, or choose other ports "
+                    "with --base-port",
+                    local[i].port, local[i].rank, addr);
+            return CLI_FAIL;
+        }
+        if (rc) {
+            cli_err("start", "cannot listen on %s (worker %d): %s", addr, local[i].rank,
+                    ferry_strerror(rc));
+            return CLI_FAIL;
+        }
+    }
+    return 0;
+}
+
+/* Old state from a cluster that did not shut down cleanly. */
+static void clear_state(const cli_home *h, size_t n_workers)
+{
+    unlink(h->state);
+    unlink(h->start_error);
+    for (size_t i = 0; i < n_workers; i++) {
+        char path[CLI_FILE_MAX];
+        cli_worker_file(h, (int)i, "port", path, sizeof path);
+        unlink(path);
+    }
+}
+
+static pid_t fork_supervisor(const cli_supervisor_opts *so)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    /* The daemon: its own session, so a terminal's hang-up or Ctrl-C does not
+     * reach it, and no descriptor of the caller's (a pipe a test reads to
+     * its end) kept open. */
+    setsid();
+    char log[CLI_FILE_MAX];
+    snprintf(log, sizeof log, "%s/supervisor.log", so->home->logs);
+    int null = open("/dev/null", O_RDONLY);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (null >= 0)
+        dup2(null, 0);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    if (null > 2)
+        close(null);
+    if (fd > 2)
+        close(fd);
+    _exit(cli_supervise(so));
+}
+
+/* Stops a supervisor that `start` gave up on, and everything it started. */
+static void stop_supervisor(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 800; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* Whether the supervisor has given up: it exited, or wrote why. */
+static bool supervisor_failed(const cli_home *h, pid_t pid, char *why, size_t len)
+{
+    if (read_text(h->start_error, why, len))
+        return true;
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+        if (!read_text(h->start_error, why, len))
+            snprintf(why, len, "the supervisor exited (see %s/supervisor.log)", h->logs);
+        return true;
+    }
+    return false;
+}
+
+/* Waits for the ports of workers that picked their own. */
+static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, size_t n,
+                      pid_t sup, double deadline)
+{
+    for (;;) {
+        size_t known = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!local[i].port) {
+                char path[CLI_FILE_MAX], text[32];
+                cli_worker_file(h, local[i].rank, "port", path, sizeof path);
+                long port;
+                if (read_text(path, text, sizeof text) &&
+                    parse_long(text, 1, 65535, &port)) {
+                    local[i].port = (int)port;
+                    conf_worker *w = &conf->workers[local[i].rank];
+                    w->port = (int)port;
+                    free(w->address);
+                    char addr[300];
+                    snprintf(addr, sizeof addr,
+                             strchr(w->host, ':') ? "[%s]:%d" : "%s:%d", w->host,
+                             w->port);
+                    w->address = strdup(addr);
+                    if (!w->address)
+                        return FERRY_ENOMEM;
+                }
+            }
+            known += local[i].port != 0;
+        }
+        if (known == n)
+            return 0;
+        char why[CLI_FILE_MAX + 128];
+        if (supervisor_failed(h, sup, why, sizeof why)) {
+            cli_err("start", "%s", why);
+            return FERRY_EUNAVAIL;
+        }
+        if ((double)uv_hrtime() / 1e6 > deadline) {
+            cli_err("start", "workers did not bind a port within the timeout (see %s)",
+                    h->logs);
+            return FERRY_ETIMEDOUT;
+        }
+        usleep(POLL_MS * 1000);
+    }
+}
+
+/* Pings until every worker answers, failing early if the supervisor gives up. */
+static int wait_ready(const cli_home *h, cluster *cl, pid_t sup, double deadline)
+{
+    for (;;) {
+        double left = deadline - (double)uv_hrtime() / 1e6;
+        int rc =
+            cluster_wait_ready(cl, left < 200 ? (left > 1 ? (int64_t)left : 1) : 200);
+        if (rc == 0)
+            return 0;
+        char why[CLI_FILE_MAX + 128];
+        if (supervisor_failed(h, sup, why, sizeof why)) {
+            cli_err("start", "%s", why);
+            return FERRY_EUNAVAIL;
+        }
+        if ((double)uv_hrtime() / 1e6 >= deadline) {
+            cli_err("start", "%s", cluster_error(cl));
+            return rc;
+        }
+    }
+}
+
+static void print_workers(cluster *cl, double t0)
+{
+    const cluster_worker *w;
+    cluster_survey(cl, false, &w);
+    for (size_t i = 0; i < cluster_size(cl); i++) {
+        if (w[i].ping)
+            printf("worker %d  %s  pid %d  %s\n", w[i].rank, w[i].target, w[i].ping->pid,
+                   w[i].ping->device);
+        else
+            printf("worker %d  %s  (not answering)\n", w[i].rank, w[i].target);
+    }
+    printf("%zu worker(s) ready in %.2f s\n", cluster_size(cl),
+           ((double)uv_hrtime() / 1e6 - t0) / 1e3);
+}
+
+int cli_start(int argc, char **argv)
+{
+    double t0 = (double)uv_hrtime() / 1e6;
+    start_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+
+    cli_home h;
+    if (cli_home_init(&h, "start"))
+        return CLI_FAIL;
+    conf_cluster conf;
+    conf_defaults(&conf);
+    cli_local *local = NULL;
+    size_t n_local = 0;
+    int lock = -1;
+    pid_t sup = 0;
+    cluster *cl = NULL;
+    int status = CLI_FAIL;
+
+    char err[CONF_ERR_LEN] = "";
+    if (a.config && (rc = conf_load(&conf, a.config, err, sizeof err))) {
+        cli_err("start", "%s", err[0] ? err : ferry_strerror(rc));
+        status = CLI_USAGE;
+        goto out;
+    }
+    if (a.base_port >= 0)
+        conf.base_port = (int)a.base_port;
+    if (a.listen) {
+        free(conf.listen);
+        conf.listen = strdup(a.listen);
+    }
+    if (a.threads >= 0)
+        conf.threads = (int)a.threads;
+    if (a.timeout_ms > 0)
+        conf.start_timeout_ms = a.timeout_ms;
+    if ((rc = plan_workers(&conf, &a, &local, &n_local))) {
+        status = rc;
+        goto out;
+    }
+
+    if ((rc = conf_mkdirs(h.logs, 0700)) || (rc = conf_mkdirs(h.workers, 0700))) {
+        cli_err("start", "cannot create %s: %s", h.dir, ferry_strerror(rc));
+        goto out;
+    }
+    lock = conf_lock_take(h.dir);
+    if (lock == FERRY_EBUSY) {
+        conf_cluster running;
+        conf_defaults(&running);
+        char ignored[CONF_ERR_LEN];
+        bool known = conf_load(&running, h.state, ignored, sizeof ignored) == 0 &&
+                     running.supervisor_pid > 0;
+        cli_err("start",
+                "a cluster is already running under FERRY_HOME=%s (supervisor pid %d): "
+                "see `ferry status`, or stop it with `ferry shutdown`",
+                h.dir, known ? running.supervisor_pid : 0);
+        conf_fini(&running);
+        goto out;
+    }
+    if (lock < 0) {
+        cli_err("start", "cannot take the cluster lock in %s: %s", h.dir,
+                ferry_strerror(lock));
+        goto out;
+    }
+    if (check_ports(&conf, local, n_local))
+        goto out;
+    clear_state(&h, conf.n_workers);
+
+    const char *token_file = conf.token_file ? conf.token_file : h.token;
+    if (!conf.token_file || access(token_file, F_OK) != 0) {
+        if ((rc = conf_token_create(token_file))) {
+            cli_err("start", "cannot write the token %s: %s", token_file,
+                    ferry_strerror(rc));
+            goto out;
+        }
+    }
+    char token[CONF_TOKEN_LEN + 1];
+    if ((rc = conf_token_read(token_file, token, sizeof token, err, sizeof err))) {
+        cli_err("start", "%s", err[0] ? err : ferry_strerror(rc));
+        goto out;
+    }
+    if (!conf.token_file && !(conf.token_file = strdup(token_file)))
+        goto out;
+
+    char exe[CLI_PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        cli_err("start", "cannot find the ferry executable: %s", strerror(errno));
+        goto out;
+    }
+    exe[len] = '\0';
+    cli_supervisor_opts so = {.home = &h,
+                              .exe = exe,
+                              .token_file = conf.token_file,
+                              .workers = local,
+                              .n_workers = n_local,
+                              .threads = conf.threads,
+                              .lock_fd = lock};
+    sup = fork_supervisor(&so);
+    if (sup < 0) {
+        cli_err("start", "cannot fork the supervisor: %s", strerror(errno));
+        sup = 0;
+        goto out;
+    }
+    /* From here the supervisor alone holds the lock. */
+    close(lock);
+    lock = -1;
+
+    double deadline = t0 + (double)conf.start_timeout_ms;
+    if (wait_ports(&h, &conf, local, n_local, sup, deadline))
+        goto out;
+    conf.supervisor_pid = (int)sup;
+    if ((rc = conf_save(&conf, h.state))) {
+        cli_err("start", "cannot write %s: %s", h.state, ferry_strerror(rc));
+        goto out;
+    }
+    if ((rc = cli_cluster_connect(&conf, token, false, &cl))) {
+        cli_err("start", "cannot connect to the workers: %s", ferry_strerror(rc));
+        goto out;
+    }
+    if (wait_ready(&h, cl, sup, deadline))
+        goto out;
+    print_workers(cl, t0);
+    status = CLI_OK;
+out:
+    cluster_destroy(cl);
+    if (status != CLI_OK && sup > 0) {
+        stop_supervisor(sup);
+        unlink(h.state);
+    }
+    if (lock >= 0)
+        close(lock);
+    free(local);
+    conf_fini(&conf);
+    fflush(stdout);
+    return status;
+}
