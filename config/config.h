@@ -62,14 +62,24 @@ typedef struct conf_cluster {
 void conf_defaults(conf_cluster *c);
 
 /* Parses `path` over the values already in `c` (call conf_defaults first).
- * Returns 0, FERRY_ENOENT when the file cannot be opened, or FERRY_EINVAL
- * with `err` set to "PATH:LINE: <what was expected>" for a mistake: an
- * unknown section or key, a value that is not a number in range, a worker
- * address that is not host:port, a duplicate worker. */
+ * Returns 0, FERRY_ENOENT when the file does not exist (another -errno when
+ * it cannot be opened), or FERRY_EINVAL with `err` set to "PATH:LINE: <what
+ * was expected>" for a mistake: an unknown section or key, a key set twice, a
+ * value that is not a number in range, a worker address that is not
+ * host:port, a duplicate worker, a line that is neither `key = value`, a
+ * section nor a comment, a line longer than inih reads (199 characters).
+ * `err` is set on every failure. On failure `c` is left as it was.
+ * Indentation means nothing (inih's continuation lines are not used). The
+ * file's [workers], when it lists any, replace the workers in `c`. A
+ * relative token_file is taken against the file's directory (and stored
+ * absolute). */
 int conf_load(conf_cluster *c, const char *path, char *err, size_t errlen);
 
 /* Writes `c` (every field, workers and [state]) to `path` atomically (temp
- * file + rename), mode 0600. Returns 0 or -errno. */
+ * file + fsync + rename), mode 0600. A relative token_file is written as an
+ * absolute path (against the current directory). Returns 0 or -errno;
+ * FERRY_EINVAL, writing nothing, when a value would not read back the same
+ * through conf_load() (out of range, a line end or " ;" in a string). */
 int conf_save(const conf_cluster *c, const char *path);
 
 /* Appends a worker at "host:port". Returns 0, or FERRY_EINVAL with `err` set
@@ -79,18 +89,24 @@ int conf_add_worker(conf_cluster *c, const char *address, char *err, size_t errl
 /* Frees what `c` holds and zeroes it. */
 void conf_fini(conf_cluster *c);
 
-/* Splits "host:port", "[v6]:port" into host (no brackets) and port. Returns
- * 0 or FERRY_EINVAL. */
+/* Splits "host:port", "[v6]:port" into host (no brackets) and port. The
+ * host is a name, an IPv4 address or (in brackets only) an IPv6 address;
+ * the port is 0..65535 (0 is allowed here for "listen on a free port";
+ * conf_add_worker() requires 1..65535). Returns 0 or FERRY_EINVAL (also when
+ * the host does not fit in hostlen). */
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port);
 
-/* True for 127.0.0.0/8, ::1 and "localhost". */
+/* True for 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104 and "localhost" (with or
+ * without brackets). */
 bool conf_is_loopback(const char *host);
 
 /* ---- FERRY_HOME ----------------------------------------------------------- */
 
 /* The directory that holds a cluster's state: $FERRY_HOME, else ~/.ferry.
- * Writes it into buf. Returns 0, or FERRY_ENAMETOOLONG-like FERRY_ERANGE when
- * it does not fit, FERRY_ENOENT when neither FERRY_HOME nor HOME is set. */
+ * Writes it into buf, absolute (a relative FERRY_HOME is taken against the
+ * current directory) and without a trailing '/'. Returns 0, or
+ * FERRY_ENAMETOOLONG-like FERRY_ERANGE when it does not fit, FERRY_ENOENT
+ * when neither FERRY_HOME nor HOME is set. */
 int conf_home(char *buf, size_t len);
 
 /* Joins home and a relative path ("logs/worker-0.log") into buf. Returns 0
@@ -98,13 +114,23 @@ int conf_home(char *buf, size_t len);
 int conf_home_path(char *buf, size_t len, const char *home, const char *rel);
 
 /* Creates `dir` and its parents with `mode` (existing ones are kept).
- * Returns 0 or -errno. */
+ * Returns 0 or -errno (-ENOTDIR when a component is not a directory). */
 int conf_mkdirs(const char *dir, unsigned mode);
 
 /* The cluster lock, $FERRY_HOME/lock: held (flock) by the supervisor of the
- * running cluster for its whole life. conf_lock_take() returns an open fd
- * holding it, or FERRY_EBUSY when another process holds it. conf_lock_held()
- * tells whether some process holds it now (a cluster is running). */
+ * running cluster for its whole life. conf_lock_take() creates `home` (0700)
+ * if needed and returns an open fd holding it, FERRY_EBUSY when another
+ * process (or another open of the file in this one) holds it, or -errno.
+ *
+ * The fd is NOT close-on-exec, on purpose: `ferry start` forks and execs the
+ * supervisor, which inherits it and so keeps the cluster locked after the
+ * command exits. The lock lasts while any process holds that open file:
+ * close the fd in every child that must not keep the cluster locked (the
+ * workers the supervisor starts), or set FD_CLOEXEC there.
+ *
+ * conf_lock_held() tells whether some process holds it now (a cluster is
+ * running); it probes by taking the lock shared for a moment, so
+ * conf_lock_take() retries for a few milliseconds before it says EBUSY. */
 int conf_lock_take(const char *home);
 bool conf_lock_held(const char *home);
 
@@ -112,14 +138,18 @@ bool conf_lock_held(const char *home);
 
 #define CONF_TOKEN_LEN 64 /* hex characters */
 
-/* Writes a new random token (getrandom, 32 bytes as 64 hex characters) to
- * `path` with mode 0600, replacing any old one. Returns 0 or -errno. */
+/* Writes a new random token (getrandom, 32 bytes as 64 hex characters and
+ * a newline) to `path` with mode 0600, replacing any old one atomically.
+ * The directory must exist. Returns 0 or -errno. */
 int conf_token_create(const char *path);
 
-/* Reads the token at `path` into buf (at least CONF_TOKEN_LEN + 1 bytes).
- * Returns 0, FERRY_ENOENT, FERRY_EACCES with `err` set when the file is
- * readable by group or others (like ssh, ferry refuses a shared secret that
- * is not secret), or FERRY_EINVAL when it holds no token. */
+/* Reads the token at `path` into buf (at least CONF_TOKEN_LEN + 1 bytes;
+ * FERRY_ERANGE otherwise). Returns 0, FERRY_ENOENT, FERRY_EACCES when the
+ * file grants any permission to group or others ("token file X is readable
+ * by others (mode 0644): run chmod 600 X"; like ssh, ferry refuses a shared
+ * secret that is not secret), or FERRY_EINVAL when it is not a regular file
+ * or holds no token (64 hex characters, optionally followed by a newline).
+ * `err` is set on every failure. */
 int conf_token_read(const char *path, char *buf, size_t len, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,120 @@
+/* The cluster description in memory: defaults, workers, copies, release. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_int.h"
+
+int conf_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+void conf_defaults(conf_cluster *c)
+{
+    memset(c, 0, sizeof *c);
+    /* Owned like every other string so that conf_fini() and conf_load()
+     * can free and replace it; NULL only when out of memory. */
+    c->listen = strdup("127.0.0.1");
+    c->base_port = CONF_DEFAULT_BASE_PORT;
+    c->call_timeout_ms = 60000;
+    c->ping_timeout_ms = 1000;
+    c->heartbeat_ms = 1000;
+    c->start_timeout_ms = 10000;
+    c->shutdown_grace_ms = 5000;
+    c->threads = 0;
+}
+
+static void worker_fini(conf_worker *w)
+{
+    free(w->address);
+    free(w->host);
+    memset(w, 0, sizeof *w);
+}
+
+void conf_fini(conf_cluster *c)
+{
+    if (!c)
+        return;
+    free(c->listen);
+    free(c->token_file);
+    for (size_t i = 0; i < c->n_workers; i++)
+        worker_fini(&c->workers[i]);
+    free(c->workers);
+    memset(c, 0, sizeof *c);
+}
+
+static int worker_set(conf_worker *w, const char *address, const char *host, int port)
+{
+    w->address = strdup(address);
+    w->host = strdup(host);
+    w->port = port;
+    w->local = conf_is_loopback(host);
+    if (!w->address || !w->host) {
+        worker_fini(w);
+        return FERRY_ENOMEM;
+    }
+    return 0;
+}
+
+int conf_add_worker(conf_cluster *c, const char *address, char *err, size_t errlen)
+{
+    char host[CONF_HOST_MAX + 1];
+    int port;
+    int rc = conf_parse_address(address, host, sizeof host, &port, 1, err, errlen);
+    if (rc)
+        return rc;
+    conf_worker *ws = realloc(c->workers, (c->n_workers + 1) * sizeof *ws);
+    if (!ws)
+        return conf_errf(FERRY_ENOMEM, err, errlen, "out of memory");
+    c->workers = ws;
+    memset(&ws[c->n_workers], 0, sizeof *ws);
+    rc = worker_set(&ws[c->n_workers], address, host, port);
+    if (rc)
+        return conf_errf(rc, err, errlen, "out of memory");
+    c->n_workers++;
+    return 0;
+}
+
+static int dup_or_null(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = strdup(src);
+    return *dst ? 0 : FERRY_ENOMEM;
+}
+
+int conf_copy(conf_cluster *dst, const conf_cluster *src)
+{
+    *dst = *src;
+    dst->listen = NULL;
+    dst->token_file = NULL;
+    dst->workers = NULL;
+    dst->n_workers = 0;
+    if (dup_or_null(&dst->listen, src->listen) ||
+        dup_or_null(&dst->token_file, src->token_file))
+        goto fail;
+    if (src->n_workers) {
+        dst->workers = calloc(src->n_workers, sizeof *dst->workers);
+        if (!dst->workers)
+            goto fail;
+        for (size_t i = 0; i < src->n_workers; i++) {
+            const conf_worker *w = &src->workers[i];
+            if (worker_set(&dst->workers[i], w->address, w->host, w->port))
+                goto fail;
+            dst->n_workers++;
+        }
+    }
+    return 0;
+fail:
+    conf_fini(dst);
+    return FERRY_ENOMEM;
+}

@@ -1,0 +1,35 @@
+/* config — private header shared by the files of this folder. */
+#ifndef FERRY_CONFIG_INT_H
+#define FERRY_CONFIG_INT_H
+
+#include "config.h"
+
+/* The longest host name or address conf_parse_address() accepts (RFC 1035). */
+#define CONF_HOST_MAX 253
+
+/* Writes "fmt..." into err when err is not NULL; returns `rc`. */
+int conf_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* True for a host name ("gpu-host-2", "localhost"), an IPv4 address or a
+ * bare IPv6 address ("::1", "fe80::1%eth0"). */
+bool conf_valid_host(const char *host);
+
+/* conf_split_address() with a lower bound on the port and, on failure,
+ * "expected ..., got '<address>'" in why. */
+int conf_parse_address(const char *address, char *host, size_t hostlen, int *port,
+                       int min_port, char *why, size_t whylen);
+
+/* True when every number in `c` is in the range conf_load() accepts and
+ * listen is a valid host: what conf_save() writes must load again. */
+bool conf_values_valid(const conf_cluster *c);
+
+/* Deep copy of src into dst (zeroed first). Returns 0 or FERRY_ENOMEM. */
+int conf_copy(conf_cluster *dst, const conf_cluster *src);
+
+/* Replaces `path` with `len` bytes of `data`, mode 0600, through a temp file
+ * in the same directory that is synced and renamed over it. Returns 0 or
+ * -errno. */
+int conf_write_atomic(const char *path, const void *data, size_t len);
+
+#endif

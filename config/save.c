@@ -1,0 +1,175 @@
+/* Writing a cluster file: every field, atomically, readable by conf_load(). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "config_int.h"
+
+static int write_all(int fd, const char *p, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int sync_dir_of(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return FERRY_ENOMEM;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(copy);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+int conf_write_atomic(const char *path, const void *data, size_t len)
+{
+    size_t n = strlen(path);
+    char *tmp = malloc(n + sizeof ".tmp.XXXXXX");
+    if (!tmp)
+        return FERRY_ENOMEM;
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
+    /* mkstemp creates the file 0600 and O_EXCL: a secret is never visible
+     * with looser permissions, not even for a moment. */
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    int rc;
+    if (fd < 0) {
+        rc = -errno;
+        free(tmp);
+        return rc;
+    }
+    rc = write_all(fd, data, len);
+    if (!rc && fchmod(fd, 0600) != 0)
+        rc = -errno;
+    if (!rc && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    else
+        rc = sync_dir_of(path);
+    free(tmp);
+    return rc;
+}
+
+/* inih trims values and cuts them at " ;" (an inline comment) or a line
+ * end, and reads at most INI_MAX_LINE - 1 characters a line: a value that
+ * would not come back from conf_load() unchanged is refused, not mangled. */
+static bool savable(const char *key, const char *v)
+{
+    size_t n = strlen(v);
+    if (n == 0 || strlen(key) + 3 + n > INI_MAX_LINE - 1)
+        return false;
+    if (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == '\n' || v[i] == '\r')
+            return false;
+        if (v[i] == ';' && i > 0 && (v[i - 1] == ' ' || v[i - 1] == '\t'))
+            return false;
+    }
+    return true;
+}
+
+/* conf_load() reads a relative token_file against the file's directory;
+ * the one in memory is relative to the current one. */
+static int absolute_path(const char *p, char **out)
+{
+    char cwd[4096];
+    *out = NULL;
+    if (p[0] == '/')
+        return 0;
+    if (!getcwd(cwd, sizeof cwd))
+        return -errno;
+    if (asprintf(out, "%s/%s", cwd, p) < 0) {
+        *out = NULL;
+        return FERRY_ENOMEM;
+    }
+    return 0;
+}
+
+static int format(const conf_cluster *c, char **text, size_t *len)
+{
+    char *abs_token = NULL;
+    const char *token = c->token_file;
+    const char *listen = c->listen ? c->listen : "127.0.0.1";
+    int rc = 0;
+    if (!conf_values_valid(c))
+        return FERRY_EINVAL;
+    if (token) {
+        rc = absolute_path(token, &abs_token);
+        if (rc)
+            return rc;
+        if (abs_token)
+            token = abs_token;
+    }
+    if (!savable("listen", listen) || (token && !savable("token_file", token)))
+        rc = FERRY_EINVAL;
+    for (size_t i = 0; !rc && i < c->n_workers; i++)
+        if (!savable("worker", c->workers[i].address))
+            rc = FERRY_EINVAL;
+    FILE *f = rc ? NULL : open_memstream(text, len);
+    if (!f) {
+        free(abs_token);
+        return rc ? rc : FERRY_ENOMEM;
+    }
+    fprintf(f, "[cluster]\n");
+    fprintf(f, "listen = %s\n", listen);
+    fprintf(f, "base_port = %d\n", c->base_port);
+    if (token)
+        fprintf(f, "token_file = %s\n", token);
+    fprintf(f, "call_timeout_ms = %" PRId64 "\n", c->call_timeout_ms);
+    fprintf(f, "ping_timeout_ms = %" PRId64 "\n", c->ping_timeout_ms);
+    fprintf(f, "heartbeat_ms = %" PRId64 "\n", c->heartbeat_ms);
+    fprintf(f, "start_timeout_ms = %" PRId64 "\n", c->start_timeout_ms);
+    fprintf(f, "shutdown_grace_ms = %" PRId64 "\n", c->shutdown_grace_ms);
+    fprintf(f, "threads = %d\n", c->threads);
+    fprintf(f, "\n[workers]\n");
+    for (size_t i = 0; i < c->n_workers; i++)
+        fprintf(f, "worker = %s\n", c->workers[i].address);
+    if (c->supervisor_pid > 0)
+        fprintf(f, "\n[state]\nsupervisor_pid = %d\n", c->supervisor_pid);
+    free(abs_token);
+    if (ferror(f)) {
+        fclose(f);
+        free(*text);
+        *text = NULL;
+        return FERRY_ENOMEM;
+    }
+    return fclose(f) == 0 ? 0 : FERRY_ENOMEM;
+}
+
+int conf_save(const conf_cluster *c, const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = format(c, &text, &len);
+    if (rc)
+        return rc;
+    rc = conf_write_atomic(path, text, len);
+    free(text);
+    return rc;
+}
