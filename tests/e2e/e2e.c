@@ -1,0 +1,297 @@
+/* tests/e2e — the fixture: a private FERRY_HOME, running `ferry`, and
+ * cleaning up every process a test started. */
+#include "e2e.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/config.h"
+
+char e2e_home[512];
+static char root[256];
+static int n_runs;
+static cluster *opened;
+static char *paths[64];
+static size_t n_paths;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void e2e_setup(void)
+{
+    snprintf(root, sizeof root, "/tmp/ferry-e2e-XXXXXX");
+    cr_assert(mkdtemp(root), "mkdtemp: %s", strerror(errno));
+    snprintf(e2e_home, sizeof e2e_home, "%s/home", root);
+    cr_assert(setenv("FERRY_HOME", e2e_home, 1) == 0);
+    /* Orphans (the supervisor, once `ferry start` exits) come to us, so we
+     * can reap them and be sure they are gone. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    n_runs = 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+void e2e_teardown(void)
+{
+    cluster_destroy(opened);
+    opened = NULL;
+    if (!root[0])
+        return;
+    pid_t sup = e2e_supervisor_pid();
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "500", NULL);
+    e2e_run_fini(&r);
+    /* The supervisor leads its own session and process group, which its
+     * workers share: whatever of it survived goes now. */
+    if (sup > 0 && e2e_alive(sup))
+        kill(-sup, SIGKILL);
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    root[0] = '\0';
+    for (size_t i = 0; i < n_paths; i++)
+        free(paths[i]);
+    n_paths = 0;
+}
+
+char *e2e_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = grown;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+void e2e_ferry(e2e_run *r, int timeout_ms, const char *arg, ...)
+{
+    const char *bin = getenv("FERRY_TEST_BIN");
+    cr_assert(bin, "FERRY_TEST_BIN is not set");
+    const char *argv[32] = {bin};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, arg);
+    for (const char *a = arg; a && argc < 31; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    char out[300], err[300];
+    n_runs++;
+    snprintf(out, sizeof out, "%s/out-%d", root, n_runs);
+    snprintf(err, sizeof err, "%s/err-%d", root, n_runs);
+    double t0 = now_ms();
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int in = open("/dev/null", O_RDONLY);
+        if (o < 0 || e < 0 || in < 0)
+            _exit(127);
+        dup2(in, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    r->status = -1;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) {
+            r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            break;
+        }
+        if (now_ms() - t0 > timeout_ms) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        usleep(2000);
+    }
+    r->ms = now_ms() - t0;
+    r->out = e2e_slurp(out);
+    r->err = e2e_slurp(err);
+    if (!r->out)
+        r->out = strdup("");
+    if (!r->err)
+        r->err = strdup("");
+}
+
+void e2e_run_fini(e2e_run *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+void e2e_start(int n)
+{
+    char ns[16];
+    snprintf(ns, sizeof ns, "%d", n);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", ns, "--base-port", "0", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+}
+
+static const char *keep(char *p)
+{
+    cr_assert(p && n_paths < sizeof paths / sizeof paths[0]);
+    paths[n_paths++] = p;
+    return p;
+}
+
+static const char *path_in(const char *env, const char *name, const char *suffix)
+{
+    const char *dir = getenv(env);
+    cr_assert(dir, "%s is not set", env);
+    char *p = NULL;
+    cr_assert(asprintf(&p, "%s/%s%s", dir, name, suffix) > 0);
+    return keep(p);
+}
+
+const char *e2e_task(const char *name)
+{
+    return path_in("FERRY_TEST_TASKS", name, ".so");
+}
+
+const char *e2e_module(const char *name)
+{
+    return path_in("FERRY_TEST_MODULES", name, "");
+}
+
+const char *e2e_local_module(const char *name)
+{
+    return path_in("FERRY_TEST_E2E", name, "");
+}
+
+static void load_state(conf_cluster *c)
+{
+    char state[600], err[CONF_ERR_LEN] = "";
+    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
+    conf_defaults(c);
+    int rc = conf_load(c, state, err, sizeof err);
+    cr_assert(rc == 0, "cannot read %s: %s", state, err);
+}
+
+cluster *e2e_cluster(const char *token, int64_t call_timeout_ms)
+{
+    conf_cluster c;
+    load_state(&c);
+    char own[CONF_TOKEN_LEN + 1], err[CONF_ERR_LEN] = "";
+    if (!token) {
+        int rc = conf_token_read(c.token_file, own, sizeof own, err, sizeof err);
+        cr_assert(rc == 0, "token: %s", err);
+        token = own;
+    }
+    const char *targets[16];
+    cr_assert(c.n_workers <= 16);
+    for (size_t i = 0; i < c.n_workers; i++)
+        targets[i] = c.workers[i].address;
+    cluster_opts o = {.token = token,
+                      .call_timeout_ms = call_timeout_ms,
+                      .ping_timeout_ms = 1000,
+                      .heartbeat_ms = 200};
+    cluster *cl = NULL;
+    int rc = cluster_create(targets, c.n_workers, &o, &cl);
+    conf_fini(&c);
+    cr_assert(rc == 0, "cluster_create: %s", ferry_strerror(rc));
+    cr_assert(opened == NULL, "one library cluster per test");
+    opened = cl;
+    return cl;
+}
+
+pid_t e2e_worker_pid(cluster *cl, int rank)
+{
+    const cluster_worker *w;
+    cluster_survey(cl, false, &w);
+    cr_assert(w[rank].ping, "worker %d does not answer: %s", rank, cluster_error(cl));
+    return w[rank].ping->pid;
+}
+
+pid_t e2e_supervisor_pid(void)
+{
+    char state[600], err[CONF_ERR_LEN];
+    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
+    conf_cluster c;
+    conf_defaults(&c);
+    pid_t pid = conf_load(&c, state, err, sizeof err) == 0 ? c.supervisor_pid : 0;
+    conf_fini(&c);
+    return pid;
+}
+
+bool e2e_alive(pid_t pid)
+{
+    if (pid <= 0)
+        return false;
+    waitpid(pid, NULL, WNOHANG);
+    if (kill(pid, 0) != 0)
+        return false;
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return !(p && p[1] == ' ' && p[2] == 'Z');
+}
+
+bool e2e_wait_gone(pid_t pid, int ms)
+{
+    double end = now_ms() + ms;
+    while (e2e_alive(pid)) {
+        if (now_ms() > end)
+            return false;
+        usleep(5000);
+    }
+    return true;
+}
+
+bool e2e_has(const char *haystack, const char *needle)
+{
+    return haystack && strstr(haystack, needle) != NULL;
+}

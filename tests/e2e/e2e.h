@@ -1,0 +1,84 @@
+/* tests/e2e — real clusters started through the `ferry` command.
+ *
+ * Every test gets its own FERRY_HOME (a fresh temporary directory) and
+ * starts its workers with `--base-port 0`, so each binds a free port on
+ * 127.0.0.1. The fixture makes the test process a child subreaper, so the
+ * supervisor `ferry start` leaves behind stays its descendant; teardown runs
+ * `ferry shutdown`, then kills whatever of the cluster is still alive (by
+ * the supervisor's process group) and removes the directory, even when the
+ * test failed.
+ *
+ * Paths come from the environment meson sets: FERRY_TEST_BIN (the ferry
+ * executable), FERRY_TEST_TASKS (build/tasks), FERRY_TEST_MODULES
+ * (tests/modules' build dir), FERRY_TEST_E2E (this folder's build dir). */
+#ifndef FERRY_TESTS_E2E_H
+#define FERRY_TESTS_E2E_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <criterion/criterion.h>
+
+#include "cluster/cluster.h"
+
+/* Bounds that keep a broken implementation from hanging the suite. */
+#define E2E_CMD_MS 30000
+
+typedef struct e2e_run {
+    int status; /* exit status; 128+N when killed by signal N; -1: timed out */
+    char *out;  /* everything it printed, NUL-terminated */
+    char *err;
+    double ms; /* wall time */
+} e2e_run;
+
+extern char e2e_home[];
+
+void e2e_setup(void);
+void e2e_teardown(void);
+
+/* Runs `ferry <args...>` (NULL-terminated) under this test's FERRY_HOME and
+ * waits for it (at most timeout_ms, then SIGKILL). */
+void e2e_ferry(e2e_run *r, int timeout_ms, const char *arg, ...)
+    __attribute__((sentinel));
+void e2e_run_fini(e2e_run *r);
+
+/* Runs ferry and asserts its exit status; prints both outputs on failure. */
+#define E2E_EXPECT(r, want)                                                              \
+    cr_assert((r)->status == (want), "exit %d, expected %d\nstdout:\n%s\nstderr:\n%s",   \
+              (r)->status, (want), (r)->out, (r)->err)
+
+/* `ferry start N --base-port 0`, asserted to succeed. */
+void e2e_start(int n);
+
+/* Absolute path of build/tasks/<name>.so, tests/modules/<name>, or this
+ * folder's built module <name>; static buffer per call site is not needed:
+ * returns a malloc'd string the harness frees at teardown. */
+const char *e2e_task(const char *name);
+const char *e2e_module(const char *name);
+const char *e2e_local_module(const char *name);
+
+/* The running cluster through the library API: addresses and token from
+ * FERRY_HOME's cluster.ini. `token` NULL: the cluster's own. Destroyed at
+ * teardown if the test did not. */
+cluster *e2e_cluster(const char *token, int64_t call_timeout_ms);
+
+/* The pid of worker `rank`, from a Ping. */
+pid_t e2e_worker_pid(cluster *cl, int rank);
+
+/* The supervisor's pid, from cluster.ini; 0 if none. */
+pid_t e2e_supervisor_pid(void);
+
+/* True while `pid` runs (reaps it first if it is our exited child). */
+bool e2e_alive(pid_t pid);
+
+/* Waits up to ms for `pid` to be gone. */
+bool e2e_wait_gone(pid_t pid, int ms);
+
+/* Whether `haystack` contains `needle`. */
+bool e2e_has(const char *haystack, const char *needle);
+
+/* Reads a whole file (malloc'd, NUL-terminated); NULL if it cannot. */
+char *e2e_slurp(const char *path);
+
+#endif

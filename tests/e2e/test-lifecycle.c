@@ -1,0 +1,283 @@
+/* tests/e2e — start, status, submit, shutdown through the `ferry` command,
+ * and what each says when it cannot do its job. */
+#include "e2e.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+TestSuite(e2e_cli, .init = e2e_setup, .fini = e2e_teardown, .timeout = 120);
+
+/* Every pid named in `ferry status --json` output. */
+static size_t json_pids(const char *json, pid_t *pids, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = json; n < max && (p = strstr(p, "\"pid\":")); p += 6)
+        pids[n++] = (pid_t)atoi(p + 6);
+    return n;
+}
+
+Test(e2e_cli, every_command_has_help_and_version)
+{
+    const char *cmds[] = {"start", "status", "submit", "shutdown", "worker"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, cmds[i], "--help", NULL);
+        E2E_EXPECT(&r, 0);
+        cr_assert(e2e_has(r.out, "usage: ferry") || e2e_has(r.out, "usage:"),
+                  "%s --help printed:\n%s", cmds[i], r.out);
+        e2e_run_fini(&r);
+        e2e_ferry(&r, E2E_CMD_MS, cmds[i], "--version", NULL);
+        E2E_EXPECT(&r, 0);
+        cr_assert(e2e_has(r.out, "ferry "), "%s --version printed:\n%s", cmds[i], r.out);
+        e2e_run_fini(&r);
+    }
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "--help", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "start N"));
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "frobnicate", NULL);
+    E2E_EXPECT(&r, 2);
+    cr_assert(e2e_has(r.err, "unknown command 'frobnicate'"), "%s", r.err);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, start_status_submit_hello_shutdown_leaves_nothing_running)
+{
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "3", "--base-port", "0", NULL);
+    E2E_EXPECT(&r, 0);
+    for (int i = 0; i < 3; i++) {
+        char line[32];
+        snprintf(line, sizeof line, "worker %d  127.0.0.1:", i);
+        cr_assert(e2e_has(r.out, line), "no '%s' in:\n%s", line, r.out);
+    }
+    e2e_run_fini(&r);
+    pid_t sup = e2e_supervisor_pid();
+    cr_assert(sup > 0 && e2e_alive(sup), "no supervisor after start");
+
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "RANK") && e2e_has(r.out, "HEALTH"), "%s", r.out);
+    cr_assert(e2e_has(r.out, "cpu"), "no device in:\n%s", r.out);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
+    E2E_EXPECT(&r, 0);
+    pid_t pids[8];
+    size_t n = json_pids(r.out, pids, 8);
+    cr_assert(n == 3, "%zu pids in:\n%s", n, r.out);
+    cr_assert(!e2e_has(r.out, "\"alive\":false"), "%s", r.out);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    for (size_t i = 0; i < n; i++) {
+        char pid[32];
+        snprintf(pid, sizeof pid, "%d", (int)pids[i]);
+        cr_assert(e2e_has(r.out, pid), "worker pid %s not in hello's output:\n%s", pid, r.out);
+    }
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
+    cr_assert(e2e_has(r.out, "\"calls_served\":1"), "hello served no call:\n%s", r.out);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "3 worker(s) stopped"), "%s", r.out);
+    e2e_run_fini(&r);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(e2e_wait_gone(pids[i], 5000), "worker pid %d still runs", (int)pids[i]);
+    cr_assert(e2e_wait_gone(sup, 5000), "supervisor %d still runs", (int)sup);
+    char state[600];
+    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
+    cr_assert(access(state, F_OK) != 0, "cluster.ini left behind");
+    snprintf(state, sizeof state, "%s/token", e2e_home);
+    cr_assert(access(state, F_OK) != 0, "token left behind");
+
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.err, "no cluster is running"), "%s", r.err);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 1);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, a_second_start_under_the_same_home_is_refused)
+{
+    e2e_start(1);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "2", "--base-port", "0", NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "already running"), "%s", r.err);
+    e2e_run_fini(&r);
+    /* The first cluster is untouched. */
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, submit_with_no_cluster_says_how_to_start_one)
+{
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "no cluster is running") && e2e_has(r.err, "ferry start"), "%s",
+              r.err);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, a_taken_port_is_named_and_nothing_starts)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    int taken = ntohs(a.sin_port);
+    char base[16], want[64];
+    /* Worker 1 of 2 lands on the taken port. */
+    snprintf(base, sizeof base, "%d", taken - 1);
+    snprintf(want, sizeof want, "port %d (worker 1", taken);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "2", "--base-port", base, NULL);
+    close(fd);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, want) && e2e_has(r.err, "in use"), "%s", r.err);
+    e2e_run_fini(&r);
+    cr_assert(e2e_supervisor_pid() == 0, "a supervisor was left for a failed start");
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 1);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, a_config_file_mistake_names_file_and_line)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s-bad.ini", e2e_home);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("[cluster]\ncall_timeout_ms = 5000\nping_timeout_ms = soon\n", f);
+    fclose(f);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "--config", path, NULL);
+    unlink(path);
+    E2E_EXPECT(&r, 2);
+    char want[640];
+    snprintf(want, sizeof want, "%s:3:", path);
+    cr_assert(e2e_has(r.err, want) && e2e_has(r.err, "ping_timeout_ms"), "%s", r.err);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, a_config_file_lists_the_workers)
+{
+    /* Two free ports, found by binding port 0 and letting go. */
+    int ports[2];
+    for (int i = 0; i < 2; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        bind(fd, (struct sockaddr *)&a, sizeof a);
+        socklen_t len = sizeof a;
+        getsockname(fd, (struct sockaddr *)&a, &len);
+        ports[i] = ntohs(a.sin_port);
+        close(fd);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s-ok.ini", e2e_home);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f,
+            "# two local workers\n[cluster]\ncall_timeout_ms = 20000\n\n[workers]\n"
+            "worker = 127.0.0.1:%d\nworker = 127.0.0.1:%d\n",
+            ports[0], ports[1]);
+    fclose(f);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "--config", path, NULL);
+    unlink(path);
+    E2E_EXPECT(&r, 0);
+    char want[64];
+    snprintf(want, sizeof want, "worker 1  127.0.0.1:%d", ports[1]);
+    cr_assert(e2e_has(r.out, want), "%s", r.out);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, matmul_checksums_verify_and_json_is_one_object)
+{
+    e2e_start(2);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("matmul"), "--json", "--", "64", "8", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "\"task\":\"matmul\""), "%s", r.out);
+    cr_assert(e2e_has(r.out, "\"verified\":8"), "%s", r.out);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, a_module_with_no_driver_lists_what_it_exports)
+{
+    e2e_start(1);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_module("faulty.so"), NULL);
+    E2E_EXPECT(&r, 2);
+    cr_assert(e2e_has(r.err, "no driver") && e2e_has(r.err, "echo") &&
+                  e2e_has(r.err, "segv"),
+              "%s", r.err);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, bad_modules_get_clear_errors_and_the_cluster_keeps_working)
+{
+    e2e_start(1);
+    static const struct {
+        const char *module, *says;
+    } bad[] = {
+        {"notelf.so", "not an ELF"},
+        {"truncated.so", "truncated.so"},
+        {"nodesc.so", "no ferry_task symbol"},
+        {"badabi.so", "ABI version 99"},
+        {"missing.so", "cannot read"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_module(bad[i].module), NULL);
+        cr_assert(r.status == 1, "%s: exit %d\n%s", bad[i].module, r.status, r.err);
+        cr_assert(e2e_has(r.err, bad[i].says), "%s: no '%s' in:\n%s", bad[i].module,
+                  bad[i].says, r.err);
+        e2e_run_fini(&r);
+    }
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, a_plugin_built_with_pkg_config_alone_runs)
+{
+    const char *pcdir = getenv("FERRY_TEST_PKGCONFIG");
+    const char *src = getenv("FERRY_TEST_HELLO_SRC");
+    cr_assert(pcdir && src, "FERRY_TEST_PKGCONFIG / FERRY_TEST_HELLO_SRC not set");
+    char so[600], cmd[2048];
+    snprintf(so, sizeof so, "%s-user.so", e2e_home);
+    snprintf(cmd, sizeof cmd,
+             "PKG_CONFIG_PATH='%s' cc -shared -fPIC -fvisibility=hidden -o '%s' '%s' "
+             "$(PKG_CONFIG_PATH='%s' pkg-config --cflags --libs ferry-uninstalled) 2>&1",
+             pcdir, so, src, pcdir);
+    cr_assert(system(cmd) == 0, "the user's build failed: %s", cmd);
+    e2e_start(2);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", so, NULL);
+    unlink(so);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "rank 1"), "%s", r.out);
+    e2e_run_fini(&r);
+}
