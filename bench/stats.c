@@ -58,10 +58,17 @@ static void put_number(double x)
         printf("%.4g", x);
 }
 
+static const char *bench_name = "rpc";
+
+void bench_set_name(const char *name)
+{
+    bench_name = name;
+}
+
 void bench_emit(const char *metric, double value, const char *unit,
                 const bench_summary *s, const char *params_fmt, ...)
 {
-    printf("{\"bench\":\"rpc\",\"metric\":\"%s\",\"value\":", metric);
+    printf("{\"bench\":\"%s\",\"metric\":\"%s\",\"value\":", bench_name, metric);
     put_number(value);
     printf(",\"unit\":\"%s\"", unit);
     if (params_fmt && *params_fmt) {
@@ -95,7 +102,7 @@ void bench_die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("bench/rpc: ", stderr);
+    fprintf(stderr, "bench/%s: ", bench_name);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);

@@ -28,6 +28,9 @@ double bench_percentile(const double *sorted, size_t n, double p);
 /* Sorts v[0..n) in place (ascending). */
 void bench_sort(double *v, size_t n);
 
+/* Names the benchmark in every line bench_emit() prints ("rpc" unless set). */
+void bench_set_name(const char *name);
+
 /* Prints one line {"bench":"rpc","metric":M,"value":V,"unit":U, <params>}
  * and, when `s` is not NULL, "min", "max" and "reps" from it. `params_fmt`
  * is a printf format for further JSON members without braces or leading
