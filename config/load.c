@@ -9,6 +9,7 @@
  * good. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <libgen.h>
@@ -183,10 +184,13 @@ static const char *known_keys(const char *section, char *buf, size_t len)
 static int number(parse *p, const key *k, const char *value)
 {
     char *end;
+    const char *digits = value[0] == '-' ? value + 1 : value;
+    bool whole = *digits && strspn(digits, "0123456789") == strlen(digits);
     errno = 0;
-    long long v = strtoll(value, &end, 10);
-    bool whole = value[0] && (value[0] == '-' || (value[0] >= '0' && value[0] <= '9')) &&
-                 *end == '\0' && errno == 0;
+    long long v = whole ? strtoll(value, &end, 10) : 0;
+    /* Past the range of long long is past any key's range: say which end. */
+    if (whole && errno == ERANGE)
+        v = value[0] == '-' ? LLONG_MIN : LLONG_MAX;
     if (!whole || v < k->min || v > k->max) {
         if (k->max < MS_MAX)
             return fail(p, "%s: expected %s from %" PRId64 " to %" PRId64 ", got '%s'",
