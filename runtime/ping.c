@@ -48,6 +48,9 @@ void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     out.nonce = in->nonce;
     out.rank = id ? id->rank : -1;
     out.uptime_s = id ? (double)uv_hrtime() / 1e9 - id->started : 0.0;
+    out.last_crash = id ? (char *)id->last_crash : "";
+    out.crash_id = id ? id->crash_id : 0;
+    out.restarts = id ? id->restarts : 0;
     ferry__ping_request__free_unpacked(in, NULL);
 
     rpc_msg_out reply = {.head = &out.base};

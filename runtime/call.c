@@ -1,0 +1,251 @@
+/* Call: runs one task function on the handler pool with its ferry_ctx_t.
+ *
+ * The context lives on the handler's stack; everything a function asks of
+ * it (scratch, its result) is released here once the reply is on its way.
+ * A result made with ctx->ops->result comes from rpc's buffer pool and is
+ * handed to the reply without a copy. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry.pb-c.h"
+#include "runtime_int.h"
+
+#define SCRATCH_ALIGN 64
+
+typedef struct scratch {
+    struct scratch *next;
+} scratch;
+
+typedef struct call_ctx {
+    ferry_ctx_t pub; /* first: the function's ctx is this struct */
+    rpc_srv_call *sc;
+    const char *module;
+    scratch *scratch;
+    void *result; /* from rpc_buf_alloc */
+    size_t result_len;
+    char errtext[1024];
+} call_ctx;
+
+static const char *level_name(int level)
+{
+    switch (level) {
+    case FERRY_LOG_ERROR:
+        return "error";
+    case FERRY_LOG_WARN:
+        return "warn";
+    case FERRY_LOG_INFO:
+        return "info";
+    default:
+        return "debug";
+    }
+}
+
+static void ctx_log(ferry_ctx_t *ctx, int level, const char *fmt, ...)
+{
+    call_ctx *c = (call_ctx *)ctx;
+    /* One buffer, one write: lines of concurrent calls never interleave. */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "worker %d %s %s: %s: ", ctx->rank, c->module,
+                     ctx->function, level_name(level));
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof line - 1) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(line + n, sizeof line - 1 - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    size_t len = strnlen(line, sizeof line - 1);
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+}
+
+static bool ctx_cancelled(ferry_ctx_t *ctx)
+{
+    return rpc_srv_cancelled(((call_ctx *)ctx)->sc);
+}
+
+static void *ctx_scratch(ferry_ctx_t *ctx, size_t len)
+{
+    call_ctx *c = (call_ctx *)ctx;
+    /* The link sits in its own aligned slot in front of the memory handed
+     * out, so the memory keeps the 64-byte alignment. */
+    if (len > SIZE_MAX - 2 * SCRATCH_ALIGN)
+        return NULL;
+    size_t total =
+        SCRATCH_ALIGN + (len + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    scratch *s = aligned_alloc(SCRATCH_ALIGN, total);
+    if (!s)
+        return NULL;
+    s->next = c->scratch;
+    c->scratch = s;
+    return (char *)s + SCRATCH_ALIGN;
+}
+
+static void *ctx_result(ferry_ctx_t *ctx, ferry_bytes_t *out, size_t len)
+{
+    call_ctx *c = (call_ctx *)ctx;
+    /* Asked twice: the newer one wins and the older one is not leaked. */
+    rpc_buf_free(c->result);
+    c->result = rpc_buf_alloc(len ? len : 1);
+    c->result_len = c->result ? len : 0;
+    out->data = c->result;
+    out->len = c->result_len;
+    return c->result;
+}
+
+static int ctx_fail(ferry_ctx_t *ctx, int err, const char *fmt, ...)
+{
+    call_ctx *c = (call_ctx *)ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errtext, sizeof c->errtext, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+static const ferry_ctx_ops_t ctx_ops = {
+    .version = FERRY_TASK_ABI_VERSION,
+    .size = sizeof(ferry_ctx_ops_t),
+    .log = ctx_log,
+    .cancelled = ctx_cancelled,
+    .scratch = ctx_scratch,
+    .result = ctx_result,
+    .fail = ctx_fail,
+};
+
+static void free_result(void *payload, void *arg)
+{
+    (void)arg;
+    rpc_buf_free(payload);
+}
+
+/* Counted before the call ends, so a caller that saw its reply sees it in
+ * Stats too. */
+static void call_ended(rt_worker *w, int rc)
+{
+    if (rc)
+        atomic_fetch_add(&w->stats.calls_failed, 1);
+    atomic_fetch_add(&w->stats.calls_served, 1);
+    atomic_fetch_sub(&w->stats.in_flight, 1);
+}
+
+/* Checks what the function left in `out`; sets c->errtext when unusable. */
+static int check_result(call_ctx *c, const ferry_bytes_t *out)
+{
+    if (c->result && out->data == c->result && out->len > c->result_len) {
+        snprintf(c->errtext, sizeof c->errtext,
+                 "result of %zu bytes in a buffer of %zu (ctx->ops->result)", out->len,
+                 c->result_len);
+        return FERRY_EINVAL;
+    }
+    if (out->len && !out->data) {
+        snprintf(c->errtext, sizeof c->errtext, "result of %zu bytes at NULL", out->len);
+        return FERRY_EINVAL;
+    }
+    return 0;
+}
+
+static void reply_result(rt_worker *w, call_ctx *c, const ferry_bytes_t *out,
+                         double elapsed)
+{
+    Ferry__CallReply head = FERRY__CALL_REPLY__INIT;
+    head.elapsed_s = elapsed;
+    rpc_msg_out reply = {.head = &head.base, .codec = RPC_CODEC_AUTO};
+    if (out->len) {
+        reply.payload = out->data;
+        reply.payload_len = out->len;
+        if (out->data == c->result) {
+            /* rpc frees it once sent; a failed reply leaves it with us. */
+            reply.payload_free = free_result;
+            c->result = NULL;
+        }
+        /* Anything else the function pointed at (its own static bytes) is
+         * copied by the reply while it is still valid. */
+    }
+    call_ended(w, 0);
+    if (rpc_srv_reply(c->sc, &reply) != 0) {
+        /* rpc failed the call for the client (a result over the limit) */
+        atomic_fetch_add(&w->stats.calls_failed, 1);
+        if (reply.payload_free)
+            rpc_buf_free((void *)reply.payload);
+    }
+}
+
+static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
+                const Ferry__CallRequest *in, const rt_module *m, ferry_fn_t fn)
+{
+    call_ctx c = {
+        .pub = {.version = FERRY_TASK_ABI_VERSION,
+                .size = sizeof(ferry_ctx_t),
+                .rank = in->rank,
+                .world_size = in->world_size,
+                .task = m->task->name,
+                .function = in->function,
+                .ops = &ctx_ops},
+        .sc = sc,
+        .module = m->name,
+    };
+    c.pub.impl = &c;
+    ferry_bytes_t arg = {.data = req->payload, .len = req->payload_len};
+    ferry_bytes_t out = {0};
+    uint64_t t0 = uv_hrtime();
+    rt_crash_mark(m->name, in->function);
+    int rc = fn(&c.pub, &arg, &out);
+    rt_crash_mark(NULL, NULL);
+    double elapsed = (double)(uv_hrtime() - t0) / 1e9;
+
+    if (rc == 0)
+        rc = check_result(&c, &out);
+    else if (rc > 0) {
+        char text[sizeof c.errtext];
+        snprintf(text, sizeof text, "returned %d, not a FERRY_E* code%s%.900s", rc,
+                 c.errtext[0] ? ": " : "", c.errtext);
+        memcpy(c.errtext, text, sizeof text);
+        rc = FERRY_EUNKNOWN;
+    } else if (!c.errtext[0])
+        snprintf(c.errtext, sizeof c.errtext, "%s", ferry_strerror(rc));
+    if (rc == 0) {
+        reply_result(w, &c, &out, elapsed);
+    } else {
+        call_ended(w, rc);
+        rpc_srv_fail(sc, rc, "worker %d module %s function %s: %s", in->rank, m->name,
+                     in->function, c.errtext);
+    }
+    rpc_buf_free(c.result);
+    for (scratch *s = c.scratch, *next; s; s = next) {
+        next = s->next;
+        free(s);
+    }
+}
+
+void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    rt_worker *w = data;
+    atomic_fetch_add(&w->stats.in_flight, 1);
+    Ferry__CallRequest *in = NULL;
+    if (rpc_msg_unpack(req, &ferry__call_request__descriptor, (ProtobufCMessage **)&in)) {
+        call_ended(w, FERRY_EINVAL);
+        rpc_srv_fail(sc, FERRY_EINVAL, "Call: request is not a CallRequest");
+        return;
+    }
+    const rt_module *m = rt_modcache_find(w->cache, in->sha256);
+    ferry_fn_t fn = m ? rt_module_function(m, in->function) : NULL;
+    if (!m) {
+        call_ended(w, FERRY_ENOENT);
+        rpc_srv_fail(sc, FERRY_ENOENT, "worker %d: module %s not loaded", in->rank,
+                     in->sha256);
+    } else if (!fn) {
+        char list[1024];
+        rt_module_list(m, list, sizeof list);
+        call_ended(w, FERRY_ENOENT);
+        rpc_srv_fail(sc, FERRY_ENOENT,
+                     "worker %d: module %s has no function '%s' (it has: %s)", in->rank,
+                     m->name, in->function, list);
+    } else {
+        run(w, sc, req, in, m, fn);
+    }
+    ferry__call_request__free_unpacked(in, NULL);
+}

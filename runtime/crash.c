@@ -1,0 +1,181 @@
+/* The crash record: which function was running when the worker died.
+ *
+ * A task function that faults takes the whole worker down; nothing can be
+ * sent to the master from a signal handler. So the handler leaves one line
+ * in <state_dir>/crash, "<crash_id> module M function F: signal N (NAME)",
+ * and the worker the supervisor starts next reads it and reports it in
+ * Ping and Stats. The handler uses async-signal-safe calls only (open,
+ * write, close, clock_gettime, raise): no stdio, no malloc, its own number
+ * formatting. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+static char record_path[4096];
+
+static _Thread_local const char *cur_module;
+static _Thread_local const char *cur_function;
+
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+/* ---- async-signal-safe formatting ---------------------------------------- */
+
+typedef struct line {
+    char buf[640];
+    size_t len;
+} line;
+
+static void put_str(line *l, const char *s)
+{
+    while (*s && l->len < sizeof l->buf - 1)
+        l->buf[l->len++] = *s++;
+}
+
+static void put_u64(line *l, uint64_t v)
+{
+    char digits[20];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n && l->len < sizeof l->buf - 1)
+        l->buf[l->len++] = digits[--n];
+}
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGILL:
+        return "SIGILL";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGABRT:
+        return "SIGABRT";
+    default:
+        return "signal";
+    }
+}
+
+static void write_line(int fd, const line *l)
+{
+    size_t off = 0;
+    while (off < l->len) {
+        ssize_t n = write(fd, l->buf + off, l->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        off += (size_t)n;
+    }
+}
+
+static void on_fatal(int sig)
+{
+    int saved = errno;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t id = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+
+    line rec = {.len = 0};
+    put_u64(&rec, id ? id : 1);
+    put_str(&rec, " ");
+    size_t text = rec.len;
+    const char *module = cur_module, *function = cur_function;
+    if (module) {
+        put_str(&rec, "module ");
+        put_str(&rec, module);
+        put_str(&rec, " function ");
+        put_str(&rec, function ? function : "?");
+    } else {
+        put_str(&rec, "outside any call");
+    }
+    put_str(&rec, ": signal ");
+    put_u64(&rec, (uint64_t)sig);
+    put_str(&rec, " (");
+    put_str(&rec, signal_name(sig));
+    put_str(&rec, ")\n");
+
+    int fd = open(record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        write_line(fd, &rec);
+        close(fd);
+    }
+    line msg = {.len = 0};
+    put_str(&msg, "ferry worker: crashed: ");
+    put_str(&msg, rec.buf + text);
+    write_line(STDERR_FILENO, &msg);
+
+    /* SA_RESETHAND restored the default action; the signal is blocked until
+     * this handler returns, and then kills the process with the same
+     * status (a fault re-executes the faulting instruction anyway). */
+    raise(sig);
+    errno = saved;
+}
+
+int rt_crash_install(const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= sizeof record_path)
+        return FERRY_ERANGE;
+    memcpy(record_path, path, n + 1);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
+        if (sigaction(fatal_signals[i], &sa, NULL) != 0)
+            return -errno;
+    return 0;
+}
+
+void rt_crash_mark(const char *module, const char *function)
+{
+    /* The handler runs on this same thread and trusts the pair once module
+     * is set: set function first, clear module first, and keep the compiler
+     * from reordering the two (a signal fence is all a same-thread handler
+     * needs). */
+    if (module) {
+        cur_function = function;
+        atomic_signal_fence(memory_order_seq_cst);
+        cur_module = module;
+    } else {
+        cur_module = NULL;
+        atomic_signal_fence(memory_order_seq_cst);
+        cur_function = NULL;
+    }
+}
+
+void rt_crash_read(const char *path, rt_identity *id)
+{
+    id->last_crash[0] = '\0';
+    id->crash_id = 0;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char buf[512];
+    if (fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n")] = '\0';
+        char *rest = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(buf, &rest, 10);
+        if (errno == 0 && rest != buf && *rest == ' ' && v != 0) {
+            id->crash_id = v;
+            snprintf(id->last_crash, sizeof id->last_crash, "%s", rest + 1);
+        }
+    }
+    fclose(f);
+}

@@ -1,0 +1,73 @@
+/* runtime — private header shared by the files of this folder. */
+#ifndef FERRY_RUNTIME_INT_H
+#define FERRY_RUNTIME_INT_H
+
+#include <stdatomic.h>
+
+#include "runtime.h"
+
+/* ---- module cache (modcache.c) -------------------------------------------- */
+
+typedef struct rt_modcache rt_modcache;
+
+/* Opens the cache in `dir` (created, mode 0700). Returns 0 or -errno. */
+int rt_modcache_create(const char *dir, rt_modcache **out);
+
+/* dlcloses every module and frees. No call may be running. NULL: no-op. */
+void rt_modcache_destroy(rt_modcache *c);
+
+/* Makes the module with hex digest `sha` available. With `len` > 0, `bytes`
+ * must hash to `sha` (FERRY_ECORRUPT otherwise); with no bytes the module
+ * must be loaded already or lie verified in the cache directory from an
+ * earlier run (FERRY_ENOENT otherwise). A module that fails to load is
+ * removed and not kept (FERRY_EINVAL). On success *out lives until
+ * rt_modcache_destroy() and *cached tells whether it was there before.
+ * `err` names the module. Thread-safe. */
+int rt_modcache_load(rt_modcache *c, const char *sha, const char *name, const void *bytes,
+                     size_t len, const rt_module **out, bool *cached, char *err,
+                     size_t errlen);
+
+/* The loaded module with digest `sha`, or NULL; lives until
+ * rt_modcache_destroy(). Thread-safe. */
+const rt_module *rt_modcache_find(rt_modcache *c, const char *sha);
+
+/* How many modules are loaded. Thread-safe. */
+size_t rt_modcache_count(rt_modcache *c);
+
+/* ---- the worker (worker.c) ------------------------------------------------ */
+
+/* Counters of Call requests; updated by call.c, read by Stats. */
+typedef struct rt_stats {
+    atomic_uint_fast64_t calls_served; /* ended, failed ones included */
+    atomic_uint_fast64_t calls_failed;
+    atomic_uint in_flight;
+} rt_stats;
+
+/* A method that needs the token: worker.c checks it, then runs `inner`
+ * with the worker as its data. */
+typedef struct rt_guard {
+    rt_worker *w;
+    rpc_handler inner;
+} rt_guard;
+
+#define RT_GUARDED_METHODS 4 /* LoadModule, Call, Stats, Shutdown */
+
+struct rt_worker {
+    rpc_server *srv;
+    rt_modcache *cache;
+    rt_identity id;
+    rt_stats stats;
+    char *token;
+    size_t token_len;
+    int stop_pipe[2]; /* rt_worker_stop() writes a byte; rt_worker_wait() reads */
+    atomic_bool stopped;
+    atomic_llong shutdown_grace_ms; /* from a Shutdown call; -1: none came */
+    rt_guard guards[RT_GUARDED_METHODS];
+};
+
+/* The method handlers below take the rt_worker as `data`; worker.c checks
+ * the token before it calls them. */
+void rt_load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+
+#endif

@@ -1,0 +1,191 @@
+/* rt_worker: the worker's gRPC service — its method table, the token every
+ * method but Ping must carry, Stats and Shutdown.
+ *
+ * The token check wraps the handlers in one place: each guarded method is
+ * registered with guarded() as its handler and an rt_guard naming the real
+ * one, so no handler can forget it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "config/config.h"
+#include "ferry.pb-c.h"
+#include "runtime_int.h"
+
+static void guarded(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    const rt_guard *g = data;
+    size_t len = 0;
+    const char *tok = rpc_srv_metadata(sc, RPC_TOKEN_KEY, &len);
+    /* Constant time in the token's bytes; its length is no secret. */
+    if (tok && len == g->w->token_len && CRYPTO_memcmp(tok, g->w->token, len) == 0) {
+        g->inner(sc, req, g->w);
+        return;
+    }
+    const char *why = tok ? "wrong cluster token" : "missing cluster token";
+    fprintf(stderr, "ferry worker: refused %s from %s: %s\n", rpc_srv_method(sc),
+            rpc_srv_peer(sc), why);
+    rpc_srv_fail(sc, FERRY_EUNAUTH, "%s (metadata %s)", why, RPC_TOKEN_KEY);
+}
+
+static void stats_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    (void)req;
+    rt_worker *w = data;
+    Ferry__StatsReply out = FERRY__STATS_REPLY__INIT;
+    out.calls_served = atomic_load(&w->stats.calls_served);
+    out.in_flight = atomic_load(&w->stats.in_flight);
+    out.calls_failed = atomic_load(&w->stats.calls_failed);
+    out.modules_loaded = (uint32_t)rt_modcache_count(w->cache);
+    out.uptime_s = (double)uv_hrtime() / 1e9 - w->id.started;
+    out.restarts = w->id.restarts;
+    out.last_crash = w->id.last_crash;
+    rpc_msg_out reply = {.head = &out.base};
+    rpc_srv_reply(sc, &reply);
+}
+
+static void shutdown_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    rt_worker *w = data;
+    Ferry__ShutdownRequest *in = NULL;
+    if (rpc_msg_unpack(req, &ferry__shutdown_request__descriptor,
+                       (ProtobufCMessage **)&in)) {
+        rpc_srv_fail(sc, FERRY_EINVAL, "Shutdown: request is not a ShutdownRequest");
+        return;
+    }
+    atomic_store(&w->shutdown_grace_ms, (long long)in->grace_ms);
+    fprintf(stderr, "ferry worker: Shutdown from %s (grace %u ms)\n", rpc_srv_peer(sc),
+            in->grace_ms);
+    ferry__shutdown_request__free_unpacked(in, NULL);
+    Ferry__ShutdownReply out = FERRY__SHUTDOWN_REPLY__INIT;
+    rpc_msg_out reply = {.head = &out.base};
+    rpc_srv_reply(sc, &reply);
+    rt_worker_stop(w);
+}
+
+static void worker_free(rt_worker *w)
+{
+    rpc_server_destroy(w->srv);
+    rt_modcache_destroy(w->cache);
+    for (int i = 0; i < 2; i++)
+        if (w->stop_pipe[i] >= 0)
+            close(w->stop_pipe[i]);
+    if (w->token) {
+        explicit_bzero(w->token, w->token_len);
+        free(w->token);
+    }
+    free(w);
+}
+
+static int state_path(char *buf, size_t len, const char *dir, const char *rel)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, rel);
+    return n < 0 || (size_t)n >= len ? FERRY_ERANGE : 0;
+}
+
+int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
+{
+    *out = NULL;
+    if (!opts || !opts->listen || !opts->state_dir || !opts->state_dir[0] ||
+        !opts->token || !opts->token[0])
+        return FERRY_EINVAL;
+    char crash[4096], cache[4096];
+    if (state_path(crash, sizeof crash, opts->state_dir, "crash") ||
+        state_path(cache, sizeof cache, opts->state_dir, "cache"))
+        return FERRY_ERANGE;
+    int rc = conf_mkdirs(opts->state_dir, 0700);
+    if (rc)
+        return rc;
+
+    rt_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return FERRY_ENOMEM;
+    w->stop_pipe[0] = w->stop_pipe[1] = -1;
+    atomic_store(&w->shutdown_grace_ms, -1);
+    w->token_len = strlen(opts->token);
+    if (!(w->token = strdup(opts->token))) {
+        rc = FERRY_ENOMEM;
+        goto fail;
+    }
+    /* Only the write end is non-blocking: a signal handler must never block
+     * on it, while rt_worker_wait() sleeps on the read end. */
+    if (pipe2(w->stop_pipe, O_CLOEXEC) != 0 ||
+        fcntl(w->stop_pipe[1], F_SETFL, O_NONBLOCK) != 0) {
+        rc = -errno;
+        goto fail;
+    }
+    w->id.rank = opts->rank;
+    w->id.started = (double)uv_hrtime() / 1e9;
+    w->id.restarts = opts->restarts;
+    rt_crash_read(crash, &w->id);
+    if ((rc = rt_modcache_create(cache, &w->cache)))
+        goto fail;
+
+    static const struct {
+        const char *name;
+        rpc_handler inner;
+    } guarded_methods[RT_GUARDED_METHODS] = {
+        {RT_METHOD_LOAD_MODULE, rt_load_module_handler},
+        {RT_METHOD_CALL, rt_call_handler},
+        {RT_METHOD_STATS, stats_handler},
+        {RT_METHOD_SHUTDOWN, shutdown_handler},
+    };
+    rpc_method methods[1 + RT_GUARDED_METHODS] = {
+        {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE},
+    };
+    for (int i = 0; i < RT_GUARDED_METHODS; i++) {
+        w->guards[i] = (rt_guard){w, guarded_methods[i].inner};
+        methods[1 + i] = (rpc_method){guarded_methods[i].name, guarded, &w->guards[i], 0};
+    }
+    rpc_server_opts so = {
+        .listen = opts->listen,
+        .max_payload = opts->max_payload,
+        .handler_threads = opts->threads,
+    };
+    if ((rc = rpc_server_create(&so, methods, 1 + RT_GUARDED_METHODS, &w->srv)))
+        goto fail;
+    *out = w;
+    return 0;
+
+fail:
+    worker_free(w);
+    return rc;
+}
+
+int rt_worker_port(const rt_worker *w)
+{
+    return rpc_server_port(w->srv);
+}
+
+void rt_worker_wait(rt_worker *w)
+{
+    while (!atomic_load(&w->stopped)) {
+        char b;
+        ssize_t n = read(w->stop_pipe[0], &b, 1);
+        if (n < 0 && errno != EINTR)
+            return;
+    }
+}
+
+void rt_worker_stop(rt_worker *w)
+{
+    int saved = errno;
+    atomic_store(&w->stopped, true);
+    ssize_t n = write(w->stop_pipe[1], "x", 1);
+    (void)n; /* a full pipe already holds a wake-up */
+    errno = saved;
+}
+
+void rt_worker_destroy(rt_worker *w, int64_t grace_ms)
+{
+    if (!w)
+        return;
+    long long asked = atomic_load(&w->shutdown_grace_ms);
+    rpc_server_shutdown(w->srv, asked >= 0 ? asked : grace_ms);
+    worker_free(w);
+}

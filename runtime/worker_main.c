@@ -1,0 +1,309 @@
+/* `ferry worker`: one worker daemon in the foreground.
+ *
+ * Exit status: 0 after Shutdown, SIGTERM or SIGINT; 1 when it cannot start
+ * (no token, state directory); 2 for a usage mistake; 3 when the port is in
+ * use, so that a launcher can tell that case apart without parsing text. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ferry/ferry.h>
+
+#include "config/config.h"
+#include "runtime_int.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_PORT_IN_USE = 3 };
+
+/* SIGTERM and SIGINT give calls in flight this long, as a Shutdown with the
+ * default grace would. */
+#define STOP_GRACE_MS 5000
+/* A function that ignores cancellation must not keep the process alive:
+ * this long after the grace ends, the worker exits regardless. */
+#define STUCK_EXTRA_MS 5000
+
+static const char usage[] =
+    "Usage: ferry worker --listen ADDR [OPTIONS]\n"
+    "\n"
+    "Runs one worker daemon in the foreground until a Shutdown call, SIGTERM\n"
+    "or SIGINT. It serves Ping to anyone and every other call only with the\n"
+    "cluster token.\n"
+    "\n"
+    "Options:\n"
+    "  -l, --listen ADDR      address to listen on: 127.0.0.1:7100, [::1]:7100;\n"
+    "                         port 0 picks a free one (see --port-file)\n"
+    "  -s, --state-dir DIR    private state: module cache, crash record\n"
+    "                         (default: $FERRY_HOME/workers/PORT)\n"
+    "  -k, --token-file FILE  the cluster token, mode 0600 (default: $FERRY_HOME/token)\n"
+    "  -r, --rank N           this worker's rank in the cluster (default: -1, none)\n"
+    "  -t, --threads N        executor threads (default 0: two per core, at least 4)\n"
+    "      --restarts N       how often a supervisor restarted this worker\n"
+    "  -p, --port-file FILE   once listening, write the bound port to FILE\n"
+    "  -h, --help             show this help\n"
+    "  -V, --version          show the version\n"
+    "\n"
+    "Exit status: 0 after Shutdown or a signal, 1 when it cannot start,\n"
+    "2 for a usage mistake, 3 when the port is in use.\n";
+
+typedef struct options {
+    const char *listen, *state_dir, *token_file, *port_file;
+    int rank, threads;
+    uint32_t restarts;
+} options;
+
+static rt_worker *_Atomic running;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    rt_worker *w = atomic_load(&running);
+    if (w)
+        rt_worker_stop(w);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("ferry worker: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'ferry worker --help'.\n", stderr);
+    return EXIT_USAGE;
+}
+
+static bool parse_int(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse(int argc, char **argv, options *o)
+{
+    static const struct option longs[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"state-dir", required_argument, NULL, 's'},
+        {"token-file", required_argument, NULL, 'k'},
+        {"rank", required_argument, NULL, 'r'},
+        {"threads", required_argument, NULL, 't'},
+        {"restarts", required_argument, NULL, 'R'},
+        {"port-file", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {0},
+    };
+    *o = (options){.rank = -1};
+    optind = 0; /* GNU: start afresh, whatever parsed argv before */
+    opterr = 0;
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, ":l:s:k:r:t:p:hV", longs, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            o->listen = optarg;
+            break;
+        case 's':
+            o->state_dir = optarg;
+            break;
+        case 'k':
+            o->token_file = optarg;
+            break;
+        case 'p':
+            o->port_file = optarg;
+            break;
+        case 'r':
+            if (!parse_int(optarg, -1, INT_MAX, &v))
+                return usage_error("--rank: expected a number from -1 up, got '%s'",
+                                   optarg);
+            o->rank = (int)v;
+            break;
+        case 't':
+            if (!parse_int(optarg, 0, 1024, &v))
+                return usage_error(
+                    "--threads: expected a number from 0 to 1024, got '%s'", optarg);
+            o->threads = (int)v;
+            break;
+        case 'R':
+            if (!parse_int(optarg, 0, UINT32_MAX, &v))
+                return usage_error("--restarts: expected a number from 0 up, got '%s'",
+                                   optarg);
+            o->restarts = (uint32_t)v;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return EXIT_OK;
+        case 'V':
+            printf("ferry %s\n", ferry_version());
+            return EXIT_OK;
+        case ':':
+            return usage_error("%s needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (!o->listen)
+        return usage_error("%s", "--listen ADDR is required");
+    return -1;
+}
+
+static int write_port_file(const char *path, int port)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
+        return FERRY_ERANGE;
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return -errno;
+    fprintf(f, "%d\n", port);
+    int rc = ferror(f) ? FERRY_EIO : 0;
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+static void *stuck_watch(void *arg)
+{
+    long long ms = *(long long *)arg;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    fprintf(stderr,
+            "ferry worker: calls still running %lld ms after the stop; exiting "
+            "without them\n",
+            ms);
+    _exit(EXIT_FAIL);
+}
+
+static void install_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+}
+
+int rt_worker_main(int argc, char **argv)
+{
+    options o;
+    int status = parse(argc, argv, &o);
+    if (status >= 0)
+        return status;
+
+    char host[256];
+    int port;
+    if (conf_split_address(o.listen, host, sizeof host, &port) != 0)
+        return usage_error("--listen: expected host:port or [v6]:port, got '%s'",
+                           o.listen);
+    char home[4096] = "", state_dir[4096], token_file[4096];
+    if ((!o.state_dir || !o.token_file) && conf_home(home, sizeof home) != 0) {
+        fputs("ferry worker: no FERRY_HOME or HOME to keep state in: pass --state-dir "
+              "and --token-file\n",
+              stderr);
+        return EXIT_FAIL;
+    }
+    if (o.state_dir) {
+        snprintf(state_dir, sizeof state_dir, "%s", o.state_dir);
+    } else {
+        char rel[64];
+        /* Port 0 is no name: a worker asking for any port gets its own. */
+        if (port)
+            snprintf(rel, sizeof rel, "workers/%d", port);
+        else
+            snprintf(rel, sizeof rel, "workers/pid-%ld", (long)getpid());
+        conf_home_path(state_dir, sizeof state_dir, home, rel);
+    }
+    if (o.token_file)
+        snprintf(token_file, sizeof token_file, "%s", o.token_file);
+    else
+        conf_home_path(token_file, sizeof token_file, home, "token");
+
+    char token[CONF_TOKEN_LEN + 1], err[CONF_ERR_LEN] = "";
+    int rc = conf_token_read(token_file, token, sizeof token, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "ferry worker: %s\n", err[0] ? err : ferry_strerror(rc));
+        if (rc == FERRY_ENOENT)
+            fputs("ferry worker: `ferry start` creates the token; or pass --token-file\n",
+                  stderr);
+        return EXIT_FAIL;
+    }
+
+    rpc_tune_malloc();
+    rt_worker_opts wo = {
+        .listen = o.listen,
+        .state_dir = state_dir,
+        .token = token,
+        .rank = o.rank,
+        .threads = o.threads,
+        .restarts = o.restarts,
+    };
+    rt_worker *w;
+    rc = rt_worker_create(&wo, &w);
+    explicit_bzero(token, sizeof token);
+    if (rc == FERRY_EADDRINUSE) {
+        fprintf(stderr, "ferry worker: port %d is in use (listening on %s)\n", port,
+                o.listen);
+        return EXIT_PORT_IN_USE;
+    }
+    if (rc == FERRY_EINVAL) {
+        fprintf(stderr, "ferry worker: cannot listen on '%s'\n", o.listen);
+        return EXIT_USAGE;
+    }
+    if (rc) {
+        fprintf(stderr, "ferry worker: cannot start (state in %s): %s\n", state_dir,
+                ferry_strerror(rc));
+        return EXIT_FAIL;
+    }
+
+    char crash[4096 + 8];
+    snprintf(crash, sizeof crash, "%s/crash", state_dir);
+    if ((rc = rt_crash_install(crash)))
+        fprintf(stderr, "ferry worker: no crash record (%s): %s\n", crash,
+                ferry_strerror(rc));
+    atomic_store(&running, w);
+    install_stop_signals();
+
+    int bound = rt_worker_port(w);
+    if (o.port_file && (rc = write_port_file(o.port_file, bound))) {
+        fprintf(stderr, "ferry worker: cannot write the port file %s: %s\n", o.port_file,
+                ferry_strerror(rc));
+        atomic_store(&running, NULL);
+        rt_worker_destroy(w, 0);
+        return EXIT_FAIL;
+    }
+    fprintf(stderr, "ferry worker rank %d listening on %s%s%s:%d (pid %ld)\n", o.rank,
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
+            (long)getpid());
+    if (w->id.last_crash[0])
+        fprintf(stderr, "ferry worker: the last run crashed: %s\n", w->id.last_crash);
+
+    rt_worker_wait(w);
+    long long grace = atomic_load(&w->shutdown_grace_ms);
+    static long long stuck_ms;
+    stuck_ms = (grace >= 0 ? grace : STOP_GRACE_MS) + STUCK_EXTRA_MS;
+    pthread_t watch;
+    if (pthread_create(&watch, NULL, stuck_watch, &stuck_ms) == 0)
+        pthread_detach(watch);
+    atomic_store(&running, NULL);
+    rt_worker_destroy(w, STOP_GRACE_MS);
+    fprintf(stderr, "ferry worker rank %d stopped\n", o.rank);
+    return EXIT_OK;
+}
