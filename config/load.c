@@ -151,12 +151,11 @@ static char *reader(char *str, int num, void *user)
         }
     }
     /* A UTF-8 byte order mark is no part of the first line's text. */
-    if (p->line == 1 && memcmp(str, "\xEF\xBB\xBF", 3) == 0)
-        memmove(str, str + 3, strlen(str + 3) + 1);
+    size_t skip = p->line == 1 && n >= 3 && memcmp(str, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
     /* inih reads an indented line as the continuation of the previous
      * value; here indentation means nothing, as a user would expect. */
-    size_t lead = strspn(str, " \t");
-    memmove(str, str + lead, strlen(str + lead) + 1);
+    skip += strspn(str + skip, " \t");
+    memmove(str, str + skip, n - skip + 1);
     snprintf(p->text, sizeof p->text, "%s", str);
     strip_newline(p->text);
     char c0 = p->text[0];
