@@ -263,6 +263,9 @@ static void on_signal(uv_signal_t *s, int signo)
 int cli_supervise(const cli_supervisor_opts *o)
 {
     supervisor sv = {.o = o};
+    /* The lock came through fork; a worker that inherited it through exec
+     * would keep the cluster "running" after the supervisor is gone. */
+    fcntl(o->lock_fd, F_SETFD, FD_CLOEXEC);
     sv.w = calloc(o->n_workers ? o->n_workers : 1, sizeof *sv.w);
     if (!sv.w || uv_loop_init(&sv.loop) != 0) {
         free(sv.w);

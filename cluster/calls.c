@@ -1,0 +1,299 @@
+/* Calls: one worker, every worker (scatter/gather in rank order), or any
+ * free worker (a work queue over many small calls); barrier. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_int.h"
+
+void cluster_free_bytes(ferry_bytes_t *b)
+{
+    if (!b)
+        return;
+    rpc_buf_free(b->data);
+    b->data = NULL;
+    b->len = 0;
+}
+
+static void free_all(ferry_bytes_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cluster_free_bytes(&out[i]);
+}
+
+/* Starts `function` on `node`, or fails `r` at once if the node is down. */
+static void start_call(cluster *cl, cl_req *r, cl_node *node, const cluster_module *m,
+                       const char *function, const ferry_bytes_t *in, cl_req_cb cb,
+                       void *data)
+{
+    cl_req_prepare(r, cl, node, CL_REQ_CALL, m->name, function, cb, data);
+    if (node->dead) {
+        char *label = cl_req_label(r);
+        cl_req_finish(r, FERRY_EUNAVAIL, CL_FAIL_LOST,
+                      cl_fmt("%s: worker is down: %s", label, node->dead_why));
+        free(label);
+        return;
+    }
+    cl_req_started(r, pw_call(node->pw, &r->call, m->sha256, function, (int)cl->n,
+                              in ? in->data : NULL, in ? in->len : 0, cl->call_timeout_ms,
+                              cl_req_rpc_done));
+}
+
+/* Revives what answers again and reloads what a restarted worker lost. */
+static int prepare(cluster *cl, const cluster_module *m, const bool *which)
+{
+    cl_probe_dead(cl, which);
+    return cl_ensure_loaded(cl, m, which);
+}
+
+static void count_done(cl_req *r)
+{
+    (*(size_t *)r->data)--;
+}
+
+static bool bad_args(cluster *cl, const cluster_module *m, const char *function)
+{
+    if (!cl)
+        return true;
+    if (!m || !function || !*function) {
+        cl_set_error(cl, "a call needs a module and a function name");
+        return true;
+    }
+    return false;
+}
+
+int cluster_call(cluster *cl, const cluster_module *m, int rank, const char *function,
+                 const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    if (bad_args(cl, m, function) || !out)
+        return FERRY_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (rank < 0 || (size_t)rank >= cl->n) {
+        cl_set_error(cl,
+                     "module %s function %s: no worker of rank %d (the cluster has %zu)",
+                     m->name, function, rank, cl->n);
+        return FERRY_EINVAL;
+    }
+    bool *which = calloc(cl->n, sizeof *which);
+    if (!which)
+        return FERRY_ENOMEM;
+    which[rank] = true;
+    int rc = prepare(cl, m, which);
+    free(which);
+    if (rc)
+        return rc;
+
+    cl_req r = {0};
+    size_t pending = 1;
+    start_call(cl, &r, &cl->nodes[rank], m, function, in, count_done, &pending);
+    cl_run(cl, &pending);
+    rc = r.result;
+    if (rc) {
+        cl_set_error_text(cl, r.err);
+        r.err = NULL;
+    } else {
+        pw_call_result(&r.call, &out->data, &out->len);
+    }
+    cl_req_fini(&r);
+    return rc;
+}
+
+int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
+                     const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    if (bad_args(cl, m, function) || !out)
+        return FERRY_EINVAL;
+    memset(out, 0, cl->n * sizeof *out);
+    int rc = prepare(cl, m, NULL);
+    if (rc)
+        return rc;
+    cl_req *reqs = calloc(cl->n, sizeof *reqs);
+    if (!reqs)
+        return FERRY_ENOMEM;
+    size_t pending = cl->n;
+    for (size_t i = 0; i < cl->n; i++)
+        start_call(cl, &reqs[i], &cl->nodes[i], m, function, in ? &in[i] : NULL,
+                   count_done, &pending);
+    cl_run(cl, &pending);
+    for (size_t i = 0; i < cl->n; i++) {
+        if (reqs[i].result && !rc) {
+            rc = reqs[i].result;
+            cl_set_error_text(cl, reqs[i].err);
+            reqs[i].err = NULL;
+        } else if (!reqs[i].result) {
+            pw_call_result(&reqs[i].call, &out[i].data, &out[i].len);
+        }
+        cl_req_fini(&reqs[i]);
+    }
+    free(reqs);
+    if (rc)
+        free_all(out, cl->n);
+    return rc;
+}
+
+/* ---- the work queue ------------------------------------------------------- */
+
+typedef struct queue {
+    cluster *cl;
+    const cluster_module *m;
+    const char *function;
+    const ferry_bytes_t *in;
+    ferry_bytes_t *out;
+    size_t n, next; /* items; the next never handed out */
+    size_t *requeued, n_requeued;
+    size_t done;
+    size_t pending; /* calls in flight */
+    int depth;
+    cl_req *slots; /* depth per worker: slot d of rank r is slots[r * depth + d] */
+    bool *dropped; /* workers this queue gave up on */
+    bool stop;
+    int rc;
+    char *err;
+    char *lost; /* the text of the last worker lost */
+} queue;
+
+static void queue_done(cl_req *r);
+
+static bool queue_take(queue *q, size_t *idx)
+{
+    if (q->stop)
+        return false;
+    if (q->n_requeued) {
+        *idx = q->requeued[--q->n_requeued];
+        return true;
+    }
+    if (q->next < q->n) {
+        *idx = q->next++;
+        return true;
+    }
+    return false;
+}
+
+/* Fills idle slots, a round over the workers per depth level, so that the
+ * first calls spread evenly. */
+static void queue_pump(queue *q)
+{
+    cluster *cl = q->cl;
+    for (int d = 0; d < q->depth; d++) {
+        for (size_t w = 0; w < cl->n; w++) {
+            cl_req *r = &q->slots[w * (size_t)q->depth + (size_t)d];
+            size_t idx;
+            if (r->busy || q->dropped[w] || cl->nodes[w].dead || !queue_take(q, &idx))
+                continue;
+            q->pending++;
+            r->index = idx; /* before the start: a failed one completes at once */
+            start_call(cl, r, &cl->nodes[w], q->m, q->function,
+                       q->in ? &q->in[idx] : NULL, queue_done, q);
+        }
+    }
+}
+
+static void queue_done(cl_req *r)
+{
+    queue *q = r->data;
+    size_t idx = r->index;
+    q->pending--;
+    if (!r->result) {
+        pw_call_result(&r->call, &q->out[idx].data, &q->out[idx].len);
+        q->done++;
+    } else if (r->fail == CL_FAIL_LOST && !q->stop) {
+        /* Not the function's fault: someone else runs it. */
+        q->dropped[r->node->rank] = true;
+        q->requeued[q->n_requeued++] = idx;
+        free(q->lost);
+        q->lost = r->err;
+        r->err = NULL;
+    } else if (!q->stop) {
+        q->stop = true;
+        q->rc = r->result;
+        q->err = r->err;
+        r->err = NULL;
+    }
+    queue_pump(q);
+}
+
+int cluster_call_any(cluster *cl, const cluster_module *m, const char *function, size_t n,
+                     const ferry_bytes_t *in, ferry_bytes_t *out, int depth)
+{
+    if (bad_args(cl, m, function) || (n && !out))
+        return FERRY_EINVAL;
+    if (!n)
+        return 0;
+    memset(out, 0, n * sizeof *out);
+    int rc = prepare(cl, m, NULL);
+    if (rc)
+        return rc;
+    queue q = {.cl = cl, .m = m, .function = function, .in = in, .out = out, .n = n};
+    q.depth = depth > 0 ? depth : 16;
+    q.slots = calloc(cl->n * (size_t)q.depth, sizeof *q.slots);
+    q.requeued = malloc(n * sizeof *q.requeued);
+    q.dropped = calloc(cl->n, sizeof *q.dropped);
+    if (!q.slots || !q.requeued || !q.dropped) {
+        rc = FERRY_ENOMEM;
+        goto out;
+    }
+    queue_pump(&q);
+    cl_run(cl, &q.pending);
+
+    if (q.stop) {
+        rc = q.rc;
+        cl_set_error_text(cl, q.err);
+        q.err = NULL;
+    } else if (q.done < n) {
+        rc = FERRY_EUNAVAIL;
+        char *why = q.lost ? strdup(q.lost) : NULL;
+        for (size_t i = 0; !why && i < cl->n; i++)
+            if (cl->nodes[i].dead)
+                why = cl_fmt("worker %zu (%s) is down: %s", i, cl->nodes[i].target,
+                             cl->nodes[i].dead_why);
+        cl_set_error(cl, "module %s function %s: no worker left for %zu of %zu calls; %s",
+                     m->name, function, n - q.done, n,
+                     why ? why : "every worker is down");
+        free(why);
+    }
+out:
+    for (size_t i = 0; q.slots && i < cl->n * (size_t)q.depth; i++)
+        cl_req_fini(&q.slots[i]);
+    free(q.slots);
+    free(q.requeued);
+    free(q.dropped);
+    free(q.err);
+    free(q.lost);
+    if (rc)
+        free_all(out, n);
+    return rc;
+}
+
+/* ---- barrier -------------------------------------------------------------- */
+
+int cluster_barrier(cluster *cl)
+{
+    if (!cl)
+        return FERRY_EINVAL;
+    /* Our own calls have all ended when a blocking function returns; what
+     * may still run is a cancelled call a worker has not yet noticed. */
+    uv_update_time(&cl->loop);
+    uint64_t deadline = uv_now(&cl->loop) + (uint64_t)cl->call_timeout_ms;
+    for (;;) {
+        const cluster_worker *w;
+        int rc = cluster_survey(cl, true, &w);
+        if (rc)
+            return rc;
+        size_t busy = cl->n;
+        for (size_t i = 0; i < cl->n; i++) {
+            if (w[i].stats && w[i].stats->in_flight) {
+                busy = i;
+                break;
+            }
+        }
+        if (busy == cl->n)
+            return 0;
+        uv_update_time(&cl->loop);
+        if (uv_now(&cl->loop) >= deadline) {
+            cl_set_error(cl, "barrier: worker %zu (%s) still runs %u calls after %lld ms",
+                         busy, cl->nodes[busy].target, w[busy].stats->in_flight,
+                         (long long)cl->call_timeout_ms);
+            return FERRY_ETIMEDOUT;
+        }
+        cl_run_for(cl, 20, NULL);
+    }
+}

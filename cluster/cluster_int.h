@@ -1,0 +1,192 @@
+/* cluster — private header shared by the files of this folder (but cli/). */
+#ifndef FERRY_CLUSTER_INT_H
+#define FERRY_CLUSTER_INT_H
+
+#include <uv.h>
+
+#include "cluster.h"
+#include "proxyworker/proxyworker.h"
+#include "runtime/runtime.h"
+
+/* Consecutive missed heartbeat pings that mark a worker dead. */
+#define CL_MISSED_PINGS_DEAD 2
+/* How long a lost connection is probed for a restarted worker, at most. */
+#define CL_DIAG_MAX_MS 5000
+/* Pause between two probes of an unreachable worker. */
+#define CL_RETRY_MS 100
+
+typedef struct cl_node cl_node;
+typedef struct cl_req cl_req;
+
+/* How a request failed, as far as a work queue cares. */
+typedef enum {
+    CL_OK = 0,
+    CL_FAIL_OWN,   /* the request's own failure: the function, the module, a deadline */
+    CL_FAIL_LOST,  /* the worker died or stopped answering: the work may go elsewhere */
+    CL_FAIL_CRASH, /* the function crashed its worker */
+} cl_fail;
+
+typedef enum {
+    CL_REQ_PING,
+    CL_REQ_LOAD,
+    CL_REQ_CALL,
+    CL_REQ_STATS,
+    CL_REQ_SHUTDOWN
+} cl_kind;
+
+typedef void (*cl_req_cb)(cl_req *r);
+
+/* One request to one worker, tracked so that a worker's death can fail it
+ * and so that its error text names worker, module and function. */
+struct cl_req {
+    rpc_call call; /* call.data points back here */
+    cluster *cl;
+    cl_node *node;
+    cl_kind kind;
+    const char *module;   /* borrowed, for texts */
+    const char *function; /* borrowed, for texts */
+    int result;
+    cl_fail fail;
+    char *err; /* malloc'd text when result != 0 */
+    cl_req_cb cb;
+    void *data;
+    size_t index;
+    bool busy;           /* started, its cb not yet run */
+    bool killed;         /* cancelled because its worker was marked dead */
+    cl_req *prev, *next; /* the node's list: in flight, or waiting on a diagnosis */
+};
+
+/* One worker as the cluster tracks it. */
+struct cl_node {
+    cluster *cl;
+    int rank;
+    char *target;
+    pw *pw;
+
+    bool dead;
+    char *dead_why; /* why it is dead, for the texts of later failures */
+    bool shut;      /* asked to shut down */
+    cl_req *inflight;
+
+    /* Identity seen when the cluster last looked on purpose (wait_ready,
+     * survey, a diagnosis): a change since means a restart. */
+    bool known;
+    int32_t pid;
+    uint64_t crash_id;
+
+    /* Modules loaded in the worker's process `loaded_pid`, in our view. */
+    int32_t loaded_pid;
+    char (*loaded)[RT_SHA256_HEX];
+    size_t n_loaded, cap_loaded;
+
+    /* Heartbeat. */
+    rpc_call hb_call;
+    bool hb_busy;
+    int missed;
+
+    /* Crash diagnosis after a lost connection. */
+    bool diag;
+    bool diag_busy; /* diag_call in flight */
+    rpc_call diag_call;
+    uv_timer_t diag_timer;
+    uint64_t diag_deadline; /* uv_now() ms */
+    char *diag_cause;       /* the rpc text of the first lost call */
+    cl_req *diag_waiters;
+};
+
+/* A module's bytes, kept for re-shipping to a worker that restarted. */
+typedef struct cl_stored {
+    char sha256[RT_SHA256_HEX];
+    char name[256];
+    void *bytes;
+    size_t len;
+    struct cl_stored *next;
+} cl_stored;
+
+struct cluster {
+    uv_loop_t loop;
+    rpc_client *client;
+    cl_node *nodes;
+    size_t n;
+    char *token;
+    int64_t call_timeout_ms, ping_timeout_ms, heartbeat_ms;
+    size_t max_payload;
+
+    uv_timer_t hb_timer;
+    uv_timer_t wait_timer; /* cl_run_for's */
+    bool wait_fired;
+    int run_depth;
+    bool closing;
+    uint64_t nonce;
+
+    char *err;
+    cl_stored *modules;
+    cluster_worker *survey;
+};
+
+/* ---- cluster.c ------------------------------------------------------------ */
+
+/* Replaces the cluster's error text. */
+void cl_set_error(cluster *cl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void cl_set_error_text(cluster *cl, char *owned);
+/* asprintf that returns the string (NULL when out of memory). */
+char *cl_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Appends printf-style text to the malloc'd string *s (NULL: empty). */
+void cl_append(char **s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Runs the loop until *pending reaches 0, with the heartbeat going. */
+void cl_run(cluster *cl, const size_t *pending);
+/* Runs the loop until `ms` passed (heartbeat going) or *stop became true. */
+void cl_run_for(cluster *cl, int64_t ms, const bool *stop);
+
+/* ---- requests (cluster.c) ------------------------------------------------- */
+
+/* Prepares `r` for a request of `kind` to `node`; `cb` runs once it ended
+ * (after a diagnosis, when one is needed). */
+void cl_req_prepare(cl_req *r, cluster *cl, cl_node *node, cl_kind kind,
+                    const char *module, const char *function, cl_req_cb cb, void *data);
+/* After the pw_* start: links the request in flight, or, when the start
+ * failed with `start_rc`, completes it at once (cb runs before this
+ * returns) with a text naming the worker. */
+void cl_req_started(cl_req *r, int start_rc);
+/* The rpc callback every request uses. */
+void cl_req_rpc_done(rpc_call *call);
+/* Ends `r` with `result`/`fail` and the text (taken) and runs its cb. */
+void cl_req_finish(cl_req *r, int result, cl_fail fail, char *err);
+/* Frees the reply and error text; the request may be prepared again. */
+void cl_req_fini(cl_req *r);
+/* "worker R (ADDR): module M function F" (or what the request was) */
+char *cl_req_label(const cl_req *r);
+
+/* ---- health.c ------------------------------------------------------------- */
+
+void cl_health_init(cluster *cl);
+void cl_health_close(cluster *cl);
+void cl_heartbeat_start(cluster *cl);
+void cl_heartbeat_stop(cluster *cl);
+/* Marks `node` dead with `why` (taken) and cancels its requests in flight. */
+void cl_node_kill(cluster *cl, cl_node *node, char *why);
+/* Notes a ping reply: revives the node, forgets its modules if its process
+ * changed; with `baseline`, remembers pid and crash id as the reference. */
+void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline);
+/* A Call lost its connection: holds `r` until the node is known to be back
+ * (restarted, with or without a crash record) or gone. */
+void cl_diag_enqueue(cluster *cl, cl_node *node, cl_req *r);
+/* Pings the dead nodes among `which` (NULL: all) once; revives those that
+ * answer. Blocking. */
+void cl_probe_dead(cluster *cl, const bool *which);
+
+/* ---- modules.c ------------------------------------------------------------ */
+
+bool cl_node_has(const cl_node *node, const char *sha256);
+void cl_node_forget_modules(cl_node *node);
+/* Loads `m` on each node in `which` (NULL: all) that does not have it in our
+ * view. Returns 0 or the first failure in rank order (text set). */
+int cl_ensure_loaded(cluster *cl, const cluster_module *m, const bool *which);
+void cl_modules_free(cluster *cl);
+
+/* ---- admin.c -------------------------------------------------------------- */
+
+void cl_survey_free(cluster *cl);
+
+#endif

@@ -1,0 +1,299 @@
+/* Health: a heartbeat while the loop runs, dead-worker detection, and the
+ * diagnosis of a lost connection (did the worker crash and come back, or is
+ * it gone?). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_int.h"
+
+void cl_health_init(cluster *cl)
+{
+    uv_timer_init(&cl->loop, &cl->hb_timer);
+    cl->hb_timer.data = cl;
+    for (size_t i = 0; i < cl->n; i++) {
+        uv_timer_init(&cl->loop, &cl->nodes[i].diag_timer);
+        cl->nodes[i].diag_timer.data = &cl->nodes[i];
+    }
+}
+
+void cl_health_close(cluster *cl)
+{
+    uv_close((uv_handle_t *)&cl->hb_timer, NULL);
+    for (size_t i = 0; i < cl->n; i++)
+        uv_close((uv_handle_t *)&cl->nodes[i].diag_timer, NULL);
+}
+
+/* ---- node state ----------------------------------------------------------- */
+
+void cl_node_kill(cluster *cl, cl_node *node, char *why)
+{
+    (void)cl;
+    if (node->dead) {
+        free(why);
+        return;
+    }
+    node->dead = true;
+    free(node->dead_why);
+    node->dead_why = why ? why : strdup("worker is down");
+    /* The completions arrive later, through the loop, as cancelled. */
+    for (cl_req *r = node->inflight; r; r = r->next) {
+        r->killed = true;
+        rpc_call_cancel(&r->call);
+    }
+}
+
+void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline)
+{
+    (void)cl;
+    /* A new process has none of the modules the old one had loaded. */
+    if (node->loaded_pid && rep->pid != node->loaded_pid)
+        cl_node_forget_modules(node);
+    node->loaded_pid = rep->pid;
+    if (baseline) {
+        node->known = true;
+        node->pid = rep->pid;
+        node->crash_id = rep->crash_id;
+    }
+    node->missed = 0;
+    node->shut = false;
+    if (node->dead) {
+        node->dead = false;
+        free(node->dead_why);
+        node->dead_why = NULL;
+    }
+}
+
+/* ---- heartbeat ------------------------------------------------------------ */
+
+static void hb_done(rpc_call *call)
+{
+    cl_node *node = call->data;
+    cluster *cl = node->cl;
+    node->hb_busy = false;
+    if (cl->closing)
+        return;
+    Ferry__PingReply *rep = NULL;
+    if (!call->result && !pw_ping_reply(call, &rep)) {
+        cl_node_seen(cl, node, rep, false);
+        protobuf_c_message_free_unpacked(&rep->base, NULL);
+        return;
+    }
+    /* A diagnosis in progress owns the verdict on this node. */
+    if (node->dead || node->diag || node->shut)
+        return;
+    if (++node->missed >= CL_MISSED_PINGS_DEAD)
+        cl_node_kill(cl, node,
+                     cl_fmt("stopped answering pings (%d missed in a row, %lld ms each; "
+                            "last: %s)",
+                            node->missed, (long long)cl->ping_timeout_ms,
+                            call->errmsg ? call->errmsg : ferry_strerror(call->result)));
+}
+
+static void hb_tick(uv_timer_t *t)
+{
+    cluster *cl = t->data;
+    for (size_t i = 0; i < cl->n; i++) {
+        cl_node *node = &cl->nodes[i];
+        if (node->hb_busy || node->diag || node->shut)
+            continue;
+        rpc_call_fini(&node->hb_call);
+        node->hb_call.data = node;
+        if (!pw_ping(node->pw, &node->hb_call, ++cl->nonce, cl->ping_timeout_ms, hb_done))
+            node->hb_busy = true;
+    }
+}
+
+void cl_heartbeat_start(cluster *cl)
+{
+    if (cl->run_depth++ == 0 && cl->heartbeat_ms > 0 && !cl->closing)
+        uv_timer_start(&cl->hb_timer, hb_tick, (uint64_t)cl->heartbeat_ms,
+                       (uint64_t)cl->heartbeat_ms);
+}
+
+void cl_heartbeat_stop(cluster *cl)
+{
+    /* A stopped timer keeps nothing alive: the loop is idle between calls. */
+    if (--cl->run_depth == 0)
+        uv_timer_stop(&cl->hb_timer);
+}
+
+/* ---- diagnosis of a lost connection --------------------------------------- */
+
+/* The crash record names module and function; the label already does when
+ * they are the ones this request ran. */
+static const char *crash_detail(const cl_req *r, const char *crash)
+{
+    if (r->module && r->function) {
+        char *prefix = cl_fmt("module %s function %s: ", r->module, r->function);
+        size_t len = prefix ? strlen(prefix) : 0;
+        bool same = prefix && strncmp(crash, prefix, len) == 0;
+        free(prefix);
+        if (same)
+            return crash + len;
+    }
+    return crash;
+}
+
+static void diag_end(cl_node *node, const Ferry__PingReply *rep)
+{
+    cluster *cl = node->cl;
+    cl_req *waiters = node->diag_waiters;
+    char *cause = node->diag_cause;
+    node->diag_waiters = NULL;
+    node->diag_cause = NULL;
+    node->diag = false;
+
+    const char *why = cause ? cause : "connection lost";
+    bool crashed = rep && rep->crash_id && rep->crash_id != node->crash_id &&
+                   rep->last_crash && *rep->last_crash;
+    bool restarted = rep && node->known && rep->pid != node->pid;
+    char *crash = crashed ? strdup(rep->last_crash) : NULL;
+    int32_t old_pid = node->pid;
+    char *lost = NULL;
+    if (rep) {
+        cl_node_seen(cl, node, rep, true);
+    } else {
+        lost =
+            cl_fmt("connection lost (%s); no answer to pings for %lld ms", why,
+                   (long long)(cl->call_timeout_ms < CL_DIAG_MAX_MS ? cl->call_timeout_ms
+                                                                    : CL_DIAG_MAX_MS));
+        cl_node_kill(cl, node, lost ? strdup(lost) : NULL);
+    }
+
+    while (waiters) {
+        cl_req *r = waiters;
+        waiters = r->next;
+        r->prev = r->next = NULL;
+        char *label = cl_req_label(r);
+        char *err;
+        int result;
+        cl_fail fail;
+        if (crashed && crash) {
+            err = cl_fmt("%s: worker crashed: %s; restarted by its supervisor", label,
+                         crash_detail(r, crash));
+            result = FERRY_EREMOTE;
+            fail = CL_FAIL_CRASH;
+        } else if (restarted) {
+            err = cl_fmt("%s: connection lost (%s); the worker restarted (pid %d, now "
+                         "pid %d) with no crash record",
+                         label, why, old_pid, rep->pid);
+            result = FERRY_ECONNRESET;
+            fail = CL_FAIL_LOST;
+        } else if (rep) {
+            err =
+                cl_fmt("%s: connection lost (%s); the worker answers again", label, why);
+            result = FERRY_ECONNRESET;
+            fail = CL_FAIL_LOST;
+        } else {
+            err = cl_fmt("%s: %s", label, lost ? lost : why);
+            result = FERRY_EUNAVAIL;
+            fail = CL_FAIL_LOST;
+        }
+        free(label);
+        cl_req_finish(r, result, fail, err);
+    }
+    free(crash);
+    free(lost);
+    free(cause);
+}
+
+static void diag_probe(cl_node *node);
+
+static void diag_retry(uv_timer_t *t)
+{
+    diag_probe(t->data);
+}
+
+static void diag_ping_done(rpc_call *call)
+{
+    cl_node *node = call->data;
+    cluster *cl = node->cl;
+    node->diag_busy = false;
+    Ferry__PingReply *rep = NULL;
+    if (!call->result && !pw_ping_reply(call, &rep)) {
+        diag_end(node, rep);
+        protobuf_c_message_free_unpacked(&rep->base, NULL);
+        return;
+    }
+    uv_update_time(&cl->loop);
+    if (cl->closing || uv_now(&cl->loop) + CL_RETRY_MS >= node->diag_deadline)
+        diag_end(node, NULL);
+    else
+        uv_timer_start(&node->diag_timer, diag_retry, CL_RETRY_MS, 0);
+}
+
+static void diag_probe(cl_node *node)
+{
+    cluster *cl = node->cl;
+    uv_update_time(&cl->loop);
+    uint64_t now = uv_now(&cl->loop);
+    int64_t left = now < node->diag_deadline ? (int64_t)(node->diag_deadline - now) : 1;
+    rpc_call_fini(&node->diag_call);
+    node->diag_call.data = node;
+    int rc =
+        pw_ping(node->pw, &node->diag_call, ++cl->nonce,
+                left < cl->ping_timeout_ms ? left : cl->ping_timeout_ms, diag_ping_done);
+    if (rc)
+        diag_end(node, NULL);
+    else
+        node->diag_busy = true;
+}
+
+void cl_diag_enqueue(cluster *cl, cl_node *node, cl_req *r)
+{
+    r->prev = NULL;
+    r->next = node->diag_waiters;
+    node->diag_waiters = r;
+    if (node->diag)
+        return;
+    node->diag = true;
+    node->diag_cause = r->call.errmsg ? strdup(r->call.errmsg) : NULL;
+    uv_update_time(&cl->loop);
+    int64_t span =
+        cl->call_timeout_ms < CL_DIAG_MAX_MS ? cl->call_timeout_ms : CL_DIAG_MAX_MS;
+    node->diag_deadline = uv_now(&cl->loop) + (uint64_t)span;
+    diag_probe(node);
+}
+
+/* ---- probing dead workers before using them ------------------------------- */
+
+typedef struct probe_state {
+    size_t pending;
+} probe_state;
+
+static void probe_done(cl_req *r)
+{
+    probe_state *st = r->data;
+    Ferry__PingReply *rep;
+    if (!r->result && !pw_ping_reply(&r->call, &rep)) {
+        cl_node_seen(r->cl, r->node, rep, true);
+        protobuf_c_message_free_unpacked(&rep->base, NULL);
+    }
+    st->pending--;
+}
+
+void cl_probe_dead(cluster *cl, const bool *which)
+{
+    size_t dead = 0;
+    for (size_t i = 0; i < cl->n; i++)
+        dead += (!which || which[i]) && cl->nodes[i].dead;
+    if (!dead)
+        return;
+    cl_req *reqs = calloc(cl->n, sizeof *reqs);
+    if (!reqs)
+        return;
+    probe_state st = {0};
+    for (size_t i = 0; i < cl->n; i++) {
+        cl_node *node = &cl->nodes[i];
+        if ((which && !which[i]) || !node->dead)
+            continue;
+        cl_req_prepare(&reqs[i], cl, node, CL_REQ_PING, NULL, NULL, probe_done, &st);
+        st.pending++;
+        cl_req_started(&reqs[i], pw_ping(node->pw, &reqs[i].call, ++cl->nonce,
+                                         cl->ping_timeout_ms, cl_req_rpc_done));
+    }
+    cl_run(cl, &st.pending);
+    for (size_t i = 0; i < cl->n; i++)
+        cl_req_fini(&reqs[i]);
+    free(reqs);
+}

@@ -1,0 +1,290 @@
+/* tests/cluster — the shared fixture. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
+tc T;
+
+#define MAX_SILENT 4
+static int silent_fd[MAX_SILENT];
+static size_t n_silent;
+
+double tc_now_ms(void)
+{
+    return (double)uv_hrtime() / 1e6;
+}
+
+void tc_setup(void)
+{
+    memset(&T, 0, sizeof T);
+    snprintf(T.dir, sizeof T.dir, "/tmp/ferry-cluster-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(T.dir), "mkdtemp: %s", strerror(errno));
+    n_silent = 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void release_all(void)
+{
+    cluster_module_fini(&T.mod);
+    cluster_destroy(T.cl);
+    T.cl = NULL;
+    for (size_t i = 0; i < TC_MAX; i++) {
+        rt_worker_destroy(T.w[i], 0);
+        T.w[i] = NULL;
+        if (T.child[i] > 0) {
+            kill(T.child[i], SIGKILL);
+            waitpid(T.child[i], NULL, 0);
+            T.child[i] = 0;
+        }
+    }
+    for (size_t i = 0; i < n_silent; i++)
+        close(silent_fd[i]);
+    n_silent = 0;
+    free(T.bytes);
+    T.bytes = NULL;
+    if (T.dir[0])
+        nftw(T.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    T.dir[0] = '\0';
+    rpc_buf_trim();
+}
+
+void tc_teardown(void)
+{
+    if (!T.finished)
+        release_all();
+}
+
+void tc_finish(void)
+{
+    release_all();
+    T.finished = true;
+#ifdef __SANITIZE_ADDRESS__
+    cr_assert(__lsan_do_recoverable_leak_check() == 0,
+              "LeakSanitizer found leaks (report above)");
+#endif
+}
+
+/* ---- workers -------------------------------------------------------------- */
+
+static void slot_paths(size_t slot)
+{
+    char dir[sizeof T.dir];
+    memcpy(dir, T.dir, sizeof dir);
+    snprintf(T.state[slot], sizeof T.state[slot], "%s/worker%zu", dir, slot);
+}
+
+size_t tc_worker_at(size_t slot, int port, const char *token, uint32_t restarts)
+{
+    cr_assert(slot < TC_MAX);
+    slot_paths(slot);
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    rt_worker_opts o = {.listen = listen,
+                        .state_dir = T.state[slot],
+                        .token = token,
+                        .rank = (int)slot,
+                        .restarts = restarts};
+    int rc = rt_worker_create(&o, &T.w[slot]);
+    cr_assert(rc == 0, "rt_worker_create(%s): %s", listen, ferry_strerror(rc));
+    T.port[slot] = rt_worker_port(T.w[slot]);
+    snprintf(T.target[slot], sizeof T.target[slot], "127.0.0.1:%d", T.port[slot]);
+    if (slot >= T.n)
+        T.n = slot + 1;
+    return slot;
+}
+
+size_t tc_worker(const char *token)
+{
+    return tc_worker_at(T.n, 0, token, 0);
+}
+
+void tc_workers(size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tc_worker(TC_TOKEN);
+}
+
+size_t tc_child_worker(void)
+{
+    size_t slot = T.n;
+    cr_assert(slot < TC_MAX);
+    slot_paths(slot);
+    int p[2];
+    cr_assert(pipe(p) == 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        /* The child is a worker as `ferry worker` runs one; it never returns
+         * into Criterion, and dies with the test. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[0]);
+        char crash[400];
+        snprintf(crash, sizeof crash, "%s/crash", T.state[slot]);
+        mkdir(T.state[slot], 0700);
+        rt_crash_install(crash);
+        rt_worker_opts o = {.listen = "127.0.0.1:0",
+                            .state_dir = T.state[slot],
+                            .token = TC_TOKEN,
+                            .rank = (int)slot};
+        rt_worker *w = NULL;
+        int rc = rt_worker_create(&o, &w);
+        int port = rc ? -1 : rt_worker_port(w);
+        if (write(p[1], &port, sizeof port) != sizeof port || rc)
+            _exit(1);
+        close(p[1]);
+        rt_worker_wait(w);
+        rt_worker_destroy(w, 0);
+        _exit(0);
+    }
+    close(p[1]);
+    int port = -1;
+    ssize_t got = read(p[0], &port, sizeof port);
+    close(p[0]);
+    T.child[slot] = pid;
+    cr_assert(got == sizeof port && port > 0, "the child worker did not start");
+    T.port[slot] = port;
+    snprintf(T.target[slot], sizeof T.target[slot], "127.0.0.1:%d", port);
+    T.n = slot + 1;
+    return slot;
+}
+
+void tc_child_signal(size_t slot, int sig, bool reap)
+{
+    cr_assert(T.child[slot] > 0);
+    kill(T.child[slot], sig);
+    if (reap) {
+        waitpid(T.child[slot], NULL, 0);
+        T.child[slot] = 0;
+    }
+}
+
+/* ---- the cluster ---------------------------------------------------------- */
+
+static void make_cluster(const char *token, int64_t call_timeout_ms,
+                         int64_t ping_timeout_ms, int64_t heartbeat_ms, bool wait)
+{
+    const char *targets[TC_MAX];
+    for (size_t i = 0; i < T.n; i++)
+        targets[i] = T.target[i];
+    cluster_opts o = {.token = token,
+                      .call_timeout_ms = call_timeout_ms,
+                      .ping_timeout_ms = ping_timeout_ms,
+                      .heartbeat_ms = heartbeat_ms};
+    int rc = cluster_create(targets, T.n, &o, &T.cl);
+    cr_assert(rc == 0, "cluster_create: %s", ferry_strerror(rc));
+    if (wait) {
+        rc = cluster_wait_ready(T.cl, TC_WAIT_MS);
+        cr_assert(rc == 0, "cluster_wait_ready: %s", cluster_error(T.cl));
+    }
+}
+
+void tc_cluster(int64_t call_timeout_ms, int64_t ping_timeout_ms, int64_t heartbeat_ms)
+{
+    make_cluster(TC_TOKEN, call_timeout_ms, ping_timeout_ms, heartbeat_ms, true);
+}
+
+void tc_cluster_token(const char *token, int64_t call_timeout_ms)
+{
+    make_cluster(token, call_timeout_ms, 0, 0, true);
+}
+
+/* ---- modules -------------------------------------------------------------- */
+
+void tc_read_module(const char *name)
+{
+    const char *dir = getenv("FERRY_TEST_MODULES");
+    cr_assert_not_null(dir, "FERRY_TEST_MODULES is not set (run through meson test)");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    free(T.bytes);
+    T.bytes = malloc(len > 0 ? (size_t)len : 1);
+    T.len = fread(T.bytes, 1, (size_t)len, f);
+    fclose(f);
+    cr_assert(len > 0 && T.len == (size_t)len, "%s: short read", path);
+}
+
+void tc_load_faulty(void)
+{
+    tc_read_module("faulty.so");
+    int rc = cluster_load_module(T.cl, "faulty.so", T.bytes, T.len, &T.mod);
+    cr_assert(rc == 0, "cluster_load_module: %s", cluster_error(T.cl));
+}
+
+ferry_bytes_t tc_str(const char *s)
+{
+    return (ferry_bytes_t){.data = (void *)s, .len = strlen(s)};
+}
+
+void tc_assert_bytes(const ferry_bytes_t *b, const char *s)
+{
+    size_t n = strlen(s);
+    cr_assert(b->len == n && (n == 0 || memcmp(b->data, s, n) == 0),
+              "expected '%s', got %zu bytes '%.*s'", s, b->len, (int)b->len,
+              b->data ? (const char *)b->data : "");
+}
+
+/* ---- a peer that never answers -------------------------------------------- */
+
+int tc_silent_server(void)
+{
+    cr_assert(n_silent < MAX_SILENT);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    /* The kernel completes connections into the backlog; nobody ever
+     * accepts, reads or writes: gRPC's handshake never ends. */
+    cr_assert(listen(fd, 16) == 0);
+    cr_assert(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
+    silent_fd[n_silent++] = fd;
+    return ntohs(a.sin_port);
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+/* Criterion's default main; in sanitizer builds the runner's own
+ * allocations are not leak-checked (Criterion 2.4.1 loses a few while tests
+ * run in parallel). Every test checks its own in tc_finish(). */
+int main(int argc, char *argv[])
+{
+    struct criterion_test_set *tests = criterion_initialize();
+    int result = 0;
+#ifdef __SANITIZE_ADDRESS__
+    __lsan_disable();
+#endif
+    if (criterion_handle_args(argc, argv, true))
+        result = !criterion_run_all_tests(tests);
+    criterion_finalize(tests);
+    return result;
+}
