@@ -1,5 +1,6 @@
 /* faulty.so: a task whose functions misbehave on request, for the worker's
  * bad-input tests. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,10 @@ static int fail(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 static int segv(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     (void)ctx, (void)in, (void)out;
-    volatile int *volatile p = NULL;
+    /* A member of a NULL struct pointer: a real fault, which sanitizer
+     * builds leave to the signal (they would report a plain NULL store and
+     * exit instead of crashing). */
+    volatile int *volatile p = (volatile int *)(uintptr_t)16;
     *p = 42;
     return 0;
 }
