@@ -77,6 +77,8 @@ static int drv_worker(ferry_driver_t *drv, int rank, ferry_worker_info_t *info)
 /* One line: a newline is added unless the format ends with one. */
 static void vline(FILE *f, const char *prefix, const char *fmt, va_list ap)
 {
+    if (!fmt) /* a plugin's mistake must not take the master down */
+        return;
     if (prefix)
         fputs(prefix, f);
     vfprintf(f, fmt, ap);
