@@ -229,10 +229,5 @@ TC_TEST(cluster_failure, an_abort_is_named_and_the_restarted_worker_serves_again
 
 TC_TEST(cluster_failure, a_segfault_is_named_and_the_restarted_worker_serves_again)
 {
-#ifdef __SANITIZE_ADDRESS__
-    /* faulty.so is built with the sanitizers too: UBSan stops its store
-     * through NULL (halt_on_error) before the fault can happen. */
-    cr_skip_test("the null store is caught by UBSan in sanitizer builds");
-#endif
     crash_and_recover("segv", "signal 11 (SIGSEGV)");
 }
