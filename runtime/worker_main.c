@@ -29,13 +29,13 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_PORT_IN_USE = 3 };
 #define STUCK_EXTRA_MS 5000
 
 static const char usage[] =
-    "Usage: ferry worker --listen ADDR [OPTIONS]\n"
+    "usage: ferry worker --listen ADDR [options]\n"
     "\n"
     "Runs one worker daemon in the foreground until a Shutdown call, SIGTERM\n"
     "or SIGINT. It serves Ping to anyone and every other call only with the\n"
     "cluster token.\n"
     "\n"
-    "Options:\n"
+    "options:\n"
     "  -l, --listen ADDR      address to listen on: 127.0.0.1:7100, [::1]:7100;\n"
     "                         port 0 picks a free one (see --port-file)\n"
     "  -s, --state-dir DIR    private state: module cache, crash record\n"
@@ -45,11 +45,13 @@ static const char usage[] =
     "  -t, --threads N        executor threads (default 0: two per core, at least 4)\n"
     "      --restarts N       how often a supervisor restarted this worker\n"
     "  -p, --port-file FILE   once listening, write the bound port to FILE\n"
-    "  -h, --help             show this help\n"
-    "  -V, --version          show the version\n"
+    "  -h, --help             this text\n"
+    "  -V, --version          ferry's version\n"
     "\n"
     "Exit status: 0 after Shutdown or a signal, 1 when it cannot start,\n"
-    "2 for a usage mistake, 3 when the port is in use.\n";
+    "2 for a usage mistake, 3 when the port is in use.\n"
+    "\n"
+    "Environment: FERRY_HOME (default ~/.ferry) holds the default state and token.\n";
 
 typedef struct options {
     const char *listen, *state_dir, *token_file, *port_file;

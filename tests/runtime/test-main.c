@@ -112,7 +112,7 @@ Test(rt_main, help_exits_0_and_lists_the_options)
     args("--help", NULL);
     char *out = NULL;
     cr_assert(run(&out, NULL) == 0);
-    cr_assert(strstr(out, "Usage: ferry worker --listen ADDR"), "%s", out);
+    cr_assert(strstr(out, "usage: ferry worker --listen ADDR"), "%s", out);
     const char *opts[] = {"--state-dir", "--token-file", "--rank",   "--threads",
                           "--restarts",  "--port-file",  "--version"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
