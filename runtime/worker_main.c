@@ -248,6 +248,12 @@ int rt_worker_main(int argc, char **argv)
         return EXIT_FAIL;
     }
 
+    /* Asked first so that a taken port gets our one line, not gRPC's log. */
+    if (port && rpc_listen_probe(o.listen) == FERRY_EADDRINUSE) {
+        fprintf(stderr, "ferry worker: port %d is in use (listening on %s)\n", port,
+                o.listen);
+        return EXIT_PORT_IN_USE;
+    }
     rpc_tune_malloc();
     rt_worker_opts wo = {
         .listen = o.listen,
