@@ -101,14 +101,15 @@ int cluster_call(cluster *cl, const cluster_module *m, int rank, const char *fun
 
 /* Calls `function` on every worker at once, in[r] to rank r (in NULL: no
  * argument), results gathered in out[r] (cluster_size() entries). Returns
- * the first failure in rank order after every call ended. */
+ * the first failure in rank order after every call ended; on failure every
+ * out[r] is left empty. */
 int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
                      const ferry_bytes_t *in, ferry_bytes_t *out);
 
 /* A work queue: runs `n` calls of `function`, in[i] -> out[i], keeping up to
  * `depth` calls in flight on each live worker (0: 16). A worker that dies is
  * dropped and its work handed to others; the first call failure that is the
- * function's own stops the queue. */
+ * function's own stops the queue. On failure every out[i] is left empty. */
 int cluster_call_any(cluster *cl, const cluster_module *m, const char *function,
                      size_t n, const ferry_bytes_t *in, ferry_bytes_t *out, int depth);
 
