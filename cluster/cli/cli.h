@@ -79,8 +79,10 @@ typedef struct cli_running {
 
 /* Loads cluster.ini and the token and creates the cluster. Returns 0;
  * FERRY_ENOENT when no cluster runs under this FERRY_HOME (message printed
- * unless `quiet`); another error, printed. */
-int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet);
+ * unless `quiet`); another error, printed. With `orphans`, a cluster.ini
+ * whose supervisor is gone still counts: its workers may outlive it. */
+int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet,
+                     bool orphans);
 void cli_running_close(cli_running *r);
 
 /* ---- the supervisor ------------------------------------------------------- */

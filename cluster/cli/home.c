@@ -61,13 +61,14 @@ int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartb
     return rc;
 }
 
-int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet)
+int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet,
+                     bool orphans)
 {
     memset(r, 0, sizeof *r);
     conf_defaults(&r->conf);
     /* The lock is the truth: a cluster.ini left by a crashed supervisor
      * describes nothing that runs. */
-    if (!conf_lock_held(h->dir) || access(h->state, F_OK) != 0) {
+    if ((!orphans && !conf_lock_held(h->dir)) || access(h->state, F_OK) != 0) {
         if (!quiet)
             cli_err(cmd,
                     "no cluster is running under FERRY_HOME=%s: start one with "

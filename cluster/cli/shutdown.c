@@ -119,7 +119,7 @@ int cli_shutdown(int argc, char **argv)
     if (cli_home_init(&h, "shutdown"))
         return CLI_FAIL;
     cli_running r;
-    if (cli_running_open(&r, &h, "shutdown", true) != 0) {
+    if (cli_running_open(&r, &h, "shutdown", true, true) != 0) {
         if (conf_lock_held(h.dir)) {
             cli_err("shutdown",
                     "a cluster holds the lock in %s but its state cannot be read", h.dir);

@@ -122,7 +122,7 @@ int cli_status(int argc, char **argv)
     }
     cli_home h;
     cli_running r;
-    if (cli_home_init(&h, "status") || cli_running_open(&r, &h, "status", false))
+    if (cli_home_init(&h, "status") || cli_running_open(&r, &h, "status", false, false))
         return CLI_FAIL;
     const cluster_worker *w;
     int rc = cluster_survey(r.cl, true, &w);

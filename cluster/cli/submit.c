@@ -135,7 +135,7 @@ int cli_submit(int argc, char **argv)
         status = CLI_USAGE;
         goto out;
     }
-    if (cli_running_open(&r, &h, "submit", false))
+    if (cli_running_open(&r, &h, "submit", false, false))
         goto out;
     if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3)) {
         cli_err("submit", "%s", cluster_error(r.cl));

@@ -26,7 +26,9 @@
 #define STOP_KILL_MS 5000
 
 typedef struct sv_worker {
-    uv_process_t proc;
+    /* One handle per run: a handle is only free after its close callback,
+     * and a restart cannot wait for that. */
+    uv_process_t *proc;
     int rank;
     int port; /* the bound port, once known (asked 0: from its port file) */
     char host[256];
@@ -123,13 +125,19 @@ static void maybe_finish(supervisor *sv)
     uv_close((uv_handle_t *)&sv->kill_timer, NULL);
 }
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void on_exit_(uv_process_t *proc, int64_t status, int signo)
 {
     sv_worker *w = proc->data;
     supervisor *sv = w->sv;
     w->running = false;
     sv->running--;
-    uv_close((uv_handle_t *)proc, NULL);
+    w->proc = NULL;
+    uv_close((uv_handle_t *)proc, free_handle);
     if (!w->port)
         w->port = read_port_file(sv->o->home, w->rank);
 
@@ -220,16 +228,24 @@ static int spawn_worker(sv_worker *w)
         .stdio_count = 3,
         .stdio = stdio,
     };
-    w->proc.data = w;
-    int rc = uv_spawn(&sv->loop, &w->proc, &po);
+    uv_process_t *proc = calloc(1, sizeof *proc);
+    if (!proc) {
+        close(fd);
+        return FERRY_ENOMEM;
+    }
+    proc->data = w;
+    int rc = uv_spawn(&sv->loop, proc, &po);
     close(fd);
     if (rc) {
         logf_("worker %d: cannot start %s: %s", w->rank, sv->o->exe, uv_strerror(rc));
+        /* uv_spawn leaves a handle to close even when it fails. */
+        uv_close((uv_handle_t *)proc, free_handle);
         return rc;
     }
+    w->proc = proc;
     w->running = true;
     sv->running++;
-    logf_("worker %d started: pid %d, listening on %s", w->rank, w->proc.pid, listen);
+    logf_("worker %d started: pid %d, listening on %s", w->rank, proc->pid, listen);
     return 0;
 }
 
@@ -240,7 +256,7 @@ static void on_kill_timer(uv_timer_t *t)
         if (sv->w[i].running) {
             logf_("worker %d ignored SIGTERM for %d ms: SIGKILL", sv->w[i].rank,
                   STOP_KILL_MS);
-            uv_process_kill(&sv->w[i].proc, SIGKILL);
+            uv_process_kill(sv->w[i].proc, SIGKILL);
         }
     }
 }
@@ -254,7 +270,7 @@ static void on_signal(uv_signal_t *s, int signo)
     logf_("signal %d (%s): stopping %zu worker(s)", signo, strsignal(signo), sv->running);
     for (size_t i = 0; i < sv->n; i++)
         if (sv->w[i].running)
-            uv_process_kill(&sv->w[i].proc, SIGTERM);
+            uv_process_kill(sv->w[i].proc, SIGTERM);
     uv_timer_start(&sv->kill_timer, on_kill_timer, STOP_KILL_MS, 0);
     if (sv->running == 0)
         maybe_finish(sv);

@@ -64,8 +64,9 @@ void e2e_teardown(void)
     e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "500", NULL);
     e2e_run_fini(&r);
     /* The supervisor leads its own session and process group, which its
-     * workers share: whatever of it survived goes now. */
-    if (sup > 0 && e2e_alive(sup))
+     * workers share: whatever of it survived goes now, even workers whose
+     * supervisor died before them. */
+    if (sup > 0)
         kill(-sup, SIGKILL);
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
