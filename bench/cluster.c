@@ -38,19 +38,20 @@ static char ferry_bin[4096], hello_so[4096], home[256];
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: cluster [--quick] [--help]\n"
-            "\n"
-            "Benchmarks the ferry cluster on 127.0.0.1 with %d local workers and prints\n"
-            "one JSON object per line on stdout: `ferry start %d` until all answer (s),\n"
-            "shipping a 1 MiB and a 16 MiB module to every worker (ms), and 10,000 small\n"
-            "calls through the Cluster's work queue against the same calls one by one\n"
-            "(calls/s), then the targets. Runs build/ferry under a temporary\n"
-            "FERRY_HOME; progress goes to stderr.\n"
-            "\n"
-            "  --quick   fewer repetitions and calls (a smoke run)\n"
-            "  --help    this text\n",
-            N_WORKERS, N_WORKERS);
+    fprintf(
+        f,
+        "usage: cluster [--quick] [--help]\n"
+        "\n"
+        "Benchmarks the ferry cluster on 127.0.0.1 with %d local workers and prints\n"
+        "one JSON object per line on stdout: `ferry start %d` until all answer (s),\n"
+        "shipping a 1 MiB and a 16 MiB module to every worker (ms), and 10,000 small\n"
+        "calls through the Cluster's work queue against the same calls one by one\n"
+        "(calls/s), then the targets. Runs build/ferry under a temporary\n"
+        "FERRY_HOME; progress goes to stderr.\n"
+        "\n"
+        "  --quick   fewer repetitions and calls (a smoke run)\n"
+        "  --help    this text\n",
+        N_WORKERS, N_WORKERS);
 }
 
 /* Runs `ferry args...` with output to stderr (ours), and waits. */
@@ -169,7 +170,8 @@ static void bench_ship(cluster *cl, const bench_cfg *cfg, const void *so, size_t
     for (size_t s = 0; s < 2; s++) {
         double fresh[16], cached[16];
         for (int r = 0; r < cfg->ship_reps; r++) {
-            void *m = padded_module(so, so_len, sizes[s], (uint64_t)(s * 100 + (size_t)r));
+            void *m =
+                padded_module(so, so_len, sizes[s], (uint64_t)(s * 100 + (size_t)r));
             cluster_module cm = {0};
             uint64_t t0 = bench_now_ns();
             if (cluster_load_module(cl, "padded.so", m, sizes[s], &cm))
@@ -189,8 +191,8 @@ static void bench_ship(cluster *cl, const bench_cfg *cfg, const void *so, size_t
         bench_summary c = bench_summarize(cached, (size_t)cfg->ship_reps);
         bench_emit("ship_module_ms", f.median, "ms", &f, "\"bytes\":%zu,\"workers\":%d",
                    sizes[s], N_WORKERS);
-        bench_emit("ship_module_cached_ms", c.median, "ms", &c, "\"bytes\":%zu,\"workers\":%d",
-                   sizes[s], N_WORKERS);
+        bench_emit("ship_module_cached_ms", c.median, "ms", &c,
+                   "\"bytes\":%zu,\"workers\":%d", sizes[s], N_WORKERS);
         bench_log("ship %zu MiB to %d workers: %.1f ms (again: %.2f ms)", sizes[s] >> 20,
                   N_WORKERS, f.median, c.median);
     }
@@ -233,7 +235,8 @@ static void bench_calls(cluster *cl, const bench_cfg *cfg, const void *so, size_
     cluster_module_fini(&m);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
 {
     (void)st, (void)ftw;
     if (flag == FTW_DP)
@@ -263,7 +266,8 @@ int main(int argc, char **argv)
     bench_cfg cfg = {.start_reps = 5, .ship_reps = 5, .call_reps = 3, .calls = 10000};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
-            cfg = (bench_cfg){.start_reps = 2, .ship_reps = 2, .call_reps = 1, .calls = 2000};
+            cfg = (bench_cfg){
+                .start_reps = 2, .ship_reps = 2, .call_reps = 1, .calls = 2000};
         } else if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;

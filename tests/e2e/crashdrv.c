@@ -3,6 +3,7 @@
  * still serves: `ferry submit crashdrv.so -- segv`. The driver returns the
  * first call's error. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,7 +23,9 @@ static int echo(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 static int segv(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     (void)ctx, (void)in, (void)out;
-    volatile int *nowhere = NULL;
+    /* Not NULL itself: sanitizer builds report a NULL store and exit rather
+     * than crash, and a crash is what this module is for. */
+    volatile int *volatile nowhere = (volatile int *)(uintptr_t)16;
     *nowhere = 1;
     return 0;
 }

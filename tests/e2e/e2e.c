@@ -43,7 +43,8 @@ void e2e_setup(void)
     n_runs = 0;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
 {
     (void)st, (void)ftw;
     if (flag == FTW_DP)

@@ -48,7 +48,8 @@ static void expect_echo(cluster *cl, const cluster_module *m, int rank)
 {
     ferry_bytes_t in = {.data = "ping?", .len = 5}, out = {0};
     int rc = cluster_call(cl, m, rank, "echo", &in, &out);
-    cr_assert(rc == 0, "echo on worker %d after the failure: %s", rank, cluster_error(cl));
+    cr_assert(rc == 0, "echo on worker %d after the failure: %s", rank,
+              cluster_error(cl));
     cr_assert(out.len == 5 && memcmp(out.data, "ping?", 5) == 0);
     cluster_free_bytes(&out);
 }
@@ -65,8 +66,8 @@ static void crash_through_the_cli(const char *fn, const char *signame)
                   "no '%s' in\nstdout:\n%s\nstderr:\n%s", says[i], r.out, r.err);
     char ok[64];
     snprintf(ok, sizeof ok, "echo after %s: ok", fn);
-    cr_assert(e2e_has(r.out, ok), "the cluster did not serve the next call:\n%s\n%s", r.out,
-              r.err);
+    cr_assert(e2e_has(r.out, ok), "the cluster did not serve the next call:\n%s\n%s",
+              r.out, r.err);
     e2e_run_fini(&r);
     e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
     E2E_EXPECT(&r, 0);
@@ -165,8 +166,8 @@ Test(e2e_fail, a_hung_worker_is_named_not_waited_for)
 Test(e2e_fail, a_wrong_token_is_refused_through_the_library)
 {
     e2e_start(1);
-    cluster *cl = e2e_cluster("0000000000000000000000000000000000000000000000000000000000000000",
-                              5000);
+    cluster *cl = e2e_cluster(
+        "0000000000000000000000000000000000000000000000000000000000000000", 5000);
     /* Ping needs no token: the worker is there. */
     cr_assert(cluster_wait_ready(cl, 5000) == 0, "%s", cluster_error(cl));
     size_t len;
@@ -195,7 +196,8 @@ Test(e2e_fail, a_wrong_token_is_refused_through_the_cli)
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
     E2E_EXPECT(&r, 1);
-    cr_assert(e2e_has(r.err, "PERMISSION_DENIED") || e2e_has(r.err, "token"), "%s", r.err);
+    cr_assert(e2e_has(r.err, "PERMISSION_DENIED") || e2e_has(r.err, "token"), "%s",
+              r.err);
     e2e_run_fini(&r);
 }
 
@@ -203,7 +205,8 @@ Test(e2e_fail, a_functions_own_error_text_reaches_the_driver)
 {
     e2e_start(1);
     e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("crashdrv.so"), "--", "fail", NULL);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("crashdrv.so"), "--", "fail",
+              NULL);
     E2E_EXPECT(&r, 1);
     cr_assert(e2e_has(r.out, "refused on purpose by rank 0"), "%s\n%s", r.out, r.err);
     cr_assert(e2e_has(r.out, "echo after fail: ok"), "%s", r.out);

@@ -80,7 +80,8 @@ Test(e2e_cli, start_status_submit_hello_shutdown_leaves_nothing_running)
     for (size_t i = 0; i < n; i++) {
         char pid[32];
         snprintf(pid, sizeof pid, "%d", (int)pids[i]);
-        cr_assert(e2e_has(r.out, pid), "worker pid %s not in hello's output:\n%s", pid, r.out);
+        cr_assert(e2e_has(r.out, pid), "worker pid %s not in hello's output:\n%s", pid,
+                  r.out);
     }
     e2e_run_fini(&r);
 
@@ -129,15 +130,16 @@ Test(e2e_cli, submit_with_no_cluster_says_how_to_start_one)
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
     E2E_EXPECT(&r, 1);
-    cr_assert(e2e_has(r.err, "no cluster is running") && e2e_has(r.err, "ferry start"), "%s",
-              r.err);
+    cr_assert(e2e_has(r.err, "no cluster is running") && e2e_has(r.err, "ferry start"),
+              "%s", r.err);
     e2e_run_fini(&r);
 }
 
 Test(e2e_cli, a_taken_port_is_named_and_nothing_starts)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
     socklen_t len = sizeof a;
     getsockname(fd, (struct sockaddr *)&a, &len);
@@ -216,7 +218,8 @@ Test(e2e_cli, matmul_checksums_verify_and_json_is_one_object)
 {
     e2e_start(2);
     e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("matmul"), "--json", "--", "64", "8", NULL);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("matmul"), "--json", "--", "64", "8",
+              NULL);
     E2E_EXPECT(&r, 0);
     cr_assert(e2e_has(r.out, "\"task\":\"matmul\""), "%s", r.out);
     cr_assert(e2e_has(r.out, "\"verified\":8"), "%s", r.out);
@@ -241,10 +244,8 @@ Test(e2e_cli, bad_modules_get_clear_errors_and_the_cluster_keeps_working)
     static const struct {
         const char *module, *says;
     } bad[] = {
-        {"notelf.so", "not an ELF"},
-        {"truncated.so", "truncated.so"},
-        {"nodesc.so", "no ferry_task symbol"},
-        {"badabi.so", "ABI version 99"},
+        {"notelf.so", "not an ELF"},           {"truncated.so", "truncated.so"},
+        {"nodesc.so", "no ferry_task symbol"}, {"badabi.so", "ABI version 99"},
         {"missing.so", "cannot read"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
