@@ -134,6 +134,13 @@ int conf_mkdirs(const char *dir, unsigned mode);
 int conf_lock_take(const char *home);
 bool conf_lock_held(const char *home);
 
+/* Replaces `path` with `len` bytes of `data`, mode 0600, through a temp file
+ * in the same directory renamed over it: a reader sees the old file or the
+ * new one, never a part. With `durable`, file and directory are synced
+ * first, so the new contents survive a crash once this returns. Returns 0
+ * or -errno. Thread-safe. */
+int conf_write_atomic(const char *path, const void *data, size_t len, bool durable);
+
 /* ---- the cluster token ---------------------------------------------------- */
 
 #define CONF_TOKEN_LEN 64 /* hex characters */

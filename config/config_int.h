@@ -27,9 +27,4 @@ bool conf_values_valid(const conf_cluster *c);
 /* Deep copy of src into dst (zeroed first). Returns 0 or FERRY_ENOMEM. */
 int conf_copy(conf_cluster *dst, const conf_cluster *src);
 
-/* Replaces `path` with `len` bytes of `data`, mode 0600, through a temp file
- * in the same directory that is synced and renamed over it. Returns 0 or
- * -errno. */
-int conf_write_atomic(const char *path, const void *data, size_t len);
-
 #endif

@@ -41,7 +41,7 @@ static int sync_dir_of(const char *path)
     return rc;
 }
 
-int conf_write_atomic(const char *path, const void *data, size_t len)
+int conf_write_atomic(const char *path, const void *data, size_t len, bool durable)
 {
     size_t n = strlen(path);
     char *tmp = malloc(n + sizeof ".tmp.XXXXXX");
@@ -61,7 +61,7 @@ int conf_write_atomic(const char *path, const void *data, size_t len)
     rc = write_all(fd, data, len);
     if (!rc && fchmod(fd, 0600) != 0)
         rc = -errno;
-    if (!rc && fsync(fd) != 0)
+    if (!rc && durable && fsync(fd) != 0)
         rc = -errno;
     if (close(fd) != 0 && !rc)
         rc = -errno;
@@ -69,7 +69,7 @@ int conf_write_atomic(const char *path, const void *data, size_t len)
         rc = -errno;
     if (rc)
         unlink(tmp);
-    else
+    else if (durable)
         rc = sync_dir_of(path);
     free(tmp);
     return rc;
@@ -169,7 +169,7 @@ int conf_save(const conf_cluster *c, const char *path)
     int rc = format(c, &text, &len);
     if (rc)
         return rc;
-    rc = conf_write_atomic(path, text, len);
+    rc = conf_write_atomic(path, text, len, true);
     free(text);
     return rc;
 }

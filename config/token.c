@@ -29,7 +29,7 @@ int conf_token_create(const char *path)
         snprintf(text + 2 * i, 3, "%02x", raw[i]);
     text[CONF_TOKEN_LEN] = '\n';
     text[CONF_TOKEN_LEN + 1] = '\0';
-    int rc = conf_write_atomic(path, text, CONF_TOKEN_LEN + 1);
+    int rc = conf_write_atomic(path, text, CONF_TOKEN_LEN + 1, true);
     memset(raw, 0, sizeof raw);
     memset(text, 0, sizeof text);
     return rc;

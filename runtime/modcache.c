@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "ferry.pb-c.h"
 #include "runtime_int.h"
 
@@ -34,7 +35,6 @@ struct rt_modcache {
     pthread_mutex_t load_lock; /* one load at a time */
     entry *head;
     size_t count;
-    atomic_uint seq; /* temporary file names */
 };
 
 int rt_modcache_create(const char *dir, rt_modcache **out)
@@ -99,39 +99,6 @@ static bool is_sha256_hex(const char *s)
     return n == RT_SHA256_HEX - 1;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int store(rt_modcache *c, const char *path, const void *bytes, size_t len)
-{
-    char tmp[PATH_BUF + 48];
-    snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(),
-             atomic_fetch_add(&c->seq, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    int rc = write_all(fd, bytes, len);
-    if (close(fd) != 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
-}
-
 /* A file left by an earlier run of this worker counts only if it still
  * hashes to its name. */
 static bool stored_intact(const char *path, const char *sha)
@@ -191,7 +158,7 @@ int rt_modcache_load(rt_modcache *c, const char *sha, const char *name, const vo
         goto done;
     }
     if (len) {
-        if ((rc = store(c, path, bytes, len))) {
+        if ((rc = conf_write_atomic(path, bytes, len, false))) {
             snprintf(err, errlen, "module %s: cannot write %s: %s", name, path,
                      strerror(-rc));
             goto done;

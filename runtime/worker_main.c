@@ -161,21 +161,9 @@ static int parse(int argc, char **argv, options *o)
 
 static int write_port_file(const char *path, int port)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
-        return FERRY_ERANGE;
-    FILE *f = fopen(tmp, "we");
-    if (!f)
-        return -errno;
-    fprintf(f, "%d\n", port);
-    int rc = ferror(f) ? FERRY_EIO : 0;
-    if (fclose(f) != 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    return rc;
+    char text[16];
+    int len = snprintf(text, sizeof text, "%d\n", port);
+    return conf_write_atomic(path, text, (size_t)len, false);
 }
 
 static void *stuck_watch(void *arg)
