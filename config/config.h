@@ -15,7 +15,8 @@
  *
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
- *     worker = gpu-host-2:7100
+ *     worker = gpu-host-2:7100    ; not loopback: run there, waited for here
+ *     attach = 127.0.0.1:7200     ; run by someone else (`ferry worker`): waited for
  *
  *     [state]                     ; written by `ferry start` only
  *     supervisor_pid = 4242
@@ -37,7 +38,8 @@ typedef struct conf_worker {
     char *address; /* "host:port" as written ("[::1]:7100" for IPv6) */
     char *host;    /* "127.0.0.1", "::1" (no brackets) */
     int port;
-    bool local; /* host is a loopback address or "localhost" */
+    bool local;  /* host is a loopback address or "localhost" */
+    bool attach; /* listed with `attach =`: never started by `ferry start` */
 } conf_worker;
 
 typedef struct conf_cluster {

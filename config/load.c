@@ -261,7 +261,7 @@ static int string(parse *p, const key *k, const char *value)
     return 1;
 }
 
-static int worker(parse *p, const char *value)
+static int worker(parse *p, const char *name, const char *value)
 {
     char why[CONF_ERR_LEN - 64];
     if (!p->file_workers) {
@@ -279,7 +279,7 @@ static int worker(parse *p, const char *value)
     char host[CONF_HOST_MAX + 1];
     int port;
     if (conf_parse_address(value, host, sizeof host, &port, 1, why, sizeof why))
-        return fail(p, "worker: %s", why);
+        return fail(p, "%s: %s", name, why);
     for (size_t i = 0; i < p->next.n_workers; i++) {
         const conf_worker *w = &p->next.workers[i];
         if (w->port == port && strcasecmp(w->host, host) == 0)
@@ -292,7 +292,8 @@ static int worker(parse *p, const char *value)
     p->worker_line = lines;
     lines[p->next.n_workers] = p->line;
     if (conf_add_worker(&p->next, value, why, sizeof why))
-        return fail(p, "worker: %s", why);
+        return fail(p, "%s: %s", name, why);
+    p->next.workers[p->next.n_workers - 1].attach = strcmp(name, "attach") == 0;
     return 1;
 }
 
@@ -309,9 +310,9 @@ static int handler(void *user, const char *section, const char *name, const char
                     "[state] first)",
                     name);
     if (strcmp(section, "workers") == 0) {
-        if (strcmp(name, "worker") != 0)
-            return fail(p, "unknown key '%s' in [workers] (known: worker)", name);
-        return worker(p, value);
+        if (strcmp(name, "worker") != 0 && strcmp(name, "attach") != 0)
+            return fail(p, "unknown key '%s' in [workers] (known: worker, attach)", name);
+        return worker(p, name, value);
     }
     for (size_t i = 0; i < N_KEYS; i++) {
         const key *k = &KEYS[i];

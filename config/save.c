@@ -149,7 +149,8 @@ static int format(const conf_cluster *c, char **text, size_t *len)
     fprintf(f, "threads = %d\n", c->threads);
     fprintf(f, "\n[workers]\n");
     for (size_t i = 0; i < c->n_workers; i++)
-        fprintf(f, "worker = %s\n", c->workers[i].address);
+        fprintf(f, "%s = %s\n", c->workers[i].attach ? "attach" : "worker",
+                c->workers[i].address);
     if (c->supervisor_pid > 0)
         fprintf(f, "\n[state]\nsupervisor_pid = %d\n", c->supervisor_pid);
     free(abs_token);

@@ -172,7 +172,8 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
         return CLI_FAIL;
     *n_local = 0;
     for (size_t i = 0; i < conf->n_workers; i++) {
-        if (!conf->workers[i].local)
+        /* Workers elsewhere, or run by someone else, are only waited for. */
+        if (!conf->workers[i].local || conf->workers[i].attach)
             continue;
         cli_local *l = &(*local)[(*n_local)++];
         l->rank = (int)i;

@@ -225,7 +225,7 @@ ParameterizedTestParameters(conf_load, every_mistake_names_its_file_and_line)
          "call_timeout_ms, ping_timeout_ms, heartbeat_ms, start_timeout_ms, "
          "shutdown_grace_ms, threads)"},
         {"unknown key in workers", "[workers]\nworkers = 127.0.0.1:1\n", 2,
-         "unknown key 'workers' in [workers] (known: worker)"},
+         "unknown key 'workers' in [workers] (known: worker, attach)"},
         {"unknown key in state", "[state]\npid = 1\n", 2,
          "unknown key 'pid' in [state] (known: supervisor_pid)"},
         {"key outside a section", "; hello\nthreads = 1\n", 2,
@@ -330,5 +330,41 @@ T_TEST(conf_load, a_short_error_buffer_gets_a_truncated_message)
     cr_expect_eq(conf_load(&c, path, err, sizeof err), FERRY_EINVAL);
     cr_expect_eq(strlen(err), sizeof err - 1);
     cr_expect_eq(strncmp(err, path, sizeof err - 1), 0);
+    conf_fini(&c);
+}
+
+T_TEST(conf_load, attach_lists_a_worker_that_is_waited_for_not_started)
+{
+    const char *path = t_write("cluster.ini",
+                               "[workers]\n"
+                               "worker = 127.0.0.1:7300\n"
+                               "attach = 127.0.0.1:7301\n"
+                               "worker = 10.9.8.7:7300\n",
+                               0600);
+    conf_cluster c;
+    conf_defaults(&c);
+    char err[CONF_ERR_LEN] = "";
+    cr_assert_eq(conf_load(&c, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.n_workers, 3);
+    cr_expect(c.workers[0].local && !c.workers[0].attach);
+    cr_expect(c.workers[1].local && c.workers[1].attach, "rank 1 keeps its rank and is attached");
+    cr_expect(!c.workers[2].local && !c.workers[2].attach);
+
+    /* cluster.ini round-trips it. */
+    char saved[512];
+    t_path(saved, sizeof saved, "saved.ini");
+    cr_assert_eq(conf_save(&c, saved), 0);
+    conf_cluster back;
+    conf_defaults(&back);
+    cr_assert_eq(conf_load(&back, saved, err, sizeof err), 0, "%s", err);
+    cr_expect(back.workers[1].attach && !back.workers[0].attach && !back.workers[2].attach);
+    conf_fini(&back);
+    conf_fini(&c);
+
+    path = t_write("dup.ini", "[workers]\nworker = 127.0.0.1:7300\nattach = 127.0.0.1:7300\n",
+                   0600);
+    conf_defaults(&c);
+    cr_expect_neq(conf_load(&c, path, err, sizeof err), 0);
+    cr_expect(strstr(err, "dup.ini:3: duplicate worker"), "%s", err);
     conf_fini(&c);
 }
