@@ -97,6 +97,31 @@ int cluster_call(cluster *cl, const cluster_module *m, int rank, const char *fun
     return rc;
 }
 
+/* A gather that fails fast: the first failure cancels the calls still
+ * running, so a worker that died ends the gather at once rather than after
+ * the slowest function. */
+typedef struct gather {
+    cl_req *reqs;
+    bool *cancelled; /* by the gather, not by their own failure */
+    size_t n, pending;
+    bool failed;
+} gather;
+
+static void gather_done(cl_req *r)
+{
+    gather *g = r->data;
+    g->pending--;
+    if (!r->result || g->failed || g->cancelled[r->index])
+        return;
+    g->failed = true;
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->reqs[i].busy) {
+            g->cancelled[i] = true;
+            rpc_call_cancel(&g->reqs[i].call);
+        }
+    }
+}
+
 int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
                      const ferry_bytes_t *in, ferry_bytes_t *out)
 {
@@ -106,25 +131,35 @@ int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
     int rc = prepare(cl, m, NULL);
     if (rc)
         return rc;
-    cl_req *reqs = calloc(cl->n, sizeof *reqs);
-    if (!reqs)
+    gather g = {.n = cl->n, .pending = cl->n};
+    g.reqs = calloc(cl->n, sizeof *g.reqs);
+    g.cancelled = calloc(cl->n, sizeof *g.cancelled);
+    if (!g.reqs || !g.cancelled) {
+        free(g.reqs);
+        free(g.cancelled);
         return FERRY_ENOMEM;
-    size_t pending = cl->n;
-    for (size_t i = 0; i < cl->n; i++)
-        start_call(cl, &reqs[i], &cl->nodes[i], m, function, in ? &in[i] : NULL,
-                   count_done, &pending);
-    cl_run(cl, &pending);
-    for (size_t i = 0; i < cl->n; i++) {
-        if (reqs[i].result && !rc) {
-            rc = reqs[i].result;
-            cl_set_error_text(cl, reqs[i].err);
-            reqs[i].err = NULL;
-        } else if (!reqs[i].result) {
-            pw_call_result(&reqs[i].call, &out[i].data, &out[i].len);
-        }
-        cl_req_fini(&reqs[i]);
     }
-    free(reqs);
+    for (size_t i = 0; i < cl->n; i++) {
+        g.reqs[i].index = i;
+        start_call(cl, &g.reqs[i], &cl->nodes[i], m, function, in ? &in[i] : NULL,
+                   gather_done, &g);
+    }
+    cl_run(cl, &g.pending);
+    /* The failure to report is the first in rank order that is not one of
+     * the cancellations it caused. */
+    for (size_t i = 0; i < cl->n; i++) {
+        cl_req *r = &g.reqs[i];
+        if (r->result && !rc && !g.cancelled[i]) {
+            rc = r->result;
+            cl_set_error_text(cl, r->err);
+            r->err = NULL;
+        } else if (!r->result) {
+            pw_call_result(&r->call, &out[i].data, &out[i].len);
+        }
+        cl_req_fini(r);
+    }
+    free(g.reqs);
+    free(g.cancelled);
     if (rc)
         free_all(out, cl->n);
     return rc;

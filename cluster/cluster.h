@@ -65,7 +65,7 @@ int cluster_wait_ready(cluster *cl, int64_t timeout_ms);
 typedef struct cluster_worker {
     int rank;
     const char *target;
-    bool alive; /* answered the last ping */
+    bool alive;               /* answered the last ping */
     Ferry__PingReply *ping;   /* NULL when it did not answer; owned by the cluster */
     Ferry__StatsReply *stats; /* NULL when not asked or it did not answer */
 } cluster_worker;
@@ -100,9 +100,11 @@ int cluster_call(cluster *cl, const cluster_module *m, int rank, const char *fun
                  const ferry_bytes_t *in, ferry_bytes_t *out);
 
 /* Calls `function` on every worker at once, in[r] to rank r (in NULL: no
- * argument), results gathered in out[r] (cluster_size() entries). Returns
- * the first failure in rank order after every call ended; on failure every
- * out[r] is left empty. */
+ * argument), results gathered in out[r] (cluster_size() entries). The first
+ * failure cancels the calls still running (a dead worker ends the gather at
+ * once, not after the slowest call); returns, once every call has ended, the
+ * first failure in rank order that is not such a cancellation. On failure
+ * every out[r] is left empty. */
 int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
                      const ferry_bytes_t *in, ferry_bytes_t *out);
 
@@ -110,8 +112,8 @@ int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
  * `depth` calls in flight on each live worker (0: 16). A worker that dies is
  * dropped and its work handed to others; the first call failure that is the
  * function's own stops the queue. On failure every out[i] is left empty. */
-int cluster_call_any(cluster *cl, const cluster_module *m, const char *function,
-                     size_t n, const ferry_bytes_t *in, ferry_bytes_t *out, int depth);
+int cluster_call_any(cluster *cl, const cluster_module *m, const char *function, size_t n,
+                     const ferry_bytes_t *in, ferry_bytes_t *out, int depth);
 
 /* Waits until every call of this cluster has ended and every worker answers
  * a ping. */

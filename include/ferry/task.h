@@ -118,11 +118,12 @@ typedef struct ferry_worker_info_t {
 typedef struct ferry_driver_ops_t {
     uint32_t version, size;
     /* Runs `function` on worker `rank` with `in` (NULL: no argument). */
-    int (*call)(ferry_driver_t *drv, int rank, const char *function, const ferry_bytes_t *in,
-                ferry_bytes_t *out);
+    int (*call)(ferry_driver_t *drv, int rank, const char *function,
+                const ferry_bytes_t *in, ferry_bytes_t *out);
     /* Runs `function` on every worker at once, in[r] going to rank r (in
-     * NULL: no argument for any), and gathers out[r] in rank order. Returns
-     * the first failure in rank order, after every call has ended. */
+     * NULL: no argument for any), and gathers out[r] in rank order. The
+     * first failure cancels the calls still running; returns it once every
+     * call has ended. */
     int (*call_all)(ferry_driver_t *drv, const char *function, const ferry_bytes_t *in,
                     ferry_bytes_t *out);
     /* Runs `n` calls of `function` on whichever workers are free (a work
@@ -173,7 +174,7 @@ typedef struct ferry_task_t {
     const ferry_function_t *functions; /* ends with {NULL, NULL}; may be NULL */
     ferry_driver_fn_t driver;          /* optional */
     const ferry_model_t *model;        /* optional */
-    void *reserved[4];               /* zero */
+    void *reserved[4];                 /* zero */
 } ferry_task_t;
 
 /* A function table for FERRY_TASK's .functions. */
@@ -181,7 +182,7 @@ typedef struct ferry_task_t {
 
 /* Defines the module's descriptor; the one symbol it exports. */
 #define FERRY_TASK(...)                                                                  \
-    __attribute__((visibility("default"))) const ferry_task_t ferry_task = {               \
+    __attribute__((visibility("default"))) const ferry_task_t ferry_task = {             \
         .version = FERRY_TASK_ABI_VERSION, .size = sizeof(ferry_task_t), __VA_ARGS__}
 
 #ifdef __cplusplus
