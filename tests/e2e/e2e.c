@@ -23,6 +23,8 @@ static int n_runs;
 static cluster *opened;
 static char *paths[64];
 static size_t n_paths;
+static pid_t spawned[8];
+static size_t n_spawned;
 
 static double now_ms(void)
 {
@@ -69,6 +71,9 @@ void e2e_teardown(void)
      * supervisor died before them. */
     if (sup > 0)
         kill(-sup, SIGKILL);
+    for (size_t i = 0; i < n_spawned; i++)
+        kill(spawned[i], SIGKILL);
+    n_spawned = 0;
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
     nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -103,24 +108,16 @@ char *e2e_slurp(const char *path)
     return buf;
 }
 
-void e2e_ferry(e2e_run *r, int timeout_ms, const char *arg, ...)
+/* Forks `ferry argv...` with stdout and stderr to the files named. */
+static pid_t spawn_ferry(const char *const *args, const char *out, const char *err)
 {
     const char *bin = getenv("FERRY_TEST_BIN");
     cr_assert(bin, "FERRY_TEST_BIN is not set");
     const char *argv[32] = {bin};
     int argc = 1;
-    va_list ap;
-    va_start(ap, arg);
-    for (const char *a = arg; a && argc < 31; a = va_arg(ap, const char *))
-        argv[argc++] = a;
-    va_end(ap);
+    for (; args[argc - 1] && argc < 31; argc++)
+        argv[argc] = args[argc - 1];
     argv[argc] = NULL;
-
-    char out[300], err[300];
-    n_runs++;
-    snprintf(out, sizeof out, "%s/out-%d", root, n_runs);
-    snprintf(err, sizeof err, "%s/err-%d", root, n_runs);
-    double t0 = now_ms();
     fflush(NULL);
     pid_t pid = fork();
     cr_assert(pid >= 0, "fork: %s", strerror(errno));
@@ -136,6 +133,47 @@ void e2e_ferry(e2e_run *r, int timeout_ms, const char *arg, ...)
         execv(bin, (char *const *)argv);
         _exit(127);
     }
+    return pid;
+}
+
+static void collect_args(const char **args, size_t max, const char *first, va_list ap)
+{
+    size_t n = 0;
+    for (const char *a = first; a && n < max - 1; a = va_arg(ap, const char *))
+        args[n++] = a;
+    args[n] = NULL;
+}
+
+pid_t e2e_spawn(const char *arg, ...)
+{
+    const char *args[30];
+    va_list ap;
+    va_start(ap, arg);
+    collect_args(args, 30, arg, ap);
+    va_end(ap);
+    char out[300], err[300];
+    n_runs++;
+    snprintf(out, sizeof out, "%s/out-%d", root, n_runs);
+    snprintf(err, sizeof err, "%s/err-%d", root, n_runs);
+    cr_assert(n_spawned < sizeof spawned / sizeof spawned[0]);
+    pid_t pid = spawn_ferry(args, out, err);
+    spawned[n_spawned++] = pid;
+    return pid;
+}
+
+void e2e_ferry(e2e_run *r, int timeout_ms, const char *arg, ...)
+{
+    const char *args[30];
+    va_list ap;
+    va_start(ap, arg);
+    collect_args(args, 30, arg, ap);
+    va_end(ap);
+    char out[300], err[300];
+    n_runs++;
+    snprintf(out, sizeof out, "%s/out-%d", root, n_runs);
+    snprintf(err, sizeof err, "%s/err-%d", root, n_runs);
+    double t0 = now_ms();
+    pid_t pid = spawn_ferry(args, out, err);
     int status = 0;
     r->status = -1;
     for (;;) {

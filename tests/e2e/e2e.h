@@ -63,6 +63,10 @@ const char *e2e_local_module(const char *name);
  * teardown if the test did not. */
 cluster *e2e_cluster(const char *token, int64_t call_timeout_ms);
 
+/* Starts `ferry <args...>` in the background (output to files under the
+ * test's directory); teardown kills it if it still runs. */
+pid_t e2e_spawn(const char *arg, ...) __attribute__((sentinel));
+
 /* The pid of worker `rank`, from a Ping. */
 pid_t e2e_worker_pid(cluster *cl, int rank);
 

@@ -212,3 +212,42 @@ Test(e2e_fail, a_functions_own_error_text_reaches_the_driver)
     cr_assert(e2e_has(r.out, "echo after fail: ok"), "%s", r.out);
     e2e_run_fini(&r);
 }
+
+Test(e2e_fail, an_unknown_function_is_named_with_what_the_module_has)
+{
+    e2e_start(1);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("crashdrv.so"), "--", "nosuch",
+              NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.out, "no function 'nosuch'") && e2e_has(r.out, "echo"), "%s\n%s",
+              r.out, r.err);
+    cr_assert(e2e_has(r.out, "echo after nosuch: ok"), "%s", r.out);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_fail, a_worker_killed_during_submit_fails_it_by_name)
+{
+    e2e_start(2);
+    cluster *cl = e2e_cluster(NULL, 20000);
+    pid_t victim = e2e_worker_pid(cl, 1);
+    pid_t killer = fork();
+    cr_assert(killer >= 0);
+    if (killer == 0) {
+        usleep(500 * 1000);
+        kill(victim, SIGKILL);
+        _exit(0);
+    }
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("sleep"), "--", "10000", "1", NULL);
+    waitpid(killer, NULL, 0);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "worker 1") && e2e_has(r.err, cluster_target(cl, 1)), "%s",
+              r.err);
+    cr_assert(r.ms < 9000, "took %.0f ms: the call waited for the sleep", r.ms);
+    e2e_run_fini(&r);
+    /* The supervisor brought it back; the cluster serves. */
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+}

@@ -10,7 +10,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "config/config.h"
+
 TestSuite(e2e_cli, .init = e2e_setup, .fini = e2e_teardown, .timeout = 120);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
 
 /* Every pid named in `ferry status --json` output. */
 static size_t json_pids(const char *json, pid_t *pids, size_t max)
@@ -180,18 +195,7 @@ Test(e2e_cli, a_config_file_mistake_names_file_and_line)
 
 Test(e2e_cli, a_config_file_lists_the_workers)
 {
-    /* Two free ports, found by binding port 0 and letting go. */
-    int ports[2];
-    for (int i = 0; i < 2; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET,
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        bind(fd, (struct sockaddr *)&a, sizeof a);
-        socklen_t len = sizeof a;
-        getsockname(fd, (struct sockaddr *)&a, &len);
-        ports[i] = ntohs(a.sin_port);
-        close(fd);
-    }
+    int ports[2] = {free_port(), free_port()};
     char path[600];
     snprintf(path, sizeof path, "%s-ok.ini", e2e_home);
     FILE *f = fopen(path, "w");
@@ -281,4 +285,53 @@ Test(e2e_cli, a_plugin_built_with_pkg_config_alone_runs)
     E2E_EXPECT(&r, 0);
     cr_assert(e2e_has(r.out, "rank 1"), "%s", r.out);
     e2e_run_fini(&r);
+}
+
+Test(e2e_cli, attached_workers_are_waited_for_served_and_stopped)
+{
+    /* A worker someone else runs, as on another host or in a container. */
+    char token[600], port_file[600], state[600];
+    snprintf(token, sizeof token, "%s-token", e2e_home);
+    snprintf(port_file, sizeof port_file, "%s-port", e2e_home);
+    snprintf(state, sizeof state, "%s-attached", e2e_home);
+    cr_assert(conf_token_create(token) == 0);
+    pid_t attached = e2e_spawn("worker", "--listen", "127.0.0.1:0", "--token-file", token,
+                               "--port-file", port_file, "--state-dir", state, NULL);
+    char *port = NULL;
+    for (int i = 0; i < 1000 && !(port = e2e_slurp(port_file)); i++)
+        usleep(10000);
+    cr_assert(port, "the attached worker never wrote its port");
+
+    int local_port = free_port();
+    char path[600];
+    snprintf(path, sizeof path, "%s-attach.ini", e2e_home);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f,
+            "[cluster]\ntoken_file = %s\n\n[workers]\nworker = 127.0.0.1:%d\nattach = "
+            "127.0.0.1:%d\n",
+            token, local_port, atoi(port));
+    fclose(f);
+    free(port);
+
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "--config", path, NULL);
+    E2E_EXPECT(&r, 0);
+    char want[64];
+    snprintf(want, sizeof want, "pid %d", (int)attached);
+    cr_assert(e2e_has(r.out, want), "the attached worker is not rank 1:\n%s", r.out);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "rank 1") && e2e_has(r.out, want + 4), "%s", r.out);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    cr_assert(e2e_wait_gone(attached, 5000), "the attached worker still runs");
+    cr_assert(access(token, F_OK) == 0, "shutdown removed the user's own token file");
+    unlink(token);
+    unlink(path);
 }
