@@ -54,5 +54,6 @@ Test(ferry_error, messages_read_as_text)
 Test(ferry_version, library_matches_header)
 {
     cr_assert_str_eq(ferry_version(), FERRY_VERSION_STRING);
-    cr_assert(FERRY_VERSION_MAJOR >= 0 && FERRY_VERSION_MINOR >= 0 && FERRY_VERSION_PATCH >= 0);
+    cr_assert(FERRY_VERSION_MAJOR >= 0 && FERRY_VERSION_MINOR >= 0 &&
+              FERRY_VERSION_PATCH >= 0);
 }

@@ -1,10 +1,10 @@
 /* tests/cluster — the shared fixture. */
 #include "harness.h"
+#include "tcommon.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,10 +17,6 @@
 #include <unistd.h>
 
 #include <uv.h>
-
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/lsan_interface.h>
-#endif
 
 tc T;
 
@@ -39,12 +35,6 @@ void tc_setup(void)
     snprintf(T.dir, sizeof T.dir, "/tmp/ferry-cluster-test-XXXXXX");
     cr_assert_not_null(mkdtemp(T.dir), "mkdtemp: %s", strerror(errno));
     n_silent = 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
 }
 
 static void release_all(void)
@@ -67,7 +57,7 @@ static void release_all(void)
     free(T.bytes);
     T.bytes = NULL;
     if (T.dir[0])
-        nftw(T.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        tcom_rm_tree(T.dir);
     T.dir[0] = '\0';
     rpc_buf_trim();
 }
@@ -82,10 +72,7 @@ void tc_finish(void)
 {
     release_all();
     T.finished = true;
-#ifdef __SANITIZE_ADDRESS__
-    cr_assert(__lsan_do_recoverable_leak_check() == 0,
-              "LeakSanitizer found leaks (report above)");
-#endif
+    tcom_assert_no_leaks();
 }
 
 /* ---- workers -------------------------------------------------------------- */
@@ -269,22 +256,4 @@ int tc_silent_server(void)
     cr_assert(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
     silent_fd[n_silent++] = fd;
     return ntohs(a.sin_port);
-}
-
-/* ---- main ----------------------------------------------------------------- */
-
-/* Criterion's default main; in sanitizer builds the runner's own
- * allocations are not leak-checked (Criterion 2.4.1 loses a few while tests
- * run in parallel). Every test checks its own in tc_finish(). */
-int main(int argc, char *argv[])
-{
-    struct criterion_test_set *tests = criterion_initialize();
-    int result = 0;
-#ifdef __SANITIZE_ADDRESS__
-    __lsan_disable();
-#endif
-    if (criterion_handle_args(argc, argv, true))
-        result = !criterion_run_all_tests(tests);
-    criterion_finalize(tests);
-    return result;
 }

@@ -1,17 +1,13 @@
 /* tests/config — the shared fixture. */
 #include "tconf.h"
+#include "tcommon.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/lsan_interface.h>
-#endif
 
 char T_DIR[256];
 
@@ -21,26 +17,15 @@ void t_setup(void)
     cr_assert(mkdtemp(T_DIR) != NULL, "mkdtemp failed");
 }
 
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    /* A test may leave a directory read-only; its owner can still fix that. */
-    chmod(path, 0700);
-    return remove(path);
-}
-
 void t_teardown(void)
 {
     if (T_DIR[0])
-        nftw(T_DIR, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        tcom_rm_tree(T_DIR);
 }
 
 void t_finish(void)
 {
-#ifdef __SANITIZE_ADDRESS__
-    cr_assert(__lsan_do_recoverable_leak_check() == 0,
-              "LeakSanitizer found leaks (report above)");
-#endif
+    tcom_assert_no_leaks();
 }
 
 const char *t_path(char *buf, size_t len, const char *name)
@@ -90,21 +75,4 @@ int t_mode(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
-}
-
-/* Criterion's default main, except that in sanitizer builds the runner
- * process's own allocations are not checked (Criterion 2.4.1 now and then
- * loses one while tests run in parallel); every test process still is, by
- * t_finish(). */
-int main(int argc, char *argv[])
-{
-    struct criterion_test_set *tests = criterion_initialize();
-    int result = 0;
-#ifdef __SANITIZE_ADDRESS__
-    __lsan_disable();
-#endif
-    if (criterion_handle_args(argc, argv, true))
-        result = !criterion_run_all_tests(tests);
-    criterion_finalize(tests);
-    return result;
 }

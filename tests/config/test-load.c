@@ -347,7 +347,8 @@ T_TEST(conf_load, attach_lists_a_worker_that_is_waited_for_not_started)
     cr_assert_eq(conf_load(&c, path, err, sizeof err), 0, "%s", err);
     cr_assert_eq(c.n_workers, 3);
     cr_expect(c.workers[0].local && !c.workers[0].attach);
-    cr_expect(c.workers[1].local && c.workers[1].attach, "rank 1 keeps its rank and is attached");
+    cr_expect(c.workers[1].local && c.workers[1].attach,
+              "rank 1 keeps its rank and is attached");
     cr_expect(!c.workers[2].local && !c.workers[2].attach);
 
     /* cluster.ini round-trips it. */
@@ -357,12 +358,13 @@ T_TEST(conf_load, attach_lists_a_worker_that_is_waited_for_not_started)
     conf_cluster back;
     conf_defaults(&back);
     cr_assert_eq(conf_load(&back, saved, err, sizeof err), 0, "%s", err);
-    cr_expect(back.workers[1].attach && !back.workers[0].attach && !back.workers[2].attach);
+    cr_expect(back.workers[1].attach && !back.workers[0].attach &&
+              !back.workers[2].attach);
     conf_fini(&back);
     conf_fini(&c);
 
-    path = t_write("dup.ini", "[workers]\nworker = 127.0.0.1:7300\nattach = 127.0.0.1:7300\n",
-                   0600);
+    path = t_write("dup.ini",
+                   "[workers]\nworker = 127.0.0.1:7300\nattach = 127.0.0.1:7300\n", 0600);
     conf_defaults(&c);
     cr_expect_neq(conf_load(&c, path, err, sizeof err), 0);
     cr_expect(strstr(err, "dup.ini:3: duplicate worker"), "%s", err);

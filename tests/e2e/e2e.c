@@ -1,10 +1,10 @@
 /* tests/e2e — the fixture: a private FERRY_HOME, running `ferry`, and
  * cleaning up every process a test started. */
 #include "e2e.h"
+#include "tcommon.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,17 +45,6 @@ void e2e_setup(void)
     n_runs = 0;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
 void e2e_teardown(void)
 {
     cluster_destroy(opened);
@@ -76,7 +65,7 @@ void e2e_teardown(void)
     n_spawned = 0;
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
-    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tcom_rm_tree(root);
     root[0] = '\0';
     for (size_t i = 0; i < n_paths; i++)
         free(paths[i]);

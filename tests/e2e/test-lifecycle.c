@@ -1,6 +1,7 @@
 /* tests/e2e — start, status, submit, shutdown through the `ferry` command,
  * and what each says when it cannot do its job. */
 #include "e2e.h"
+#include "tcommon.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,19 +14,6 @@
 #include "config/config.h"
 
 TestSuite(e2e_cli, .init = e2e_setup, .fini = e2e_teardown, .timeout = 120);
-
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* Every pid named in `ferry status --json` output. */
 static size_t json_pids(const char *json, pid_t *pids, size_t max)
@@ -195,7 +183,7 @@ Test(e2e_cli, a_config_file_mistake_names_file_and_line)
 
 Test(e2e_cli, a_config_file_lists_the_workers)
 {
-    int ports[2] = {free_port(), free_port()};
+    int ports[2] = {tcom_free_port(), tcom_free_port()};
     char path[600];
     snprintf(path, sizeof path, "%s-ok.ini", e2e_home);
     FILE *f = fopen(path, "w");
@@ -302,7 +290,7 @@ Test(e2e_cli, attached_workers_are_waited_for_served_and_stopped)
         usleep(10000);
     cr_assert(port, "the attached worker never wrote its port");
 
-    int local_port = free_port();
+    int local_port = tcom_free_port();
     char path[600];
     snprintf(path, sizeof path, "%s-attach.ini", e2e_home);
     FILE *f = fopen(path, "w");

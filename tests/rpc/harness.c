@@ -1,5 +1,6 @@
 /* tests/rpc — the shared fixture and the server's test handlers. */
 #include "harness.h"
+#include "tcommon.h"
 
 #include <grpc/grpc.h>
 
@@ -11,10 +12,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/lsan_interface.h>
-#endif
 
 harness H;
 h_stats HS;
@@ -397,10 +394,7 @@ void h_finish(void)
     int rc = release_all();
     H.finished = true;
     cr_assert(rc == 0, "uv_loop_close: %s (a handle was left open)", uv_err_name(rc));
-#ifdef __SANITIZE_ADDRESS__
-    cr_assert(__lsan_do_recoverable_leak_check() == 0,
-              "LeakSanitizer found leaks (report above)");
-#endif
+    tcom_assert_no_leaks();
 }
 
 void h_teardown(void)
@@ -569,33 +563,5 @@ void h_fill_sparse(void *buf, size_t len, uint64_t seed)
 
 int h_dead_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    socklen_t alen = sizeof a;
-    cr_assert(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* ---- main ---------------------------------------------------------------- */
-
-/* Criterion's default main, with one change for sanitizer builds: the runner
- * process itself (Criterion 2.4.1) now and then loses a 48-byte calloc while
- * tests run in parallel, and LeakSanitizer would fail the whole run for it.
- * Its allocations are not checked; every test process still is, by
- * h_finish(), which fails the test on any leak. */
-int main(int argc, char *argv[])
-{
-    struct criterion_test_set *tests = criterion_initialize();
-    int result = 0;
-#ifdef __SANITIZE_ADDRESS__
-    __lsan_disable();
-#endif
-    if (criterion_handle_args(argc, argv, true))
-        result = !criterion_run_all_tests(tests);
-    criterion_finalize(tests);
-    return result;
+    return tcom_free_port();
 }

@@ -1,9 +1,9 @@
 /* tests/runtime — the shared fixture. */
 #include "rth.h"
+#include "tcommon.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +18,6 @@
 rth R;
 
 /* ---- files ---------------------------------------------------------------- */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void rm_tree(const char *dir)
-{
-    if (dir[0])
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 char *rth_read_file(const char *path, size_t *len)
 {
@@ -159,7 +147,7 @@ static int release_all(void)
         else
             R.loop_open = false;
     }
-    rm_tree(R.dir);
+    tcom_rm_tree(R.dir);
     R.dir[0] = '\0';
     return rc;
 }
@@ -169,10 +157,7 @@ void rth_finish(void)
     int rc = release_all();
     R.finished = true;
     cr_assert(rc == 0, "uv_loop_close: %s (a handle was left open)", uv_err_name(rc));
-#ifdef __SANITIZE_ADDRESS__
-    cr_assert(__lsan_do_recoverable_leak_check() == 0,
-              "LeakSanitizer found leaks (report above)");
-#endif
+    tcom_assert_no_leaks();
 }
 
 void rth_teardown(void)
@@ -385,23 +370,4 @@ int rth_fork(int (*fn)(void *arg), void *arg, char **out, char **errtext)
     if (errtext)
         *errtext = rth_read_file(paths.err, NULL);
     return status;
-}
-
-/* ---- main ----------------------------------------------------------------- */
-
-/* Criterion's default main, with one change for sanitizer builds (as in
- * tests/rpc): the runner process itself now and then loses a small
- * allocation while tests run in parallel; every test process is still
- * checked, by rth_finish(). */
-int main(int argc, char *argv[])
-{
-    struct criterion_test_set *tests = criterion_initialize();
-    int result = 0;
-#ifdef __SANITIZE_ADDRESS__
-    __lsan_disable();
-#endif
-    if (criterion_handle_args(argc, argv, true))
-        result = !criterion_run_all_tests(tests);
-    criterion_finalize(tests);
-    return result;
 }

@@ -1,0 +1,53 @@
+/* tests/common — shared fixture helpers. */
+#include "tcommon.h"
+
+#include <arpa/inet.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
+int tcom_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    socklen_t len = sizeof a;
+    cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+void tcom_rm_tree(const char *dir)
+{
+    if (dir && dir[0])
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void tcom_assert_no_leaks(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_assert(__lsan_do_recoverable_leak_check() == 0,
+              "LeakSanitizer found leaks (report above)");
+#endif
+}

@@ -1,0 +1,19 @@
+/* tests/common — what every test folder's fixture needs: a free loopback
+ * port, removing a test's directory, the leak check that ends a test, and
+ * (tmain.c) the runner's main. Linked into each test executable. */
+#ifndef FERRY_TESTS_COMMON_H
+#define FERRY_TESTS_COMMON_H
+
+/* A TCP port on 127.0.0.1 that was free a moment ago and has nothing
+ * listening on it now. */
+int tcom_free_port(void);
+
+/* Removes `dir` and everything below it; quiet about what is not there. */
+void tcom_rm_tree(const char *dir);
+
+/* In sanitizer builds, fails the current test if LeakSanitizer finds a
+ * leak in this process (report on stderr); elsewhere does nothing. Called
+ * from a test's body: Criterion 2.4.1 ignores failures in .fini. */
+void tcom_assert_no_leaks(void);
+
+#endif
