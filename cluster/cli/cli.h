@@ -43,8 +43,11 @@ int cli_shutdown(int argc, char **argv);
 /* Prints "ferry <cmd>: <message>\n" to stderr. */
 void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* True if argv holds -h/--help before any "--". */
-bool cli_wants_help(int argc, char **argv);
+/* Parses --json and --help, the options `status` and `submit` share, in
+ * argv[0..argc). Returns 0 (optind is then the first operand), -1 after
+ * printing `usage` for --help (exit 0), or CLI_USAGE after printing it to
+ * stderr for anything else. */
+int cli_parse_json_flag(int argc, char **argv, const char *usage, bool *json);
 
 /* ---- FERRY_HOME ----------------------------------------------------------- */
 

@@ -1,4 +1,5 @@
 /* `ferry`: one executable for the master's commands and the worker daemon. */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,15 +33,26 @@ void cli_err(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
-bool cli_wants_help(int argc, char **argv)
+int cli_parse_json_flag(int argc, char **argv, const char *usage, bool *json)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0)
-            return false;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return true;
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    *json = false;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'j') {
+            *json = true;
+        } else if (c == 'h') {
+            fputs(usage, stdout);
+            return -1;
+        } else {
+            fputs(usage, stderr);
+            return CLI_USAGE;
+        }
     }
-    return false;
+    return 0;
 }
 
 int main(int argc, char **argv)

@@ -1,7 +1,7 @@
 /* `ferry status`: one row per worker, from a Ping and a Stats call to each. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "json.h"
@@ -99,23 +99,10 @@ static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
 
 int cli_status(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    bool json = false;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'j') {
-            json = true;
-        } else if (c == 'h') {
-            fputs(usage, stdout);
-            return CLI_OK;
-        } else {
-            fputs(usage, stderr);
-            return CLI_USAGE;
-        }
-    }
+    bool json;
+    int rc = cli_parse_json_flag(argc, argv, usage, &json);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
     if (optind < argc) {
         cli_err("status", "unexpected argument '%s'", argv[optind]);
         return CLI_USAGE;
@@ -125,7 +112,7 @@ int cli_status(int argc, char **argv)
     if (cli_home_init(&h, "status") || cli_running_open(&r, &h, "status", false, false))
         return CLI_FAIL;
     const cluster_worker *w;
-    int rc = cluster_survey(r.cl, true, &w);
+    rc = cluster_survey(r.cl, true, &w);
     size_t n = cluster_size(r.cl);
     if (json)
         print_json(&h, w, n);

@@ -1,7 +1,6 @@
 /* `ferry submit MODULE.so`: check the module here, ship it to every worker,
  * run its driver on this process with the cluster. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,9 +55,6 @@ static const char *base_name(const char *path)
 
 int cli_submit(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
     /* submit's own options and the module come before "--", the driver's
      * arguments after it. */
     int dashes = argc;
@@ -68,20 +64,10 @@ int cli_submit(int argc, char **argv)
             break;
         }
     }
-    bool json = false;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(dashes, argv, "h", opts, NULL)) != -1) {
-        if (c == 'j') {
-            json = true;
-        } else if (c == 'h') {
-            fputs(usage, stdout);
-            return CLI_OK;
-        } else {
-            fputs(usage, stderr);
-            return CLI_USAGE;
-        }
-    }
+    bool json;
+    int parsed = cli_parse_json_flag(dashes, argv, usage, &json);
+    if (parsed)
+        return parsed < 0 ? CLI_OK : parsed;
     if (dashes - optind != 1) {
         if (dashes - optind > 1)
             cli_err("submit", "unexpected argument '%s' (task arguments go after --)",
