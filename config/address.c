@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -116,6 +117,12 @@ int conf_parse_address(const char *address, char *host, size_t hostlen, int *por
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port)
 {
     return conf_parse_address(address, host, hostlen, port, 0, NULL, 0);
+}
+
+char *conf_format_address(char *buf, size_t len, const char *host, int port)
+{
+    snprintf(buf, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    return buf;
 }
 
 bool conf_is_loopback(const char *host)

@@ -98,6 +98,10 @@ void conf_fini(conf_cluster *c);
  * the host does not fit in hostlen). */
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port);
 
+/* The inverse: "host:port", or "[host]:port" for an IPv6 host, into buf.
+ * Returns buf. */
+char *conf_format_address(char *buf, size_t len, const char *host, int port);
+
 /* True for 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104 and "localhost" (with or
  * without brackets). */
 bool conf_is_loopback(const char *host);
