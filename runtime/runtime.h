@@ -12,7 +12,9 @@
  *   sha256.c      SHA-256 of module bytes (OpenSSL's libcrypto)
  *
  * A worker needs no libuv loop: the rpc server's handler pool is the
- * executor, so a long Call never blocks Ping (inline) or other calls. */
+ * executor. Ping, Stats and Shutdown run inline on the completion-queue
+ * thread, so Calls that occupy every pool thread never hold them up;
+ * LoadModule and Call queue on the pool. */
 #ifndef FERRY_RUNTIME_H
 #define FERRY_RUNTIME_H
 

@@ -3,9 +3,17 @@
  *
  * The token check wraps the handlers in one place: each guarded method is
  * registered with guarded() as its handler and an rt_guard naming the real
- * one, so no handler can forget it. */
+ * one, so no handler can forget it.
+ *
+ * Ping, Stats and Shutdown run inline on the completion-queue thread: the
+ * handler pool is the executor, and with as many long Calls as it has
+ * threads anything queued there waits for a Call to end — `ferry status`
+ * would get no Stats and `ferry shutdown` would not be heard. So these three
+ * must never block: they read atomics, take the module list's short lock and
+ * log with one write(2) (no stdio lock that a pool thread may hold). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +24,22 @@
 #include "config/config.h"
 #include "ferry.pb-c.h"
 #include "runtime_int.h"
+
+/* One line to stderr in one write(2), taking no stdio lock. */
+static void say(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof line - 1 ? (size_t)n : sizeof line - 2;
+    line[len++] = '\n';
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w; /* nowhere to report a failed log line */
+}
 
 static void guarded(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
@@ -28,8 +52,8 @@ static void guarded(rpc_srv_call *sc, rpc_msg *req, void *data)
         return;
     }
     const char *why = tok ? "wrong cluster token" : "missing cluster token";
-    fprintf(stderr, "ferry worker: refused %s from %s: %s\n", rpc_srv_method(sc),
-            rpc_srv_peer(sc), why);
+    say("ferry worker: refused %s from %s: %s", rpc_srv_method(sc), rpc_srv_peer(sc),
+        why);
     rpc_srv_fail(sc, FERRY_EUNAUTH, "%s (metadata %s)", why, RPC_TOKEN_KEY);
 }
 
@@ -59,8 +83,7 @@ static void shutdown_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         return;
     }
     atomic_store(&w->shutdown_grace_ms, (long long)in->grace_ms);
-    fprintf(stderr, "ferry worker: Shutdown from %s (grace %u ms)\n", rpc_srv_peer(sc),
-            in->grace_ms);
+    say("ferry worker: Shutdown from %s (grace %u ms)", rpc_srv_peer(sc), in->grace_ms);
     ferry__shutdown_request__free_unpacked(in, NULL);
     Ferry__ShutdownReply out = FERRY__SHUTDOWN_REPLY__INIT;
     rpc_msg_out reply = {.head = &out.base};
@@ -126,21 +149,25 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
     if ((rc = rt_modcache_create(cache, &w->cache)))
         goto fail;
 
+    /* LoadModule writes a file and dlopens, so it stays on the pool and,
+     * like Call, queues behind Calls that occupy every pool thread. */
     static const struct {
         const char *name;
         rpc_handler inner;
+        unsigned flags;
     } guarded_methods[RT_GUARDED_METHODS] = {
-        {RT_METHOD_LOAD_MODULE, rt_load_module_handler},
-        {RT_METHOD_CALL, rt_call_handler},
-        {RT_METHOD_STATS, stats_handler},
-        {RT_METHOD_SHUTDOWN, shutdown_handler},
+        {RT_METHOD_LOAD_MODULE, rt_load_module_handler, 0},
+        {RT_METHOD_CALL, rt_call_handler, 0},
+        {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
+        {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
         {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE},
     };
     for (int i = 0; i < RT_GUARDED_METHODS; i++) {
         w->guards[i] = (rt_guard){w, guarded_methods[i].inner};
-        methods[1 + i] = (rpc_method){guarded_methods[i].name, guarded, &w->guards[i], 0};
+        methods[1 + i] = (rpc_method){guarded_methods[i].name, guarded, &w->guards[i],
+                                      guarded_methods[i].flags};
     }
     rpc_server_opts so = {
         .listen = opts->listen,

@@ -108,3 +108,48 @@ RTH_TEST(rt_worker, a_taken_port_is_reported_as_in_use)
     cr_assert(rc == FERRY_EADDRINUSE, "%s", ferry_err_name(rc));
     cr_assert(w == NULL);
 }
+
+static bool two_in_flight(const Ferry__StatsReply *s, const void *arg)
+{
+    (void)arg;
+    return s->in_flight == 2;
+}
+
+/* Stats and Shutdown must not queue behind Calls that hold every executor
+ * thread (rth forces 8 threads, so this test asks for 2). */
+RTH_TEST(rt_worker, stats_and_shutdown_answer_while_calls_hold_every_executor_thread)
+{
+    rth_disconnect();
+    rt_worker_destroy(R.worker, 0);
+    R.worker = NULL;
+    rt_worker_opts o = {.threads = 2};
+    rth_start_worker(&o);
+
+    char sha[RT_SHA256_HEX];
+    rth_load_faulty(sha);
+    Ferry__CallRequest req = FERRY__CALL_REQUEST__INIT;
+    req.sha256 = sha;
+    req.function = "sleep";
+    rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
+    rpc_call sleepers[2] = {0};
+    for (int i = 0; i < 2; i++)
+        cr_assert(rpc_call_start(R.ch, &sleepers[i], RT_METHOD_CALL, &out, 0, NULL) == 0);
+    /* Queued behind the sleeps, each Stats would run out its deadline and
+     * fail the test inside rth_stats. */
+    cr_assert(rth_stats_until(two_in_flight, NULL), "the sleeps never both ran");
+
+    Ferry__ShutdownRequest sreq = FERRY__SHUTDOWN_REQUEST__INIT;
+    sreq.grace_ms = 50;
+    rpc_call c;
+    int rc = rth_call(R.ch, &c, RT_METHOD_SHUTDOWN, &sreq.base, NULL, 0);
+    cr_assert(rc == 0, "Shutdown: %s: %s", ferry_err_name(rc), c.errmsg);
+    rpc_call_fini(&c);
+    rt_worker_wait(R.worker);
+    rt_worker_destroy(R.worker, 3600 * 1000);
+    R.worker = NULL;
+    for (int i = 0; i < 2; i++) {
+        rc = rpc_call_wait(&sleepers[i]);
+        cr_assert(rc != 0, "sleep %d finished normally", i);
+        rpc_call_fini(&sleepers[i]);
+    }
+}
