@@ -69,12 +69,14 @@ struct cl_node {
     cl_req *inflight;
 
     /* Identity seen when the cluster last looked on purpose (wait_ready,
-     * survey, a diagnosis): a change since means a restart. */
+     * survey, a diagnosis) or, before that, first heard of the worker at
+     * all: a change since means a restart. */
     bool known;
     int32_t pid;
     uint64_t crash_id;
 
-    /* Modules loaded in the worker's process `loaded_pid`, in our view. */
+    /* Modules loaded in the worker's process `loaded_pid` (0: not known yet), in
+     * our view. */
     int32_t loaded_pid;
     char (*loaded)[RT_SHA256_HEX];
     size_t n_loaded, cap_loaded;
@@ -167,7 +169,8 @@ void cl_heartbeat_stop(cluster *cl);
 /* Marks `node` dead with `why` (taken) and cancels its requests in flight. */
 void cl_node_kill(cluster *cl, cl_node *node, char *why);
 /* Notes a ping reply: revives the node, forgets its modules if its process
- * changed; with `baseline`, remembers pid and crash id as the reference. */
+ * changed; with `baseline`, or when the node had no reference yet,
+ * remembers pid and crash id as the reference. */
 void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline);
 /* A Call lost its connection: holds `r` until the node is known to be back
  * (restarted, with or without a crash record) or gone. */

@@ -45,11 +45,15 @@ void cl_node_kill(cluster *cl, cl_node *node, char *why)
 void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline)
 {
     (void)cl;
-    /* A new process has none of the modules the old one had loaded. */
-    if (node->loaded_pid && rep->pid != node->loaded_pid)
+    /* A new process has none of the modules the old one had loaded; and
+     * modules loaded before the worker's pid was known may have been
+     * loaded into any process: asking again is cheap. */
+    if (rep->pid != node->loaded_pid)
         cl_node_forget_modules(node);
     node->loaded_pid = rep->pid;
-    if (baseline) {
+    /* The first answer is the reference too: a crash record it already
+     * holds is older than anything this cluster asked for. */
+    if (baseline || !node->known) {
         node->known = true;
         node->pid = rep->pid;
         node->crash_id = rep->crash_id;
@@ -144,7 +148,9 @@ static void diag_end(cl_node *node, const Ferry__PingReply *rep)
     node->diag = false;
 
     const char *why = cause ? cause : "connection lost";
-    bool crashed = rep && rep->crash_id && rep->crash_id != node->crash_id &&
+    /* Only a worker seen before the call can be said to have crashed or
+     * restarted during it: an unseen one's record may be any age. */
+    bool crashed = rep && node->known && rep->crash_id != node->crash_id &&
                    rep->last_crash && *rep->last_crash;
     bool restarted = rep && node->known && rep->pid != node->pid;
     char *crash = crashed ? strdup(rep->last_crash) : NULL;

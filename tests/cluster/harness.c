@@ -199,6 +199,26 @@ void tc_cluster_token(const char *token, int64_t call_timeout_ms)
     make_cluster(token, call_timeout_ms, 0, 0, true);
 }
 
+void tc_cluster_unready(int64_t call_timeout_ms, int64_t heartbeat_ms)
+{
+    make_cluster(TC_TOKEN, call_timeout_ms, 0, heartbeat_ms, false);
+}
+
+void tc_old_crash(const char *what)
+{
+    size_t slot = T.n;
+    cr_assert(slot < TC_MAX);
+    slot_paths(slot);
+    cr_assert(mkdir(T.state[slot], 0700) == 0, "%s: %s", T.state[slot], strerror(errno));
+    char path[400];
+    snprintf(path, sizeof path, "%s/crash", T.state[slot]);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    /* The id a crash long ago would have: its time in ns. */
+    fprintf(f, "1000000000 %s\n", what);
+    cr_assert(fclose(f) == 0);
+}
+
 /* ---- modules -------------------------------------------------------------- */
 
 void tc_read_module(const char *name)

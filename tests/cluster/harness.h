@@ -75,6 +75,13 @@ void tc_child_signal(size_t slot, int sig, bool reap);
  * defaults). Waits until all answer. */
 void tc_cluster(int64_t call_timeout_ms, int64_t ping_timeout_ms, int64_t heartbeat_ms);
 void tc_cluster_token(const char *token, int64_t call_timeout_ms);
+/* Like tc_cluster, but never waits for the workers (nor pings them): the
+ * cluster knows nothing of them, as a library user's who calls at once. */
+void tc_cluster_unready(int64_t call_timeout_ms, int64_t heartbeat_ms);
+
+/* Leaves a crash record `what` in the next slot's state directory, as a
+ * worker that crashed there before would have. */
+void tc_old_crash(const char *what);
 
 /* Reads tests/modules' `name` into T.bytes/T.len (replacing the last). */
 void tc_read_module(const char *name);

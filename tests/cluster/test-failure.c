@@ -231,3 +231,68 @@ TC_TEST(cluster_failure, a_segfault_is_named_and_the_restarted_worker_serves_aga
 {
     crash_and_recover("segv", "signal 11 (SIGSEGV)");
 }
+
+/* ---- a crash record older than the call ----------------------------------- */
+
+/* SIGKILLs the child after `ms` (no crash record: SIGKILL is not caught)
+ * and starts it again on the same port and state directory, which still
+ * holds the record of a crash from before. */
+typedef struct killer {
+    restarter rs;
+    int ms;
+} killer;
+
+static void *kill_and_restart(void *arg)
+{
+    killer *k = arg;
+    sleep_ms(k->ms);
+    kill(T.child[k->rs.slot], SIGKILL);
+    return restart_after_death(&k->rs);
+}
+
+/* A worker with an old crash record, a cluster that has never pinged it
+ * (no wait_ready) with the heartbeat every `heartbeat_ms` (-1: none), and
+ * a call during which the worker is SIGKILLed after `ms` and restarted.
+ * Returns the call's result; the error is the cluster's. */
+static int call_through_a_restart(int64_t heartbeat_ms, int ms)
+{
+    tc_old_crash("module old.so function boom: signal 11 (SIGSEGV)");
+    tc_child_worker();
+    tc_cluster_unready(10000, heartbeat_ms);
+    tc_load_faulty();
+    killer k = {.rs = {.slot = 0, .rc = -1}, .ms = ms};
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, kill_and_restart, &k) == 0);
+    ferry_bytes_t in = tc_str("5000"), out;
+    int rc = cluster_call(T.cl, &T.mod, 0, "sleep", &in, &out);
+    pthread_join(th, NULL);
+    cr_assert(k.rs.rc == 0, "the restarted worker did not start: %s",
+              ferry_strerror(k.rs.rc));
+    const char *err = cluster_error(T.cl);
+    cr_assert(!strstr(err, "crashed") && !strstr(err, "old.so"),
+              "an old crash is blamed on this call: %s", err);
+    assert_names(err, 0, "module faulty.so function sleep: connection lost");
+    return rc;
+}
+
+TC_TEST(cluster_failure, an_old_crash_record_is_not_blamed_on_a_call_to_an_unseen_worker)
+{
+    int rc = call_through_a_restart(-1, 300);
+    cr_assert_eq(rc, FERRY_ECONNRESET, "%s", ferry_err_name(rc));
+    cr_assert(strstr(cluster_error(T.cl), "the worker answers again"), "%s",
+              cluster_error(T.cl));
+    /* The restarted worker serves the next call. */
+    ferry_bytes_t out;
+    rc = cluster_call(T.cl, &T.mod, 0, "echo", NULL, &out);
+    cr_assert(rc == 0, "%s", cluster_error(T.cl));
+    cluster_free_bytes(&out);
+}
+
+TC_TEST(cluster_failure, the_first_heartbeat_tells_a_restart_from_an_old_crash)
+{
+    /* Heartbeats at 100 ms meet the worker before it is killed at 600 ms. */
+    int rc = call_through_a_restart(100, 600);
+    cr_assert_eq(rc, FERRY_ECONNRESET, "%s", ferry_err_name(rc));
+    cr_assert(strstr(cluster_error(T.cl), "the worker restarted (pid"), "%s",
+              cluster_error(T.cl));
+}
