@@ -128,11 +128,10 @@ int conf_mkdirs(const char *dir, unsigned mode);
  * if needed and returns an open fd holding it, FERRY_EBUSY when another
  * process (or another open of the file in this one) holds it, or -errno.
  *
- * The fd is NOT close-on-exec, on purpose: `ferry start` forks and execs the
- * supervisor, which inherits it and so keeps the cluster locked after the
- * command exits. The lock lasts while any process holds that open file:
- * close the fd in every child that must not keep the cluster locked (the
- * workers the supervisor starts), or set FD_CLOEXEC there.
+ * `ferry start` forks the supervisor, which inherits the fd and so keeps
+ * the cluster locked after the command exits; the lock lasts while any
+ * process holds that open file. The fd is close-on-exec: the workers the
+ * supervisor execs never hold it.
  *
  * conf_lock_held() tells whether some process holds it now (a cluster is
  * running); it probes by taking the lock shared for a moment, so

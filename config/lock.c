@@ -29,10 +29,9 @@ int conf_lock_take(const char *home)
         return rc;
     if (lock_path(path, sizeof path, home))
         return FERRY_ERANGE;
-    /* No O_CLOEXEC: the caller forks and execs the supervisor, which must
-     * inherit this descriptor to keep the cluster locked after the caller
-     * exits (see config.h). */
-    int fd = open(path, O_RDWR | O_CREAT | O_NOCTTY, 0600);
+    /* A forked daemon inherits the lock (fork keeps descriptors); the
+     * programs it execs, the workers, must not hold it. */
+    int fd = open(path, O_RDWR | O_CREAT | O_NOCTTY | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     for (int i = 0;; i++) {
