@@ -6,16 +6,18 @@
  *   start.c       `ferry start`: token, supervisor, wait until every worker answers
  *   supervisor.c  the daemon `ferry start` leaves behind: spawns local workers,
  *                 restarts crashed ones, holds the cluster lock
+ *   procs.c       pid and port files, liveness, stopping a supervisor
  *   status.c      `ferry status`
  *   submit.c      `ferry submit`: ship a module, run its driver
  *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up
  *
  * FERRY_HOME layout (see home.c):
  *   lock                  flock'ed by the supervisor while the cluster runs
+ *   supervisor.pid        the supervisor, written by it first thing
  *   cluster.ini           the running cluster (a config file plus [state])
  *   token                 the cluster token, 0600
  *   logs/                 supervisor.log, worker-<rank>.log (kept after shutdown)
- *   workers/<rank>/       a local worker's state: cache/, crash, port
+ *   workers/<rank>/       a local worker's state: cache/, crash, port, pid
  *   start-error           why the supervisor gave up while starting */
 #ifndef FERRY_CLI_H
 #define FERRY_CLI_H
@@ -58,6 +60,7 @@ typedef struct cli_home {
     char logs[CLI_PATH_MAX];
     char workers[CLI_PATH_MAX];
     char start_error[CLI_PATH_MAX];
+    char supervisor_pid[CLI_PATH_MAX];
 } cli_home;
 
 /* Resolves FERRY_HOME and the paths under it. Prints the error for `cmd`. */
@@ -87,6 +90,28 @@ typedef struct cli_running {
 int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet,
                      bool orphans);
 void cli_running_close(cli_running *r);
+
+/* ---- processes (procs.c) ---------------------------------------------------- */
+
+/* Reads a file holding one number in lo..hi; false if absent or not that. */
+bool cli_read_number(const char *path, long lo, long hi, long *out);
+/* Writes one number to path atomically. Returns 0 or -errno. */
+int cli_write_number(const char *path, long value);
+
+/* Whether pid runs (an exited, unreaped one does not). */
+bool cli_pid_alive(pid_t pid);
+
+/* Whether pid is a `ferry worker` whose --state-dir is state_dir: a pid
+ * read from a file may since belong to another process. */
+bool cli_is_worker_of(pid_t pid, const char *state_dir);
+
+/* Waits up to ms for the cluster lock to be free (no supervisor). */
+bool cli_wait_unlocked(const cli_home *h, double ms);
+
+/* Waits up to wait_ms for the supervisor `sup` to exit on its own, then
+ * SIGTERM (it stops its workers), then SIGKILL to its process group.
+ * Returns whether it is gone. */
+bool cli_stop_supervisor(const cli_home *h, pid_t sup, double wait_ms);
 
 /* ---- the supervisor ------------------------------------------------------- */
 

@@ -23,7 +23,8 @@ int cli_home_init(cli_home *h, const char *cmd)
                  {h->token, "token"},
                  {h->logs, "logs"},
                  {h->workers, "workers"},
-                 {h->start_error, "start-error"}};
+                 {h->start_error, "start-error"},
+                 {h->supervisor_pid, "supervisor.pid"}};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         if (conf_home_path(paths[i].buf, CLI_PATH_MAX, h->dir, paths[i].rel)) {
             cli_err(cmd, "FERRY_HOME path too long: %s", h->dir);

@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,38 +29,9 @@ static const char usage[] =
     "  -h, --help         this text\n"
     "  -V, --version      ferry's version\n";
 
-/* A process that has exited but not been reaped still answers kill(0). */
-static bool pid_alive(pid_t pid)
-{
-    if (pid <= 0 || kill(pid, 0) != 0)
-        return false;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')');
-    return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
-}
-
 static double now_ms(void)
 {
     return (double)uv_hrtime() / 1e6;
-}
-
-/* Waits up to ms for the supervisor to let go of the cluster lock. */
-static bool wait_unlocked(const cli_home *h, double ms)
-{
-    double end = now_ms() + ms;
-    while (conf_lock_held(h->dir)) {
-        if (now_ms() > end)
-            return false;
-        usleep(10000);
-    }
-    return true;
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag,
@@ -78,6 +50,7 @@ static void clean_state(const cli_home *h, const conf_cluster *conf)
 {
     unlink(h->state);
     unlink(h->start_error);
+    unlink(h->supervisor_pid);
     /* A token file the config named is the user's; the generated one is
      * the cluster's and dies with it. */
     if (!conf || !conf->token_file || strcmp(conf->token_file, h->token) == 0)
@@ -121,9 +94,21 @@ int cli_shutdown(int argc, char **argv)
     cli_running r;
     if (cli_running_open(&r, &h, "shutdown", true, true) != 0) {
         if (conf_lock_held(h.dir)) {
-            cli_err("shutdown",
-                    "a cluster holds the lock in %s but its state cannot be read", h.dir);
-            return CLI_FAIL;
+            /* A `ferry start` that died before it wrote the state: its
+             * supervisor wrote its own pid first thing. */
+            long sup = 0;
+            cli_read_number(h.supervisor_pid, 1, INT32_MAX, &sup);
+            if (!cli_stop_supervisor(&h, (pid_t)sup, 0)) {
+                cli_err("shutdown",
+                        "a cluster holds the lock in %s, its state is missing and its "
+                        "supervisor (pid %ld) could not be stopped",
+                        h.dir, sup);
+                return CLI_FAIL;
+            }
+            clean_state(&h, NULL);
+            fprintf(stderr,
+                    "ferry shutdown: stopped a cluster whose state was missing\n");
+            return CLI_OK;
         }
         clean_state(&h, NULL);
         fprintf(stderr, "ferry shutdown: no cluster is running under FERRY_HOME=%s\n",
@@ -133,39 +118,43 @@ int cli_shutdown(int argc, char **argv)
     if (grace < 0)
         grace = r.conf.shutdown_grace_ms;
 
-    /* The pids of local workers, to make sure they are gone at the end. */
-    size_t n = cluster_size(r.cl);
+    /* The workers this host's supervisor started, by the pids it recorded
+     * (never a pid a Ping names: anything may answer on a port), to make
+     * sure they are gone at the end. */
+    size_t n = cluster_size(r.cl), n_local = 0;
     pid_t pids[n ? n : 1];
-    const cluster_worker *w;
-    cluster_survey(r.cl, false, &w);
-    for (size_t i = 0; i < n; i++)
-        pids[i] = w[i].ping && r.conf.workers[i].local ? w[i].ping->pid : 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[CLI_FILE_MAX], dir[CLI_FILE_MAX];
+        long pid = 0;
+        cli_worker_file(&h, (int)i, "pid", path, sizeof path);
+        cli_worker_dir(&h, (int)i, dir, sizeof dir);
+        bool ours = r.conf.workers[i].local && !r.conf.workers[i].attach;
+        n_local += ours;
+        pids[i] = ours && cli_read_number(path, 1, INT32_MAX, &pid) &&
+                          cli_is_worker_of((pid_t)pid, dir)
+                      ? (pid_t)pid
+                      : 0;
+    }
 
     int status = CLI_OK;
     if (cluster_shutdown_all(r.cl, (uint32_t)grace))
         fprintf(stderr, "ferry shutdown: %s; stopping the rest by signal\n",
                 cluster_error(r.cl));
     pid_t sup = r.conf.supervisor_pid;
-    /* The supervisor exits once its workers have; if it does not, SIGTERM
-     * makes it stop them, and SIGKILL is the last word. */
-    if (!wait_unlocked(&h, (double)grace + 3000) && sup > 0) {
-        kill(sup, SIGTERM);
-        if (!wait_unlocked(&h, 8000)) {
-            kill(sup, SIGKILL);
-            wait_unlocked(&h, 2000);
-        }
-    }
+    /* The supervisor exits once its workers have; one with none waits for a
+     * signal. */
+    bool gone = cli_stop_supervisor(&h, sup, n_local ? (double)grace + 3000 : 0);
     for (size_t i = 0; i < n; i++) {
         double end = now_ms() + 2000;
-        while (pid_alive(pids[i]) && now_ms() < end)
+        while (cli_pid_alive(pids[i]) && now_ms() < end)
             usleep(10000);
-        if (pid_alive(pids[i])) {
+        if (cli_pid_alive(pids[i])) {
             fprintf(stderr, "ferry shutdown: worker %zu (pid %d) still runs: SIGKILL\n",
                     i, (int)pids[i]);
             kill(pids[i], SIGKILL);
         }
     }
-    if (conf_lock_held(h.dir)) {
+    if (!gone) {
         cli_err("shutdown", "the supervisor (pid %d) did not exit", (int)sup);
         status = CLI_FAIL;
     } else {

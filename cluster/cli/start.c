@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,17 @@ static bool read_text(const char *path, char *buf, size_t len)
     return n > 0;
 }
 
+/* Where the master reaches a worker that listens on `listen`: a wildcard
+ * address is every interface, loopback among them. */
+static const char *connect_host(const char *listen)
+{
+    if (strcmp(listen, "0.0.0.0") == 0)
+        return "127.0.0.1";
+    if (strcmp(listen, "::") == 0)
+        return "::1";
+    return listen;
+}
+
 /* Fills conf with the workers: the config file's, or N on this host. */
 static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **local,
                         size_t *n_local)
@@ -155,16 +167,21 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
                 return CLI_USAGE;
             }
             char addr[300], err[CONF_ERR_LEN];
-            snprintf(addr, sizeof addr, strchr(conf->listen, ':') ? "[%s]:%d" : "%s:%d",
-                     conf->listen, port);
+            conf_format_address(addr, sizeof addr, connect_host(conf->listen), port);
             if (conf_add_worker(conf, addr, err, sizeof err)) {
                 cli_err("start", "--listen %s: %s", conf->listen, err);
                 return CLI_USAGE;
             }
+            /* Started here whatever address it listens on. */
+            conf->workers[i].local = true;
         }
     } else if (a->n >= 0 && (size_t)a->n != conf->n_workers) {
         cli_err("start", "%s lists %zu workers but N is %ld", a->config, conf->n_workers,
                 a->n);
+        return CLI_USAGE;
+    } else if (a->listen || a->base_port >= 0) {
+        cli_err("start", "%s lists its workers: --listen and --base-port do not apply",
+                a->config);
         return CLI_USAGE;
     }
     *local = calloc(conf->n_workers, sizeof **local);
@@ -177,19 +194,21 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
             continue;
         cli_local *l = &(*local)[(*n_local)++];
         l->rank = (int)i;
-        snprintf(l->host, sizeof l->host, "%s", conf->workers[i].host);
+        snprintf(l->host, sizeof l->host, "%s",
+                 generated ? conf->listen : conf->workers[i].host);
         l->port = generated && !conf->base_port ? 0 : conf->workers[i].port;
     }
     return 0;
 }
 
 /* Says which port is taken, before anything starts. */
-static int check_ports(const conf_cluster *conf, const cli_local *local, size_t n)
+static int check_ports(const cli_local *local, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (!local[i].port)
             continue;
-        const char *addr = conf->workers[local[i].rank].address;
+        char addr[300];
+        conf_format_address(addr, sizeof addr, local[i].host, local[i].port);
         int rc = rpc_listen_probe(addr);
         if (rc == FERRY_EADDRINUSE) {
             cli_err("start",
@@ -212,9 +231,12 @@ static void clear_state(const cli_home *h, size_t n_workers)
 {
     unlink(h->state);
     unlink(h->start_error);
+    unlink(h->supervisor_pid);
     for (size_t i = 0; i < n_workers; i++) {
         char path[CLI_FILE_MAX];
         cli_worker_file(h, (int)i, "port", path, sizeof path);
+        unlink(path);
+        cli_worker_file(h, (int)i, "pid", path, sizeof path);
         unlink(path);
     }
 }
@@ -246,26 +268,15 @@ static pid_t fork_supervisor(const cli_supervisor_opts *so)
     _exit(cli_supervise(so));
 }
 
-/* Stops a supervisor that `start` gave up on, and everything it started. */
-static void stop_supervisor(pid_t pid)
-{
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 800; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            return;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
-/* Whether the supervisor has given up: it exited, or wrote why. */
-static bool supervisor_failed(const cli_home *h, pid_t pid, char *why, size_t len)
+/* Whether the supervisor has given up: it wrote why, or exited (then it is
+ * reaped here and *pid becomes 0: the number may belong to another process
+ * soon). */
+static bool supervisor_failed(const cli_home *h, pid_t *pid, char *why, size_t len)
 {
     if (read_text(h->start_error, why, len))
         return true;
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
+    if (*pid > 0 && waitpid(*pid, NULL, WNOHANG) == *pid) {
+        *pid = 0;
         if (!read_text(h->start_error, why, len))
             snprintf(why, len, "the supervisor exited (see %s/supervisor.log)", h->logs);
         return true;
@@ -275,26 +286,22 @@ static bool supervisor_failed(const cli_home *h, pid_t pid, char *why, size_t le
 
 /* Waits for the ports of workers that picked their own. */
 static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, size_t n,
-                      pid_t sup, double deadline)
+                      pid_t *sup, double deadline)
 {
     for (;;) {
         size_t known = 0;
         for (size_t i = 0; i < n; i++) {
             if (!local[i].port) {
-                char path[CLI_FILE_MAX], text[32];
+                char path[CLI_FILE_MAX], addr[300];
                 cli_worker_file(h, local[i].rank, "port", path, sizeof path);
                 long port;
-                if (read_text(path, text, sizeof text) &&
-                    parse_long(text, 1, 65535, &port)) {
+                if (cli_read_number(path, 1, 65535, &port)) {
                     local[i].port = (int)port;
                     conf_worker *w = &conf->workers[local[i].rank];
                     w->port = (int)port;
                     free(w->address);
-                    char addr[300];
-                    snprintf(addr, sizeof addr,
-                             strchr(w->host, ':') ? "[%s]:%d" : "%s:%d", w->host,
-                             w->port);
-                    w->address = strdup(addr);
+                    w->address =
+                        strdup(conf_format_address(addr, sizeof addr, w->host, w->port));
                     if (!w->address)
                         return FERRY_ENOMEM;
                 }
@@ -318,7 +325,7 @@ static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, s
 }
 
 /* Pings until every worker answers, failing early if the supervisor gives up. */
-static int wait_ready(const cli_home *h, cluster *cl, pid_t sup, double deadline)
+static int wait_ready(const cli_home *h, cluster *cl, pid_t *sup, double deadline)
 {
     for (;;) {
         double left = deadline - (double)uv_hrtime() / 1e6;
@@ -338,19 +345,26 @@ static int wait_ready(const cli_home *h, cluster *cl, pid_t sup, double deadline
     }
 }
 
-static void print_workers(cluster *cl, double t0)
+/* Prints one line per worker. Ping needs no token: Stats, asked of every
+ * worker here, proves each accepts this cluster's. */
+static int report_workers(cluster *cl, double t0)
 {
-    const cluster_worker *w;
-    cluster_survey(cl, false, &w);
-    for (size_t i = 0; i < cluster_size(cl); i++) {
+    const cluster_worker *w = NULL;
+    int rc = cluster_survey(cl, true, &w);
+    for (size_t i = 0; w && i < cluster_size(cl); i++) {
         if (w[i].ping)
             printf("worker %d  %s  pid %d  %s\n", w[i].rank, w[i].target, w[i].ping->pid,
                    w[i].ping->device);
         else
             printf("worker %d  %s  (not answering)\n", w[i].rank, w[i].target);
     }
+    if (rc) {
+        cli_err("start", "%s", cluster_error(cl));
+        return rc;
+    }
     printf("%zu worker(s) ready in %.2f s\n", cluster_size(cl),
            ((double)uv_hrtime() / 1e6 - t0) / 1e3);
+    return 0;
 }
 
 int cli_start(int argc, char **argv)
@@ -370,6 +384,7 @@ int cli_start(int argc, char **argv)
     size_t n_local = 0;
     int lock = -1;
     pid_t sup = 0;
+    bool forked = false;
     cluster *cl = NULL;
     int status = CLI_FAIL;
 
@@ -400,16 +415,12 @@ int cli_start(int argc, char **argv)
     }
     lock = conf_lock_take(h.dir);
     if (lock == FERRY_EBUSY) {
-        conf_cluster running;
-        conf_defaults(&running);
-        char ignored[CONF_ERR_LEN];
-        bool known = conf_load(&running, h.state, ignored, sizeof ignored) == 0 &&
-                     running.supervisor_pid > 0;
+        long running = 0;
+        cli_read_number(h.supervisor_pid, 1, INT32_MAX, &running);
         cli_err("start",
-                "a cluster is already running under FERRY_HOME=%s (supervisor pid %d): "
+                "a cluster is already running under FERRY_HOME=%s (supervisor pid %ld): "
                 "see `ferry status`, or stop it with `ferry shutdown`",
-                h.dir, known ? running.supervisor_pid : 0);
-        conf_fini(&running);
+                h.dir, running);
         goto out;
     }
     if (lock < 0) {
@@ -417,7 +428,7 @@ int cli_start(int argc, char **argv)
                 ferry_strerror(lock));
         goto out;
     }
-    if (check_ports(&conf, local, n_local))
+    if (check_ports(local, n_local))
         goto out;
     clear_state(&h, conf.n_workers);
 
@@ -457,12 +468,13 @@ int cli_start(int argc, char **argv)
         sup = 0;
         goto out;
     }
+    forked = true;
     /* From here the supervisor alone holds the lock. */
     close(lock);
     lock = -1;
 
     double deadline = t0 + (double)conf.start_timeout_ms;
-    if (wait_ports(&h, &conf, local, n_local, sup, deadline))
+    if (wait_ports(&h, &conf, local, n_local, &sup, deadline))
         goto out;
     conf.supervisor_pid = (int)sup;
     if ((rc = conf_save(&conf, h.state))) {
@@ -473,15 +485,17 @@ int cli_start(int argc, char **argv)
         cli_err("start", "cannot connect to the workers: %s", ferry_strerror(rc));
         goto out;
     }
-    if (wait_ready(&h, cl, sup, deadline))
+    if (wait_ready(&h, cl, &sup, deadline))
         goto out;
-    print_workers(cl, t0);
+    if (report_workers(cl, t0))
+        goto out;
     status = CLI_OK;
 out:
     cluster_destroy(cl);
-    if (status != CLI_OK && sup > 0) {
-        stop_supervisor(sup);
+    if (status != CLI_OK && forked) {
+        cli_stop_supervisor(&h, sup, 0);
         unlink(h.state);
+        unlink(h.supervisor_pid);
     }
     if (lock >= 0)
         close(lock);

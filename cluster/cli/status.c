@@ -111,12 +111,12 @@ int cli_status(int argc, char **argv)
     cli_running r;
     if (cli_home_init(&h, "status") || cli_running_open(&r, &h, "status", false, false))
         return CLI_FAIL;
-    const cluster_worker *w;
+    const cluster_worker *w = NULL;
     rc = cluster_survey(r.cl, true, &w);
     size_t n = cluster_size(r.cl);
-    if (json)
+    if (w && json)
         print_json(&h, w, n);
-    else
+    else if (w)
         print_table(w, n);
     if (rc)
         cli_err("status", "%s", cluster_error(r.cl));

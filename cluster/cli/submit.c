@@ -102,8 +102,14 @@ int cli_submit(int argc, char **argv)
         goto out;
     }
     /* Checked here first: a module that cannot load is a mistake to report
-     * before anything is shipped. */
-    if (rt_module_open(&mod, path, base_name(path), err, sizeof err)) {
+     * before anything is shipped. dlopen searches the library path for a
+     * name without a slash: give it the file the user named. */
+    char *abs = realpath(path, NULL);
+    rc = abs ? rt_module_open(&mod, abs, base_name(path), err, sizeof err) : -errno;
+    free(abs);
+    if (rc) {
+        if (!err[0])
+            snprintf(err, sizeof err, "%s: %s", path, ferry_strerror(rc));
         cli_err("submit", "%s", err);
         goto out;
     }

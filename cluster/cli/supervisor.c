@@ -1,10 +1,12 @@
 /* The supervisor: the one process `ferry start` leaves behind besides the
- * workers. It spawns the local workers on a libuv loop, restarts one that a
- * signal killed (a task module crashed it, or someone sent SIGKILL), leaves
- * one that exited with an error (a port taken, a bad option: restarting
- * would fail the same way), and holds the cluster lock until every worker
- * is gone, so that `ferry status` and a second `ferry start` can tell that
- * a cluster runs. */
+ * workers. It spawns the local workers on a libuv loop and restarts one
+ * that a signal killed (a task module crashed it, or someone sent SIGKILL)
+ * or that exited with an error after it had been up (a task called exit());
+ * one that fails right at its start (a port taken, a bad option) is left:
+ * restarting would fail the same way. It holds the cluster lock until every
+ * worker is gone, so that `ferry status` and a second `ferry start` can tell
+ * that a cluster runs. Exit status 0 is a worker's answer to Shutdown or
+ * SIGTERM: never restarted. */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +36,8 @@ typedef struct sv_worker {
     int port; /* the bound port, once known (asked 0: from its port file) */
     char host[256];
     uint32_t restarts;
-    double window_start; /* start of the current restart burst */
+    double window_start;        /* start of the current restart burst */
+    struct timespec spawned_at; /* wall clock, to compare with file times */
     int burst;
     bool running;
     struct supervisor *sv;
@@ -93,14 +97,22 @@ static int read_port_file(const cli_home *h, int rank)
 {
     char path[CLI_FILE_MAX];
     cli_worker_file(h, rank, "port", path, sizeof path);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    int port = 0;
-    if (fscanf(f, "%d", &port) != 1)
-        port = 0;
-    fclose(f);
-    return port;
+    long port;
+    return cli_read_number(path, 1, 65535, &port) ? (int)port : 0;
+}
+
+/* Whether this run of the worker got as far as listening: it writes its
+ * port file once bound. One that did not failed to start. */
+static bool became_ready(const sv_worker *w)
+{
+    char path[CLI_FILE_MAX];
+    struct stat st;
+    cli_worker_file(w->sv->o->home, w->rank, "port", path, sizeof path);
+    if (stat(path, &st) != 0)
+        return false;
+    return st.st_mtim.tv_sec > w->spawned_at.tv_sec ||
+           (st.st_mtim.tv_sec == w->spawned_at.tv_sec &&
+            st.st_mtim.tv_nsec >= w->spawned_at.tv_nsec);
 }
 
 static void write_start_error(const cli_home *h, const char *text)
@@ -147,7 +159,7 @@ static void on_exit_(uv_process_t *proc, int64_t status, int signo)
         maybe_finish(sv);
         return;
     }
-    if (signo == 0) {
+    if (signo == 0 && !became_ready(w)) {
         char line[400], text[600];
         last_log_line(sv->o->home, w->rank, line, sizeof line);
         snprintf(text, sizeof text, "worker %d exited with status %d: %s", w->rank,
@@ -163,8 +175,9 @@ static void on_exit_(uv_process_t *proc, int64_t status, int signo)
         w->burst = 0;
     }
     if (++w->burst > RESTART_BURST) {
-        logf_("worker %d killed by signal %d (%s) %d times in %.0f s: giving up on it",
-              w->rank, signo, strsignal(signo), w->burst, RESTART_WINDOW_S);
+        logf_("worker %d died %d times in %.0f s (last: %s %d): giving up on it", w->rank,
+              w->burst, RESTART_WINDOW_S, signo ? "signal" : "status",
+              signo ? signo : (int)status);
         maybe_finish(sv);
         return;
     }
@@ -183,10 +196,7 @@ static int spawn_worker(sv_worker *w)
         port_file[CLI_FILE_MAX], log[CLI_FILE_MAX];
     /* A restarted worker keeps its address, so the master's channel to it
      * reconnects by itself. */
-    if (strchr(w->host, ':'))
-        snprintf(listen, sizeof listen, "[%s]:%d", w->host, w->port);
-    else
-        snprintf(listen, sizeof listen, "%s:%d", w->host, w->port);
+    conf_format_address(listen, sizeof listen, w->host, w->port);
     snprintf(rank, sizeof rank, "%d", w->rank);
     snprintf(restarts, sizeof restarts, "%u", w->restarts);
     snprintf(threads, sizeof threads, "%d", sv->o->threads);
@@ -196,8 +206,9 @@ static int spawn_worker(sv_worker *w)
 
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0) {
-        logf_("worker %d: cannot open its log %s: %s", w->rank, log, strerror(errno));
-        return -errno;
+        int err = errno;
+        logf_("worker %d: cannot open its log %s: %s", w->rank, log, strerror(err));
+        return -err;
     }
     char *args[] = {(char *)sv->o->exe,
                     "worker",
@@ -244,7 +255,15 @@ static int spawn_worker(sv_worker *w)
     }
     w->proc = proc;
     w->running = true;
+    /* The coarse clock is the one file times come from: a precise reading
+     * could be later than the mtime of a file written after it. */
+    clock_gettime(CLOCK_REALTIME_COARSE, &w->spawned_at);
     sv->running++;
+    /* What `ferry shutdown` checks is gone, rather than a pid a Ping claims. */
+    char pid_file[CLI_FILE_MAX];
+    cli_worker_file(h, w->rank, "pid", pid_file, sizeof pid_file);
+    if (conf_mkdirs(dir, 0700) == 0)
+        cli_write_number(pid_file, proc->pid);
     logf_("worker %d started: pid %d, listening on %s", w->rank, proc->pid, listen);
     return 0;
 }
@@ -279,9 +298,9 @@ static void on_signal(uv_signal_t *s, int signo)
 int cli_supervise(const cli_supervisor_opts *o)
 {
     supervisor sv = {.o = o};
-    /* The lock came through fork; a worker that inherited it through exec
-     * would keep the cluster "running" after the supervisor is gone. */
-    fcntl(o->lock_fd, F_SETFD, FD_CLOEXEC);
+    /* First, so that a `ferry start` interrupted before it wrote the
+     * cluster state still leaves a way to stop this process. */
+    cli_write_number(o->home->supervisor_pid, getpid());
     sv.w = calloc(o->n_workers ? o->n_workers : 1, sizeof *sv.w);
     if (!sv.w || uv_loop_init(&sv.loop) != 0) {
         free(sv.w);
