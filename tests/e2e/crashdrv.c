@@ -1,7 +1,8 @@
 /* A task whose driver calls one of its failing functions on worker 0, prints
  * the error it got, then calls "echo" on the same worker to show the cluster
  * still serves: `ferry submit crashdrv.so -- segv`. The driver returns the
- * first call's error. */
+ * first call's error. Functions: echo, segv, abort, exit (the worker
+ * exits with status 3), fail (returns an error with a text). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,6 +37,12 @@ static int die(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
     abort();
 }
 
+static int quit(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    (void)ctx, (void)in, (void)out;
+    exit(3);
+}
+
 static int fail(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     (void)in, (void)out;
@@ -63,5 +70,5 @@ static int drive(ferry_driver_t *drv)
 
 FERRY_TASK(.name = "crashdrv",
            .functions = FERRY_FUNCTIONS({"echo", echo}, {"segv", segv}, {"abort", die},
-                                        {"fail", fail}),
+                                        {"exit", quit}, {"fail", fail}),
            .driver = drive);

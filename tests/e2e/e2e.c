@@ -25,6 +25,7 @@ static char *paths[64];
 static size_t n_paths;
 static pid_t spawned[8];
 static size_t n_spawned;
+static bool home_used[2];
 
 static double now_ms(void)
 {
@@ -37,12 +38,19 @@ void e2e_setup(void)
 {
     snprintf(root, sizeof root, "/tmp/ferry-e2e-XXXXXX");
     cr_assert(mkdtemp(root), "mkdtemp: %s", strerror(errno));
-    snprintf(e2e_home, sizeof e2e_home, "%s/home", root);
-    cr_assert(setenv("FERRY_HOME", e2e_home, 1) == 0);
+    home_used[1] = false;
+    e2e_use_home(0);
     /* Orphans (the supervisor, once `ferry start` exits) come to us, so we
      * can reap them and be sure they are gone. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     n_runs = 0;
+}
+
+void e2e_use_home(int which)
+{
+    snprintf(e2e_home, sizeof e2e_home, "%s/home%s", root, which ? "-2" : "");
+    cr_assert(setenv("FERRY_HOME", e2e_home, 1) == 0);
+    home_used[which] = true;
 }
 
 void e2e_teardown(void)
@@ -51,15 +59,20 @@ void e2e_teardown(void)
     opened = NULL;
     if (!root[0])
         return;
-    pid_t sup = e2e_supervisor_pid();
-    e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "500", NULL);
-    e2e_run_fini(&r);
-    /* The supervisor leads its own session and process group, which its
-     * workers share: whatever of it survived goes now, even workers whose
-     * supervisor died before them. */
-    if (sup > 0)
-        kill(-sup, SIGKILL);
+    for (int i = 0; i < 2; i++) {
+        if (!home_used[i])
+            continue;
+        e2e_use_home(i);
+        pid_t sup = e2e_supervisor_pid();
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "500", NULL);
+        e2e_run_fini(&r);
+        /* The supervisor leads its own session and process group, which its
+         * workers share: whatever of it survived goes now, even workers
+         * whose supervisor died before them. */
+        if (sup > 0)
+            kill(-sup, SIGKILL);
+    }
     for (size_t i = 0; i < n_spawned; i++)
         kill(spawned[i], SIGKILL);
     n_spawned = 0;
@@ -281,12 +294,22 @@ pid_t e2e_worker_pid(cluster *cl, int rank)
 
 pid_t e2e_supervisor_pid(void)
 {
-    char state[600], err[CONF_ERR_LEN];
-    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
-    conf_cluster c;
-    conf_defaults(&c);
-    pid_t pid = conf_load(&c, state, err, sizeof err) == 0 ? c.supervisor_pid : 0;
-    conf_fini(&c);
+    /* Written by the supervisor itself, before any cluster state. */
+    char path[600];
+    snprintf(path, sizeof path, "%s/supervisor.pid", e2e_home);
+    char *text = e2e_slurp(path);
+    pid_t pid = text ? (pid_t)atoi(text) : 0;
+    free(text);
+    return pid;
+}
+
+pid_t e2e_worker_pid_file(int rank)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/workers/%d/pid", e2e_home, rank);
+    char *text = e2e_slurp(path);
+    pid_t pid = text ? (pid_t)atoi(text) : 0;
+    free(text);
     return pid;
 }
 

@@ -70,8 +70,15 @@ pid_t e2e_spawn(const char *arg, ...) __attribute__((sentinel));
 /* The pid of worker `rank`, from a Ping. */
 pid_t e2e_worker_pid(cluster *cl, int rank);
 
-/* The supervisor's pid, from cluster.ini; 0 if none. */
+/* The supervisor's pid, from the file it writes first; 0 if none. */
 pid_t e2e_supervisor_pid(void);
+
+/* The pid the supervisor recorded for worker `rank`; 0 if none. */
+pid_t e2e_worker_pid_file(int rank);
+
+/* Switches FERRY_HOME (and e2e_home) to this test's first (0) or second
+ * (1) home; teardown stops and removes what runs under either. */
+void e2e_use_home(int which);
 
 /* True while `pid` runs (reaps it first if it is our exited child). */
 bool e2e_alive(pid_t pid);

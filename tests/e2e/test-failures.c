@@ -251,3 +251,17 @@ Test(e2e_fail, a_worker_killed_during_submit_fails_it_by_name)
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
 }
+
+Test(e2e_fail, a_worker_that_exits_mid_call_is_restarted)
+{
+    e2e_start(1);
+    pid_t before = e2e_worker_pid_file(0);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("crashdrv.so"), "--", "exit",
+              NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.out, "exit failed: worker 0"), "%s\n%s", r.out, r.err);
+    cr_assert(e2e_has(r.out, "echo after exit: ok"), "%s\n%s", r.out, r.err);
+    e2e_run_fini(&r);
+    cr_assert(e2e_worker_pid_file(0) != before, "the worker was not restarted");
+}

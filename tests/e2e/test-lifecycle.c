@@ -5,10 +5,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -236,7 +238,7 @@ Test(e2e_cli, bad_modules_get_clear_errors_and_the_cluster_keeps_working)
     static const struct {
         const char *module, *says;
     } bad[] = {
-        {"notelf.so", "not an ELF"},           {"truncated.so", "truncated.so"},
+        {"notelf.so", "not an ELF"},           {"truncated.so", "truncated ELF"},
         {"nodesc.so", "no ferry_task symbol"}, {"badabi.so", "ABI version 99"},
         {"missing.so", "cannot read"},
     };
@@ -322,4 +324,121 @@ Test(e2e_cli, attached_workers_are_waited_for_served_and_stopped)
     cr_assert(access(token, F_OK) == 0, "shutdown removed the user's own token file");
     unlink(token);
     unlink(path);
+}
+
+Test(e2e_cli, submit_takes_a_bare_file_name_in_the_current_directory)
+{
+    e2e_start(1);
+    cr_assert(chdir(getenv("FERRY_TEST_TASKS")) == 0);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", "hello.so", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "rank 0"), "%s", r.out);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, workers_listen_on_ipv6_loopback)
+{
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "2", "--listen", "::1", "--base-port", "0", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "worker 1  [::1]:"), "%s", r.out);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "rank 1"), "%s", r.out);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, shutdown_cancels_calls_in_flight_and_leaves_nothing)
+{
+    e2e_start(1);
+    pid_t worker = e2e_worker_pid_file(0);
+    pid_t submit = e2e_spawn("submit", e2e_task("sleep"), "--", "60000", "1", NULL);
+    /* Until the long call runs on the worker. */
+    bool running = false;
+    for (int i = 0; i < 500 && !running; i++) {
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
+        running = e2e_has(r.out, "\"in_flight\":1");
+        e2e_run_fini(&r);
+        if (!running)
+            usleep(20000);
+    }
+    cr_assert(running, "the sleep never started");
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "200", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(r.ms < 20000, "shutdown took %.0f ms: it waited for the call", r.ms);
+    e2e_run_fini(&r);
+    int status;
+    cr_assert(waitpid(submit, &status, 0) == submit);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+              "submit should fail once its call is cancelled (status %d)", status);
+    cr_assert(e2e_wait_gone(worker, 5000), "the worker still runs");
+}
+
+Test(e2e_cli, two_clusters_with_different_homes_run_side_by_side)
+{
+    e2e_start(2);
+    e2e_use_home(1);
+    e2e_start(1);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
+    E2E_EXPECT(&r, 0);
+    pid_t pids[4];
+    cr_assert(json_pids(r.out, pids, 4) == 1, "the second home sees:\n%s", r.out);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+
+    e2e_use_home(0);
+    e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(json_pids(r.out, pids, 4) == 2, "the first cluster changed:\n%s", r.out);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+}
+
+Test(e2e_cli, shutdown_stops_workers_whose_supervisor_was_killed)
+{
+    e2e_start(2);
+    pid_t sup = e2e_supervisor_pid(), w0 = e2e_worker_pid_file(0),
+          w1 = e2e_worker_pid_file(1);
+    cr_assert(sup > 0 && w0 > 0 && w1 > 0);
+    kill(sup, SIGKILL);
+    cr_assert(e2e_wait_gone(sup, 5000));
+    cr_assert(e2e_alive(w0) && e2e_alive(w1), "the workers died with their supervisor");
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    cr_assert(e2e_wait_gone(w0, 5000) && e2e_wait_gone(w1, 5000),
+              "orphaned workers still run");
+}
+
+Test(e2e_cli, shutdown_stops_a_cluster_whose_start_was_interrupted)
+{
+    e2e_start(1);
+    pid_t sup = e2e_supervisor_pid(), worker = e2e_worker_pid_file(0);
+    /* As if `ferry start` had died before it wrote the cluster's state. */
+    char state[600];
+    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
+    cr_assert(unlink(state) == 0);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "1", "--base-port", "0", NULL);
+    E2E_EXPECT(&r, 1);
+    char want[64];
+    snprintf(want, sizeof want, "supervisor pid %d", (int)sup);
+    cr_assert(e2e_has(r.err, "already running") && e2e_has(r.err, want), "%s", r.err);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.err, "state was missing"), "%s", r.err);
+    e2e_run_fini(&r);
+    cr_assert(e2e_wait_gone(sup, 5000) && e2e_wait_gone(worker, 5000), "left running");
+    e2e_start(1);
 }
