@@ -65,6 +65,11 @@ struct rt_worker {
     rt_guard guards[RT_GUARDED_METHODS];
 };
 
+/* rt_worker_wait() that also returns once `fd` is readable (-1: none), for
+ * `ferry worker`'s signal pipe. Returns whether `fd` woke it (false: the
+ * worker was stopped, or poll failed). The byte in `fd` is left unread. */
+bool rt_worker_wait_or(rt_worker *w, int fd);
+
 /* The method handlers below take the rt_worker as `data`; worker.c checks
  * the token before it calls them. */
 void rt_load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data);

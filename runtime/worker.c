@@ -13,6 +13,7 @@
  * log with one write(2) (no stdio lock that a pool thread may hold). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,14 +190,29 @@ int rt_worker_port(const rt_worker *w)
     return rpc_server_port(w->srv);
 }
 
+bool rt_worker_wait_or(rt_worker *w, int fd)
+{
+    /* The stop byte is never read: rt_worker_stop() sets the flag before it
+     * writes, so a readable pipe always finds the flag set, and any number
+     * of waiters all wake. */
+    struct pollfd p[2] = {{.fd = w->stop_pipe[0], .events = POLLIN},
+                          {.fd = fd, .events = POLLIN}};
+    nfds_t n = fd >= 0 ? 2 : 1;
+    while (!atomic_load(&w->stopped)) {
+        if (poll(p, n, -1) < 0) {
+            if (errno != EINTR)
+                return false;
+            continue;
+        }
+        if (n == 2 && p[1].revents)
+            return true;
+    }
+    return false;
+}
+
 void rt_worker_wait(rt_worker *w)
 {
-    while (!atomic_load(&w->stopped)) {
-        char b;
-        ssize_t n = read(w->stop_pipe[0], &b, 1);
-        if (n < 0 && errno != EINTR)
-            return;
-    }
+    rt_worker_wait_or(w, -1);
 }
 
 void rt_worker_stop(rt_worker *w)

@@ -4,6 +4,7 @@
  * (no token, state directory); 2 for a usage mistake; 3 when the port is in
  * use, so that a launcher can tell that case apart without parsing text. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
@@ -59,14 +60,19 @@ typedef struct options {
     uint32_t restarts;
 } options;
 
-static rt_worker *_Atomic running;
+/* SIGTERM and SIGINT may land on any thread (gRPC's included) at any time,
+ * also while main destroys the worker; so the handler touches only a pipe
+ * that outlives the worker (it is never closed). Main waits on the worker
+ * and on that pipe together. */
+static int signal_pipe[2] = {-1, -1};
 
 static void on_stop_signal(int sig)
 {
     (void)sig;
-    rt_worker *w = atomic_load(&running);
-    if (w)
-        rt_worker_stop(w);
+    int saved = errno;
+    ssize_t n = write(signal_pipe[1], "x", 1);
+    (void)n; /* a full pipe already holds a wake-up */
+    errno = saved;
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -179,22 +185,39 @@ static void *stuck_watch(void *arg)
     _exit(EXIT_FAIL);
 }
 
-static void install_stop_signals(void)
+/* Installs the handlers, then unblocks SIGTERM and SIGINT: a launcher may
+ * block them across fork and exec so that none lands (and kills) before
+ * the handlers are in place; one that came meanwhile is delivered now.
+ * Returns 0 or -errno. */
+static int install_stop_signals(void)
 {
+    /* Both ends non-blocking: the handler must never block, and main only
+     * polls the read end. Created once per process, never closed. */
+    if (signal_pipe[0] < 0 && pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -errno;
+    char stale[64]; /* an earlier run in this process left its wake-ups */
+    while (read(signal_pipe[0], stale, sizeof stale) > 0)
+        ;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART; /* a burst of signals must not fail start-up's I/O */
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return -errno;
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    return -pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
 }
 
 int rt_worker_main(int argc, char **argv)
 {
     options o;
-    int status = parse(argc, argv, &o);
+    int rc, status = parse(argc, argv, &o);
     if (status >= 0)
         return status;
 
@@ -203,6 +226,10 @@ int rt_worker_main(int argc, char **argv)
     if (conf_split_address(o.listen, host, sizeof host, &port) != 0)
         return usage_error("--listen: expected host:port or [v6]:port, got '%s'",
                            o.listen);
+    if ((rc = install_stop_signals())) {
+        fprintf(stderr, "ferry worker: cannot handle SIGTERM: %s\n", ferry_strerror(rc));
+        return EXIT_FAIL;
+    }
     char home[4096] = "", state_dir[4096], token_file[4096];
     if ((!o.state_dir || !o.token_file) && conf_home(home, sizeof home) != 0) {
         fputs("ferry worker: no FERRY_HOME or HOME to keep state in: pass --state-dir "
@@ -227,7 +254,7 @@ int rt_worker_main(int argc, char **argv)
         conf_home_path(token_file, sizeof token_file, home, "token");
 
     char token[CONF_TOKEN_LEN + 1], err[CONF_ERR_LEN] = "";
-    int rc = conf_token_read(token_file, token, sizeof token, err, sizeof err);
+    rc = conf_token_read(token_file, token, sizeof token, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ferry worker: %s\n", err[0] ? err : ferry_strerror(rc));
         if (rc == FERRY_ENOENT)
@@ -274,14 +301,11 @@ int rt_worker_main(int argc, char **argv)
     if ((rc = rt_crash_install(crash)))
         fprintf(stderr, "ferry worker: no crash record (%s): %s\n", crash,
                 ferry_strerror(rc));
-    atomic_store(&running, w);
-    install_stop_signals();
 
     int bound = rt_worker_port(w);
     if (o.port_file && (rc = write_port_file(o.port_file, bound))) {
         fprintf(stderr, "ferry worker: cannot write the port file %s: %s\n", o.port_file,
                 ferry_strerror(rc));
-        atomic_store(&running, NULL);
         rt_worker_destroy(w, 0);
         return EXIT_FAIL;
     }
@@ -291,14 +315,16 @@ int rt_worker_main(int argc, char **argv)
     if (w->id.last_crash[0])
         fprintf(stderr, "ferry worker: the last run crashed: %s\n", w->id.last_crash);
 
-    rt_worker_wait(w);
+    /* A signal that came during start-up left its byte: this returns at
+     * once. */
+    if (rt_worker_wait_or(w, signal_pipe[0]))
+        fprintf(stderr, "ferry worker rank %d: stopping on a signal\n", o.rank);
     long long grace = atomic_load(&w->shutdown_grace_ms);
     static long long stuck_ms;
     stuck_ms = (grace >= 0 ? grace : STOP_GRACE_MS) + STUCK_EXTRA_MS;
     pthread_t watch;
     if (pthread_create(&watch, NULL, stuck_watch, &stuck_ms) == 0)
         pthread_detach(watch);
-    atomic_store(&running, NULL);
     rt_worker_destroy(w, STOP_GRACE_MS);
     fprintf(stderr, "ferry worker rank %d stopped\n", o.rank);
     return EXIT_OK;

@@ -330,3 +330,56 @@ Test(rt_main, a_crash_in_a_call_is_reported_by_the_next_worker)
     free(out);
     rth_finish();
 }
+
+/* The child starts with SIGTERM blocked, as a launcher may hold it across
+ * fork and exec: rt_worker_main unblocks it once its handler is in place,
+ * so none of the signals below can kill the child before that. */
+static pid_t spawn_with_sigterm_blocked(rth_child_out *paths)
+{
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    cr_assert(sigprocmask(SIG_BLOCK, &term, &old) == 0);
+    pid_t pid = rth_spawn(run_main, &J, paths);
+    cr_assert(sigprocmask(SIG_SETMASK, &old, NULL) == 0);
+    return pid;
+}
+
+Test(rt_main, sigterm_storms_during_start_up_and_shutdown_always_exit_0)
+{
+    snprintf(state_dir, sizeof state_dir, "%s/state", R.dir);
+    args("--listen", "127.0.0.1:0", "--state-dir", state_dir, "--token-file",
+         rth_token_file(), "--threads", "2", NULL);
+    for (int round = 0; round < 20; round++) {
+        rth_child_out paths;
+        pid_t pid = spawn_with_sigterm_blocked(&paths);
+        /* Each round starts its storm a little later, so that the first
+         * signal lands in a different stage of start-up; the storm goes on
+         * through the shutdown until the child is gone. */
+        usleep((useconds_t)round * 2000);
+        int status = 0;
+        bool gone = false;
+        for (int i = 0; i < 40000 && !gone; i++) { /* bounds a hang at ~20 s */
+            kill(pid, SIGTERM);
+            pid_t r = waitpid(pid, &status, WNOHANG);
+            cr_assert(r >= 0 || errno == EINTR, "waitpid: %s", strerror(errno));
+            gone = r == pid;
+            if (!gone)
+                usleep(500);
+        }
+        if (!gone) {
+            kill(pid, SIGKILL);
+            rth_reap(pid);
+        }
+        char *err = rth_read_file(paths.err, NULL);
+        cr_assert(gone, "round %d: the worker did not stop on SIGTERM: %s", round,
+                  err ? err : "");
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "round %d: status %d (signal %d): %s", round, status,
+                  WIFSIGNALED(status) ? WTERMSIG(status) : 0, err ? err : "");
+        cr_assert(strstr(err, "ferry worker rank -1 stopped"), "round %d: %s", round,
+                  err);
+        free(err);
+    }
+    rth_finish();
+}
