@@ -27,4 +27,10 @@ bool conf_values_valid(const conf_cluster *c);
 /* Deep copy of src into dst (zeroed first). Returns 0 or FERRY_ENOMEM. */
 int conf_copy(conf_cluster *dst, const conf_cluster *src);
 
+/* `path` made absolute: itself when it starts with '/', else joined to
+ * `dir` (NULL: the current directory; a relative dir is taken from the
+ * current directory too). Returns 0 with *out to free(), or -errno /
+ * FERRY_ENOMEM. */
+int conf_absolute_path(const char *dir, const char *path, char **out);
+
 #endif

@@ -29,6 +29,30 @@ static int absolute(char *buf, size_t len, const char *dir, const char *suffix)
     return 0;
 }
 
+int conf_absolute_path(const char *dir, const char *path, char **out)
+{
+    char cwd[4096];
+    int n;
+    *out = NULL;
+    if (path[0] == '/') {
+        n = asprintf(out, "%s", path);
+    } else if (dir && dir[0] == '/') {
+        n = asprintf(out, "%s/%s", dir, path);
+    } else {
+        if (!getcwd(cwd, sizeof cwd))
+            return -errno;
+        if (!dir || strcmp(dir, ".") == 0)
+            n = asprintf(out, "%s/%s", cwd, path);
+        else
+            n = asprintf(out, "%s/%s/%s", cwd, dir, path);
+    }
+    if (n < 0) {
+        *out = NULL;
+        return FERRY_ENOMEM;
+    }
+    return 0;
+}
+
 int conf_home(char *buf, size_t len)
 {
     const char *home = getenv("FERRY_HOME");

@@ -213,31 +213,12 @@ static int number(parse *p, const key *k, const char *value)
  * changes directory still finds it. */
 static int resolve_path(parse *p, const char *value, char **out)
 {
-    char cwd[4096], *copy;
-    const char *dir;
-    int n;
-    *out = NULL;
-    if (value[0] == '/') {
-        *out = strdup(value);
-        return *out ? 0 : FERRY_ENOMEM;
-    }
-    copy = strdup(p->path);
+    char *copy = strdup(p->path);
     if (!copy)
         return FERRY_ENOMEM;
-    dir = dirname(copy);
-    if (dir[0] == '/')
-        n = asprintf(out, "%s/%s", dir, value);
-    else if (getcwd(cwd, sizeof cwd))
-        n = strcmp(dir, ".") == 0 ? asprintf(out, "%s/%s", cwd, value)
-                                  : asprintf(out, "%s/%s/%s", cwd, dir, value);
-    else
-        n = -1;
+    int rc = conf_absolute_path(dirname(copy), value, out);
     free(copy);
-    if (n < 0) {
-        *out = NULL;
-        return FERRY_ENOMEM;
-    }
-    return 0;
+    return rc;
 }
 
 static int string(parse *p, const key *k, const char *value)

@@ -94,23 +94,6 @@ static bool savable(const char *key, const char *v)
     return true;
 }
 
-/* conf_load() reads a relative token_file against the file's directory;
- * the one in memory is relative to the current one. */
-static int absolute_path(const char *p, char **out)
-{
-    char cwd[4096];
-    *out = NULL;
-    if (p[0] == '/')
-        return 0;
-    if (!getcwd(cwd, sizeof cwd))
-        return -errno;
-    if (asprintf(out, "%s/%s", cwd, p) < 0) {
-        *out = NULL;
-        return FERRY_ENOMEM;
-    }
-    return 0;
-}
-
 static int format(const conf_cluster *c, char **text, size_t *len)
 {
     char *abs_token = NULL;
@@ -120,11 +103,12 @@ static int format(const conf_cluster *c, char **text, size_t *len)
     if (!conf_values_valid(c))
         return FERRY_EINVAL;
     if (token) {
-        rc = absolute_path(token, &abs_token);
+        /* conf_load() reads a relative token_file against the file's
+         * directory; the one in memory is relative to the current one. */
+        rc = conf_absolute_path(NULL, token, &abs_token);
         if (rc)
             return rc;
-        if (abs_token)
-            token = abs_token;
+        token = abs_token;
     }
     if (!savable("listen", listen) || (token && !savable("token_file", token)))
         rc = FERRY_EINVAL;
