@@ -239,6 +239,8 @@ void cl_req_prepare(cl_req *r, cluster *cl, cl_node *node, cl_kind kind,
     r->fail = CL_OK;
     r->cb = cb;
     r->data = data;
+    uv_update_time(&cl->loop);
+    r->start = uv_now(&cl->loop);
     r->busy = true;
     r->killed = false;
     r->prev = r->next = NULL;

@@ -51,8 +51,9 @@ struct cl_req {
     cl_req_cb cb;
     void *data;
     size_t index;
-    bool busy;           /* started, its cb not yet run */
-    bool killed;         /* cancelled because its worker was marked dead */
+    uint64_t start; /* uv_now() when prepared: a call ends by start + call_timeout_ms */
+    bool busy;      /* started, its cb not yet run */
+    bool killed;    /* cancelled because its worker was marked dead */
     cl_req *prev, *next; /* the node's list: in flight, or waiting on a diagnosis */
 };
 
@@ -91,7 +92,9 @@ struct cl_node {
     bool diag_busy; /* diag_call in flight */
     rpc_call diag_call;
     uv_timer_t diag_timer;
-    uint64_t diag_deadline; /* uv_now() ms */
+    uint64_t diag_since;    /* uv_now() ms */
+    uint64_t diag_deadline; /* uv_now() ms; no later than any waiter's own deadline */
+    bool diag_cut;          /* the deadline is a waiting call's */
     char *diag_cause;       /* the rpc text of the first lost call */
     cl_req *diag_waiters;
 };

@@ -159,10 +159,10 @@ static void diag_end(cl_node *node, const Ferry__PingReply *rep)
     if (rep) {
         cl_node_seen(cl, node, rep, true);
     } else {
-        lost =
-            cl_fmt("connection lost (%s); no answer to pings for %lld ms", why,
-                   (long long)(cl->call_timeout_ms < CL_DIAG_MAX_MS ? cl->call_timeout_ms
-                                                                    : CL_DIAG_MAX_MS));
+        uv_update_time(&cl->loop);
+        lost = cl_fmt("connection lost (%s); no answer to pings for %llu ms%s", why,
+                      (unsigned long long)(uv_now(&cl->loop) - node->diag_since),
+                      node->diag_cut ? ", until the call's deadline" : "");
         cl_node_kill(cl, node, lost ? strdup(lost) : NULL);
     }
 
@@ -245,19 +245,39 @@ static void diag_probe(cl_node *node)
         node->diag_busy = true;
 }
 
+/* The diagnosis ends by the earliest deadline of the calls it holds: a call
+ * lost just before its deadline must not fail seconds after it. */
+static void diag_clamp(cl_node *node, const cl_req *r)
+{
+    int64_t timeout = node->cl->call_timeout_ms > 0 ? node->cl->call_timeout_ms : 0;
+    uint64_t until = r->start + (uint64_t)timeout;
+    if (until >= node->diag_deadline)
+        return;
+    node->diag_deadline = until;
+    node->diag_cut = true;
+    /* A probe in flight waits by the old deadline: its end probes again. */
+    if (node->diag_busy)
+        rpc_call_cancel(&node->diag_call);
+}
+
 void cl_diag_enqueue(cluster *cl, cl_node *node, cl_req *r)
 {
     r->prev = NULL;
     r->next = node->diag_waiters;
     node->diag_waiters = r;
-    if (node->diag)
+    if (node->diag) {
+        diag_clamp(node, r);
         return;
+    }
     node->diag = true;
     node->diag_cause = r->call.errmsg ? strdup(r->call.errmsg) : NULL;
     uv_update_time(&cl->loop);
     int64_t span =
         cl->call_timeout_ms < CL_DIAG_MAX_MS ? cl->call_timeout_ms : CL_DIAG_MAX_MS;
-    node->diag_deadline = uv_now(&cl->loop) + (uint64_t)span;
+    node->diag_since = uv_now(&cl->loop);
+    node->diag_deadline = node->diag_since + (uint64_t)span;
+    node->diag_cut = false;
+    diag_clamp(node, r);
     diag_probe(node);
 }
 

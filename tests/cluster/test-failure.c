@@ -296,3 +296,39 @@ TC_TEST(cluster_failure, the_first_heartbeat_tells_a_restart_from_an_old_crash)
     cr_assert(strstr(cluster_error(T.cl), "the worker restarted (pid"), "%s",
               cluster_error(T.cl));
 }
+
+/* ---- a worker lost close to the call's deadline --------------------------- */
+
+typedef struct late_kill {
+    size_t slot;
+    int ms;
+} late_kill;
+
+static void *kill_at(void *arg)
+{
+    late_kill *k = arg;
+    sleep_ms(k->ms);
+    kill(T.child[k->slot], SIGKILL);
+    return NULL;
+}
+
+TC_TEST(cluster_failure, a_worker_lost_near_the_deadline_fails_the_call_by_its_deadline)
+{
+    tc_child_worker();
+    tc_cluster(1500, 0, 0);
+    tc_load_faulty();
+    /* The diagnosis of the lost connection (is it coming back?) must not
+     * outlast the call's own 1500 ms. */
+    late_kill k = {.slot = 0, .ms = 1200};
+    double start = tc_now_ms();
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, kill_at, &k) == 0);
+    ferry_bytes_t in = tc_str("10000"), out;
+    int rc = cluster_call(T.cl, &T.mod, 0, "sleep", &in, &out);
+    double took = tc_now_ms() - start;
+    pthread_join(th, NULL);
+    cr_assert_neq(rc, 0, "the call survived its worker");
+    assert_names(cluster_error(T.cl), 0, "module faulty.so function sleep");
+    cr_assert(took < 2500, "the call ended %.0f ms after it began (deadline 1500 ms): %s",
+              took, cluster_error(T.cl));
+}
