@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -117,6 +118,17 @@ int conf_parse_address(const char *address, char *host, size_t hostlen, int *por
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port)
 {
     return conf_parse_address(address, host, hostlen, port, 0, NULL, 0);
+}
+
+bool conf_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || (*end && strcmp(end, "\n") != 0) || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
 }
 
 char *conf_format_address(char *buf, size_t len, const char *host, int port)

@@ -98,6 +98,10 @@ void conf_fini(conf_cluster *c);
  * the host does not fit in hostlen). */
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port);
 
+/* Parses all of `s` (a trailing newline allowed) as a decimal number in
+ * lo..hi. Returns whether it is one; *out is set only then. */
+bool conf_parse_long(const char *s, long lo, long hi, long *out);
+
 /* The inverse: "host:port", or "[host]:port" for an IPv6 host, into buf.
  * Returns buf. */
 char *conf_format_address(char *buf, size_t len, const char *host, int port);

@@ -27,13 +27,7 @@ bool cli_read_number(const char *path, long lo, long hi, long *out)
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || (*end && *end != '\n') || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
+    return conf_parse_long(text, lo, hi, out);
 }
 
 int cli_write_number(const char *path, long value)

@@ -68,10 +68,7 @@ int cli_shutdown(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'g') {
-            char *end;
-            errno = 0;
-            grace = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || grace < 0 || grace > 3600000) {
+            if (!conf_parse_long(optarg, 0, 3600000, &grace)) {
                 cli_err("shutdown",
                         "--grace-ms: expected milliseconds 0..3600000, got '%s'", optarg);
                 return CLI_USAGE;

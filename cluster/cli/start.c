@@ -50,17 +50,6 @@ typedef struct start_args {
     long timeout_ms;
 } start_args;
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 static int parse(int argc, char **argv, start_args *a)
 {
     static const struct option opts[] = {
@@ -81,7 +70,7 @@ static int parse(int argc, char **argv, start_args *a)
             a->config = optarg;
             break;
         case 'p':
-            if (!parse_long(optarg, 0, 65535, &a->base_port)) {
+            if (!conf_parse_long(optarg, 0, 65535, &a->base_port)) {
                 cli_err("start", "--base-port: expected a port 0..65535, got '%s'",
                         optarg);
                 return CLI_USAGE;
@@ -91,13 +80,13 @@ static int parse(int argc, char **argv, start_args *a)
             a->listen = optarg;
             break;
         case 't':
-            if (!parse_long(optarg, 0, 1024, &a->threads)) {
+            if (!conf_parse_long(optarg, 0, 1024, &a->threads)) {
                 cli_err("start", "--threads: expected 0..1024, got '%s'", optarg);
                 return CLI_USAGE;
             }
             break;
         case 'T':
-            if (!parse_long(optarg, 1, 86400000, &a->timeout_ms)) {
+            if (!conf_parse_long(optarg, 1, 86400000, &a->timeout_ms)) {
                 cli_err("start", "--timeout-ms: expected milliseconds >= 1, got '%s'",
                         optarg);
                 return CLI_USAGE;
@@ -111,7 +100,7 @@ static int parse(int argc, char **argv, start_args *a)
             return CLI_USAGE;
         }
     }
-    if (optind < argc && !parse_long(argv[optind++], 1, 1024, &a->n)) {
+    if (optind < argc && !conf_parse_long(argv[optind++], 1, 1024, &a->n)) {
         cli_err("start", "N: expected a number of workers 1..1024, got '%s'",
                 argv[optind - 1]);
         return CLI_USAGE;
