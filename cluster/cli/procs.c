@@ -1,7 +1,6 @@
 /* The cluster's processes as the commands see them: the small files the
  * supervisor and workers leave (pids, ports), whether a process still runs,
  * and stopping a supervisor with everything it started. */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

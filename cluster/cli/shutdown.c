@@ -1,7 +1,6 @@
 /* `ferry shutdown`: every worker finishes or cancels its calls and exits,
  * the supervisor follows, nothing of the cluster is left running, and its
  * state is removed (logs stay). Harmless when nothing runs. */
-#include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
