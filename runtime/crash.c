@@ -6,9 +6,15 @@
  * and the worker the supervisor starts next reads it and reports it in
  * Ping and Stats. The handler uses async-signal-safe calls only (open,
  * write, close, clock_gettime, raise): no stdio, no malloc, its own number
- * formatting. */
+ * formatting.
+ *
+ * A function that exhausts its stack faults on the guard page, where no
+ * handler can run on the same stack; so the handler runs on an alternate
+ * signal stack (SA_ONSTACK), which each executor thread gets the first time
+ * it is marked as running a call. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +29,12 @@ static char record_path[4096];
 
 static _Thread_local const char *cur_module;
 static _Thread_local const char *cur_function;
+
+/* The alternate stacks we made, one per thread, freed as the thread ends. */
+static pthread_key_t altstack_key;
+static bool altstack_key_ok;
+static pthread_once_t altstack_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool altstack_checked;
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
@@ -125,6 +137,53 @@ static void on_fatal(int sig)
     errno = saved;
 }
 
+/* ---- alternate signal stacks --------------------------------------------- */
+
+static void altstack_free(void *mem)
+{
+    /* Disabled before it is freed, unless someone replaced it meanwhile. */
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == mem &&
+        !(cur.ss_flags & SS_DISABLE)) {
+        stack_t off = {.ss_flags = SS_DISABLE};
+        sigaltstack(&off, NULL);
+    }
+    free(mem);
+}
+
+static void altstack_key_create(void)
+{
+    altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
+}
+
+/* Gives the calling thread an alternate signal stack unless it has one
+ * (sanitizers install their own per thread: that one is kept). Without one
+ * a stack overflow still kills the worker, only with no record. */
+static void altstack_ensure(void)
+{
+    if (altstack_checked)
+        return;
+    altstack_checked = true;
+    stack_t old;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE))
+        return;
+    if (pthread_once(&altstack_once, altstack_key_create) != 0 || !altstack_key_ok)
+        return;
+    size_t size = 4 * (size_t)SIGSTKSZ;
+    if (size < 64 * 1024)
+        size = 64 * 1024;
+    void *mem = malloc(size);
+    if (!mem)
+        return;
+    stack_t ss = {.ss_sp = mem, .ss_size = size};
+    if (sigaltstack(&ss, NULL) != 0) {
+        free(mem);
+        return;
+    }
+    if (pthread_setspecific(altstack_key, mem) != 0)
+        altstack_free(mem);
+}
+
 int rt_crash_install(const char *path)
 {
     size_t n = strlen(path);
@@ -134,7 +193,7 @@ int rt_crash_install(const char *path)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_fatal;
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
         if (sigaction(fatal_signals[i], &sa, NULL) != 0)
@@ -149,6 +208,7 @@ void rt_crash_mark(const char *module, const char *function)
      * from reordering the two (a signal fence is all a same-thread handler
      * needs). */
     if (module) {
+        altstack_ensure();
         cur_function = function;
         atomic_signal_fence(memory_order_seq_cst);
         cur_module = module;

@@ -132,12 +132,17 @@ int rt_worker_main(int argc, char **argv);
 
 /* Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that
  * write "module M function F: signal N (SIGNAME)" for the call running on the
- * faulting thread to `path`, then die by the same signal. Process-wide: only
+ * faulting thread to `path`, then die by the same signal. They run on the
+ * thread's alternate signal stack where it has one (see rt_crash_mark()).
+ * Process-wide: only
  * `ferry worker` calls it. Returns 0 or -errno. */
 int rt_crash_install(const char *path);
 
 /* Marks the calling thread as running `module`/`function` (NULLs: idle);
- * the strings must live until the mark is cleared. */
+ * the strings must live until the mark is cleared. The first mark on a
+ * thread gives it an alternate signal stack, unless it has one, so that a
+ * call that overflows its stack is recorded too; it is freed when the thread
+ * ends. */
 void rt_crash_mark(const char *module, const char *function);
 
 /* Reads and keeps the record at `path` into `id` (last_crash, crash_id).

@@ -27,6 +27,32 @@ static int segv(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
     return 0;
 }
 
+/* Never set: the recursion below has no end that the compiler can see, and
+ * no warning about an endless one. */
+static volatile unsigned overflow_depth_limit;
+
+/* Each level keeps a small frame alive (the callee reads it, so no tail
+ * call can reuse it) and touches both ends of it, so the stack grows one
+ * frame at a time into its guard page rather than past it. */
+static unsigned deeper(unsigned depth, volatile unsigned char *up)
+{
+    volatile unsigned char frame[256];
+    frame[0] = (unsigned char)(up[0] + 1);
+    frame[sizeof frame - 1] = (unsigned char)depth;
+    if (depth == overflow_depth_limit)
+        return frame[0];
+    return deeper(depth + 1, frame) + frame[sizeof frame - 1];
+}
+
+/* Recurses until the stack runs out: a SIGSEGV on the guard page. */
+static int overflow(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    (void)in, (void)out;
+    volatile unsigned char top[1] = {0};
+    unsigned r = deeper(1, top);
+    return ctx->ops->fail(ctx, FERRY_EINVAL, "the stack did not run out (%u)", r);
+}
+
 static int abort_(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     (void)ctx, (void)in, (void)out;
@@ -91,5 +117,5 @@ static int info(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 
 FERRY_TASK(.name = "faulty",
            .functions = FERRY_FUNCTIONS({"fail", fail}, {"segv", segv}, {"abort", abort_},
-                                        {"echo", echo}, {"sleep", sleep_},
-                                        {"info", info}));
+                                        {"echo", echo}, {"sleep", sleep_}, {"info", info},
+                                        {"overflow", overflow}));

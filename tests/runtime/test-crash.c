@@ -107,6 +107,12 @@ RTH_TEST(rt_crash, an_abort_in_a_function_is_recorded)
     crashes_with("abort", SIGABRT, "module faulty.so function abort: signal 6 (SIGABRT)");
 }
 
+RTH_TEST(rt_crash, a_stack_overflow_in_a_function_is_recorded)
+{
+    crashes_with("overflow", SIGSEGV,
+                 "module faulty.so function overflow: signal 11 (SIGSEGV)");
+}
+
 RTH_TEST(rt_crash, a_crash_outside_any_call_says_so)
 {
     crashes_with(NULL, SIGSEGV, "outside any call: signal 11 (SIGSEGV)");

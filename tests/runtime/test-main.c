@@ -331,6 +331,34 @@ Test(rt_main, a_crash_in_a_call_is_reported_by_the_next_worker)
     rth_finish();
 }
 
+/* The executor thread's stack runs out: the record needs the alternate
+ * signal stack. */
+Test(rt_main, a_stack_overflow_in_a_call_is_recorded)
+{
+    rth_child_out paths;
+    int port;
+    pid_t pid = start_daemon(&paths, &port, "1", "0");
+    rth_connect(port);
+    char sha[RT_SHA256_HEX], errtext[1024];
+    rth_load_faulty(sha);
+    int rc = rth_invoke(R.ch, sha, "overflow", NULL, NULL, errtext, sizeof errtext);
+    cr_assert(rc != 0, "a call that overflowed its stack succeeded");
+    int status = rth_reap(pid);
+    char *err = rth_read_file(paths.err, NULL);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %d: %s", status,
+              err);
+    const char *want = "module faulty.so function overflow: signal 11 (SIGSEGV)";
+    char record[600];
+    snprintf(record, sizeof record, "%s/crash", state_dir);
+    rt_identity id = {0};
+    rt_crash_read(record, &id);
+    cr_assert_str_eq(id.last_crash, want, "stderr: %s", err);
+    cr_assert(id.crash_id != 0);
+    cr_assert(strstr(err, want), "%s", err);
+    free(err);
+    rth_finish();
+}
+
 /* The child starts with SIGTERM blocked, as a launcher may hold it across
  * fork and exec: rt_worker_main unblocks it once its handler is in place,
  * so none of the signals below can kill the child before that. */
