@@ -309,9 +309,9 @@ int rt_worker_main(int argc, char **argv)
         rt_worker_destroy(w, 0);
         return EXIT_FAIL;
     }
-    fprintf(stderr, "ferry worker rank %d listening on %s%s%s:%d (pid %ld)\n", o.rank,
-            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
-            (long)getpid());
+    char where[sizeof host + 16];
+    fprintf(stderr, "ferry worker rank %d listening on %s (pid %ld)\n", o.rank,
+            conf_format_address(where, sizeof where, host, bound), (long)getpid());
     if (w->id.last_crash[0])
         fprintf(stderr, "ferry worker: the last run crashed: %s\n", w->id.last_crash);
 

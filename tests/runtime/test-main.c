@@ -74,13 +74,16 @@ static int run(char **out, char **err)
 
 static char state_dir[512], port_file[512];
 
-/* A worker in a child, listening on a free port; returns its pid and port. */
-static pid_t start_daemon(rth_child_out *paths, int *port, const char *rank,
-                          const char *restarts)
+/* A worker in a child, listening on a free port of `host` (an address as
+ * --listen takes it: 127.0.0.1, [::1]); returns its pid and port. */
+static pid_t start_daemon_on(const char *host, rth_child_out *paths, int *port,
+                             const char *rank, const char *restarts)
 {
+    char listen_at[64];
+    snprintf(listen_at, sizeof listen_at, "%s:0", host);
     snprintf(state_dir, sizeof state_dir, "%s/state", R.dir);
     snprintf(port_file, sizeof port_file, "%s/port", R.dir);
-    args("--listen", "127.0.0.1:0", "--state-dir", state_dir, "--token-file",
+    args("--listen", listen_at, "--state-dir", state_dir, "--token-file",
          rth_token_file(), "--port-file", port_file, "--rank", rank, "--restarts",
          restarts, "--threads", "4", NULL);
     pid_t pid = rth_spawn(run_main, &J, paths);
@@ -105,6 +108,12 @@ static pid_t start_daemon(rth_child_out *paths, int *port, const char *rank,
     rth_reap(pid);
     cr_assert_fail("the worker never wrote its port file");
     return -1;
+}
+
+static pid_t start_daemon(rth_child_out *paths, int *port, const char *rank,
+                          const char *restarts)
+{
+    return start_daemon_on("127.0.0.1", paths, port, rank, restarts);
 }
 
 Test(rt_main, help_exits_0_and_lists_the_options)
@@ -254,6 +263,24 @@ Test(rt_main, sigterm_stops_a_worker_with_exit_0)
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d: %s", status,
               err);
     cr_assert(strstr(err, "ferry worker rank 0 stopped"), "%s", err);
+    free(err);
+    rth_finish();
+}
+
+Test(rt_main, an_ipv6_worker_names_its_address_in_brackets)
+{
+    rth_child_out paths;
+    int port;
+    pid_t pid = start_daemon_on("[::1]", &paths, &port, "3", "0");
+    cr_assert(kill(pid, SIGTERM) == 0);
+    int status = rth_reap(pid);
+    char *err = rth_read_file(paths.err, NULL);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d: %s", status,
+              err);
+    char want[128];
+    snprintf(want, sizeof want, "ferry worker rank 3 listening on [::1]:%d (pid %d)\n",
+             port, pid);
+    cr_assert(strstr(err, want), "'%s' lacks '%s'", err, want);
     free(err);
     rth_finish();
 }
