@@ -19,15 +19,10 @@ void cl_survey_free(cluster *cl)
     cl->survey = NULL;
 }
 
-typedef struct survey_state {
-    size_t pending;
-} survey_state;
-
-static void survey_done(cl_req *r)
+/* Keeps the reply of a survey request that succeeded in its worker's entry. */
+static void survey_keep(cl_req *r)
 {
-    survey_state *st = r->data;
     cluster_worker *w = &r->cl->survey[r->node->rank];
-    st->pending--;
     if (r->result)
         return;
     if (r->kind == CL_REQ_PING) {
@@ -47,47 +42,47 @@ corrupt:
     free(label);
 }
 
+static int send_stats(cl_req *r, void *ctx)
+{
+    (void)ctx;
+    return pw_stats(r->node->pw, &r->call, r->cl->ping_timeout_ms, cl_req_rpc_done);
+}
+
 int cluster_survey(cluster *cl, bool stats, const cluster_worker **out)
 {
     if (!cl)
         return FERRY_EINVAL;
     cl_survey_free(cl);
     cl->survey = calloc(cl->n, sizeof *cl->survey);
-    size_t per = stats ? 2 : 1;
-    cl_req *reqs = calloc(cl->n * per, sizeof *reqs);
+    /* The pings, then (with stats) the Stats requests, all at once. */
+    cl_req *reqs = calloc(cl->n * 2, sizeof *reqs);
     if (!cl->survey || !reqs) {
         free(reqs);
         return FERRY_ENOMEM;
     }
-    survey_state st = {0};
     for (size_t i = 0; i < cl->n; i++) {
-        cl_node *node = &cl->nodes[i];
         cl->survey[i].rank = (int)i;
-        cl->survey[i].target = node->target;
-        cl_req *p = &reqs[i * per];
-        cl_req_prepare(p, cl, node, CL_REQ_PING, NULL, NULL, survey_done, &st);
-        st.pending++;
-        cl_req_started(p, pw_ping(node->pw, &p->call, ++cl->nonce, cl->ping_timeout_ms,
-                                  cl_req_rpc_done));
+        cl->survey[i].target = cl->nodes[i].target;
+    }
+    size_t pending = 0;
+    cl_fanout_start(cl, reqs, NULL, CL_REQ_PING, cl_send_ping, &cl->ping_timeout_ms,
+                    &pending);
+    if (stats)
+        cl_fanout_start(cl, reqs + cl->n, NULL, CL_REQ_STATS, send_stats, NULL, &pending);
+    cl_run(cl, &pending);
+    /* The first failure in rank order, a worker's ping before its stats. */
+    int rc = 0;
+    for (size_t i = 0; i < cl->n; i++) {
+        survey_keep(&reqs[i]);
+        if (!rc)
+            rc = cl_first_error(cl, &reqs[i], 1, NULL);
         if (!stats)
             continue;
-        cl_req *s = &reqs[i * per + 1];
-        cl_req_prepare(s, cl, node, CL_REQ_STATS, NULL, NULL, survey_done, &st);
-        st.pending++;
-        cl_req_started(
-            s, pw_stats(node->pw, &s->call, cl->ping_timeout_ms, cl_req_rpc_done));
+        survey_keep(&reqs[cl->n + i]);
+        if (!rc)
+            rc = cl_first_error(cl, &reqs[cl->n + i], 1, NULL);
     }
-    cl_run(cl, &st.pending);
-    int rc = 0;
-    for (size_t i = 0; i < cl->n * per; i++) {
-        if (reqs[i].result && !rc) {
-            rc = reqs[i].result;
-            cl_set_error_text(cl, reqs[i].err);
-            reqs[i].err = NULL;
-        }
-        cl_req_fini(&reqs[i]);
-    }
-    free(reqs);
+    cl_reqs_free(reqs, cl->n * 2);
     if (out)
         *out = cl->survey;
     return rc;
@@ -95,21 +90,11 @@ int cluster_survey(cluster *cl, bool stats, const cluster_worker **out)
 
 /* ---- shutdown ------------------------------------------------------------- */
 
-typedef struct shut_state {
-    size_t pending;
-} shut_state;
-
-static void shut_done(cl_req *r)
+static int send_shutdown(cl_req *r, void *grace_ms)
 {
-    shut_state *st = r->data;
-    st->pending--;
-    /* A worker that is already gone, or that closed the connection on its
-     * way out before the reply got through, has stopped: that is success. */
-    if (r->result == FERRY_EUNAVAIL || r->result == FERRY_ECONNRESET) {
-        r->result = 0;
-        free(r->err);
-        r->err = NULL;
-    }
+    uint32_t grace = *(const uint32_t *)grace_ms;
+    return pw_shutdown(r->node->pw, &r->call, grace,
+                       (int64_t)grace + r->cl->call_timeout_ms, cl_req_rpc_done);
 }
 
 int cluster_shutdown_all(cluster *cl, uint32_t grace_ms)
@@ -119,32 +104,27 @@ int cluster_shutdown_all(cluster *cl, uint32_t grace_ms)
     cl_req *reqs = calloc(cl->n, sizeof *reqs);
     if (!reqs)
         return FERRY_ENOMEM;
-    shut_state st = {0};
+    for (size_t i = 0; i < cl->n; i++)
+        cl->nodes[i].shut = true; /* its lost connection is no news */
+    cl_fanout(cl, reqs, NULL, CL_REQ_SHUTDOWN, send_shutdown, &grace_ms);
+    /* A worker that is already gone, or that closed the connection on its
+     * way out before the reply got through, has stopped: that is success. */
     for (size_t i = 0; i < cl->n; i++) {
-        cl_node *node = &cl->nodes[i];
-        node->shut = true; /* its lost connection is no news */
-        cl_req_prepare(&reqs[i], cl, node, CL_REQ_SHUTDOWN, NULL, NULL, shut_done, &st);
-        st.pending++;
-        cl_req_started(&reqs[i], pw_shutdown(node->pw, &reqs[i].call, grace_ms,
-                                             (int64_t)grace_ms + cl->call_timeout_ms,
-                                             cl_req_rpc_done));
-    }
-    cl_run(cl, &st.pending);
-    int rc = 0;
-    for (size_t i = 0; i < cl->n; i++) {
-        cl_node *node = &cl->nodes[i];
-        if (reqs[i].result && !rc) {
-            rc = reqs[i].result;
-            cl_set_error_text(cl, reqs[i].err);
+        if (reqs[i].result == FERRY_EUNAVAIL || reqs[i].result == FERRY_ECONNRESET) {
+            reqs[i].result = 0;
+            free(reqs[i].err);
             reqs[i].err = NULL;
         }
+    }
+    int rc = cl_first_error(cl, reqs, cl->n, NULL);
+    for (size_t i = 0; i < cl->n; i++) {
+        cl_node *node = &cl->nodes[i];
         if (!reqs[i].result && !node->dead) {
             node->dead = true;
             free(node->dead_why);
             node->dead_why = strdup("it was shut down");
         }
-        cl_req_fini(&reqs[i]);
     }
-    free(reqs);
+    cl_reqs_free(reqs, cl->n);
     return rc;
 }

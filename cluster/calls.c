@@ -27,10 +27,7 @@ static void start_call(cluster *cl, cl_req *r, cl_node *node, const cluster_modu
 {
     cl_req_prepare(r, cl, node, CL_REQ_CALL, m->name, function, cb, data);
     if (node->dead) {
-        char *label = cl_req_label(r);
-        cl_req_finish(r, FERRY_EUNAVAIL, CL_FAIL_LOST,
-                      cl_fmt("%s: worker is down: %s", label, node->dead_why));
-        free(label);
+        cl_req_down(r);
         return;
     }
     cl_req_started(r, pw_call(node->pw, &r->call, m->sha256, function, (int)cl->n,
@@ -43,11 +40,6 @@ static int prepare(cluster *cl, const cluster_module *m, const bool *which)
 {
     cl_probe_dead(cl, which);
     return cl_ensure_loaded(cl, m, which);
-}
-
-static void count_done(cl_req *r)
-{
-    (*(size_t *)r->data)--;
 }
 
 static bool bad_args(cluster *cl, const cluster_module *m, const char *function)
@@ -84,15 +76,11 @@ int cluster_call(cluster *cl, const cluster_module *m, int rank, const char *fun
 
     cl_req r = {0};
     size_t pending = 1;
-    start_call(cl, &r, &cl->nodes[rank], m, function, in, count_done, &pending);
+    start_call(cl, &r, &cl->nodes[rank], m, function, in, cl_count_done, &pending);
     cl_run(cl, &pending);
-    rc = r.result;
-    if (rc) {
-        cl_set_error_text(cl, r.err);
-        r.err = NULL;
-    } else {
+    rc = cl_first_error(cl, &r, 1, NULL);
+    if (!rc)
         pw_call_result(&r.call, &out->data, &out->len);
-    }
     cl_req_fini(&r);
     return rc;
 }
@@ -147,21 +135,11 @@ int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
     cl_run(cl, &g.pending);
     /* The failure to report is the first in rank order that is not one of
      * the cancellations it caused. */
-    for (size_t i = 0; i < cl->n; i++) {
-        cl_req *r = &g.reqs[i];
-        if (r->result && !rc && !g.cancelled[i]) {
-            rc = r->result;
-            cl_set_error_text(cl, r->err);
-            r->err = NULL;
-        } else if (!r->result) {
-            pw_call_result(&r->call, &out[i].data, &out[i].len);
-        }
-        cl_req_fini(r);
-    }
-    free(g.reqs);
+    rc = cl_first_error(cl, g.reqs, cl->n, g.cancelled);
+    for (size_t i = 0; i < cl->n && !rc; i++)
+        pw_call_result(&g.reqs[i].call, &out[i].data, &out[i].len);
+    cl_reqs_free(g.reqs, cl->n);
     free(g.cancelled);
-    if (rc)
-        free_all(out, cl->n);
     return rc;
 }
 
@@ -286,9 +264,7 @@ int cluster_call_any(cluster *cl, const cluster_module *m, const char *function,
         free(why);
     }
 out:
-    for (size_t i = 0; q.slots && i < cl->n * (size_t)q.depth; i++)
-        cl_req_fini(&q.slots[i]);
-    free(q.slots);
+    cl_reqs_free(q.slots, cl->n * (size_t)q.depth);
     free(q.requeued);
     free(q.dropped);
     free(q.err);

@@ -332,39 +332,82 @@ void cl_req_fini(cl_req *r)
     r->err = NULL;
 }
 
-/* ---- wait_ready ----------------------------------------------------------- */
-
-typedef struct ready_state {
-    size_t pending;
-    bool *answered;
-} ready_state;
-
-static void ready_ping_done(cl_req *r)
+void cl_req_down(cl_req *r)
 {
-    ready_state *st = r->data;
-    if (!r->result) {
-        Ferry__PingReply *rep;
-        if (!pw_ping_reply(&r->call, &rep)) {
-            cl_node_seen(r->cl, r->node, rep, true);
-            protobuf_c_message_free_unpacked(&rep->base, NULL);
-            st->answered[r->node->rank] = true;
+    char *label = cl_req_label(r);
+    cl_req_finish(r, FERRY_EUNAVAIL, CL_FAIL_LOST,
+                  cl_fmt("%s: worker is down: %s", label, r->node->dead_why));
+    free(label);
+}
+
+/* ---- one request per worker ----------------------------------------------- */
+
+void cl_count_done(cl_req *r)
+{
+    (*(size_t *)r->data)--;
+}
+
+void cl_fanout_start(cluster *cl, cl_req *reqs, const bool *which, cl_kind kind,
+                     cl_send_fn send, void *ctx, size_t *pending)
+{
+    for (size_t i = 0; i < cl->n; i++) {
+        if (which && !which[i])
+            continue;
+        cl_req *r = &reqs[i];
+        cl_req_prepare(r, cl, &cl->nodes[i], kind, NULL, NULL, cl_count_done, pending);
+        ++*pending; /* before the start: a failed one completes at once */
+        cl_req_started(r, send(r, ctx));
+    }
+}
+
+void cl_fanout(cluster *cl, cl_req *reqs, const bool *which, cl_kind kind,
+               cl_send_fn send, void *ctx)
+{
+    size_t pending = 0;
+    cl_fanout_start(cl, reqs, which, kind, send, ctx, &pending);
+    cl_run(cl, &pending);
+}
+
+int cl_first_error(cluster *cl, cl_req *reqs, size_t n, const bool *skip)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i].result && !(skip && skip[i])) {
+            cl_set_error_text(cl, reqs[i].err);
+            reqs[i].err = NULL;
+            return reqs[i].result;
         }
     }
-    st->pending--;
+    return 0;
 }
+
+void cl_reqs_free(cl_req *reqs, size_t n)
+{
+    for (size_t i = 0; reqs && i < n; i++)
+        cl_req_fini(&reqs[i]);
+    free(reqs);
+}
+
+int cl_send_ping(cl_req *r, void *timeout_ms)
+{
+    return pw_ping(r->node->pw, &r->call, ++r->cl->nonce, *(const int64_t *)timeout_ms,
+                   cl_req_rpc_done);
+}
+
+/* ---- wait_ready ----------------------------------------------------------- */
 
 int cluster_wait_ready(cluster *cl, int64_t timeout_ms)
 {
     if (!cl)
         return FERRY_EINVAL;
-    ready_state st = {0};
-    st.answered = calloc(cl->n, sizeof *st.answered);
+    bool *need = malloc(cl->n * sizeof *need); /* not answered yet */
     cl_req *reqs = calloc(cl->n, sizeof *reqs);
-    if (!st.answered || !reqs) {
-        free(st.answered);
+    if (!need || !reqs) {
+        free(need);
         free(reqs);
         return FERRY_ENOMEM;
     }
+    for (size_t i = 0; i < cl->n; i++)
+        need[i] = true;
     uv_update_time(&cl->loop);
     uint64_t deadline = uv_now(&cl->loop) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     int rc = 0;
@@ -372,20 +415,13 @@ int cluster_wait_ready(cluster *cl, int64_t timeout_ms)
         uint64_t now = uv_now(&cl->loop);
         int64_t left = now < deadline ? (int64_t)(deadline - now) : 1;
         int64_t t = left < cl->ping_timeout_ms ? left : cl->ping_timeout_ms;
-        for (size_t i = 0; i < cl->n; i++) {
-            if (st.answered[i])
-                continue;
-            cl_req *r = &reqs[i];
-            cl_req_prepare(r, cl, &cl->nodes[i], CL_REQ_PING, NULL, NULL, ready_ping_done,
-                           &st);
-            st.pending++;
-            cl_req_started(
-                r, pw_ping(cl->nodes[i].pw, &r->call, ++cl->nonce, t, cl_req_rpc_done));
-        }
-        cl_run(cl, &st.pending);
+        cl_fanout(cl, reqs, need, CL_REQ_PING, cl_send_ping, &t);
         size_t missing = 0;
-        for (size_t i = 0; i < cl->n; i++)
-            missing += !st.answered[i];
+        for (size_t i = 0; i < cl->n; i++) {
+            if (need[i] && cl_ping_seen(&reqs[i]))
+                need[i] = false;
+            missing += need[i];
+        }
         if (!missing)
             break;
         uv_update_time(&cl->loop);
@@ -401,7 +437,7 @@ int cluster_wait_ready(cluster *cl, int64_t timeout_ms)
         size_t missing = 0;
         char *list = NULL;
         for (size_t i = 0; i < cl->n; i++) {
-            if (st.answered[i])
+            if (!need[i])
                 continue;
             missing++;
             cl_append(&list, "; %s", reqs[i].err ? reqs[i].err : "no answer");
@@ -410,9 +446,7 @@ int cluster_wait_ready(cluster *cl, int64_t timeout_ms)
                      cl->n, (long long)timeout_ms, list ? list : "");
         free(list);
     }
-    for (size_t i = 0; i < cl->n; i++)
-        cl_req_fini(&reqs[i]);
-    free(reqs);
-    free(st.answered);
+    cl_reqs_free(reqs, cl->n);
+    free(need);
     return rc;
 }

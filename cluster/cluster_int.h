@@ -162,6 +162,34 @@ void cl_req_finish(cl_req *r, int result, cl_fail fail, char *err);
 void cl_req_fini(cl_req *r);
 /* "worker R (ADDR): module M function F" (or what the request was) */
 char *cl_req_label(const cl_req *r);
+/* Ends the prepared `r` at once (cb runs before this returns): its node is
+ * marked dead. */
+void cl_req_down(cl_req *r);
+
+/* ---- one request per worker (cluster.c) ------------------------------------ */
+
+/* Starts the pw_* request for the prepared `r`, with cl_req_rpc_done;
+ * returns the start's result. */
+typedef int (*cl_send_fn)(cl_req *r, void *ctx);
+
+/* The callback of requests only waited for: counts down the size_t at
+ * r->data. Their results are looked at once all ended. */
+void cl_count_done(cl_req *r);
+/* Prepares reqs[rank] as a request of `kind` to each node where which[rank]
+ * (NULL: every node), counted in *pending (cl_count_done), and sends it. */
+void cl_fanout_start(cluster *cl, cl_req *reqs, const bool *which, cl_kind kind,
+                     cl_send_fn send, void *ctx, size_t *pending);
+/* cl_fanout_start, then runs the loop until all those requests ended. */
+void cl_fanout(cluster *cl, cl_req *reqs, const bool *which, cl_kind kind,
+               cl_send_fn send, void *ctx);
+/* The first failure among reqs[0..n) in order, but those where skip[i]:
+ * moves its text into the cluster's error and returns its result; 0 when
+ * none failed. */
+int cl_first_error(cluster *cl, cl_req *reqs, size_t n, const bool *skip);
+/* cl_req_fini on each of reqs[0..n), then frees the array (NULL: nothing). */
+void cl_reqs_free(cl_req *reqs, size_t n);
+/* A cl_send_fn: Ping, waiting *(int64_t *)timeout_ms. */
+int cl_send_ping(cl_req *r, void *timeout_ms);
 
 /* ---- health.c ------------------------------------------------------------- */
 
@@ -175,6 +203,9 @@ void cl_node_kill(cluster *cl, cl_node *node, char *why);
  * changed; with `baseline`, or when the node had no reference yet,
  * remembers pid and crash id as the reference. */
 void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline);
+/* cl_node_seen with baseline for the reply of the ping `r`, when it
+ * succeeded; returns whether it did. */
+bool cl_ping_seen(cl_req *r);
 /* A Call lost its connection: holds `r` until the node is known to be back
  * (restarted, with or without a crash record) or gone. */
 void cl_diag_enqueue(cluster *cl, cl_node *node, cl_req *r);

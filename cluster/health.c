@@ -67,6 +67,16 @@ void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool 
     }
 }
 
+bool cl_ping_seen(cl_req *r)
+{
+    Ferry__PingReply *rep;
+    if (r->result || pw_ping_reply(&r->call, &rep))
+        return false;
+    cl_node_seen(r->cl, r->node, rep, true);
+    protobuf_c_message_free_unpacked(&rep->base, NULL);
+    return true;
+}
+
 /* ---- heartbeat ------------------------------------------------------------ */
 
 static void hb_done(rpc_call *call)
@@ -283,43 +293,23 @@ void cl_diag_enqueue(cluster *cl, cl_node *node, cl_req *r)
 
 /* ---- probing dead workers before using them ------------------------------- */
 
-typedef struct probe_state {
-    size_t pending;
-} probe_state;
-
-static void probe_done(cl_req *r)
-{
-    probe_state *st = r->data;
-    Ferry__PingReply *rep;
-    if (!r->result && !pw_ping_reply(&r->call, &rep)) {
-        cl_node_seen(r->cl, r->node, rep, true);
-        protobuf_c_message_free_unpacked(&rep->base, NULL);
-    }
-    st->pending--;
-}
-
 void cl_probe_dead(cluster *cl, const bool *which)
 {
-    size_t dead = 0;
+    size_t n_dead = 0;
     for (size_t i = 0; i < cl->n; i++)
-        dead += (!which || which[i]) && cl->nodes[i].dead;
-    if (!dead)
+        n_dead += (!which || which[i]) && cl->nodes[i].dead;
+    if (!n_dead)
         return;
+    bool *dead = calloc(cl->n, sizeof *dead);
     cl_req *reqs = calloc(cl->n, sizeof *reqs);
-    if (!reqs)
-        return;
-    probe_state st = {0};
-    for (size_t i = 0; i < cl->n; i++) {
-        cl_node *node = &cl->nodes[i];
-        if ((which && !which[i]) || !node->dead)
-            continue;
-        cl_req_prepare(&reqs[i], cl, node, CL_REQ_PING, NULL, NULL, probe_done, &st);
-        st.pending++;
-        cl_req_started(&reqs[i], pw_ping(node->pw, &reqs[i].call, ++cl->nonce,
-                                         cl->ping_timeout_ms, cl_req_rpc_done));
+    if (dead && reqs) {
+        for (size_t i = 0; i < cl->n; i++)
+            dead[i] = (!which || which[i]) && cl->nodes[i].dead;
+        cl_fanout(cl, reqs, dead, CL_REQ_PING, cl_send_ping, &cl->ping_timeout_ms);
+        for (size_t i = 0; i < cl->n; i++)
+            if (dead[i])
+                cl_ping_seen(&reqs[i]);
     }
-    cl_run(cl, &st.pending);
-    for (size_t i = 0; i < cl->n; i++)
-        cl_req_fini(&reqs[i]);
-    free(reqs);
+    free(dead);
+    cl_reqs_free(reqs, cl->n);
 }

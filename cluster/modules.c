@@ -125,24 +125,15 @@ static int load_on(cluster *cl, const cl_stored *sm, const bool *need,
         if (node->dead) {
             cl_req_prepare(&reqs[i], cl, node, CL_REQ_LOAD, sm->name, NULL, load_done,
                            &st);
-            char *label = cl_req_label(&reqs[i]);
-            cl_req_finish(&reqs[i], FERRY_EUNAVAIL, CL_FAIL_LOST,
-                          cl_fmt("%s: worker is down: %s", label, node->dead_why));
-            free(label);
+            cl_req_down(&reqs[i]);
             continue;
         }
         load_start(&st, &reqs[i], node, PHASE_ASK);
     }
     cl_run(cl, &st.pending);
 
-    int rc = 0;
-    for (size_t i = 0; i < cl->n; i++) {
-        if (need[i] && reqs[i].result && !rc) {
-            rc = reqs[i].result;
-            cl_set_error_text(cl, reqs[i].err);
-            reqs[i].err = NULL;
-        }
-    }
+    /* Those not needed were never started: they did not fail. */
+    int rc = cl_first_error(cl, reqs, cl->n, NULL);
     if (out) {
         out->shipped = st.shipped;
         for (size_t i = 0; i < cl->n && !rc; i++) {
@@ -155,13 +146,11 @@ static int load_on(cluster *cl, const cl_stored *sm, const bool *need,
             out->functions = list ? list : strdup("");
         }
     }
-    for (size_t i = 0; i < cl->n; i++) {
+    for (size_t i = 0; i < cl->n; i++)
         if (st.replies[i])
             protobuf_c_message_free_unpacked(&st.replies[i]->base, NULL);
-        cl_req_fini(&reqs[i]);
-    }
     free(st.replies);
-    free(reqs);
+    cl_reqs_free(reqs, cl->n);
     return rc;
 }
 
