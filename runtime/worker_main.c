@@ -83,17 +83,6 @@ static int usage_error(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-static bool parse_int(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* Returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, options *o)
 {
@@ -129,19 +118,19 @@ static int parse(int argc, char **argv, options *o)
             o->port_file = optarg;
             break;
         case 'r':
-            if (!parse_int(optarg, -1, INT_MAX, &v))
+            if (!conf_parse_long(optarg, -1, INT_MAX, &v))
                 return usage_error("--rank: expected a number from -1 up, got '%s'",
                                    optarg);
             o->rank = (int)v;
             break;
         case 't':
-            if (!parse_int(optarg, 0, 1024, &v))
+            if (!conf_parse_long(optarg, 0, 1024, &v))
                 return usage_error(
                     "--threads: expected a number from 0 to 1024, got '%s'", optarg);
             o->threads = (int)v;
             break;
         case 'R':
-            if (!parse_int(optarg, 0, UINT32_MAX, &v))
+            if (!conf_parse_long(optarg, 0, UINT32_MAX, &v))
                 return usage_error("--restarts: expected a number from 0 up, got '%s'",
                                    optarg);
             o->restarts = (uint32_t)v;
