@@ -3,7 +3,7 @@
  * state directory under one mkdtemp folder, and a cluster over them.
  *
  * Test modules come from tests/modules (FERRY_TEST_MODULES names the
- * folder): faulty.so (echo, fail, segv, abort, sleep, info), notelf.so,
+ * folder): faulty.so (echo, fail, segv, abort, overflow, sleep, info), notelf.so,
  * nodesc.so, badabi.so, truncated.so. */
 #ifndef FERRY_TESTS_CLUSTER_HARNESS_H
 #define FERRY_TESTS_CLUSTER_HARNESS_H
