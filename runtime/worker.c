@@ -106,12 +106,6 @@ static void worker_free(rt_worker *w)
     free(w);
 }
 
-static int state_path(char *buf, size_t len, const char *dir, const char *rel)
-{
-    int n = snprintf(buf, len, "%s/%s", dir, rel);
-    return n < 0 || (size_t)n >= len ? FERRY_ERANGE : 0;
-}
-
 int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
 {
     *out = NULL;
@@ -119,8 +113,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         !opts->token || !opts->token[0])
         return FERRY_EINVAL;
     char crash[4096], cache[4096];
-    if (state_path(crash, sizeof crash, opts->state_dir, "crash") ||
-        state_path(cache, sizeof cache, opts->state_dir, "cache"))
+    if (conf_home_path(crash, sizeof crash, opts->state_dir, "crash") ||
+        conf_home_path(cache, sizeof cache, opts->state_dir, "cache"))
         return FERRY_ERANGE;
     int rc = conf_mkdirs(opts->state_dir, 0700);
     if (rc)
