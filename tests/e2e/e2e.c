@@ -110,9 +110,13 @@ char *e2e_slurp(const char *path)
     return buf;
 }
 
-/* Forks `ferry argv...` with stdout and stderr to the files named. */
-static pid_t spawn_ferry(const char *const *args, const char *out, const char *err)
+/* Forks `ferry args...` with stdout and stderr to two new files under the
+ * test's directory, whose names it writes into out and err. */
+static pid_t spawn_ferry(const char *const *args, char out[300], char err[300])
 {
+    n_runs++;
+    snprintf(out, 300, "%s/out-%d", root, n_runs);
+    snprintf(err, 300, "%s/err-%d", root, n_runs);
     const char *bin = getenv("FERRY_TEST_BIN");
     cr_assert(bin, "FERRY_TEST_BIN is not set");
     const char *argv[32] = {bin};
@@ -154,9 +158,6 @@ pid_t e2e_spawn(const char *arg, ...)
     collect_args(args, 30, arg, ap);
     va_end(ap);
     char out[300], err[300];
-    n_runs++;
-    snprintf(out, sizeof out, "%s/out-%d", root, n_runs);
-    snprintf(err, sizeof err, "%s/err-%d", root, n_runs);
     cr_assert(n_spawned < sizeof spawned / sizeof spawned[0]);
     pid_t pid = spawn_ferry(args, out, err);
     spawned[n_spawned++] = pid;
@@ -171,9 +172,6 @@ void e2e_ferry(e2e_run *r, int timeout_ms, const char *arg, ...)
     collect_args(args, 30, arg, ap);
     va_end(ap);
     char out[300], err[300];
-    n_runs++;
-    snprintf(out, sizeof out, "%s/out-%d", root, n_runs);
-    snprintf(err, sizeof err, "%s/err-%d", root, n_runs);
     double t0 = now_ms();
     pid_t pid = spawn_ferry(args, out, err);
     int status = 0;
