@@ -23,6 +23,7 @@ extern "C" {
     X(EACCES, -13, "permission denied")                                                  \
     X(EBUSY, -16, "resource busy or locked")                                             \
     X(EEXIST, -17, "already exists")                                                     \
+    X(ENODEV, -19, "no such device")                                                     \
     X(EINVAL, -22, "invalid argument")                                                   \
     X(ENOSPC, -28, "no space left on device")                                            \
     X(EPIPE, -32, "broken pipe")                                                         \

@@ -25,7 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ferry/device.h>
 #include <ferry/error.h>
+#include <ferry/model.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,7 +83,7 @@ struct ferry_ctx_t {
     const char *task;     /* the module's task name */
     const char *function; /* the function being run */
     const ferry_ctx_ops_t *ops;
-    void *device; /* reserved for the device backend (filled by a later ABI) */
+    ferry_device_t *device; /* the worker's device (see <ferry/device.h>) */
     void *impl;   /* the worker's; do not touch */
 };
 
@@ -163,9 +165,6 @@ typedef int (*ferry_driver_fn_t)(ferry_driver_t *drv);
 
 /* ---- the descriptor ------------------------------------------------------- */
 
-/* A trainable model: defined by the device/model ABI; reserved here so that
- * the descriptor's layout does not change when it arrives. */
-typedef struct ferry_model_t ferry_model_t;
 
 typedef struct ferry_task_t {
     uint32_t version; /* FERRY_TASK_ABI_VERSION */
@@ -173,7 +172,7 @@ typedef struct ferry_task_t {
     const char *name;
     const ferry_function_t *functions; /* ends with {NULL, NULL}; may be NULL */
     ferry_driver_fn_t driver;          /* optional */
-    const ferry_model_t *model;        /* optional */
+    const ferry_model_t *model;        /* optional: makes it trainable (<ferry/model.h>) */
     void *reserved[4];                 /* zero */
 } ferry_task_t;
 

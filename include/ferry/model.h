@@ -1,0 +1,141 @@
+/* ferry — a trainable model: included by <ferry/task.h>.
+ *
+ * A module makes itself trainable by pointing its descriptor's .model at a
+ * ferry_model_t. The runtime owns everything around the model: the device,
+ * the flat parameter and gradient buffers, the activations' workspace, the
+ * data, the optimizer and the network. The model only says how many
+ * parameters it has and in which tensors, initialises them, and computes the
+ * loss and its gradient (or the accuracy) for one batch with the device's
+ * operations:
+ *
+ *     static const ferry_param_t params[] = {
+ *         {"fc.w", {784, 10}}, {"fc.b", {10}}, {NULL}};
+ *     static size_t work(int batch) { return (size_t)batch * 10; }
+ *     static int init(ferry_model_ctx_t *mc, float *p) { ... }
+ *     static int step(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *b,
+ *                     float *grad, float *loss) { ... }
+ *     static int eval(...) { ... }
+ *     static const ferry_model_t model = {
+ *         FERRY_MODEL_HEADER, .kind = FERRY_MODEL_CLASSIFIER,
+ *         .input = {1, 28, 28}, .outputs = 10, .params = params,
+ *         .workspace = work, .init = init, .loss_grad = step, .evaluate = eval};
+ *     FERRY_TASK(.name = "softmax", .model = &model);
+ *
+ * `ferry submit module.so --epochs 5` then trains it. */
+#ifndef FERRY_MODEL_H
+#define FERRY_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/device.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FERRY_MODEL_ABI_VERSION 1u
+
+enum {
+    FERRY_MODEL_CLASSIFIER = 1, /* int32 labels in [0, outputs); softmax_xent */
+    FERRY_MODEL_REGRESSOR = 2,  /* float targets, `outputs` a sample; mse */
+};
+
+/* One parameter tensor: its name and shape (unused dimensions 0). The
+ * tensors lie one after another, in this order, in the flat parameter
+ * buffer, each starting on a 16-float boundary (ferry_model_layout()). */
+typedef struct ferry_param_t {
+    const char *name;
+    int shape[4];
+} ferry_param_t;
+
+/* A batch, on the device: n samples of the model's input, and either labels
+ * (classifier) or targets (regressor, n x outputs). */
+typedef struct ferry_batch_t {
+    int n;
+    const float *x;
+    const int32_t *labels;
+    const float *targets;
+} ferry_batch_t;
+
+typedef struct ferry_model_ctx_t ferry_model_ctx_t;
+
+/* Host-side help the runtime offers a model. */
+typedef struct ferry_model_ops_t {
+    uint32_t version, size;
+    /* n values from the run's seeded generator: normal(0, std), or uniform
+     * in [-bound, bound]. Deterministic for a seed and call sequence. */
+    void (*normal)(ferry_model_ctx_t *mc, float *out, size_t n, float std);
+    void (*uniform)(ferry_model_ctx_t *mc, float *out, size_t n, float bound);
+    void (*log)(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+} ferry_model_ops_t;
+
+struct ferry_model_ctx_t {
+    uint32_t version, size;
+    ferry_device_t *dev;
+    /* Device memory of workspace(batch_max) floats, the model's to use for
+     * activations during loss_grad and evaluate; contents not kept between
+     * calls. */
+    float *work;
+    int batch_max;
+    const ferry_model_ops_t *ops;
+    void *impl; /* the runtime's; do not touch */
+};
+
+typedef struct ferry_model_t {
+    uint32_t version, size; /* FERRY_MODEL_HEADER fills them */
+    int kind;               /* FERRY_MODEL_CLASSIFIER or FERRY_MODEL_REGRESSOR */
+    /* Data it trains on: NULL or "fashion-mnist", or "linear" (a synthetic
+     * regression set with a known answer, see runtime/data). */
+    const char *dataset;
+    int input[3]; /* one sample: channels, height, width (a vector: {1, 1, n}) */
+    int outputs;  /* classes, or regression outputs */
+    const ferry_param_t *params; /* ends with {NULL} */
+    /* Floats of workspace for a batch of `batch`. */
+    size_t (*workspace)(int batch);
+    /* Writes the initial parameters into `params` (host memory, laid out as
+     * above, zeroed), drawing from mc->ops. 0 or FERRY_E*. */
+    int (*init)(ferry_model_ctx_t *mc, float *params);
+    /* Forward and backward on a batch: the mean loss into *loss (host) and
+     * its gradient into `grad` (device, the layout of params, every element
+     * overwritten; padding between tensors may be left alone). 0 or FERRY_E*. */
+    int (*loss_grad)(ferry_model_ctx_t *mc, const float *params, const ferry_batch_t *b,
+                     float *grad, float *loss);
+    /* Forward only: the mean loss and, for a classifier, how many samples
+     * it gets right (a regressor sets 0). */
+    int (*evaluate)(ferry_model_ctx_t *mc, const float *params, const ferry_batch_t *b,
+                    float *loss, int *correct);
+} ferry_model_t;
+
+#define FERRY_MODEL_HEADER                                                               \
+    .version = FERRY_MODEL_ABI_VERSION, .size = sizeof(ferry_model_t)
+
+/* Elements of one parameter tensor. */
+static inline size_t ferry_param_count(const ferry_param_t *p)
+{
+    size_t n = 1;
+    for (int i = 0; i < 4 && p->shape[i] > 0; i++)
+        n *= (size_t)p->shape[i];
+    return n;
+}
+
+/* Where tensor i starts in the flat buffer, in floats: offsets[i] for each
+ * tensor, and the whole buffer's length as the return value. `offsets` may
+ * be NULL. Every tensor starts on a 16-float (64-byte) boundary. */
+static inline size_t ferry_model_layout(const ferry_model_t *m, size_t *offsets)
+{
+    size_t at = 0;
+    for (int i = 0; m->params[i].name; i++) {
+        if (offsets)
+            offsets[i] = at;
+        at += (ferry_param_count(&m->params[i]) + 15) / 16 * 16;
+    }
+    return at;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,117 @@
+/* runtime/data — the samples a trainer feeds its model.
+ *
+ *   idx.c      IDX files (LeCun's format), gzip-compressed or not, via zlib
+ *   fmnist.c   Fashion-MNIST from a directory of the four .gz files,
+ *              normalised to zero mean and unit variance
+ *   linear.c   a synthetic regression set with a known answer (linreg)
+ *   loader.c   sharding by rank, per-epoch shuffling from a seed, and a
+ *              prefetch thread that gathers the next batch while the model
+ *              computes on the current one
+ *
+ * Every error names the file and what is wrong with it. */
+#ifndef FERRY_RUNTIME_DATA_H
+#define FERRY_RUNTIME_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where Debian's dataset-fashion-mnist puts the files. */
+#define RT_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* n samples in host memory: x is n x features floats; then either labels
+ * (n int32, a classification set) or targets (n x outputs floats). */
+typedef struct rt_dataset {
+    size_t n;
+    int features; /* floats a sample (c * h * w) */
+    int c, h, w;  /* a sample's shape */
+    int classes;  /* labels lie in [0, classes); 0 for a regression set */
+    int outputs;  /* floats of target a sample; 0 for a classification set */
+    float *x;
+    int32_t *labels;
+    float *targets;
+} rt_dataset;
+
+/* ---- IDX ------------------------------------------------------------------ */
+
+/* The contents of one IDX file of unsigned bytes (type 0x08), gzip or plain:
+ * dims[0..ndims) and dims[0] * ... bytes of data. */
+typedef struct rt_idx {
+    int ndims;
+    uint32_t dims[4];
+    uint8_t *data;
+    size_t len;
+} rt_idx;
+
+/* Reads `path`. Returns 0, or FERRY_ENOENT (missing), FERRY_ECORRUPT (bad
+ * magic, type, dimension count, or fewer bytes than the header promises:
+ * truncated), FERRY_EIO, FERRY_ENOMEM, with `err` naming the file. */
+int rt_idx_read(const char *path, rt_idx *out, char *err, size_t errlen);
+void rt_idx_free(rt_idx *idx);
+
+/* ---- the sets --------------------------------------------------------------- */
+
+/* Fashion-MNIST's training (60,000) or test (10,000) split from `dir`
+ * (NULL: RT_FMNIST_DIR): images [n][1][28][28] scaled to [0, 1] and then
+ * normalised with the training set's mean and standard deviation (the same
+ * constants for both splits), labels 0..9. Checks that images and labels
+ * agree in count. Errors as rt_idx_read, and FERRY_ENOENT says to install
+ * dataset-fashion-mnist. */
+int rt_fmnist_load(const char *dir, bool train, rt_dataset *out, char *err,
+                   size_t errlen);
+
+/* A regression set of n samples with `features` inputs and one output:
+ * x ~ N(0, 1), t = x . w + b + noise * N(0, 1), where w and b are drawn from
+ * `seed` too (so a train and a test set made with the same seed share them,
+ * whatever their n). `which` (0: train, 1: test) picks independent samples. */
+int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which,
+                   rt_dataset *out);
+
+/* The set `name` names: "fashion-mnist" (NULL means it too) from `dir`, or
+ * "linear" (features from `features`, 8192 training / 2048 test samples,
+ * noise 0.1). Errors as above; FERRY_EINVAL for an unknown name. */
+int rt_dataset_load(const char *name, const char *dir, bool train, int features,
+                    uint64_t seed, rt_dataset *out, char *err, size_t errlen);
+
+void rt_dataset_free(rt_dataset *ds);
+
+/* ---- the loader ------------------------------------------------------------- */
+
+/* One batch in host memory, valid until the next rt_loader_next(). */
+typedef struct rt_batch_host {
+    int n;
+    const float *x;
+    const int32_t *labels; /* NULL for a regression set */
+    const float *targets;  /* NULL for a classification set */
+} rt_batch_host;
+
+typedef struct rt_loader_opts {
+    int batch;       /* global batch: samples a step over all ranks */
+    int rank, world; /* this rank takes its slice of every global batch */
+    uint64_t seed;   /* the shuffle of epoch e is drawn from (seed, e) */
+    bool shuffle;    /* false: dataset order (evaluation) */
+} rt_loader_opts;
+
+/* Global batch i of epoch e holds the samples at positions
+ * [i * batch, min((i + 1) * batch, n)) of that epoch's permutation (the same
+ * on every rank); rank r of W takes the r-th of W nearly equal, contiguous
+ * slices of it (the first (size % W) slices one sample larger). So W ranks
+ * together see exactly what one rank sees with the same global batch. The
+ * last, short global batch is kept. */
+typedef struct rt_loader rt_loader;
+
+int rt_loader_create(const rt_dataset *ds, const rt_loader_opts *o, rt_loader **out);
+/* Steps in an epoch (global batches; the same on every rank). */
+size_t rt_loader_steps(const rt_loader *l);
+/* Starts epoch `epoch` (0-based): the prefetch thread begins gathering its
+ * first batch. */
+int rt_loader_begin(rt_loader *l, int epoch);
+/* The next batch of this rank's slice, or NULL at the end of the epoch. A
+ * rank whose slice of a global batch is empty (a global batch smaller than
+ * the world) gets a batch with n = 0. Blocks until the prefetch thread has
+ * it ready. */
+const rt_batch_host *rt_loader_next(rt_loader *l);
+/* Stops the prefetch thread and frees. NULL: no-op. */
+void rt_loader_destroy(rt_loader *l);
+
+#endif

@@ -1,0 +1,117 @@
+/* Picks a backend by name. The cuda one lives in ferry-cuda.so, loaded here
+ * the first time a cuda device is asked for and kept for the process's
+ * life: the CUDA libraries are large, and a process that never asks for a
+ * GPU should not pay for loading them. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "device.h"
+#include "config/config.h"
+
+/* Overrides where ferry-cuda.so is looked for (tests, relocated installs). */
+#define CUDA_BACKEND_ENV "FERRY_CUDA_BACKEND"
+
+static struct {
+    pthread_once_t once;
+    rt_cuda_open_fn open;
+    rt_cuda_close_fn close;
+    char why[512]; /* why it could not be loaded */
+} cuda = {.once = PTHREAD_ONCE_INIT};
+
+static bool try_load(const char *path)
+{
+    if (!path || !path[0])
+        return false;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(cuda.why, sizeof cuda.why, "cannot load the cuda backend: %s",
+                 dlerror());
+        return false;
+    }
+    cuda.open = (rt_cuda_open_fn)(uintptr_t)dlsym(h, RT_CUDA_OPEN_SYMBOL);
+    cuda.close = (rt_cuda_close_fn)(uintptr_t)dlsym(h, RT_CUDA_CLOSE_SYMBOL);
+    if (!cuda.open || !cuda.close) {
+        snprintf(cuda.why, sizeof cuda.why, "%s: not a ferry cuda backend (no %s)", path,
+                 RT_CUDA_OPEN_SYMBOL);
+        cuda.open = NULL;
+        dlclose(h);
+        return false;
+    }
+    return true;
+}
+
+static void load_cuda(void)
+{
+    const char *env = getenv(CUDA_BACKEND_ENV);
+    if (env && env[0]) {
+        try_load(env);
+        return;
+    }
+    if (!FERRY_CUDA_BACKEND_BUILT[0]) {
+        snprintf(cuda.why, sizeof cuda.why,
+                 "this ferry was built without cuda support (the CUDA toolkit was not "
+                 "found, or -Dcuda=disabled)");
+        return;
+    }
+    /* The build tree's copy first: a build that is run uninstalled must not
+     * pick up an older installed backend. */
+    if (!try_load(FERRY_CUDA_BACKEND_BUILT))
+        try_load(FERRY_CUDA_BACKEND_INSTALLED);
+}
+
+/* "cuda" -> 0, "cuda:N" -> N; -1 for anything else. */
+static int cuda_index(const char *want)
+{
+    if (strcmp(want, "cuda") == 0)
+        return 0;
+    if (strncmp(want, "cuda:", 5) != 0)
+        return -1;
+    long idx;
+    if (!conf_parse_long(want + 5, 0, 1024, &idx))
+        return -1;
+    return (int)idx;
+}
+
+static int open_cuda(int index, ferry_device_t **out, char *err, size_t errlen)
+{
+    pthread_once(&cuda.once, load_cuda);
+    if (!cuda.open) {
+        snprintf(err, errlen, "cuda:%d: %s", index, cuda.why);
+        return FERRY_ENODEV;
+    }
+    return cuda.open(index, out, err, errlen);
+}
+
+int rt_device_open(const char *want, ferry_device_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!want || strcmp(want, "auto") == 0) {
+        char why[512];
+        if (open_cuda(0, out, why, sizeof why) == 0)
+            return 0;
+        return rt_cpu_open(out, err, errlen);
+    }
+    if (strcmp(want, "cpu") == 0)
+        return rt_cpu_open(out, err, errlen);
+    int idx = cuda_index(want);
+    if (idx >= 0)
+        return open_cuda(idx, out, err, errlen);
+    snprintf(err, errlen, "unknown device '%s' (expected cpu, cuda, cuda:N or auto)",
+             want);
+    return FERRY_EINVAL;
+}
+
+void rt_device_close(ferry_device_t *dev)
+{
+    if (!dev)
+        return;
+    if (dev->kind == FERRY_DEVICE_CUDA && cuda.close)
+        cuda.close(dev);
+    else
+        rt_cpu_close(dev);
+}

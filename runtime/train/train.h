@@ -1,0 +1,117 @@
+/* runtime/train — training a module's model on one worker's device.
+ *
+ *   model_ctx.c  the ferry_model_ctx_t a model computes in: workspace and
+ *                the seeded generator its init draws from
+ *   optim.c      SGD (momentum, weight decay) and Adam over the flat buffer
+ *   trainer.c    epochs: batches from the loader, loss_grad, optimizer step,
+ *                evaluation on the test set; NaN loss stops it
+ *   train_fn.c   the built-in functions a master calls on a worker to train
+ *                the model of a loaded module ("ferry.train.*")
+ *
+ * The model never sees the network or the data files: the trainer owns the
+ * device buffers, the loader and the optimizer. */
+#ifndef FERRY_RUNTIME_TRAIN_H
+#define FERRY_RUNTIME_TRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/task.h>
+
+#include "runtime/data/data.h"
+
+/* ---- the model's context ---------------------------------------------------- */
+
+typedef struct rt_model_ctx {
+    ferry_model_ctx_t pub; /* first: models see this */
+    uint64_t rng[4];       /* xoshiro256** state, from the seed */
+} rt_model_ctx;
+
+/* Checks the model's descriptor (version, size, kind, input, outputs, a
+ * non-empty params list with positive shapes, the four functions) and fills
+ * `mc` for `dev` with a workspace for batches up to `batch_max`, seeded from
+ * `seed`. Returns 0, FERRY_EINVAL with `err` saying what is wrong with the
+ * model, or FERRY_ENOMEM. */
+int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *dev,
+                      int batch_max, uint64_t seed, char *err, size_t errlen);
+void rt_model_ctx_free(rt_model_ctx *mc);
+
+/* Parameters of a model that count (padding excluded). */
+size_t rt_model_param_count(const ferry_model_t *m);
+
+/* ---- optimizers --------------------------------------------------------------- */
+
+enum { RT_OPT_SGD = 1, RT_OPT_ADAM = 2 };
+
+typedef struct rt_optim_opts {
+    int kind; /* RT_OPT_SGD or RT_OPT_ADAM */
+    float lr;
+    float momentum; /* sgd */
+    float weight_decay;
+    float beta1, beta2, eps; /* adam */
+} rt_optim_opts;
+
+/* Fills in the defaults for o->kind where a field is 0: lr 0.05 (sgd) or
+ * 0.001 (adam), beta1 0.9, beta2 0.999, eps 1e-8. Momentum and weight decay
+ * stay as given (0 is meaningful). */
+void rt_optim_defaults(rt_optim_opts *o);
+/* "sgd" / "adam" -> RT_OPT_*, 0 for anything else. */
+int rt_optim_parse(const char *name);
+const char *rt_optim_name(int kind);
+
+typedef struct rt_optim rt_optim;
+/* State for `n` floats on `dev` (zeroed). */
+int rt_optim_create(ferry_device_t *dev, const rt_optim_opts *o, size_t n,
+                    rt_optim **out);
+/* One step of params from grad. */
+void rt_optim_step(rt_optim *opt, float *params, const float *grad);
+void rt_optim_destroy(rt_optim *opt);
+
+/* ---- the trainer -------------------------------------------------------------- */
+
+typedef struct rt_train_opts {
+    int batch; /* global batch; 0: 128 */
+    rt_optim_opts optim;
+    uint64_t seed;        /* parameters and shuffling */
+    int rank, world;      /* 0 and 1 for one worker (0 world: 1) */
+    const char *data_dir; /* NULL: RT_FMNIST_DIR */
+    int eval_batch;       /* 0: 1000 */
+    /* Training and test sets to use instead of loading the model's dataset
+     * (tests); both or neither. Not owned. */
+    const rt_dataset *train_set, *test_set;
+} rt_train_opts;
+
+typedef struct rt_epoch_stats {
+    int epoch;         /* 1-based: epochs done */
+    double train_loss; /* mean over the epoch's samples on this rank */
+    double test_loss;
+    double test_accuracy; /* classifier: fraction right; regressor: 0 */
+    size_t samples;       /* trained on by this rank this epoch */
+    double train_s;       /* wall time of the steps (data waits included) */
+    double eval_s;
+    double samples_per_s; /* samples / train_s */
+} rt_epoch_stats;
+
+typedef struct rt_trainer rt_trainer;
+
+/* Loads the model's data, allocates parameters, gradients and optimizer
+ * state on `dev` and initialises the parameters from the seed. `m` and `dev`
+ * must outlive the trainer. Returns 0 or FERRY_E* with `err` set. */
+int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_train_opts *o,
+                      rt_trainer **out, char *err, size_t errlen);
+/* Trains one epoch, then evaluates on the whole test set. `cancelled` (NULL:
+ * never) is polled between steps: FERRY_ECANCELED. A loss that is NaN or
+ * infinite stops with FERRY_ERANGE ("loss is nan at epoch E step S").
+ * Returns 0 or FERRY_E* with `err` set. */
+int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
+                     void *arg, char *err, size_t errlen);
+/* Length of the flat parameter buffer, padding included (ferry_model_layout). */
+size_t rt_trainer_params_len(const rt_trainer *t);
+/* Copies the parameters into `host` (rt_trainer_params_len floats). */
+int rt_trainer_params(rt_trainer *t, float *host);
+/* The sets it trains and evaluates on. */
+const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train);
+void rt_trainer_destroy(rt_trainer *t);
+
+#endif
