@@ -1,0 +1,191 @@
+/* The context a model computes in, and the checks a descriptor must pass
+ * before the runtime calls anything in it: a module is untrusted input. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "train.h"
+
+/* xoshiro256** (Blackman and Vigna), seeded through splitmix64: small, fast
+ * and the same on every machine, so a seed gives the same parameters
+ * everywhere. */
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t next(uint64_t s[4])
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in (0, 1): 24 random bits, never 0, so log() below is finite. */
+static double unit(uint64_t s[4])
+{
+    return ((double)(next(s) >> 40) + 0.5) / 16777216.0;
+}
+
+static void mc_uniform(ferry_model_ctx_t *mc, float *out, size_t n, float bound)
+{
+    rt_model_ctx *c = (rt_model_ctx *)mc;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)((2.0 * unit(c->rng) - 1.0) * bound);
+}
+
+static void mc_normal(ferry_model_ctx_t *mc, float *out, size_t n, float std)
+{
+    rt_model_ctx *c = (rt_model_ctx *)mc;
+    /* Box-Muller, both values used. */
+    for (size_t i = 0; i < n; i += 2) {
+        double r = sqrt(-2.0 * log(unit(c->rng)));
+        double a = 2.0 * M_PI * unit(c->rng);
+        out[i] = (float)(r * cos(a) * std);
+        if (i + 1 < n)
+            out[i + 1] = (float)(r * sin(a) * std);
+    }
+}
+
+static void mc_log(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
+{
+    (void)mc;
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "model: %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], line);
+}
+
+static const ferry_model_ops_t model_ops = {
+    .version = FERRY_MODEL_ABI_VERSION,
+    .size = sizeof(ferry_model_ops_t),
+    .normal = mc_normal,
+    .uniform = mc_uniform,
+    .log = mc_log,
+};
+
+/* Bounds a model's sizes so that products of them fit comfortably in
+ * size_t and int arithmetic. */
+#define MAX_DIM (1 << 24)
+
+static int check_model(const ferry_model_t *m, char *err, size_t errlen)
+{
+    if (m->version != FERRY_MODEL_ABI_VERSION) {
+        snprintf(err, errlen, "model ABI version %u, this ferry speaks %u", m->version,
+                 FERRY_MODEL_ABI_VERSION);
+        return FERRY_EINVAL;
+    }
+    if (m->size < sizeof(ferry_model_t)) {
+        snprintf(err, errlen, "model descriptor of %u bytes, expected %zu", m->size,
+                 sizeof(ferry_model_t));
+        return FERRY_EINVAL;
+    }
+    if (m->kind != FERRY_MODEL_CLASSIFIER && m->kind != FERRY_MODEL_REGRESSOR) {
+        snprintf(err, errlen, "model kind %d is neither classifier nor regressor", m->kind);
+        return FERRY_EINVAL;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (m->input[i] <= 0 || m->input[i] > MAX_DIM) {
+            snprintf(err, errlen, "model input shape {%d, %d, %d} is not positive",
+                     m->input[0], m->input[1], m->input[2]);
+            return FERRY_EINVAL;
+        }
+    }
+    if (m->outputs <= 0 || m->outputs > MAX_DIM) {
+        snprintf(err, errlen, "model outputs %d is not positive", m->outputs);
+        return FERRY_EINVAL;
+    }
+    if (!m->workspace || !m->init || !m->loss_grad || !m->evaluate) {
+        snprintf(err, errlen, "model lacks one of workspace, init, loss_grad, evaluate");
+        return FERRY_EINVAL;
+    }
+    if (!m->params || !m->params[0].name) {
+        snprintf(err, errlen, "model declares no parameters");
+        return FERRY_EINVAL;
+    }
+    for (int i = 0; m->params[i].name; i++) {
+        const ferry_param_t *p = &m->params[i];
+        if (p->shape[0] <= 0 || p->shape[0] > MAX_DIM) {
+            snprintf(err, errlen, "parameter %s has an empty shape", p->name);
+            return FERRY_EINVAL;
+        }
+        size_t count = 1;
+        for (int d = 0; d < 4 && p->shape[d] > 0; d++) {
+            if (p->shape[d] > MAX_DIM || count > (size_t)1 << 34) {
+                snprintf(err, errlen, "parameter %s is too large", p->name);
+                return FERRY_EINVAL;
+            }
+            count *= (size_t)p->shape[d];
+        }
+        if (count > (size_t)1 << 34) {
+            snprintf(err, errlen, "parameter %s is too large", p->name);
+            return FERRY_EINVAL;
+        }
+    }
+    return 0;
+}
+
+size_t rt_model_param_count(const ferry_model_t *m)
+{
+    size_t n = 0;
+    for (int i = 0; m->params[i].name; i++)
+        n += ferry_param_count(&m->params[i]);
+    return n;
+}
+
+int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *dev,
+                      int batch_max, uint64_t seed, char *err, size_t errlen)
+{
+    memset(mc, 0, sizeof *mc);
+    int rc = check_model(m, err, errlen);
+    if (rc)
+        return rc;
+    if (batch_max <= 0) {
+        snprintf(err, errlen, "batch size %d is not positive", batch_max);
+        return FERRY_EINVAL;
+    }
+    size_t floats = m->workspace(batch_max);
+    mc->pub = (ferry_model_ctx_t){.version = FERRY_MODEL_ABI_VERSION,
+                                  .size = sizeof(ferry_model_ctx_t),
+                                  .dev = dev,
+                                  .batch_max = batch_max,
+                                  .ops = &model_ops};
+    mc->pub.impl = mc;
+    if (floats) {
+        if (floats > SIZE_MAX / sizeof(float) ||
+            !(mc->pub.work = dev->ops->alloc(dev, floats * sizeof(float)))) {
+            snprintf(err, errlen, "cannot allocate the model's workspace of %zu floats on %s",
+                     floats, dev->name);
+            return FERRY_ENOMEM;
+        }
+    }
+    uint64_t s = seed;
+    for (int i = 0; i < 4; i++)
+        mc->rng[i] = splitmix64(&s);
+    return 0;
+}
+
+void rt_model_ctx_free(rt_model_ctx *mc)
+{
+    if (mc->pub.dev && mc->pub.work)
+        mc->pub.dev->ops->free(mc->pub.dev, mc->pub.work);
+    mc->pub.work = NULL;
+}
