@@ -15,6 +15,7 @@
 #ifndef FERRY_RUNTIME_DEVICE_H
 #define FERRY_RUNTIME_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <ferry/device.h>
@@ -26,6 +27,8 @@
  *   FERRY_EINVAL  a name that is none of the above
  * with `err` set to a text fit for the user. */
 int rt_device_open(const char *want, ferry_device_t **out, char *err, size_t errlen);
+/* Whether `name` is one rt_device_open() understands (without opening it). */
+bool rt_device_name_ok(const char *name);
 /* Frees the device and everything it allocated. NULL: no-op. */
 void rt_device_close(ferry_device_t *dev);
 
