@@ -64,6 +64,12 @@ size_t cluster_size(const cluster *cl)
     return cl ? cl->n : 0;
 }
 
+void cluster_set_call_timeout(cluster *cl, int64_t ms)
+{
+    if (ms > 0)
+        cl->call_timeout_ms = ms;
+}
+
 const char *cluster_target(const cluster *cl, int rank)
 {
     if (!cl || rank < 0 || (size_t)rank >= cl->n)

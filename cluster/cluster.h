@@ -50,6 +50,11 @@ int cluster_create(const char *const *targets, size_t n, const cluster_opts *opt
 void cluster_destroy(cluster *cl);
 
 size_t cluster_size(const cluster *cl);
+
+/* The deadline of calls started from now on, ms > 0. A training epoch may run
+ * far longer than the default minute; the heartbeat still finds a worker
+ * that dies or hangs within about a second. */
+void cluster_set_call_timeout(cluster *cl, int64_t ms);
 const char *cluster_target(const cluster *cl, int rank);
 
 /* The text of the last failure ("worker 2 (127.0.0.1:7102): module
