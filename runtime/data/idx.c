@@ -1,0 +1,182 @@
+/* runtime/data — IDX files (LeCun's format: magic 0x00 0x00 type ndims,
+ * ndims big-endian uint32 sizes, then the data), read through zlib's gz*
+ * calls, which take gzip and plain files alike. Only type 0x08 (unsigned
+ * bytes) is read: it is what the image sets ship. */
+#include "data_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "ferry/error.h"
+
+#define IDX_TYPE_UBYTE 0x08
+#define IDX_MAX_DIMS   4
+/* gzread takes an unsigned count; read in pieces well below that. */
+#define IDX_CHUNK (1u << 30)
+
+/* Why gzread returned less than asked: an I/O error, a damaged or cut
+ * gzip stream (zlib's text), or a plain end of file. */
+static int short_read(gzFile gz, const char *path, const char *what, size_t want,
+                      size_t got, char *err, size_t errlen)
+{
+    int zerr = Z_OK;
+    const char *zmsg = gzerror(gz, &zerr);
+    if (zerr == Z_ERRNO)
+        return rt_data_fail(err, errlen, FERRY_EIO, "%s: reading %s: %s", path, what,
+                            strerror(errno));
+    if (zerr != Z_OK)
+        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                            "%s: corrupt gzip stream while reading %s (%s)", path, what,
+                            zmsg);
+    return rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                        "%s: truncated: %s needs %zu bytes, the file has %zu", path, what,
+                        want, got);
+}
+
+static int read_full(gzFile gz, void *buf, size_t len, size_t *got)
+{
+    uint8_t *p = buf;
+    *got = 0;
+    while (*got < len) {
+        size_t left = len - *got;
+        unsigned ask = left > IDX_CHUNK ? IDX_CHUNK : (unsigned)left;
+        int n = gzread(gz, p + *got, ask);
+        if (n <= 0)
+            return -1;
+        *got += (size_t)n;
+    }
+    return 0;
+}
+
+static int open_file(const char *path, int *fd_out, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        int code = e == ENOENT ? FERRY_ENOENT : e == EACCES ? FERRY_EACCES : FERRY_EIO;
+        return rt_data_fail(err, errlen, code, "%s: %s", path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return rt_data_fail(err, errlen, FERRY_EIO, "%s: not a regular file", path);
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+/* Reads and checks the magic and the sizes; sets ndims, dims and len. */
+static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size_t errlen)
+{
+    uint8_t magic[4];
+    size_t got;
+    if (read_full(gz, magic, sizeof magic, &got) != 0) {
+        int zerr = Z_OK;
+        gzerror(gz, &zerr);
+        if (got == 0 && zerr == Z_OK)
+            return rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                                "%s: empty file, not an IDX file", path);
+        return short_read(gz, path, "the IDX magic", sizeof magic, got, err, errlen);
+    }
+    if (magic[0] != 0 || magic[1] != 0)
+        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                            "%s: not an IDX file (magic %02x %02x %02x %02x)", path,
+                            magic[0], magic[1], magic[2], magic[3]);
+    if (magic[2] != IDX_TYPE_UBYTE)
+        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                            "%s: IDX data type 0x%02x, only unsigned bytes (0x08) are "
+                            "read",
+                            path, magic[2]);
+    if (magic[3] < 1 || magic[3] > IDX_MAX_DIMS)
+        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                            "%s: IDX with %u dimensions, 1 to %d are read", path,
+                            magic[3], IDX_MAX_DIMS);
+    out->ndims = magic[3];
+
+    uint8_t raw[4 * IDX_MAX_DIMS];
+    size_t want = 4 * (size_t)out->ndims;
+    if (read_full(gz, raw, want, &got) != 0)
+        return short_read(gz, path, "the IDX dimensions", want, got, err, errlen);
+    size_t len = 1;
+    for (int i = 0; i < out->ndims; i++) {
+        const uint8_t *b = raw + 4 * i;
+        uint32_t d = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
+                     (uint32_t)b[3];
+        out->dims[i] = d;
+        if (d != 0 && len > (SIZE_MAX / 2) / d)
+            return rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                                "%s: IDX dimensions overflow the address space", path);
+        len *= d;
+    }
+    out->len = len;
+    return 0;
+}
+
+int rt_idx_read(const char *path, rt_idx *out, char *err, size_t errlen)
+{
+    if (!path || !out)
+        return rt_data_fail(err, errlen, FERRY_EINVAL, "rt_idx_read: no path or output");
+    memset(out, 0, sizeof *out);
+
+    int fd = -1, rc = open_file(path, &fd, err, errlen);
+    if (rc != 0)
+        return rc;
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(fd);
+        return rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
+    }
+    gzbuffer(gz, 256 * 1024);
+
+    rt_idx idx = {0};
+    rc = read_header(gz, path, &idx, err, errlen);
+    if (rc != 0)
+        goto out;
+    idx.data = malloc(idx.len ? idx.len : 1);
+    if (!idx.data) {
+        rc = rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory for %zu bytes", path,
+                          idx.len);
+        goto out;
+    }
+    size_t got;
+    if (read_full(gz, idx.data, idx.len, &got) != 0) {
+        rc = short_read(gz, path, "the IDX data", idx.len, got, err, errlen);
+        goto out;
+    }
+    /* One more read reaches the end of the gzip stream, where zlib checks
+     * its CRC and length; it also finds bytes the header did not announce. */
+    uint8_t extra;
+    int n = gzread(gz, &extra, 1);
+    if (n > 0) {
+        rc = rt_data_fail(err, errlen, FERRY_ECORRUPT,
+                          "%s: more data than the IDX header's %zu bytes", path, idx.len);
+        goto out;
+    }
+    int zerr = Z_OK;
+    gzerror(gz, &zerr);
+    if (n < 0 || zerr != Z_OK) {
+        rc = short_read(gz, path, "the IDX data", idx.len, idx.len, err, errlen);
+        goto out;
+    }
+    *out = idx;
+    idx.data = NULL;
+out:
+    free(idx.data);
+    gzclose(gz);
+    return rc;
+}
+
+void rt_idx_free(rt_idx *idx)
+{
+    if (!idx)
+        return;
+    free(idx->data);
+    memset(idx, 0, sizeof *idx);
+}

@@ -1,0 +1,289 @@
+/* runtime/data — the loader: one epoch's permutation, this rank's slice of
+ * each global batch, and a prefetch thread that gathers the next slice into
+ * a ring of LOADER_SLOTS host buffers while the caller computes on the
+ * current one (the tf.data lesson: input work overlaps compute).
+ *
+ * The ring: step k of an epoch goes into slot k % LOADER_SLOTS. The caller
+ * holds the slot of the batch it was last given until its next call, so the
+ * thread may fill step p once p < released + LOADER_SLOTS, where `released`
+ * counts the steps the caller is done with. A new epoch bumps `gen`; a
+ * gather of an older generation is dropped when it ends. */
+#include "data_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry/error.h"
+
+/* Two is the double buffer; a third absorbs jitter in the caller's steps. */
+#define LOADER_SLOTS 3
+
+typedef struct slot {
+    float *x;
+    int32_t *labels;
+    float *targets;
+    rt_batch_host batch;
+} slot;
+
+struct rt_loader {
+    const rt_dataset *ds;
+    rt_loader_opts o;
+    size_t steps;
+    size_t rows_max; /* the largest slice a rank can get */
+    slot slots[LOADER_SLOTS];
+    uint32_t *perm; /* touched by the thread only, once it runs */
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t to_thread; /* a new epoch, room in the ring, or stop */
+    pthread_cond_t to_caller; /* a batch is ready */
+    /* Under mu: */
+    uint64_t gen; /* bumped by every rt_loader_begin */
+    int epoch;    /* of the current generation */
+    bool begun, stop;
+    size_t produced; /* steps of this generation in the ring */
+    size_t taken;    /* steps handed to the caller */
+    size_t released; /* steps the caller is done with */
+};
+
+/* Rank r's part of a global batch of `size`: W nearly equal contiguous
+ * slices, the first (size % W) one larger. */
+static void rank_slice(size_t size, int rank, int world, size_t *start, size_t *len)
+{
+    size_t w = (size_t)world, r = (size_t)rank;
+    size_t base = size / w, extra = size % w;
+    *start = r * base + (r < extra ? r : extra);
+    *len = base + (r < extra ? 1 : 0);
+}
+
+static void make_perm(rt_loader *l, int epoch)
+{
+    size_t n = l->ds->n;
+    for (size_t i = 0; i < n; i++)
+        l->perm[i] = (uint32_t)i;
+    if (!l->o.shuffle)
+        return;
+    rt_rng r;
+    rt_rng_seed(&r, l->o.seed, (uint64_t)epoch);
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)rt_rng_below(&r, i);
+        uint32_t t = l->perm[i - 1];
+        l->perm[i - 1] = l->perm[j];
+        l->perm[j] = t;
+    }
+}
+
+static void gather(rt_loader *l, size_t step, slot *s)
+{
+    const rt_dataset *ds = l->ds;
+    size_t gstart = step * (size_t)l->o.batch;
+    size_t gsize =
+        ds->n - gstart < (size_t)l->o.batch ? ds->n - gstart : (size_t)l->o.batch;
+    size_t start, len;
+    rank_slice(gsize, l->o.rank, l->o.world, &start, &len);
+    const uint32_t *idx = l->perm + gstart + start;
+    size_t f = (size_t)ds->features, out = (size_t)ds->outputs;
+    for (size_t i = 0; i < len; i++)
+        memcpy(s->x + i * f, ds->x + (size_t)idx[i] * f, f * sizeof(float));
+    if (ds->labels)
+        for (size_t i = 0; i < len; i++)
+            s->labels[i] = ds->labels[idx[i]];
+    if (ds->targets)
+        for (size_t i = 0; i < len; i++)
+            memcpy(s->targets + i * out, ds->targets + (size_t)idx[i] * out,
+                   out * sizeof(float));
+    s->batch.n = (int)len;
+}
+
+static void *prefetch_main(void *arg)
+{
+    rt_loader *l = arg;
+    uint64_t gen = 0; /* the generation whose permutation is in perm */
+    bool have_perm = false;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        if (l->stop)
+            break;
+        if (!l->begun) {
+            pthread_cond_wait(&l->to_thread, &l->mu);
+            continue;
+        }
+        if (!have_perm || gen != l->gen) {
+            gen = l->gen;
+            int epoch = l->epoch;
+            pthread_mutex_unlock(&l->mu);
+            make_perm(l, epoch);
+            pthread_mutex_lock(&l->mu);
+            have_perm = true;
+            continue; /* the caller may have begun again meanwhile */
+        }
+        size_t p = l->produced;
+        if (p == l->steps || p >= l->released + LOADER_SLOTS) {
+            pthread_cond_wait(&l->to_thread, &l->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&l->mu);
+        gather(l, p, &l->slots[p % LOADER_SLOTS]);
+        pthread_mutex_lock(&l->mu);
+        if (gen == l->gen && l->produced == p) {
+            l->produced = p + 1;
+            pthread_cond_signal(&l->to_caller);
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static int check(const rt_dataset *ds, const rt_loader_opts *o)
+{
+    if (!ds || !o || o->batch < 1 || o->world < 1 || o->rank < 0 || o->rank >= o->world)
+        return FERRY_EINVAL;
+    if (ds->n > UINT32_MAX || ds->features < 1 || (ds->n && !ds->x))
+        return FERRY_EINVAL;
+    if (ds->n && !ds->labels && !(ds->targets && ds->outputs > 0))
+        return FERRY_EINVAL;
+    return 0;
+}
+
+static void free_loader(rt_loader *l)
+{
+    for (int i = 0; i < LOADER_SLOTS; i++) {
+        free(l->slots[i].x);
+        free(l->slots[i].labels);
+        free(l->slots[i].targets);
+    }
+    free(l->perm);
+    free(l);
+}
+
+static int alloc_slots(rt_loader *l)
+{
+    const rt_dataset *ds = l->ds;
+    size_t rows = l->rows_max ? l->rows_max : 1;
+    for (int i = 0; i < LOADER_SLOTS; i++) {
+        slot *s = &l->slots[i];
+        s->x = rt_data_alloc(rows * (size_t)ds->features * sizeof(float));
+        if (!s->x)
+            return FERRY_ENOMEM;
+        if (ds->labels && !(s->labels = rt_data_alloc(rows * sizeof(int32_t))))
+            return FERRY_ENOMEM;
+        if (ds->targets &&
+            !(s->targets = rt_data_alloc(rows * (size_t)ds->outputs * sizeof(float))))
+            return FERRY_ENOMEM;
+        s->batch.x = s->x;
+        s->batch.labels = s->labels;
+        s->batch.targets = s->targets;
+    }
+    l->perm = malloc((ds->n ? ds->n : 1) * sizeof *l->perm);
+    return l->perm ? 0 : FERRY_ENOMEM;
+}
+
+/* The prefetch thread takes no asynchronous signal: those belong to the
+ * threads that handle them (the worker's SIGTERM pipe). Faults still reach
+ * the crash handler. */
+static int start_thread(rt_loader *l)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof sync_sigs / sizeof *sync_sigs; i++)
+        sigdelset(&all, sync_sigs[i]);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&l->thread, NULL, prefetch_main, l);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return rc == EAGAIN ? FERRY_EAGAIN : FERRY_ENOMEM;
+    pthread_setname_np(l->thread, "ferry-prefetch");
+    return 0;
+}
+
+int rt_loader_create(const rt_dataset *ds, const rt_loader_opts *o, rt_loader **out)
+{
+    if (!out)
+        return FERRY_EINVAL;
+    *out = NULL;
+    int rc = check(ds, o);
+    if (rc != 0)
+        return rc;
+    rt_loader *l = calloc(1, sizeof *l);
+    if (!l)
+        return FERRY_ENOMEM;
+    l->ds = ds;
+    l->o = *o;
+    l->steps = (ds->n + (size_t)o->batch - 1) / (size_t)o->batch;
+    size_t first = ds->n < (size_t)o->batch ? ds->n : (size_t)o->batch;
+    l->rows_max = (first + (size_t)o->world - 1) / (size_t)o->world;
+    if ((rc = alloc_slots(l)) != 0) {
+        free_loader(l);
+        return rc;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->to_thread, NULL);
+    pthread_cond_init(&l->to_caller, NULL);
+    if ((rc = start_thread(l)) != 0) {
+        pthread_cond_destroy(&l->to_caller);
+        pthread_cond_destroy(&l->to_thread);
+        pthread_mutex_destroy(&l->mu);
+        free_loader(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+size_t rt_loader_steps(const rt_loader *l)
+{
+    return l ? l->steps : 0;
+}
+
+int rt_loader_begin(rt_loader *l, int epoch)
+{
+    if (!l || epoch < 0)
+        return FERRY_EINVAL;
+    pthread_mutex_lock(&l->mu);
+    l->gen++;
+    l->epoch = epoch;
+    l->begun = true;
+    l->produced = l->taken = l->released = 0;
+    pthread_cond_signal(&l->to_thread);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+const rt_batch_host *rt_loader_next(rt_loader *l)
+{
+    if (!l)
+        return NULL;
+    const rt_batch_host *b = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->begun) {
+        l->released = l->taken;
+        pthread_cond_signal(&l->to_thread);
+        if (l->taken < l->steps) {
+            while (l->produced <= l->taken)
+                pthread_cond_wait(&l->to_caller, &l->mu);
+            b = &l->slots[l->taken % LOADER_SLOTS].batch;
+            l->taken++;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return b;
+}
+
+void rt_loader_destroy(rt_loader *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_signal(&l->to_thread);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    pthread_cond_destroy(&l->to_caller);
+    pthread_cond_destroy(&l->to_thread);
+    pthread_mutex_destroy(&l->mu);
+    free_loader(l);
+}
