@@ -1,0 +1,204 @@
+/* runtime/device/cuda — the private header of ferry-cuda.so.
+ *
+ * The backend is a shared object of its own, dlopened by device.c and linked
+ * only against the CUDA libraries: it calls no ferry function, and every
+ * symbol but ferry_cuda_open/ferry_cuda_close is hidden.
+ *
+ *   cuda_open.c     open/close, the handles, turning library statuses into
+ *                   FERRY_E* codes (with the text kept on the device)
+ *   cuda_mem.c      memory (tracked, so close frees what a model leaked),
+ *                   copies, sync, the device-owned scratch buffers
+ *   cuda_blas.c     gemm, scale, axpy, bias_grad on cuBLAS
+ *   cuda_dnn.c      convolutions and pooling on cuDNN
+ *   cuda_ops.c      the ops that run kernels of cuda_kernels.cu
+ *
+ * Every op runs on the device's one stream, in issue order. Ops that return
+ * void keep their first failure on the device; sync (and download) return
+ * it. */
+#ifndef FERRY_CUDA_INT_H
+#define FERRY_CUDA_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <ferry/device.h>
+#include <ferry/error.h>
+
+#include "cuda_kernels.h"
+
+#define CUDA_EXPORT __attribute__((visibility("default")))
+
+/* The set of live allocations: open addressing on the pointer, so close can
+ * free what was never freed. */
+typedef struct cuda_ptrset {
+    void **slots; /* NULL: empty; CUDA_TOMBSTONE: freed */
+    size_t cap, used, live;
+} cuda_ptrset_t;
+
+/* How many shapes of convolution and pooling keep their descriptors and
+ * chosen algorithms: a CNN has a handful of layers, and an evaluation batch
+ * that differs from the training batch doubles them. */
+#define CUDA_PLANS 8
+
+typedef struct cuda_conv_plan {
+    bool used;
+    ferry_conv_t shape;
+    cudnnTensorDescriptor_t x, y, bias;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    /* Chosen on first use, each with the math type it was chosen for. */
+    bool have_fwd, have_data, have_filter;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t data;
+    cudnnConvolutionBwdFilterAlgo_t filter;
+    cudnnMathType_t fwd_math, data_math, filter_math;
+    size_t fwd_ws, data_ws, filter_ws;
+} cuda_conv_plan_t;
+
+typedef struct cuda_pool_plan {
+    bool used;
+    ferry_pool_t shape;
+    cudnnTensorDescriptor_t x, y;
+    cudnnPoolingDescriptor_t pool;
+} cuda_pool_plan_t;
+
+typedef struct cuda_dev {
+    ferry_device_t pub; /* first: a ferry_device_t * is a cuda_dev_t * */
+    int index;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    bool pools; /* stream-ordered allocation (cudaMallocAsync) works */
+
+    int err;           /* first failure of a void op, 0 when none */
+    char errtext[320]; /* what failed, for the last failure of any op */
+
+    cuda_ptrset_t live;
+    void *ws; /* cuDNN workspace, grown on demand */
+    size_t ws_bytes;
+    void *scratch; /* the losses' per-row results and partial sums */
+    size_t scratch_bytes;
+    float *ones; /* bias_grad's vector of ones */
+    size_t ones_n;
+    cuda_loss_t *result; /* device: a loss's reduced result */
+
+    cuda_conv_plan_t conv[CUDA_PLANS];
+    cuda_pool_plan_t pool[CUDA_PLANS];
+    unsigned conv_next, pool_next; /* round-robin eviction */
+
+    char name[24];
+    char description[320];
+} cuda_dev_t;
+
+static inline cuda_dev_t *cuda_dev(ferry_device_t *dev)
+{
+    return (cuda_dev_t *)dev;
+}
+
+/* ---- cuda_open.c: statuses -> FERRY_E*, with the text kept in errtext ---- */
+
+/* Each records "<name>: <what>: <library's text>" in d->errtext, writes it to
+ * stderr (the worker's log: the ABI has no channel for it) and returns the
+ * FERRY_E* code. */
+int cuda_rt_fail(cuda_dev_t *d, const char *what, cudaError_t e);
+int cuda_blas_fail(cuda_dev_t *d, const char *what, cublasStatus_t s);
+int cuda_dnn_fail(cuda_dev_t *d, const char *what, cudnnStatus_t s);
+/* A caller's mistake (a bad size, a label out of range): kept in errtext,
+ * not logged. Returns FERRY_EINVAL. */
+int cuda_einval(cuda_dev_t *d, const char *what);
+/* For ops that return void: keeps rc (if it is the first) for sync. */
+void cuda_defer(cuda_dev_t *d, int rc);
+/* Makes the device current on the calling thread: ops may be issued from
+ * any thread, one at a time, and the handles belong to the device. */
+int cuda_enter(cuda_dev_t *d);
+
+/* Jump to `label` with rc set when a call fails (NCCL's CUDACHECKGOTO). */
+#define CUDA_RT_TRY(d, call, label)                                                      \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            rc = cuda_rt_fail((d), #call, e_);                                           \
+            goto label;                                                                  \
+        }                                                                                \
+    } while (0)
+#define CUDA_BLAS_TRY(d, call, label)                                                    \
+    do {                                                                                 \
+        cublasStatus_t s_ = (call);                                                      \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                               \
+            rc = cuda_blas_fail((d), #call, s_);                                         \
+            goto label;                                                                  \
+        }                                                                                \
+    } while (0)
+#define CUDA_DNN_TRY(d, call, label)                                                     \
+    do {                                                                                 \
+        cudnnStatus_t s_ = (call);                                                       \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                \
+            rc = cuda_dnn_fail((d), #call, s_);                                          \
+            goto label;                                                                  \
+        }                                                                                \
+    } while (0)
+
+/* ---- cuda_mem.c ---- */
+
+void *cuda_alloc(ferry_device_t *dev, size_t bytes);
+void cuda_free(ferry_device_t *dev, void *p);
+int cuda_upload(ferry_device_t *dev, void *dst, const void *host, size_t bytes);
+int cuda_download(ferry_device_t *dev, void *host, const void *src, size_t bytes);
+int cuda_copy(ferry_device_t *dev, void *dst, const void *src, size_t bytes);
+int cuda_sync(ferry_device_t *dev);
+
+/* Device memory for the backend's own use, freed by cuda_mem_fini, outside
+ * the tracked set. */
+int cuda_raw_alloc(cuda_dev_t *d, void **p, size_t bytes);
+void cuda_raw_free(cuda_dev_t *d, void *p);
+/* Grows *buf (of *have bytes) to at least `bytes`, stream-ordered: work
+ * issued earlier on the old buffer still sees it. */
+int cuda_grow(cuda_dev_t *d, void **buf, size_t *have, size_t bytes);
+/* Frees every tracked allocation and the backend's buffers. */
+void cuda_mem_fini(cuda_dev_t *d);
+
+/* ---- cuda_blas.c ---- */
+
+void cuda_scale(ferry_device_t *dev, float *x, float a, size_t n);
+void cuda_axpy(ferry_device_t *dev, float *y, float a, const float *x, size_t n);
+void cuda_gemm(ferry_device_t *dev, bool trans_a, bool trans_b, int m, int n, int k,
+               float alpha, const float *a, const float *b, float beta, float *c);
+void cuda_bias_grad(ferry_device_t *dev, float *dbias, const float *dy, int rows,
+                    int cols);
+
+/* ---- cuda_dnn.c ---- */
+
+int cuda_conv2d(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
+                const float *w, const float *bias, float *y);
+int cuda_conv2d_grad(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
+                     const float *w, const float *dy, float *dx, float *dw, float *dbias);
+int cuda_maxpool(ferry_device_t *dev, const ferry_pool_t *p, const float *x, float *y);
+int cuda_maxpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *x,
+                      const float *y, const float *dy, float *dx);
+/* Destroys the cached descriptors. */
+void cuda_dnn_fini(cuda_dev_t *d);
+
+/* ---- cuda_ops.c ---- */
+
+extern const ferry_device_ops_t cuda_ops; /* the table, every op above */
+
+void cuda_fill(ferry_device_t *dev, float *x, float value, size_t n);
+void cuda_bias_add(ferry_device_t *dev, float *y, const float *bias, int rows, int cols);
+void cuda_relu(ferry_device_t *dev, float *y, const float *x, size_t n);
+void cuda_relu_grad(ferry_device_t *dev, float *dx, const float *dy, const float *y,
+                    size_t n);
+int cuda_softmax_xent(ferry_device_t *dev, const float *logits, const int32_t *labels,
+                      int rows, int classes, float *dlogits, float *loss, int *correct);
+int cuda_mse(ferry_device_t *dev, const float *pred, const float *target, int rows,
+             int cols, float *dpred, float *loss);
+void cuda_sgd_step(ferry_device_t *dev, float *p, const float *g, float *v, size_t n,
+                   float lr, float mu, float wd);
+void cuda_adam_step(ferry_device_t *dev, float *p, const float *g, float *m, float *v,
+                    size_t n, float lr, float b1, float b2, float eps, float wd, int t);
+
+#endif

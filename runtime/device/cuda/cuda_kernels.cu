@@ -1,0 +1,381 @@
+// runtime/device/cuda — kernels for the ops that no cuBLAS or cuDNN call
+// fits. Elementwise kernels use grid-stride loops over size_t indices, so any
+// n runs with a bounded grid. Reductions are deterministic: a fixed grid for a
+// given size, fixed-order tree sums, no atomics, so the same inputs give the
+// same bits run after run.
+#include <math.h>
+
+#include "cuda_kernels.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kMaxBlocks = 8192;
+
+unsigned blocks_for(size_t n)
+{
+    size_t b = (n + kThreads - 1) / kThreads;
+    return b > kMaxBlocks ? kMaxBlocks : (unsigned)b;
+}
+
+__global__ void fill_kernel(float *x, float value, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = value;
+}
+
+__global__ void relu_kernel(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void relu_grad_kernel(float *dx, const float *dy, const float *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void bias_add_kernel(float *y, const float *bias, size_t total, int cols)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += bias[i % (size_t)cols];
+}
+
+// Labels first, before anything is written: a batch with a bad label leaves
+// dlogits as it was (the cpu backend checks the same way).
+__global__ void softmax_xent_labels(const int32_t *labels, int rows, int classes,
+                                    cuda_loss_t *out)
+{
+    __shared__ int s_bad[kThreads];
+    int bad = 0;
+    for (int i = threadIdx.x; i < rows; i += kThreads)
+        bad += labels[i] < 0 || labels[i] >= classes;
+    s_bad[threadIdx.x] = bad;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half >>= 1) {
+        if ((int)threadIdx.x < half)
+            s_bad[threadIdx.x] += s_bad[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out->sum = 0.0;
+        out->correct = 0;
+        out->bad = s_bad[0];
+    }
+}
+
+// One warp per row: the models' rows are short (10 classes), so a block per
+// row would leave most of its threads idle. dlogits may be the logits: each
+// lane reads and writes only its own columns, and the label's logit is read
+// before anything is written.
+constexpr int kRowsPerBlock = 4;
+
+__global__ void softmax_xent_rows(const float *logits, const int32_t *labels, int rows,
+                                  int classes, float inv_rows, float *dlogits,
+                                  double *row_loss, int *row_correct, const cuda_loss_t *out)
+{
+    int lane = threadIdx.x & 31;
+    int r = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
+    if (r >= rows || out->bad) // the whole warp leaves together
+        return;
+    const float *l = logits + (size_t)r * classes;
+
+    // The first largest logit: within a lane indices ascend, so a strict >
+    // keeps the first; across lanes ties go to the smaller index.
+    float mx = 0.0f;
+    int arg = -1;
+    for (int j = lane; j < classes; j += 32) {
+        float v = l[j];
+        if (arg < 0 || v > mx) {
+            mx = v;
+            arg = j;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        float omx = __shfl_xor_sync(0xffffffffu, mx, off);
+        int oarg = __shfl_xor_sync(0xffffffffu, arg, off);
+        if (oarg >= 0 && (arg < 0 || omx > mx || (omx == mx && oarg < arg))) {
+            mx = omx;
+            arg = oarg;
+        }
+    }
+
+    float sum = 0.0f;
+    for (int j = lane; j < classes; j += 32)
+        sum += expf(l[j] - mx);
+    for (int off = 16; off > 0; off >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+
+    int label = labels[r];
+    float xl = l[label];
+    __syncwarp();
+    if (dlogits) {
+        float *d = dlogits + (size_t)r * classes;
+        float scale = inv_rows / sum;
+        for (int j = lane; j < classes; j += 32)
+            d[j] = expf(l[j] - mx) * scale - (j == label ? inv_rows : 0.0f);
+    }
+    if (lane == 0) {
+        // -log softmax[label] = log sum exp(x - max) - (x[label] - max)
+        row_loss[r] = log((double)sum) - (double)(xl - mx);
+        row_correct[r] = arg == label;
+    }
+}
+
+// One block: sums the per-row results in a fixed order.
+__global__ void softmax_xent_finish(const double *row_loss, const int *row_correct, int rows,
+                                    cuda_loss_t *out)
+{
+    __shared__ double s_sum[kThreads];
+    __shared__ int s_correct[kThreads];
+    if (out->bad) // the block leaves together
+        return;
+    double sum = 0.0;
+    int correct = 0;
+    for (int i = threadIdx.x; i < rows; i += kThreads) {
+        sum += row_loss[i];
+        correct += row_correct[i];
+    }
+    s_sum[threadIdx.x] = sum;
+    s_correct[threadIdx.x] = correct;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half >>= 1) {
+        if ((int)threadIdx.x < half) {
+            s_sum[threadIdx.x] += s_sum[threadIdx.x + half];
+            s_correct[threadIdx.x] += s_correct[threadIdx.x + half];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out->sum = s_sum[0];
+        out->correct = s_correct[0];
+    }
+}
+
+__device__ void block_sum_to(double v, double *dst)
+{
+    __shared__ double s[kThreads];
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half >>= 1) {
+        if ((int)threadIdx.x < half)
+            s[threadIdx.x] += s[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *dst = s[0];
+}
+
+__global__ void mse_parts(const float *pred, const float *target, size_t n,
+                          float inv_rows, float *dpred, double *parts)
+{
+    double acc = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float d = pred[i] - target[i];
+        acc += (double)d * d;
+        if (dpred)
+            dpred[i] = d * inv_rows;
+    }
+    block_sum_to(acc, &parts[blockIdx.x]);
+}
+
+__global__ void mse_finish(const double *parts, int nparts, cuda_loss_t *out)
+{
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < nparts; i += kThreads)
+        acc += parts[i];
+    block_sum_to(acc, &out->sum);
+    if (threadIdx.x == 0) {
+        out->correct = 0;
+        out->bad = 0;
+    }
+}
+
+// A thread per input element gathers from the windows that hold it, in
+// ascending window order: the sum is the one a loop over windows scattering
+// into its first maximum would make, without atomics.
+__global__ void maxpool_grad_kernel(int planes, int h, int w, int size, int stride,
+                                    int oh, int ow, const float *x, const float *y,
+                                    const float *dy, float *dx)
+{
+    size_t total = (size_t)planes * h * w;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int ix = (int)(i % w);
+        int iy = (int)((i / w) % h);
+        size_t plane = i / ((size_t)w * h);
+        const float *xp = x + plane * h * w;
+        const float *yp = y + plane * oh * ow;
+        const float *dyp = dy + plane * oh * ow;
+
+        int y_lo = iy < size ? 0 : (iy - size) / stride + 1;
+        int y_hi = min(iy / stride, oh - 1);
+        int x_lo = ix < size ? 0 : (ix - size) / stride + 1;
+        int x_hi = min(ix / stride, ow - 1);
+        float g = 0.0f;
+        for (int py = y_lo; py <= y_hi; py++) {
+            for (int px = x_lo; px <= x_hi; px++) {
+                float m = yp[py * ow + px];
+                // Is (iy, ix) the first element of this window equal to m?
+                bool first = false;
+                for (int r = 0; r < size; r++) {
+                    int yy = py * stride + r;
+                    int s = 0;
+                    for (; s < size; s++) {
+                        int xx = px * stride + s;
+                        if (xp[yy * w + xx] == m) {
+                            first = yy == iy && xx == ix;
+                            break;
+                        }
+                    }
+                    if (s < size)
+                        break;
+                }
+                if (first)
+                    g += dyp[py * ow + px];
+            }
+        }
+        dx[i] = g;
+    }
+}
+
+__global__ void sgd_kernel(float *p, const float *g, float *v, size_t n, float lr,
+                           float mu, float wd)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i] + wd * p[i];
+        if (v) { // v is NULL when mu is 0
+            gi = mu * v[i] + gi;
+            v[i] = gi;
+        }
+        p[i] -= lr * gi;
+    }
+}
+
+__global__ void adam_kernel(float *p, const float *g, float *m, float *v, size_t n,
+                            float b1, float b2, float eps, float wd, float step,
+                            float bc2_sqrt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i] + wd * p[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        // PyTorch's order of operations, as the cpu backend's.
+        p[i] -= step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t cuda_k_fill(cudaStream_t stream, float *x, float value, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, value, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_relu(cudaStream_t stream, float *y, const float *x,
+                                   size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    relu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_relu_grad(cudaStream_t stream, float *dx, const float *dy,
+                                        const float *y, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    relu_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dx, dy, y, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_bias_add(cudaStream_t stream, float *y, const float *bias,
+                                       int rows, int cols)
+{
+    size_t total = (size_t)rows * cols;
+    if (total == 0)
+        return cudaSuccess;
+    bias_add_kernel<<<blocks_for(total), kThreads, 0, stream>>>(y, bias, total, cols);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_softmax_xent(cudaStream_t stream, const float *logits,
+                                           const int32_t *labels, int rows, int classes,
+                                           float *dlogits, double *row_loss,
+                                           int *row_correct, cuda_loss_t *out)
+{
+    softmax_xent_labels<<<1, kThreads, 0, stream>>>(labels, rows, classes, out);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    unsigned grid = (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    softmax_xent_rows<<<grid, 32 * kRowsPerBlock, 0, stream>>>(
+        logits, labels, rows, classes, 1.0f / (float)rows, dlogits, row_loss, row_correct,
+        out);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    softmax_xent_finish<<<1, kThreads, 0, stream>>>(row_loss, row_correct, rows, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_mse(cudaStream_t stream, const float *pred,
+                                  const float *target, size_t n, float inv_rows,
+                                  float *dpred, double *parts, cuda_loss_t *out)
+{
+    unsigned grid = blocks_for(n);
+    if (grid > CUDA_MSE_PARTS)
+        grid = CUDA_MSE_PARTS;
+    mse_parts<<<grid, kThreads, 0, stream>>>(pred, target, n, inv_rows, dpred, parts);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    mse_finish<<<1, kThreads, 0, stream>>>(parts, (int)grid, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_maxpool_grad(cudaStream_t stream, int n, int c, int h,
+                                           int w, int size, int stride, int oh, int ow,
+                                           const float *x, const float *y,
+                                           const float *dy, float *dx)
+{
+    size_t total = (size_t)n * c * h * w;
+    if (total == 0)
+        return cudaSuccess;
+    maxpool_grad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
+        n * c, h, w, size, stride, oh, ow, x, y, dy, dx);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_sgd(cudaStream_t stream, float *p, const float *g,
+                                  float *v, size_t n, float lr, float mu, float wd)
+{
+    if (n == 0)
+        return cudaSuccess;
+    sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, g, v, n, lr, mu, wd);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_adam(cudaStream_t stream, float *p, const float *g,
+                                   float *m, float *v, size_t n, float b1, float b2,
+                                   float eps, float wd, float step, float bc2_sqrt)
+{
+    if (n == 0)
+        return cudaSuccess;
+    adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, g, m, v, n, b1, b2, eps, wd,
+                                                        step, bc2_sqrt);
+    return cudaGetLastError();
+}

@@ -1,0 +1,231 @@
+/* Opening and closing a cuda device, and turning the three libraries'
+ * statuses into FERRY_E* codes. On a machine without a GPU (or with a driver
+ * older than the runtime) the first CUDA call fails cleanly: open reports
+ * FERRY_ENODEV with the runtime's own words, and never goes further. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device/device.h"
+
+#include "cuda_int.h"
+
+/* ---- statuses ------------------------------------------------------------ */
+
+static int record(cuda_dev_t *d, int rc, const char *what, const char *text, long code)
+{
+    snprintf(d->errtext, sizeof d->errtext, "%s: %s: %s (%ld)", d->name, what, text,
+             code);
+    fprintf(stderr, "ferry-cuda: %s\n", d->errtext);
+    return rc;
+}
+
+int cuda_rt_fail(cuda_dev_t *d, const char *what, cudaError_t e)
+{
+    int rc;
+    switch (e) {
+    case cudaErrorMemoryAllocation:
+        rc = FERRY_ENOMEM;
+        break;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorInvalidDevicePointer:
+        rc = FERRY_EINVAL;
+        break;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+        rc = FERRY_ENODEV;
+        break;
+    default:
+        rc = FERRY_EIO;
+        break;
+    }
+    return record(d, rc, what, cudaGetErrorString(e), (long)e);
+}
+
+int cuda_blas_fail(cuda_dev_t *d, const char *what, cublasStatus_t s)
+{
+    int rc;
+    switch (s) {
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        rc = FERRY_ENOMEM;
+        break;
+    case CUBLAS_STATUS_INVALID_VALUE:
+        rc = FERRY_EINVAL;
+        break;
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        rc = FERRY_ENOTSUP;
+        break;
+    default:
+        rc = FERRY_EIO;
+        break;
+    }
+    return record(d, rc, what, cublasGetStatusString(s), (long)s);
+}
+
+int cuda_dnn_fail(cuda_dev_t *d, const char *what, cudnnStatus_t s)
+{
+    int rc;
+    /* cuDNN 9 groups its statuses in categories of a thousand. */
+    switch (CUDNN_STATUS_CATEGORY(s)) {
+    case CUDNN_STATUS_BAD_PARAM:
+        rc = FERRY_EINVAL;
+        break;
+    case CUDNN_STATUS_NOT_SUPPORTED:
+        rc = FERRY_ENOTSUP;
+        break;
+    default:
+        rc = s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                     s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+                 ? FERRY_ENOMEM
+                 : FERRY_EIO;
+        break;
+    }
+    return record(d, rc, what, cudnnGetErrorString(s), (long)s);
+}
+
+int cuda_einval(cuda_dev_t *d, const char *what)
+{
+    snprintf(d->errtext, sizeof d->errtext, "%s: %s", d->name, what);
+    return FERRY_EINVAL;
+}
+
+void cuda_defer(cuda_dev_t *d, int rc)
+{
+    if (rc != 0 && d->err == 0)
+        d->err = rc;
+}
+
+int cuda_enter(cuda_dev_t *d)
+{
+    int rc = 0;
+    CUDA_RT_TRY(d, cudaSetDevice(d->index), out);
+out:
+    return rc;
+}
+
+/* ---- open and close ------------------------------------------------------ */
+
+static void describe(cuda_dev_t *d, const struct cudaDeviceProp *prop)
+{
+    snprintf(d->description, sizeof d->description, "%s %s (%.1f GiB)", d->name,
+             prop->name, (double)prop->totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+}
+
+/* The handles, in the order close undoes them. On failure errtext says what
+ * went wrong; open turns any failure into FERRY_ENODEV (the device cannot be
+ * used) but for memory. */
+static int start(cuda_dev_t *d)
+{
+    int rc = 0;
+    CUDA_RT_TRY(d, cudaSetDevice(d->index), out);
+    struct cudaDeviceProp prop;
+    CUDA_RT_TRY(d, cudaGetDeviceProperties(&prop, d->index), out);
+    describe(d, &prop);
+    int pools = 0;
+    CUDA_RT_TRY(d,
+                cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, d->index),
+                out);
+    d->pools = pools != 0;
+    /* Not synchronised with the legacy default stream: the device's work
+     * runs in its own order only. */
+    CUDA_RT_TRY(d, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), out);
+    CUDA_BLAS_TRY(d, cublasCreate(&d->blas), out);
+    CUDA_BLAS_TRY(d, cublasSetStream(d->blas, d->stream), out);
+    CUDA_DNN_TRY(d, cudnnCreate(&d->dnn), out);
+    CUDA_DNN_TRY(d, cudnnSetStream(d->dnn, d->stream), out);
+    void *result = NULL;
+    rc = cuda_raw_alloc(d, &result, sizeof(cuda_loss_t));
+    d->result = result;
+out:
+    return rc;
+}
+
+static void stop(cuda_dev_t *d)
+{
+    if (d->stream) {
+        /* Nothing may still run on memory that is about to go. */
+        cudaSetDevice(d->index);
+        cudaStreamSynchronize(d->stream);
+    }
+    cuda_dnn_fini(d);
+    cuda_mem_fini(d);
+    if (d->dnn)
+        cudnnDestroy(d->dnn);
+    if (d->blas)
+        cublasDestroy(d->blas);
+    if (d->stream) {
+        cudaStreamSynchronize(d->stream);
+        cudaStreamDestroy(d->stream);
+    }
+}
+
+CUDA_EXPORT int ferry_cuda_open(int index, ferry_device_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "cuda:%d: no GPU visible: cudaGetDeviceCount: %s (%s)",
+                 index, cudaGetErrorString(e), cudaGetErrorName(e));
+        return FERRY_ENODEV;
+    }
+    if (count <= 0) {
+        snprintf(err, errlen, "cuda:%d: no GPU visible: cudaGetDeviceCount found none",
+                 index);
+        return FERRY_ENODEV;
+    }
+    if (index < 0 || index >= count) {
+        snprintf(err, errlen, "cuda:%d: no such GPU (%d visible: cuda:0 to cuda:%d)",
+                 index, count, count - 1);
+        return FERRY_ENODEV;
+    }
+
+    cuda_dev_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, errlen, "cuda:%d: out of memory", index);
+        return FERRY_ENOMEM;
+    }
+    d->index = index;
+    snprintf(d->name, sizeof d->name, "cuda:%d", index);
+    int rc = start(d);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", d->errtext);
+        stop(d);
+        free(d);
+        return rc == FERRY_ENOMEM ? rc : FERRY_ENODEV;
+    }
+    d->pub = (ferry_device_t){
+        .version = FERRY_DEVICE_ABI_VERSION,
+        .size = sizeof(ferry_device_t),
+        .kind = FERRY_DEVICE_CUDA,
+        .name = d->name,
+        .description = d->description,
+        .ops = &cuda_ops,
+        .stream = d->stream,
+        .cublas = d->blas,
+        .cudnn = d->dnn,
+        .impl = d,
+    };
+    *out = &d->pub;
+    return 0;
+}
+
+CUDA_EXPORT void ferry_cuda_close(ferry_device_t *dev)
+{
+    if (!dev)
+        return;
+    cuda_dev_t *d = cuda_dev(dev);
+    stop(d);
+    free(d);
+}
+
+/* The signatures device.c casts dlsym's results to. */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&ferry_cuda_open),
+                                            rt_cuda_open_fn),
+               "ferry_cuda_open does not match rt_cuda_open_fn");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&ferry_cuda_close),
+                                            rt_cuda_close_fn),
+               "ferry_cuda_close does not match rt_cuda_close_fn");
