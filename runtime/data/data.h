@@ -73,11 +73,14 @@ int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which
 int rt_dataset_load(const char *name, const char *dir, bool train, int features,
                     uint64_t seed, rt_dataset *out, char *err, size_t errlen);
 
+/* Frees x, labels and targets with free() and zeroes *ds. NULL: no-op. */
 void rt_dataset_free(rt_dataset *ds);
 
 /* ---- the loader ------------------------------------------------------------- */
 
-/* One batch in host memory, valid until the next rt_loader_next(). */
+/* One batch in host memory, valid until the next rt_loader_next(),
+ * rt_loader_begin() or rt_loader_destroy(). x, labels and targets are
+ * 64-byte aligned. */
 typedef struct rt_batch_host {
     int n;
     const float *x;
@@ -100,11 +103,17 @@ typedef struct rt_loader_opts {
  * last, short global batch is kept. */
 typedef struct rt_loader rt_loader;
 
+/* Makes a loader over `ds` (borrowed: it must outlive the loader) and
+ * starts its prefetch thread, which blocks every asynchronous signal.
+ * FERRY_EINVAL for a batch < 1, a rank outside [0, world), more than
+ * UINT32_MAX samples, or a set with neither labels nor targets; FERRY_ENOMEM.
+ * rt_loader_next() is for one thread at a time. */
 int rt_loader_create(const rt_dataset *ds, const rt_loader_opts *o, rt_loader **out);
 /* Steps in an epoch (global batches; the same on every rank). */
 size_t rt_loader_steps(const rt_loader *l);
 /* Starts epoch `epoch` (0-based): the prefetch thread begins gathering its
- * first batch. */
+ * first batch. May be called again at any point, mid-epoch too: the new
+ * epoch starts whole. FERRY_EINVAL for a negative epoch. */
 int rt_loader_begin(rt_loader *l, int epoch);
 /* The next batch of this rank's slice, or NULL at the end of the epoch. A
  * rank whose slice of a global batch is empty (a global batch smaller than

@@ -35,7 +35,8 @@ int rt_data_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* 64-byte aligned memory for n bytes (a whole number of cache lines,
- * at least one), released with free(); NULL when out of memory. */
+ * at least one; 2 MiB-aligned transparent huge pages from 2 MiB up),
+ * released with free(); NULL when out of memory. */
 void *rt_data_alloc(size_t n);
 
 #endif
