@@ -28,16 +28,19 @@ static int short_read(gzFile gz, const char *path, const char *what, size_t want
 {
     int zerr = Z_OK;
     const char *zmsg = gzerror(gz, &zerr);
+    /* zlib prefixes its text with the name it was given: "<fd:N>: ". */
+    const char *colon = strstr(zmsg, ": ");
+    if (zmsg[0] == '<' && colon)
+        zmsg = colon + 2;
     if (zerr == Z_ERRNO)
-        return rt_data_fail(err, errlen, FERRY_EIO, "%s: reading %s: %s", path, what,
+        return rt_data_fail(err, errlen, FERRY_EIO, "%s: reading it: %s", path,
                             strerror(errno));
     if (zerr != Z_OK)
         return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s: corrupt gzip stream while reading %s (%s)", path, what,
-                            zmsg);
+                            "%s: damaged or truncated gzip stream (%s)", path, zmsg);
     return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                        "%s: truncated: %s needs %zu bytes, the file has %zu", path, what,
-                        want, got);
+                        "%s: truncated: %zu bytes of %s expected, %zu found", path, want,
+                        what, got);
 }
 
 static int read_full(gzFile gz, void *buf, size_t len, size_t *got)
@@ -83,7 +86,7 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
         if (got == 0 && zerr == Z_OK)
             return rt_data_fail(err, errlen, FERRY_ECORRUPT,
                                 "%s: empty file, not an IDX file", path);
-        return short_read(gz, path, "the IDX magic", sizeof magic, got, err, errlen);
+        return short_read(gz, path, "IDX magic", sizeof magic, got, err, errlen);
     }
     if (magic[0] != 0 || magic[1] != 0)
         return rt_data_fail(err, errlen, FERRY_ECORRUPT,
@@ -103,7 +106,7 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
     uint8_t raw[4 * IDX_MAX_DIMS];
     size_t want = 4 * (size_t)out->ndims;
     if (read_full(gz, raw, want, &got) != 0)
-        return short_read(gz, path, "the IDX dimensions", want, got, err, errlen);
+        return short_read(gz, path, "IDX dimensions", want, got, err, errlen);
     size_t len = 1;
     for (int i = 0; i < out->ndims; i++) {
         const uint8_t *b = raw + 4 * i;
@@ -147,7 +150,7 @@ int rt_idx_read(const char *path, rt_idx *out, char *err, size_t errlen)
     }
     size_t got;
     if (read_full(gz, idx.data, idx.len, &got) != 0) {
-        rc = short_read(gz, path, "the IDX data", idx.len, got, err, errlen);
+        rc = short_read(gz, path, "IDX data", idx.len, got, err, errlen);
         goto out;
     }
     /* One more read reaches the end of the gzip stream, where zlib checks
@@ -162,7 +165,7 @@ int rt_idx_read(const char *path, rt_idx *out, char *err, size_t errlen)
     int zerr = Z_OK;
     gzerror(gz, &zerr);
     if (n < 0 || zerr != Z_OK) {
-        rc = short_read(gz, path, "the IDX data", idx.len, idx.len, err, errlen);
+        rc = short_read(gz, path, "IDX data", idx.len, idx.len, err, errlen);
         goto out;
     }
     *out = idx;

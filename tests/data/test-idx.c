@@ -261,6 +261,7 @@ TD_TEST(idx, a_wrong_gzip_crc_is_corrupt)
     td_expect_err(read_expecting_failure(path, err, sizeof err), FERRY_ECORRUPT, err,
                   path);
     cr_expect(strstr(err, "incorrect data check") != NULL, "zlib's reason: %s", err);
+    cr_expect(strstr(err, "<fd:") == NULL, "no descriptor in the text: %s", err);
 }
 
 TD_TEST(idx, flipped_bytes_inside_a_gzip_stream_are_corrupt)
