@@ -7,6 +7,9 @@
  *   loader.c   sharding by rank, per-epoch shuffling from a seed, and a
  *              prefetch thread that gathers the next batch while the model
  *              computes on the current one
+ *   dataset.c  a set by name; freeing one
+ *   rng.c      the seeded generator the shuffles and the linear set draw
+ *              from (data_int.h)
  *
  * Every error names the file and what is wrong with it. */
 #ifndef FERRY_RUNTIME_DATA_H
@@ -63,7 +66,9 @@ int rt_fmnist_load(const char *dir, bool train, rt_dataset *out, char *err,
 /* A regression set of n samples with `features` inputs and one output:
  * x ~ N(0, 1), t = x . w + b + noise * N(0, 1), where w and b are drawn from
  * `seed` too (so a train and a test set made with the same seed share them,
- * whatever their n). `which` (0: train, 1: test) picks independent samples. */
+ * whatever their n). `which` (0: train, 1: test) picks independent samples.
+ * Shape 1 x 1 x features, outputs 1, classes 0. FERRY_EINVAL for features < 1,
+ * a negative or NaN noise, or `which` not 0 or 1; FERRY_ENOMEM. */
 int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which,
                    rt_dataset *out);
 
