@@ -21,6 +21,8 @@ typedef struct scratch {
 typedef struct call_ctx {
     ferry_ctx_t pub; /* first: the function's ctx is this struct */
     rpc_srv_call *sc;
+    rt_worker *w;
+    const rt_module *m;
     const char *module;
     scratch *scratch;
     void *result; /* from rpc_buf_alloc */
@@ -116,6 +118,16 @@ static const ferry_ctx_ops_t ctx_ops = {
     .fail = ctx_fail,
 };
 
+rt_worker *rt_call_worker(ferry_ctx_t *ctx)
+{
+    return ((call_ctx *)ctx)->w;
+}
+
+const rt_module *rt_call_module(ferry_ctx_t *ctx)
+{
+    return ((call_ctx *)ctx)->m;
+}
+
 static void free_result(void *payload, void *arg)
 {
     (void)arg;
@@ -184,8 +196,11 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
                 .world_size = in->world_size,
                 .task = m->task->name,
                 .function = in->function,
-                .ops = &ctx_ops},
+                .ops = &ctx_ops,
+                .device = w->device},
         .sc = sc,
+        .w = w,
+        .m = m,
         .module = m->name,
     };
     c.pub.impl = &c;
@@ -233,6 +248,8 @@ void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     const rt_module *m = rt_modcache_find(w->cache, in->sha256);
     ferry_fn_t fn = m ? rt_module_function(m, in->function) : NULL;
+    if (m && !fn)
+        fn = rt_builtin_function(m, in->function);
     if (!m) {
         call_ended(w, FERRY_ENOENT);
         rpc_srv_fail(sc, FERRY_ENOENT, "worker %d: module %s not loaded", in->rank,

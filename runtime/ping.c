@@ -38,7 +38,10 @@ void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     char host[256] = "", device[256];
     gethostname(host, sizeof host - 1);
-    rt_cpu_describe(device, sizeof device);
+    if (id && id->device[0])
+        snprintf(device, sizeof device, "%s", id->device);
+    else
+        rt_cpu_describe(device, sizeof device);
 
     Ferry__PingReply out = FERRY__PING_REPLY__INIT;
     out.version = (char *)ferry_version();

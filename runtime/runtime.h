@@ -42,6 +42,8 @@ typedef struct rt_identity {
     /* The crash recorded before this start, "" if none; and its id. */
     char last_crash[256];
     uint64_t crash_id;
+    /* The device's description; "": the cpu's (rt_cpu_describe). */
+    char device[256];
 } rt_identity;
 
 /* Replies to Ping with this process's ferry version, pid, host name, device
@@ -100,13 +102,18 @@ typedef struct rt_worker_opts {
     int threads;           /* executor threads; 0: default */
     size_t max_payload;    /* 0: RPC_DEFAULT_MAX_PAYLOAD */
     uint32_t restarts;     /* how often the supervisor restarted this worker */
+    /* The device its task functions and trainers compute on: "cpu",
+     * "cuda", "cuda:N" or "auto" (NULL: "auto"; see rt_device_open). */
+    const char *device;
 } rt_worker_opts;
 
 typedef struct rt_worker rt_worker;
 
-/* Creates the state directory, reads the last crash record, binds and
- * starts serving. Returns 0, FERRY_EADDRINUSE, FERRY_EINVAL (bad address, no
- * token, no state_dir) or -errno for the state directory. */
+/* Creates the state directory, reads the last crash record, opens the
+ * device, binds and starts serving. Returns 0, FERRY_EADDRINUSE,
+ * FERRY_EINVAL (bad address, no token, no state_dir, unknown device),
+ * FERRY_ENODEV (the device cannot be used: the reason goes to stderr) or
+ * -errno for the state directory. */
 int rt_worker_create(const rt_worker_opts *opts, rt_worker **out);
 
 /* The bound port. */

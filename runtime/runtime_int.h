@@ -2,6 +2,7 @@
 #ifndef FERRY_RUNTIME_INT_H
 #define FERRY_RUNTIME_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "runtime.h"
@@ -63,6 +64,11 @@ struct rt_worker {
     atomic_bool stopped;
     atomic_llong shutdown_grace_ms; /* from a Shutdown call; -1: none came */
     rt_guard guards[RT_GUARDED_METHODS];
+    ferry_device_t *device; /* what ctx->device points at */
+    /* The one training session this worker runs (train_fn.c), NULL when
+     * none; train_lock guards the pointer, not the session's work. */
+    pthread_mutex_t train_lock;
+    struct rt_train_session *session;
 };
 
 /* rt_worker_wait() that also returns once `fd` is readable (-1: none), for
@@ -74,5 +80,17 @@ bool rt_worker_wait_or(rt_worker *w, int fd);
  * the token before it calls them. */
 void rt_load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+
+/* ---- built-in functions (train/train_fn.c) --------------------------------- */
+/* The function `name` the runtime provides for module `m` itself (the
+ * trainers' "ferry.train.*" for a module with a model), or NULL. */
+ferry_fn_t rt_builtin_function(const rt_module *m, const char *name);
+/* Writes the names of m's built-in functions, comma-separated ("" if none). */
+void rt_builtin_list(const rt_module *m, char *buf, size_t len);
+/* The worker and the module of the call a built-in function runs in. */
+rt_worker *rt_call_worker(ferry_ctx_t *ctx);
+const rt_module *rt_call_module(ferry_ctx_t *ctx);
+/* Ends the worker's training session, if any. No call may be running. */
+void rt_train_session_free(rt_worker *w);
 
 #endif

@@ -23,6 +23,7 @@
 #include <openssl/crypto.h>
 
 #include "config/config.h"
+#include "runtime/device/device.h"
 #include "ferry.pb-c.h"
 #include "runtime_int.h"
 
@@ -95,7 +96,12 @@ static void shutdown_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 static void worker_free(rt_worker *w)
 {
     rpc_server_destroy(w->srv);
+    /* The session computes with a module's model on the device: it ends
+     * before either goes. */
+    rt_train_session_free(w);
+    rt_device_close(w->device);
     rt_modcache_destroy(w->cache);
+    pthread_mutex_destroy(&w->train_lock);
     for (int i = 0; i < 2; i++)
         if (w->stop_pipe[i] >= 0)
             close(w->stop_pipe[i]);
@@ -124,6 +130,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
     if (!w)
         return FERRY_ENOMEM;
     w->stop_pipe[0] = w->stop_pipe[1] = -1;
+    pthread_mutex_init(&w->train_lock, NULL);
     atomic_store(&w->shutdown_grace_ms, -1);
     w->token_len = strlen(opts->token);
     if (!(w->token = strdup(opts->token))) {
@@ -141,6 +148,12 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
     w->id.started = (double)uv_hrtime() / 1e9;
     w->id.restarts = opts->restarts;
     rt_crash_read(crash, &w->id);
+    char why[512] = "";
+    if ((rc = rt_device_open(opts->device, &w->device, why, sizeof why))) {
+        fprintf(stderr, "ferry worker: %s\n", why);
+        goto fail;
+    }
+    snprintf(w->id.device, sizeof w->id.device, "%s", w->device->description);
     if ((rc = rt_modcache_create(cache, &w->cache)))
         goto fail;
 

@@ -18,6 +18,7 @@
 #include <ferry/ferry.h>
 
 #include "config/config.h"
+#include "runtime/device/device.h"
 #include "runtime_int.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_PORT_IN_USE = 3 };
@@ -44,6 +45,8 @@ static const char usage[] =
     "  -k, --token-file FILE  the cluster token, mode 0600 (default: $FERRY_HOME/token)\n"
     "  -r, --rank N           this worker's rank in the cluster (default: -1, none)\n"
     "  -t, --threads N        executor threads (default 0: two per core, at least 4)\n"
+    "  -d, --device DEV       cpu, cuda, cuda:N or auto (default: auto: the first\n"
+    "                         GPU when one is visible, else the cpu)\n"
     "      --restarts N       how often a supervisor restarted this worker\n"
     "  -p, --port-file FILE   once listening, write the bound port to FILE\n"
     "  -h, --help             this text\n"
@@ -55,7 +58,7 @@ static const char usage[] =
     "Environment: FERRY_HOME (default ~/.ferry) holds the default state and token.\n";
 
 typedef struct options {
-    const char *listen, *state_dir, *token_file, *port_file;
+    const char *listen, *state_dir, *token_file, *port_file, *device;
     int rank, threads;
     uint32_t restarts;
 } options;
@@ -92,6 +95,7 @@ static int parse(int argc, char **argv, options *o)
         {"token-file", required_argument, NULL, 'k'},
         {"rank", required_argument, NULL, 'r'},
         {"threads", required_argument, NULL, 't'},
+        {"device", required_argument, NULL, 'd'},
         {"restarts", required_argument, NULL, 'R'},
         {"port-file", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
@@ -103,7 +107,7 @@ static int parse(int argc, char **argv, options *o)
     opterr = 0;
     int c;
     long v;
-    while ((c = getopt_long(argc, argv, ":l:s:k:r:t:p:hV", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":l:s:k:r:t:d:p:hV", longs, NULL)) != -1) {
         switch (c) {
         case 'l':
             o->listen = optarg;
@@ -128,6 +132,12 @@ static int parse(int argc, char **argv, options *o)
                 return usage_error(
                     "--threads: expected a number from 0 to 1024, got '%s'", optarg);
             o->threads = (int)v;
+            break;
+        case 'd':
+            if (!rt_device_name_ok(optarg))
+                return usage_error(
+                    "--device: expected cpu, cuda, cuda:N or auto, got '%s'", optarg);
+            o->device = optarg;
             break;
         case 'R':
             if (!conf_parse_long(optarg, 0, UINT32_MAX, &v))
@@ -266,6 +276,7 @@ int rt_worker_main(int argc, char **argv)
         .rank = o.rank,
         .threads = o.threads,
         .restarts = o.restarts,
+        .device = o.device,
     };
     rt_worker *w;
     rc = rt_worker_create(&wo, &w);
@@ -279,6 +290,8 @@ int rt_worker_main(int argc, char **argv)
         fprintf(stderr, "ferry worker: cannot listen on '%s'\n", o.listen);
         return EXIT_USAGE;
     }
+    if (rc == FERRY_ENODEV)
+        return EXIT_FAIL; /* rt_worker_create said why */
     if (rc) {
         fprintf(stderr, "ferry worker: cannot start (state in %s): %s\n", state_dir,
                 ferry_strerror(rc));

@@ -71,7 +71,11 @@ static void mc_log(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "model: %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], line);
+    fprintf(stderr, "model: %s: %s\n",
+            names[level < 0   ? 0
+                  : level > 3 ? 3
+                              : level],
+            line);
 }
 
 static const ferry_model_ops_t model_ops = {
@@ -99,7 +103,8 @@ static int check_model(const ferry_model_t *m, char *err, size_t errlen)
         return FERRY_EINVAL;
     }
     if (m->kind != FERRY_MODEL_CLASSIFIER && m->kind != FERRY_MODEL_REGRESSOR) {
-        snprintf(err, errlen, "model kind %d is neither classifier nor regressor", m->kind);
+        snprintf(err, errlen, "model kind %d is neither classifier nor regressor",
+                 m->kind);
         return FERRY_EINVAL;
     }
     for (int i = 0; i < 3; i++) {
@@ -172,8 +177,9 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
     if (floats) {
         if (floats > SIZE_MAX / sizeof(float) ||
             !(mc->pub.work = dev->ops->alloc(dev, floats * sizeof(float)))) {
-            snprintf(err, errlen, "cannot allocate the model's workspace of %zu floats on %s",
-                     floats, dev->name);
+            snprintf(err, errlen,
+                     "cannot allocate the model's workspace of %zu floats on %s", floats,
+                     dev->name);
             return FERRY_ENOMEM;
         }
     }

@@ -1,0 +1,267 @@
+/* The built-in functions of a module with a model: a master trains it on a
+ * worker by calling "ferry.train.begin", then "ferry.train.epoch" once an
+ * epoch (each reply is a progress line), then "ferry.train.end". They run on
+ * the worker's executor like any task function, so deadlines, cancellation,
+ * crash records and diagnosis apply to training as they do to calls.
+ *
+ * A worker trains one session at a time. A session whose master went away
+ * (killed between two epochs) would otherwise hold the worker forever, so a
+ * new begin replaces a session that is not running an epoch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry.pb-c.h"
+#include "runtime/runtime_int.h"
+#include "train.h"
+
+#define FN_BEGIN "ferry.train.begin"
+#define FN_EPOCH "ferry.train.epoch"
+#define FN_END   "ferry.train.end"
+
+typedef struct rt_train_session {
+    uint64_t id;
+    const rt_module *m;
+    rt_trainer *t;
+    bool busy; /* an epoch is running; under the worker's train_lock */
+} rt_train_session;
+
+static void session_free(rt_train_session *s)
+{
+    if (!s)
+        return;
+    rt_trainer_destroy(s->t);
+    free(s);
+}
+
+void rt_train_session_free(rt_worker *w)
+{
+    session_free(w->session);
+    w->session = NULL;
+}
+
+/* Packs `msg` as the call's result. */
+static int reply(ferry_ctx_t *ctx, const ProtobufCMessage *msg, ferry_bytes_t *out)
+{
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    void *buf = ctx->ops->result(ctx, out, len);
+    if (!buf)
+        return ctx->ops->fail(ctx, FERRY_ENOMEM, "no memory for a reply of %zu bytes",
+                              len);
+    protobuf_c_message_pack(msg, buf);
+    return 0;
+}
+
+static int bad_argument(ferry_ctx_t *ctx, const char *what)
+{
+    return ctx->ops->fail(ctx, FERRY_EINVAL, "the argument is not a %s message", what);
+}
+
+static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    rt_worker *w = rt_call_worker(ctx);
+    const rt_module *m = rt_call_module(ctx);
+    Ferry__TrainBegin *a = ferry__train_begin__unpack(NULL, in->len, in->data);
+    if (!a)
+        return bad_argument(ctx, "TrainBegin");
+    int rc = 0;
+    char data_dir[4096];
+    snprintf(data_dir, sizeof data_dir, "%s", a->data_dir);
+    rt_train_opts o = {
+        .batch = (int)(a->batch > 1 << 20 ? 1 << 20 : a->batch),
+        .optim = {.kind = a->optimizer[0] ? rt_optim_parse(a->optimizer) : RT_OPT_SGD,
+                  .lr = a->lr,
+                  .momentum = a->momentum,
+                  .weight_decay = a->weight_decay},
+        .seed = a->seed,
+        .rank = 0,
+        .world = 1,
+        .data_dir = data_dir[0] ? data_dir : NULL,
+        .eval_batch = (int)(a->eval_batch > 1 << 16 ? 1 << 16 : a->eval_batch),
+    };
+    uint64_t id = a->session;
+    if (!o.optim.kind)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",
+                            a->optimizer);
+    ferry__train_begin__free_unpacked(a, NULL);
+    if (rc)
+        return rc;
+
+    pthread_mutex_lock(&w->train_lock);
+    rt_train_session *old = w->session;
+    if (old && old->busy) {
+        pthread_mutex_unlock(&w->train_lock);
+        return ctx->ops->fail(ctx, FERRY_EBUSY,
+                              "this worker is training %s (session %llu) right now",
+                              old->m->name, (unsigned long long)old->id);
+    }
+    /* Marked busy while the new one is built, so that no other begin or
+     * epoch slips in; the old one goes first, freeing its memory. */
+    rt_train_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        pthread_mutex_unlock(&w->train_lock);
+        return FERRY_ENOMEM;
+    }
+    *s = (rt_train_session){.id = id, .m = m, .busy = true};
+    w->session = s;
+    pthread_mutex_unlock(&w->train_lock);
+    if (old)
+        ctx->ops->log(ctx, FERRY_LOG_WARN,
+                      "session %llu of %s replaced: it was left idle",
+                      (unsigned long long)old->id, old->m->name);
+    session_free(old);
+
+    char err[1024] = "";
+    rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
+    pthread_mutex_lock(&w->train_lock);
+    s->busy = false;
+    if (rc) {
+        w->session = NULL;
+        pthread_mutex_unlock(&w->train_lock);
+        session_free(s);
+        return ctx->ops->fail(ctx, rc, "%s", err);
+    }
+    pthread_mutex_unlock(&w->train_lock);
+
+    const rt_dataset *train = rt_trainer_dataset(s->t, true);
+    int batch = o.batch > 0 ? o.batch : 128;
+    Ferry__TrainBeginReply r = FERRY__TRAIN_BEGIN_REPLY__INIT;
+    r.params = rt_model_param_count(m->task->model);
+    r.train_samples = train->n;
+    r.test_samples = rt_trainer_dataset(s->t, false)->n;
+    r.device = (char *)ctx->device->description;
+    r.steps_per_epoch = (train->n + (size_t)batch - 1) / (size_t)batch;
+    return reply(ctx, &r.base, out);
+}
+
+/* The session `id`, marked busy; NULL with the call failed when there is none
+ * or it is busy. */
+static rt_train_session *take(ferry_ctx_t *ctx, uint64_t id, int *rc)
+{
+    rt_worker *w = rt_call_worker(ctx);
+    pthread_mutex_lock(&w->train_lock);
+    rt_train_session *s = w->session;
+    if (!s || s->id != id || s->busy) {
+        pthread_mutex_unlock(&w->train_lock);
+        *rc =
+            s && s->id == id
+                ? ctx->ops->fail(ctx, FERRY_EBUSY, "session %llu is busy",
+                                 (unsigned long long)id)
+                : ctx->ops->fail(ctx, FERRY_ENOENT,
+                                 "no training session %llu on this worker (it ended, was "
+                                 "replaced, or the worker restarted)",
+                                 (unsigned long long)id);
+        return NULL;
+    }
+    s->busy = true;
+    pthread_mutex_unlock(&w->train_lock);
+    return s;
+}
+
+static void give_back(ferry_ctx_t *ctx, rt_train_session *s)
+{
+    rt_worker *w = rt_call_worker(ctx);
+    pthread_mutex_lock(&w->train_lock);
+    s->busy = false;
+    pthread_mutex_unlock(&w->train_lock);
+}
+
+static bool call_cancelled(void *arg)
+{
+    ferry_ctx_t *ctx = arg;
+    return ctx->ops->cancelled(ctx);
+}
+
+static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    Ferry__TrainEpoch *a = ferry__train_epoch__unpack(NULL, in->len, in->data);
+    if (!a)
+        return bad_argument(ctx, "TrainEpoch");
+    uint64_t id = a->session;
+    ferry__train_epoch__free_unpacked(a, NULL);
+    int rc;
+    rt_train_session *s = take(ctx, id, &rc);
+    if (!s)
+        return rc;
+    rt_epoch_stats st;
+    char err[1024] = "";
+    rc = rt_trainer_epoch(s->t, &st, call_cancelled, ctx, err, sizeof err);
+    give_back(ctx, s);
+    if (rc)
+        return ctx->ops->fail(ctx, rc, "%s", err);
+    Ferry__TrainEpochReply r = FERRY__TRAIN_EPOCH_REPLY__INIT;
+    r.epoch = (uint32_t)st.epoch;
+    r.train_loss = st.train_loss;
+    r.test_loss = st.test_loss;
+    r.test_accuracy = st.test_accuracy;
+    r.samples = st.samples;
+    r.train_s = st.train_s;
+    r.eval_s = st.eval_s;
+    r.samples_per_s = st.samples_per_s;
+    return reply(ctx, &r.base, out);
+}
+
+static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    rt_worker *w = rt_call_worker(ctx);
+    Ferry__TrainEnd *a = ferry__train_end__unpack(NULL, in->len, in->data);
+    if (!a)
+        return bad_argument(ctx, "TrainEnd");
+    uint64_t id = a->session;
+    ferry__train_end__free_unpacked(a, NULL);
+    int rc;
+    rt_train_session *s = take(ctx, id, &rc);
+    if (!s)
+        return rc;
+    pthread_mutex_lock(&w->train_lock);
+    w->session = NULL;
+    pthread_mutex_unlock(&w->train_lock);
+
+    size_t n = rt_trainer_params_len(s->t);
+    float *host = malloc(n * sizeof *host);
+    char hex[RT_SHA256_HEX];
+    rc = host ? rt_trainer_params(s->t, host) : FERRY_ENOMEM;
+    if (rc == 0)
+        rt_sha256_hex(host, n * sizeof *host, hex);
+    free(host);
+    size_t params = rt_model_param_count(s->m->task->model);
+    session_free(s);
+    if (rc)
+        return ctx->ops->fail(ctx, rc, "cannot read the parameters back: %s",
+                              ferry_strerror(rc));
+    Ferry__TrainEndReply r = FERRY__TRAIN_END_REPLY__INIT;
+    r.params_sha256 = hex;
+    r.params = params;
+    return reply(ctx, &r.base, out);
+}
+
+static const ferry_function_t builtins[] = {
+    {FN_BEGIN, train_begin},
+    {FN_EPOCH, train_epoch},
+    {FN_END, train_end},
+};
+
+ferry_fn_t rt_builtin_function(const rt_module *m, const char *name)
+{
+    if (!m->task->model)
+        return NULL;
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        if (strcmp(builtins[i].name, name) == 0)
+            return builtins[i].fn;
+    return NULL;
+}
+
+void rt_builtin_list(const rt_module *m, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = '\0';
+    if (!m->task->model)
+        return;
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0] && at < len; i++) {
+        int n = snprintf(buf + at, len - at, "%s%s", i ? ", " : "", builtins[i].name);
+        if (n < 0)
+            break;
+        at += (size_t)n;
+    }
+}

@@ -1,0 +1,329 @@
+/* One worker's training loop: batches from the loader's prefetch thread,
+ * the model's forward and backward on the device, the optimizer step, and an
+ * evaluation on the test set after every epoch.
+ *
+ * On the cpu device the model reads the loader's host buffers in place: the
+ * device's memory is the host's, and a copy per step would be pure cost. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "train.h"
+
+#define DEFAULT_BATCH      128
+#define DEFAULT_EVAL_BATCH 256
+/* The synthetic sets' own seed: training seeds change the model's start and
+ * the shuffle, never the problem it solves. */
+#define DATA_SEED 20261123u
+
+struct rt_trainer {
+    const ferry_model_t *m;
+    ferry_device_t *dev;
+    rt_train_opts o;
+    rt_model_ctx mc;
+    rt_dataset own[2]; /* loaded here: train, test */
+    const rt_dataset *set[2];
+    rt_loader *train, *test;
+    size_t plen;
+    float *params, *grad;
+    /* Device copies of a batch (not used on the cpu). */
+    float *x, *targets;
+    int32_t *labels;
+    rt_optim *opt;
+    int epoch;
+};
+
+static double now_s(void)
+{
+    return (double)uv_hrtime() / 1e9;
+}
+
+static int check_set(const ferry_model_t *m, const rt_dataset *ds, const char *which,
+                     char *err, size_t errlen)
+{
+    int features = m->input[0] * m->input[1] * m->input[2];
+    if (ds->features != features) {
+        snprintf(err, errlen, "the %s set has %d features a sample, the model takes %d",
+                 which, ds->features, features);
+        return FERRY_EINVAL;
+    }
+    if (m->kind == FERRY_MODEL_CLASSIFIER && (!ds->labels || ds->classes > m->outputs)) {
+        snprintf(err, errlen, "the %s set has %d classes, the model has %d outputs",
+                 which, ds->classes, m->outputs);
+        return FERRY_EINVAL;
+    }
+    if (m->kind == FERRY_MODEL_REGRESSOR && (!ds->targets || ds->outputs != m->outputs)) {
+        snprintf(err, errlen,
+                 "the %s set has %d targets a sample, the model has %d outputs", which,
+                 ds->outputs, m->outputs);
+        return FERRY_EINVAL;
+    }
+    if (ds->n == 0) {
+        snprintf(err, errlen, "the %s set is empty", which);
+        return FERRY_EINVAL;
+    }
+    return 0;
+}
+
+static int load_sets(rt_trainer *t, char *err, size_t errlen)
+{
+    const ferry_model_t *m = t->m;
+    if (t->o.train_set && t->o.test_set) {
+        t->set[0] = t->o.train_set;
+        t->set[1] = t->o.test_set;
+    } else {
+        int features = m->input[0] * m->input[1] * m->input[2];
+        for (int i = 0; i < 2; i++) {
+            int rc = rt_dataset_load(m->dataset, t->o.data_dir, i == 0, features,
+                                     DATA_SEED, &t->own[i], err, errlen);
+            if (rc)
+                return rc;
+            t->set[i] = &t->own[i];
+        }
+    }
+    int rc = check_set(m, t->set[0], "training", err, errlen);
+    return rc ? rc : check_set(m, t->set[1], "test", err, errlen);
+}
+
+static int alloc_buffers(rt_trainer *t, int batch_max, char *err, size_t errlen)
+{
+    ferry_device_t *dev = t->dev;
+    const ferry_device_ops_t *ops = dev->ops;
+    t->plen = ferry_model_layout(t->m, NULL);
+    t->params = ops->alloc(dev, t->plen * sizeof(float));
+    t->grad = ops->alloc(dev, t->plen * sizeof(float));
+    bool ok = t->params && t->grad;
+    if (ok && dev->kind != FERRY_DEVICE_CPU) {
+        size_t feats = (size_t)t->set[0]->features;
+        t->x = ops->alloc(dev, (size_t)batch_max * feats * sizeof(float));
+        if (t->m->kind == FERRY_MODEL_CLASSIFIER)
+            t->labels = ops->alloc(dev, (size_t)batch_max * sizeof(int32_t));
+        else
+            t->targets = ops->alloc(dev, (size_t)batch_max * (size_t)t->m->outputs *
+                                             sizeof(float));
+        ok = t->x && (t->labels || t->targets);
+    }
+    if (!ok) {
+        snprintf(err, errlen, "cannot allocate %zu parameters and a batch of %d on %s",
+                 t->plen, batch_max, dev->name);
+        return FERRY_ENOMEM;
+    }
+    /* Padding between tensors is never written by the model: zero keeps the
+     * optimizer's pass over it harmless. */
+    ops->fill(dev, t->grad, 0.0f, t->plen);
+    return 0;
+}
+
+static int init_params(rt_trainer *t, char *err, size_t errlen)
+{
+    float *host = calloc(t->plen, sizeof *host);
+    if (!host)
+        return FERRY_ENOMEM;
+    int rc = t->m->init(&t->mc.pub, host);
+    if (rc)
+        snprintf(err, errlen, "the model's init failed: %s", ferry_strerror(rc));
+    else
+        rc = t->dev->ops->upload(t->dev, t->params, host, t->plen * sizeof(float));
+    free(host);
+    return rc;
+}
+
+int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_train_opts *o,
+                      rt_trainer **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    rt_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return FERRY_ENOMEM;
+    t->m = m;
+    t->dev = dev;
+    t->o = *o;
+    if (t->o.batch <= 0)
+        t->o.batch = DEFAULT_BATCH;
+    if (t->o.world <= 0)
+        t->o.world = 1;
+    if (t->o.eval_batch <= 0)
+        t->o.eval_batch = DEFAULT_EVAL_BATCH;
+    rt_optim_defaults(&t->o.optim);
+    int local = (t->o.batch + t->o.world - 1) / t->o.world;
+    int batch_max = local > t->o.eval_batch ? local : t->o.eval_batch;
+    int rc = rt_model_ctx_init(&t->mc, m, dev, batch_max, o->seed, err, errlen);
+    if (rc == 0)
+        rc = load_sets(t, err, errlen);
+    if (rc == 0)
+        rc = alloc_buffers(t, batch_max, err, errlen);
+    if (rc == 0)
+        rc = init_params(t, err, errlen);
+    if (rc == 0 && (rc = rt_optim_create(dev, &t->o.optim, t->plen, &t->opt)))
+        snprintf(err, errlen, "cannot create the %s optimizer: %s",
+                 rt_optim_name(t->o.optim.kind), ferry_strerror(rc));
+    rt_loader_opts lo = {.batch = t->o.batch,
+                         .rank = t->o.rank,
+                         .world = t->o.world,
+                         .seed = o->seed,
+                         .shuffle = true};
+    if (rc == 0 && (rc = rt_loader_create(t->set[0], &lo, &t->train)))
+        snprintf(err, errlen, "cannot create the training loader: %s",
+                 ferry_strerror(rc));
+    lo = (rt_loader_opts){.batch = t->o.eval_batch, .world = 1, .seed = o->seed};
+    if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
+        snprintf(err, errlen, "cannot create the test loader: %s", ferry_strerror(rc));
+    if (rc) {
+        if (!err[0])
+            snprintf(err, errlen, "%s", ferry_strerror(rc));
+        rt_trainer_destroy(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+/* The batch as the model sees it: in place on the cpu, copied elsewhere. */
+static int to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *b)
+{
+    *b = (ferry_batch_t){
+        .n = hb->n, .x = hb->x, .labels = hb->labels, .targets = hb->targets};
+    if (t->dev->kind == FERRY_DEVICE_CPU)
+        return 0;
+    const ferry_device_ops_t *ops = t->dev->ops;
+    size_t n = (size_t)hb->n;
+    int rc =
+        ops->upload(t->dev, t->x, hb->x, n * (size_t)t->set[0]->features * sizeof(float));
+    if (rc == 0 && hb->labels)
+        rc = ops->upload(t->dev, t->labels, hb->labels, n * sizeof(int32_t));
+    if (rc == 0 && hb->targets)
+        rc = ops->upload(t->dev, t->targets, hb->targets,
+                         n * (size_t)t->m->outputs * sizeof(float));
+    b->x = t->x;
+    b->labels = hb->labels ? t->labels : NULL;
+    b->targets = hb->targets ? t->targets : NULL;
+    return rc;
+}
+
+static int evaluate(rt_trainer *t, rt_epoch_stats *st, char *err, size_t errlen)
+{
+    double loss_sum = 0;
+    size_t right = 0, seen = 0;
+    int rc = rt_loader_begin(t->test, 0);
+    const rt_batch_host *hb;
+    while (rc == 0 && (hb = rt_loader_next(t->test))) {
+        ferry_batch_t b;
+        float loss = 0;
+        int correct = 0;
+        if ((rc = to_device(t, hb, &b)))
+            break;
+        if ((rc = t->m->evaluate(&t->mc.pub, t->params, &b, &loss, &correct))) {
+            snprintf(err, errlen, "the model's evaluate failed: %s", ferry_strerror(rc));
+            return rc;
+        }
+        loss_sum += (double)loss * hb->n;
+        right += (size_t)correct;
+        seen += (size_t)hb->n;
+    }
+    if (rc) {
+        snprintf(err, errlen, "evaluation: %s", ferry_strerror(rc));
+        return rc;
+    }
+    st->test_loss = seen ? loss_sum / (double)seen : 0;
+    st->test_accuracy =
+        t->m->kind == FERRY_MODEL_CLASSIFIER && seen ? (double)right / (double)seen : 0;
+    return 0;
+}
+
+int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
+                     void *arg, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    int epoch = t->epoch + 1;
+    double loss_sum = 0, t0 = now_s();
+    size_t step = 0;
+    int rc = rt_loader_begin(t->train, t->epoch);
+    if (rc) {
+        snprintf(err, errlen, "cannot start epoch %d: %s", epoch, ferry_strerror(rc));
+        return rc;
+    }
+    const rt_batch_host *hb;
+    while ((hb = rt_loader_next(t->train))) {
+        step++;
+        if (cancelled && cancelled(arg)) {
+            snprintf(err, errlen, "training cancelled at epoch %d step %zu", epoch, step);
+            return FERRY_ECANCELED;
+        }
+        if (hb->n == 0)
+            continue;
+        ferry_batch_t b;
+        float loss = 0;
+        if ((rc = to_device(t, hb, &b))) {
+            snprintf(err, errlen, "epoch %d step %zu: cannot copy the batch to %s: %s",
+                     epoch, step, t->dev->name, ferry_strerror(rc));
+            return rc;
+        }
+        if ((rc = t->m->loss_grad(&t->mc.pub, t->params, &b, t->grad, &loss))) {
+            snprintf(err, errlen, "the model's loss_grad failed at epoch %d step %zu: %s",
+                     epoch, step, ferry_strerror(rc));
+            return rc;
+        }
+        if (!isfinite(loss)) {
+            snprintf(err, errlen, "loss is %s at epoch %d step %zu: training stopped",
+                     isnan(loss) ? "nan" : "infinite", epoch, step);
+            return FERRY_ERANGE;
+        }
+        rt_optim_step(t->opt, t->params, t->grad);
+        loss_sum += (double)loss * hb->n;
+        st->samples += (size_t)hb->n;
+    }
+    if ((rc = t->dev->ops->sync(t->dev))) {
+        snprintf(err, errlen, "epoch %d: %s failed: %s", epoch, t->dev->name,
+                 ferry_strerror(rc));
+        return rc;
+    }
+    double t1 = now_s();
+    t->epoch = epoch;
+    st->epoch = epoch;
+    st->train_s = t1 - t0;
+    st->train_loss = st->samples ? loss_sum / (double)st->samples : 0;
+    st->samples_per_s = st->train_s > 0 ? (double)st->samples / st->train_s : 0;
+    if ((rc = evaluate(t, st, err, errlen)))
+        return rc;
+    st->eval_s = now_s() - t1;
+    return 0;
+}
+
+size_t rt_trainer_params_len(const rt_trainer *t)
+{
+    return t->plen;
+}
+
+int rt_trainer_params(rt_trainer *t, float *host)
+{
+    return t->dev->ops->download(t->dev, host, t->params, t->plen * sizeof(float));
+}
+
+const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train)
+{
+    return t->set[train ? 0 : 1];
+}
+
+void rt_trainer_destroy(rt_trainer *t)
+{
+    if (!t)
+        return;
+    rt_loader_destroy(t->train);
+    rt_loader_destroy(t->test);
+    rt_optim_destroy(t->opt);
+    if (t->dev) {
+        const ferry_device_ops_t *ops = t->dev->ops;
+        ops->free(t->dev, t->params);
+        ops->free(t->dev, t->grad);
+        ops->free(t->dev, t->x);
+        ops->free(t->dev, t->labels);
+        ops->free(t->dev, t->targets);
+    }
+    rt_model_ctx_free(&t->mc);
+    rt_dataset_free(&t->own[0]);
+    rt_dataset_free(&t->own[1]);
+    free(t);
+}
