@@ -42,6 +42,25 @@ int cli_status(int argc, char **argv);
 int cli_submit(int argc, char **argv);
 int cli_shutdown(int argc, char **argv);
 
+/* ---- training (train.c) ---------------------------------------------------- */
+
+typedef struct cli_train_opts {
+    int epochs, batch;
+    const char *optimizer; /* "sgd" or "adam" */
+    double lr, momentum, weight_decay;
+    uint64_t seed;
+    const char *data_dir; /* NULL: the worker's default */
+    bool json;
+    bool classifier; /* the model's kind: reports accuracy */
+} cli_train_opts;
+
+/* Trains the model of module `m` (file `module`, task `task`) on worker 0:
+ * a line before, a progress line an epoch, and a summary (or, with json, one
+ * JSON object on stdout and the lines on stderr). Returns 0 or FERRY_E*,
+ * the error printed. */
+int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
+              const cli_train_opts *o);
+
 /* Prints "ferry <cmd>: <message>\n" to stderr. */
 void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -129,7 +148,8 @@ typedef struct cli_supervisor_opts {
     const cli_local *workers;
     size_t n_workers;
     int threads;
-    int lock_fd; /* the cluster lock, inherited; held until exit */
+    const char *device; /* every worker's --device */
+    int lock_fd;        /* the cluster lock, inherited; held until exit */
 } cli_supervisor_opts;
 
 /* Runs in the process `ferry start` forked: spawns every worker of

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "rpc/rpc.h"
+#include "runtime/device/device.h"
 
 static const char usage[] =
     "usage: ferry start [N] [options]\n"
@@ -31,6 +32,8 @@ static const char usage[] =
     "                        (default 7100; 0: each worker picks a free port)\n"
     "  -l, --listen HOST     address local workers listen on (default 127.0.0.1)\n"
     "  -t, --threads N       executor threads per worker (default: 2 per core)\n"
+    "  -d, --device DEV      what local workers compute on: cpu, cuda, cuda:N or\n"
+    "                        auto (default: auto: a GPU when one is visible)\n"
     "      --timeout-ms MS   give up when the workers do not answer in time\n"
     "                        (default 10000)\n"
     "  -h, --help            this text\n"
@@ -48,6 +51,7 @@ typedef struct start_args {
     const char *listen;
     long threads;
     long timeout_ms;
+    const char *device;
 } start_args;
 
 static int parse(int argc, char **argv, start_args *a)
@@ -57,6 +61,7 @@ static int parse(int argc, char **argv, start_args *a)
         {"base-port", required_argument, NULL, 'p'},
         {"listen", required_argument, NULL, 'l'},
         {"threads", required_argument, NULL, 't'},
+        {"device", required_argument, NULL, 'd'},
         {"timeout-ms", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -64,7 +69,7 @@ static int parse(int argc, char **argv, start_args *a)
     *a = (start_args){.n = -1, .base_port = -1, .threads = -1, .timeout_ms = -1};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "c:p:l:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:p:l:t:d:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             a->config = optarg;
@@ -84,6 +89,14 @@ static int parse(int argc, char **argv, start_args *a)
                 cli_err("start", "--threads: expected 0..1024, got '%s'", optarg);
                 return CLI_USAGE;
             }
+            break;
+        case 'd':
+            if (!rt_device_name_ok(optarg)) {
+                cli_err("start", "--device: expected cpu, cuda, cuda:N or auto, got '%s'",
+                        optarg);
+                return CLI_USAGE;
+            }
+            a->device = optarg;
             break;
         case 'T':
             if (!conf_parse_long(optarg, 1, 86400000, &a->timeout_ms)) {
@@ -450,6 +463,7 @@ int cli_start(int argc, char **argv)
                               .workers = local,
                               .n_workers = n_local,
                               .threads = conf.threads,
+                              .device = a.device ? a.device : "auto",
                               .lock_fd = lock};
     sup = fork_supervisor(&so);
     if (sup < 0) {

@@ -1,24 +1,44 @@
 /* `ferry submit MODULE.so`: check the module here, ship it to every worker,
  * run its driver on this process with the cluster. */
 #include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <ferry/ferry.h>
 
 #include "cli.h"
 #include "runtime/runtime.h"
 
 static const char usage[] =
-    "usage: ferry submit MODULE.so [--json] [-- ARGS...]\n"
+    "usage: ferry submit MODULE.so [OPTIONS] [-- ARGS...]\n"
     "\n"
     "Ships the task module to every worker of the cluster running under\n"
-    "$FERRY_HOME (once per worker: modules are content-addressed) and runs the\n"
-    "module's driver here, with ARGS. Exits 0 when the driver succeeds.\n"
+    "$FERRY_HOME (once per worker: modules are content-addressed), then:\n"
+    "  - a module with a driver: runs the driver here, with ARGS;\n"
+    "  - a module with a model and no driver: trains the model on worker 0,\n"
+    "    printing a line an epoch (loss, test accuracy, samples/s).\n"
+    "Exits 0 when the driver or the training succeeds.\n"
     "\n"
     "options:\n"
-    "      --json     ask the driver for one JSON object on stdout\n"
-    "  -h, --help     this text\n"
-    "  -V, --version  ferry's version\n";
+    "      --json              one JSON object on stdout at the end (progress\n"
+    "                          lines go to stderr)\n"
+    "  -h, --help              this text\n"
+    "  -V, --version           ferry's version\n"
+    "\n"
+    "training (a module with a model):\n"
+    "  -e, --epochs E          epochs (default 5)\n"
+    "  -b, --batch B           samples a step (default 128)\n"
+    "      --optimizer NAME    sgd or adam (default sgd)\n"
+    "      --lr LR             learning rate (default 0.05 for sgd, 0.001 for adam)\n"
+    "      --momentum M        sgd momentum (default 0.9)\n"
+    "      --weight-decay WD   L2 weight decay (default 0)\n"
+    "      --seed S            seeds the parameters and the shuffle (default 1)\n"
+    "      --data DIR          where the workers find Fashion-MNIST (default\n"
+    "                          /usr/share/datasets/fashion-mnist)\n";
 
 static int read_file(const char *path, void **out, size_t *len)
 {
@@ -47,6 +67,122 @@ out:
     return rc;
 }
 
+/* Parses all of s as a finite number in lo..hi. */
+static bool parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+enum { OPT_OPTIMIZER = 256, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_SEED, OPT_DATA };
+
+/* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
+ * is then the first operand; *trained says whether a training option was
+ * given), or the exit status. */
+static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
+{
+    static const struct option longs[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"epochs", required_argument, NULL, 'e'},
+        {"batch", required_argument, NULL, 'b'},
+        {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+        {"lr", required_argument, NULL, OPT_LR},
+        {"momentum", required_argument, NULL, OPT_MOMENTUM},
+        {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"data", required_argument, NULL, OPT_DATA},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (cli_train_opts){
+        .epochs = 5, .batch = 128, .optimizer = "sgd", .momentum = 0.9, .seed = 1};
+    *trained = false;
+    bool lr_given = false;
+    optind = 1;
+    opterr = 0;
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, ":hVe:b:", longs, NULL)) != -1) {
+        const char *bad = NULL, *name = "";
+        *trained |= c != 'j' && c != 'h' && c != 'V' && c != '?' && c != ':';
+        switch (c) {
+        case 'j':
+            o->json = true;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return CLI_OK;
+        case 'V':
+            printf("ferry %s\n", ferry_version());
+            return CLI_OK;
+        case 'e':
+            name = "--epochs";
+            if (!conf_parse_long(optarg, 1, 100000, &v))
+                bad = "a number of epochs from 1 up";
+            o->epochs = (int)v;
+            break;
+        case 'b':
+            name = "--batch";
+            if (!conf_parse_long(optarg, 1, 1 << 20, &v))
+                bad = "a batch size from 1 to 1048576";
+            o->batch = (int)v;
+            break;
+        case OPT_OPTIMIZER:
+            name = "--optimizer";
+            if (strcmp(optarg, "sgd") != 0 && strcmp(optarg, "adam") != 0)
+                bad = "sgd or adam";
+            o->optimizer = optarg;
+            break;
+        case OPT_LR:
+            name = "--lr";
+            if (!parse_double(optarg, 1e-12, 1e6, &o->lr))
+                bad = "a positive learning rate";
+            lr_given = true;
+            break;
+        case OPT_MOMENTUM:
+            name = "--momentum";
+            if (!parse_double(optarg, 0, 0.999999, &o->momentum))
+                bad = "a momentum in [0, 1)";
+            break;
+        case OPT_WEIGHT_DECAY:
+            name = "--weight-decay";
+            if (!parse_double(optarg, 0, 1e6, &o->weight_decay))
+                bad = "a weight decay from 0 up";
+            break;
+        case OPT_SEED:
+            name = "--seed";
+            if (!conf_parse_long(optarg, 0, LONG_MAX, &v))
+                bad = "a seed from 0 up";
+            o->seed = (uint64_t)v;
+            break;
+        case OPT_DATA:
+            o->data_dir = optarg;
+            break;
+        case ':':
+            cli_err("submit", "%s needs a value", argv[optind - 1]);
+            fputs("Try 'ferry submit --help'.\n", stderr);
+            return CLI_USAGE;
+        default:
+            cli_err("submit", "unknown option '%s'", argv[optind - 1]);
+            fputs("Try 'ferry submit --help'.\n", stderr);
+            return CLI_USAGE;
+        }
+        if (bad) {
+            cli_err("submit", "%s: expected %s, got '%s'", name, bad, optarg);
+            return CLI_USAGE;
+        }
+    }
+    if (!lr_given)
+        o->lr = strcmp(o->optimizer, "adam") == 0 ? 0.001 : 0.05;
+    return -1;
+}
+
 static const char *base_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -64,10 +200,12 @@ int cli_submit(int argc, char **argv)
             break;
         }
     }
-    bool json;
-    int parsed = cli_parse_json_flag(dashes, argv, usage, &json);
-    if (parsed)
-        return parsed < 0 ? CLI_OK : parsed;
+    cli_train_opts topts;
+    bool training_options;
+    int parsed = parse(dashes, argv, &topts, &training_options);
+    if (parsed >= 0)
+        return parsed;
+    bool json = topts.json;
     if (dashes - optind != 1) {
         if (dashes - optind > 1)
             cli_err("submit", "unexpected argument '%s' (task arguments go after --)",
@@ -113,17 +251,31 @@ int cli_submit(int argc, char **argv)
         cli_err("submit", "%s", err);
         goto out;
     }
-    if (!mod.task->driver) {
+    bool train = !mod.task->driver && mod.task->model;
+    if (!mod.task->driver && !mod.task->model) {
         char fns[512];
         rt_module_list(&mod, fns, sizeof fns);
+        cli_err(
+            "submit",
+            "%s: task '%s' has no driver and no model, so there is nothing to run; it "
+            "exports the functions: %s",
+            base_name(path), mod.task->name, fns);
+        status = CLI_USAGE;
+        goto out;
+    }
+    if (!train && training_options) {
+        cli_err(
+            "submit",
+            "%s: task '%s' has its own driver: training options do not apply (pass its "
+            "arguments after --)",
+            base_name(path), mod.task->name);
+        status = CLI_USAGE;
+        goto out;
+    }
+    if (train && drv_argc > 1) {
         cli_err("submit",
-                "%s: task '%s' has no driver%s, so there is nothing to run; it exports "
-                "the functions: %s",
-                base_name(path), mod.task->name,
-                mod.task->model
-                    ? " (its model needs the trainers, which this ferry lacks)"
-                    : " and no model",
-                fns);
+                "%s: a model takes no arguments after --, only training options",
+                base_name(path));
         status = CLI_USAGE;
         goto out;
     }
@@ -139,6 +291,12 @@ int cli_submit(int argc, char **argv)
     }
     free(bytes);
     bytes = NULL;
+    if (train) {
+        topts.classifier = mod.task->model->kind == FERRY_MODEL_CLASSIFIER;
+        status = cli_train(r.cl, &m, base_name(path), mod.task->name, &topts) ? CLI_FAIL
+                                                                              : CLI_OK;
+        goto out;
+    }
     rc = cluster_run_driver(r.cl, &m, mod.task, drv_argc, drv_argv, json);
     fflush(stdout);
     if (rc) {

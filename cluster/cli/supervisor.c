@@ -226,6 +226,8 @@ static int spawn_worker(sv_worker *w)
                     restarts,
                     "--threads",
                     threads,
+                    "--device",
+                    (char *)sv->o->device,
                     NULL};
     uv_stdio_container_t stdio[3] = {
         {.flags = UV_IGNORE},
