@@ -1,0 +1,56 @@
+/* The fixture of tests/train. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+
+#include "ttrain.h"
+
+void ttrain_open(ttrain *t, const char *name)
+{
+    const char *dir = getenv("FERRY_TEST_TASKS");
+    cr_assert(dir, "FERRY_TEST_TASKS is not set (run through meson test)");
+    char path[4096], file[256], err[512] = "";
+    snprintf(file, sizeof file, "%s.so", name);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int rc = rt_module_open(&t->mod, path, file, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s: %s", path, err);
+    cr_assert(t->mod.task->model, "%s has no model", file);
+    rc = rt_device_open("cpu", &t->dev, err, sizeof err);
+    cr_assert_eq(rc, 0, "cpu device: %s", err);
+}
+
+void ttrain_close(ttrain *t)
+{
+    rt_device_close(t->dev);
+    rt_module_close(&t->mod);
+}
+
+void ttrain_random_set(rt_dataset *ds, size_t n, int c, int h, int w, int classes,
+                       uint64_t seed)
+{
+    int features = c * h * w;
+    *ds = (rt_dataset){
+        .n = n, .features = features, .c = c, .h = h, .w = w, .classes = classes};
+    ds->x = malloc(n * (size_t)features * sizeof(float));
+    ds->labels = malloc(n * sizeof(int32_t));
+    cr_assert(ds->x && ds->labels);
+    /* A linear congruential sequence is plenty for test inputs. */
+    uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (size_t i = 0; i < n * (size_t)features; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ds->x[i] = (float)((double)(s >> 40) / 16777216.0 - 0.5);
+    }
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ds->labels[i] = (int32_t)((s >> 33) % (uint64_t)classes);
+    }
+}
+
+void ttrain_free_set(rt_dataset *ds)
+{
+    free(ds->x);
+    free(ds->labels);
+    free(ds->targets);
+    *ds = (rt_dataset){0};
+}
