@@ -73,7 +73,7 @@ def main():
         import torch.nn as nn
         import torch.nn.functional as F
     except Exception as e:  # ImportError, or a broken install
-        skip("%s cannot import torch: %s" % (sys.executable, e))
+        skip("%s cannot import torch and numpy: %s" % (sys.executable, e))
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
