@@ -47,6 +47,7 @@ int cli_shutdown(int argc, char **argv);
 typedef struct cli_train_opts {
     int epochs, batch;
     const char *optimizer; /* "sgd" or "adam" */
+    const char *schedule;  /* "constant" or "cosine" */
     double lr, momentum, weight_decay;
     uint64_t seed;
     const char *data_dir; /* NULL: the worker's default */

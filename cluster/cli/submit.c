@@ -34,6 +34,8 @@ static const char usage[] =
     "  -b, --batch B           samples a step (default 128)\n"
     "      --optimizer NAME    sgd or adam (default sgd)\n"
     "      --lr LR             learning rate (default 0.05 for sgd, 0.001 for adam)\n"
+    "      --schedule NAME     cosine (the learning rate decays to 0 over the run;\n"
+    "                          the default) or constant\n"
     "      --momentum M        sgd momentum (default 0.9)\n"
     "      --weight-decay WD   L2 weight decay (default 0)\n"
     "      --seed S            seeds the parameters and the shuffle (default 1)\n"
@@ -79,7 +81,15 @@ static bool parse_double(const char *s, double lo, double hi, double *out)
     return true;
 }
 
-enum { OPT_OPTIMIZER = 256, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_SEED, OPT_DATA };
+enum {
+    OPT_SCHEDULE = 255,
+    OPT_OPTIMIZER = 256,
+    OPT_LR,
+    OPT_MOMENTUM,
+    OPT_WEIGHT_DECAY,
+    OPT_SEED,
+    OPT_DATA
+};
 
 /* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
  * is then the first operand; *trained says whether a training option was
@@ -94,14 +104,19 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
         {"batch", required_argument, NULL, 'b'},
         {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
         {"lr", required_argument, NULL, OPT_LR},
+        {"schedule", required_argument, NULL, OPT_SCHEDULE},
         {"momentum", required_argument, NULL, OPT_MOMENTUM},
         {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
         {"seed", required_argument, NULL, OPT_SEED},
         {"data", required_argument, NULL, OPT_DATA},
         {NULL, 0, NULL, 0},
     };
-    *o = (cli_train_opts){
-        .epochs = 5, .batch = 128, .optimizer = "sgd", .momentum = 0.9, .seed = 1};
+    *o = (cli_train_opts){.epochs = 5,
+                          .batch = 128,
+                          .optimizer = "sgd",
+                          .schedule = "cosine",
+                          .momentum = 0.9,
+                          .seed = 1};
     *trained = false;
     bool lr_given = false;
     optind = 1;
@@ -138,6 +153,12 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
             if (strcmp(optarg, "sgd") != 0 && strcmp(optarg, "adam") != 0)
                 bad = "sgd or adam";
             o->optimizer = optarg;
+            break;
+        case OPT_SCHEDULE:
+            name = "--schedule";
+            if (strcmp(optarg, "cosine") != 0 && strcmp(optarg, "constant") != 0)
+                bad = "cosine or constant";
+            o->schedule = optarg;
             break;
         case OPT_LR:
             name = "--lr";

@@ -70,6 +70,8 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
     json_str(stdout, b->device);
     printf(",\"epochs\":%d,\"batch\":%d,\"optimizer\":", o->epochs, o->batch);
     json_str(stdout, o->optimizer);
+    printf(",\"schedule\":");
+    json_str(stdout, o->schedule);
     printf(",\"lr\":%g,\"momentum\":%g,\"weight_decay\":%g,\"seed\":%llu,\"params\":%llu",
            o->lr, o->momentum, o->weight_decay, (unsigned long long)o->seed,
            (unsigned long long)b->params);
@@ -99,6 +101,8 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     begin.momentum = (float)o->momentum;
     begin.weight_decay = (float)o->weight_decay;
     begin.seed = o->seed;
+    begin.epochs = (uint32_t)o->epochs;
+    begin.schedule = (char *)o->schedule;
     begin.data_dir = (char *)(o->data_dir ? o->data_dir : "");
     Ferry__TrainBeginReply *b = NULL;
     int rc = call(cl, m, rank, "ferry.train.begin", &begin.base,
@@ -112,6 +116,9 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         snprintf(optim, sizeof optim, "sgd lr %g momentum %g", o->lr, o->momentum);
     else
         snprintf(optim, sizeof optim, "%s lr %g", o->optimizer, o->lr);
+    if (strcmp(o->schedule, "constant") != 0)
+        snprintf(optim + strlen(optim), sizeof optim - strlen(optim), " (%s schedule)",
+                 o->schedule);
     if (o->weight_decay != 0)
         snprintf(optim + strlen(optim), sizeof optim - strlen(optim), " weight decay %g",
                  o->weight_decay);

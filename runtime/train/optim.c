@@ -71,6 +71,11 @@ int rt_optim_create(ferry_device_t *dev, const rt_optim_opts *o, size_t n, rt_op
     return 0;
 }
 
+void rt_optim_set_lr(rt_optim *opt, float lr)
+{
+    opt->o.lr = lr;
+}
+
 void rt_optim_step(rt_optim *opt, float *params, const float *grad)
 {
     const rt_optim_opts *o = &opt->o;

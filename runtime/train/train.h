@@ -64,6 +64,8 @@ typedef struct rt_optim rt_optim;
 /* State for `n` floats on `dev` (zeroed). */
 int rt_optim_create(ferry_device_t *dev, const rt_optim_opts *o, size_t n,
                     rt_optim **out);
+/* Sets the learning rate of the steps that follow (a schedule's). */
+void rt_optim_set_lr(rt_optim *opt, float lr);
 /* One step of params from grad. */
 void rt_optim_step(rt_optim *opt, float *params, const float *grad);
 void rt_optim_destroy(rt_optim *opt);
@@ -76,7 +78,11 @@ typedef struct rt_train_opts {
     uint64_t seed;        /* parameters and shuffling */
     int rank, world;      /* 0 and 1 for one worker (0 world: 1) */
     const char *data_dir; /* NULL: RT_FMNIST_DIR */
-    int eval_batch;       /* 0: 1000 */
+    int eval_batch;       /* 0: 256 */
+    /* With epochs > 0 and cosine, the learning rate follows
+     * lr (1 + cos(pi s / S)) / 2 over the S steps of `epochs` epochs. */
+    int epochs;
+    bool cosine;
     /* Training and test sets to use instead of loading the model's dataset
      * (tests); both or neither. Not owned. */
     const rt_dataset *train_set, *test_set;

@@ -79,6 +79,11 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         .data_dir = data_dir[0] ? data_dir : NULL,
         .eval_batch = (int)(a->eval_batch > 1 << 16 ? 1 << 16 : a->eval_batch),
     };
+    o.epochs = (int)(a->epochs > 1000000 ? 1000000 : a->epochs);
+    o.cosine = strcmp(a->schedule, "cosine") == 0;
+    if (a->schedule[0] && !o.cosine && strcmp(a->schedule, "constant") != 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "unknown schedule '%s' (constant or cosine)", a->schedule);
     uint64_t id = a->session;
     if (!o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",

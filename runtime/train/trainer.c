@@ -34,6 +34,7 @@ struct rt_trainer {
     int32_t *labels;
     rt_optim *opt;
     int epoch;
+    uint64_t steps_done; /* optimizer steps, for the schedule */
 };
 
 static double now_s(void)
@@ -271,7 +272,14 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
                      isnan(loss) ? "nan" : "infinite", epoch, step);
             return FERRY_ERANGE;
         }
+        if (t->o.cosine && t->o.epochs > 0) {
+            double total = (double)rt_loader_steps(t->train) * t->o.epochs;
+            double frac = fmin((double)t->steps_done / total, 1.0);
+            rt_optim_set_lr(t->opt,
+                            (float)(t->o.optim.lr * 0.5 * (1.0 + cos(M_PI * frac))));
+        }
         rt_optim_step(t->opt, t->params, t->grad);
+        t->steps_done++;
         loss_sum += (double)loss * hb->n;
         st->samples += (size_t)hb->n;
     }
