@@ -83,6 +83,7 @@ Test(pool, forward_and_gradient_for_disjoint_overlapping_and_sparse_windows)
 {
     td_open();
     check_pool(2, 3, 6, 6, 2, 2); /* disjoint */
+    check_pool(2, 2, 7, 5, 2, 2); /* an odd last row and column no window covers */
     check_pool(1, 2, 7, 5, 3, 1); /* overlapping: gradients add up */
     check_pool(2, 1, 7, 8, 2, 3); /* gaps between windows get 0 */
     check_pool(1, 1, 5, 5, 3, 2); /* an input edge no window reaches */

@@ -27,6 +27,64 @@ static size_t first_max(const ferry_pool_t *p, const float *plane, int oy, int o
     return best;
 }
 
+/* 2x2 windows moved by 2, the common case, with the window unrolled: the
+ * index (0-3, in row order) of its first maximum. */
+static inline int first_of_4(float a, float b, float c, float d)
+{
+    int at = 0;
+    float m = a;
+    if (b > m)
+        m = b, at = 1;
+    if (c > m)
+        m = c, at = 2;
+    if (d > m)
+        at = 3;
+    return at;
+}
+
+static void pool2_plane(const ferry_pool_t *p, const float *restrict x, float *restrict y)
+{
+    for (int oy = 0; oy < p->oh; oy++) {
+        const float *restrict r0 = x + (size_t)2 * oy * p->w, *restrict r1 = r0 + p->w;
+        float *restrict yo = y + (size_t)oy * p->ow;
+        for (int ox = 0; ox < p->ow; ox++) {
+            float m = r0[2 * ox];
+            m = r0[2 * ox + 1] > m ? r0[2 * ox + 1] : m;
+            m = r1[2 * ox] > m ? r1[2 * ox] : m;
+            m = r1[2 * ox + 1] > m ? r1[2 * ox + 1] : m;
+            yo[ox] = m;
+        }
+    }
+}
+
+/* Windows do not overlap, so every input is written once: no clearing
+ * pass; only a last odd row or column that no window covers is zeroed. */
+static void pool2_grad_plane(const ferry_pool_t *p, const float *restrict x,
+                             const float *restrict dy, float *restrict dx)
+{
+    for (int oy = 0; oy < p->oh; oy++) {
+        const float *r0 = x + (size_t)2 * oy * p->w, *r1 = r0 + p->w;
+        float *d0 = dx + (size_t)2 * oy * p->w, *d1 = d0 + p->w;
+        const float *g = dy + (size_t)oy * p->ow;
+        for (int ox = 0; ox < p->ow; ox++) {
+            int at = first_of_4(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]);
+            d0[2 * ox] = at == 0 ? g[ox] : 0.f;
+            d0[2 * ox + 1] = at == 1 ? g[ox] : 0.f;
+            d1[2 * ox] = at == 2 ? g[ox] : 0.f;
+            d1[2 * ox + 1] = at == 3 ? g[ox] : 0.f;
+        }
+        for (int ix = 2 * p->ow; ix < p->w; ix++)
+            d0[ix] = d1[ix] = 0.f;
+    }
+    for (int iy = 2 * p->oh; iy < p->h; iy++)
+        memset(dx + (size_t)iy * p->w, 0, sizeof(float) * p->w);
+}
+
+static bool is_pool2(const ferry_pool_t *p)
+{
+    return p->size == 2 && p->stride == 2;
+}
+
 int cpu_maxpool(ferry_device_t *dev, const ferry_pool_t *p, const float *x, float *y)
 {
     (void)dev;
@@ -36,6 +94,10 @@ int cpu_maxpool(ferry_device_t *dev, const ferry_pool_t *p, const float *x, floa
     for (size_t pl = 0; pl < (size_t)p->n * p->c; pl++) {
         const float *xp = x + pl * in_plane;
         float *yp = y + pl * out_plane;
+        if (is_pool2(p)) {
+            pool2_plane(p, xp, yp);
+            continue;
+        }
         for (int oy = 0; oy < p->oh; oy++)
             for (int ox = 0; ox < p->ow; ox++)
                 yp[(size_t)oy * p->ow + ox] = xp[first_max(p, xp, oy, ox)];
@@ -51,11 +113,16 @@ int cpu_maxpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *x,
     if (!valid(p))
         return FERRY_EINVAL;
     const size_t in_plane = (size_t)p->h * p->w, out_plane = (size_t)p->oh * p->ow;
-    memset(dx, 0, sizeof(float) * in_plane * p->n * p->c);
+    if (!is_pool2(p))
+        memset(dx, 0, sizeof(float) * in_plane * p->n * p->c);
     for (size_t pl = 0; pl < (size_t)p->n * p->c; pl++) {
         const float *xp = x + pl * in_plane;
         const float *dyp = dy + pl * out_plane;
         float *dxp = dx + pl * in_plane;
+        if (is_pool2(p)) {
+            pool2_grad_plane(p, xp, dyp, dxp);
+            continue;
+        }
         /* += : windows overlap when stride < size. */
         for (int oy = 0; oy < p->oh; oy++)
             for (int ox = 0; ox < p->ow; ox++)
