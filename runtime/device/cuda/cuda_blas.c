@@ -25,10 +25,18 @@ void cuda_gemm(ferry_device_t *dev, bool trans_a, bool trans_b, int m, int n, in
         return;
     if ((rc = cuda_enter(d)) != 0)
         goto out;
+    if (k == 0) {
+        /* An empty product: C = beta C, by hand rather than trusting every
+         * BLAS's quick return (C is packed, so it is one vector). */
+        if (beta == 0.0f)
+            CUDA_RT_TRY(
+                d, cudaMemsetAsync(c, 0, (size_t)m * n * sizeof(float), d->stream), out);
+        else
+            cuda_scale(dev, c, beta, (size_t)m * n);
+        return;
+    }
     /* Row-major A is m x k (lda k), or stored k x m when trans_a (lda m);
-     * likewise B, k x n (ldb n) or n x k (ldb k). C is m x n, ldc n. With
-     * k == 0 cuBLAS scales C by beta (0: zeros) and reads neither operand,
-     * but still wants leading dimensions of at least 1. */
+     * likewise B, k x n (ldb n) or n x k (ldb k). C is m x n, ldc n. */
     int lda = imax1(trans_a ? m : k);
     int ldb = imax1(trans_b ? k : n);
     CUDA_BLAS_TRY(d,

@@ -73,7 +73,8 @@ typedef struct cuda_dev {
     cudaStream_t stream;
     cublasHandle_t blas;
     cudnnHandle_t dnn;
-    bool pools; /* stream-ordered allocation (cudaMallocAsync) works */
+    bool pools;            /* stream-ordered allocation (cudaMallocAsync) works */
+    cudaMemPool_t mempool; /* then: the device's default pool */
 
     int err;           /* first failure of a void op, 0 when none */
     char errtext[320]; /* what failed, for the last failure of any op */

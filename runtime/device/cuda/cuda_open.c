@@ -2,6 +2,7 @@
  * statuses into FERRY_E* codes. On a machine without a GPU (or with a driver
  * older than the runtime) the first CUDA call fails cleanly: open reports
  * FERRY_ENODEV with the runtime's own words, and never goes further. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,17 @@ static int start(cuda_dev_t *d)
                 cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, d->index),
                 out);
     d->pools = pools != 0;
+    if (d->pools) {
+        /* Keep freed memory in the pool across synchronisations (the
+         * default gives it back at each), so a training step's allocations
+         * do not go to the driver every time; close trims it. */
+        uint64_t keep = UINT64_MAX;
+        CUDA_RT_TRY(d, cudaDeviceGetDefaultMemPool(&d->mempool, d->index), out);
+        CUDA_RT_TRY(
+            d,
+            cudaMemPoolSetAttribute(d->mempool, cudaMemPoolAttrReleaseThreshold, &keep),
+            out);
+    }
     /* Not synchronised with the legacy default stream: the device's work
      * runs in its own order only. */
     CUDA_RT_TRY(d, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), out);
@@ -160,6 +172,10 @@ static void stop(cuda_dev_t *d)
         cudaStreamSynchronize(d->stream);
         cudaStreamDestroy(d->stream);
     }
+    /* Gives back what this device freed; memory another open device holds
+     * stays with it. */
+    if (d->mempool)
+        cudaMemPoolTrimTo(d->mempool, 0);
 }
 
 CUDA_EXPORT int ferry_cuda_open(int index, ferry_device_t **out, char *err, size_t errlen)
