@@ -82,7 +82,7 @@ static int open_cuda(int index, ferry_device_t **out, char *err, size_t errlen)
 {
     pthread_once(&cuda.once, load_cuda);
     if (!cuda.open) {
-        snprintf(err, errlen, "cuda:%d: %s", index, cuda.why);
+        snprintf(err, errlen, "cuda:%d: %.400s", index, cuda.why);
         return FERRY_ENODEV;
     }
     return cuda.open(index, out, err, errlen);
