@@ -1,13 +1,17 @@
 /* runtime/data — the loader: one epoch's permutation, this rank's slice of
- * each global batch, and a prefetch thread that gathers the next slice into
+ * each global batch, and a prefetch thread that gathers the next slices into
  * a ring of LOADER_SLOTS host buffers while the caller computes on the
  * current one (the tf.data lesson: input work overlaps compute).
  *
  * The ring: step k of an epoch goes into slot k % LOADER_SLOTS. The caller
- * holds the slot of the batch it was last given until its next call, so the
- * thread may fill step p once p < released + LOADER_SLOTS, where `released`
- * counts the steps the caller is done with. A new epoch bumps `gen`; a
- * gather of an older generation is dropped when it ends. */
+ * holds the slot of the batch it was last given until its next call, so a
+ * step p may be gathered once p < released + LOADER_SLOTS, where `released`
+ * counts the steps the caller is done with. Steps are claimed in order
+ * (`claimed`), by the thread, or by the caller itself when it wants a step
+ * nobody has started: a thread starved of CPU (a busy machine, BLAS threads
+ * on every core) then costs no more than loading without prefetch, never a
+ * wait on the scheduler. rt_loader_begin writes the permutation itself,
+ * once no gather of the old epoch is in flight. */
 #include "data_int.h"
 
 #include <errno.h>
@@ -34,7 +38,7 @@ struct rt_loader {
     size_t steps;
     size_t rows_max; /* the largest slice a rank can get */
     slot slots[LOADER_SLOTS];
-    uint32_t *perm; /* touched by the thread only, once it runs */
+    uint32_t *perm; /* written by rt_loader_begin while no gather runs */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -42,11 +46,12 @@ struct rt_loader {
     pthread_cond_t to_caller; /* a batch is ready */
     /* Under mu: */
     uint64_t gen; /* bumped by every rt_loader_begin */
-    int epoch;    /* of the current generation */
     bool begun, stop;
-    size_t produced; /* steps of this generation in the ring */
-    size_t taken;    /* steps handed to the caller */
-    size_t released; /* steps the caller is done with */
+    bool thread_busy;           /* the thread is gathering, outside mu */
+    size_t claimed;             /* steps of this epoch someone has started */
+    size_t taken;               /* steps handed to the caller */
+    size_t released;            /* steps the caller is done with */
+    size_t ready[LOADER_SLOTS]; /* step + 1 whose gather into the slot ended */
 };
 
 /* Rank r's part of a global batch of `size`: W nearly equal contiguous
@@ -101,37 +106,25 @@ static void gather(rt_loader *l, size_t step, slot *s)
 static void *prefetch_main(void *arg)
 {
     rt_loader *l = arg;
-    uint64_t gen = 0; /* the generation whose permutation is in perm */
-    bool have_perm = false;
     pthread_mutex_lock(&l->mu);
-    for (;;) {
-        if (l->stop)
-            break;
-        if (!l->begun) {
+    while (!l->stop) {
+        size_t p = l->claimed;
+        if (!l->begun || p == l->steps || p >= l->released + LOADER_SLOTS) {
             pthread_cond_wait(&l->to_thread, &l->mu);
             continue;
         }
-        if (!have_perm || gen != l->gen) {
-            gen = l->gen;
-            int epoch = l->epoch;
-            pthread_mutex_unlock(&l->mu);
-            make_perm(l, epoch);
-            pthread_mutex_lock(&l->mu);
-            have_perm = true;
-            continue; /* the caller may have begun again meanwhile */
-        }
-        size_t p = l->produced;
-        if (p == l->steps || p >= l->released + LOADER_SLOTS) {
-            pthread_cond_wait(&l->to_thread, &l->mu);
-            continue;
-        }
+        l->claimed = p + 1;
+        l->thread_busy = true;
+        uint64_t gen = l->gen;
         pthread_mutex_unlock(&l->mu);
         gather(l, p, &l->slots[p % LOADER_SLOTS]);
         pthread_mutex_lock(&l->mu);
-        if (gen == l->gen && l->produced == p) {
-            l->produced = p + 1;
-            pthread_cond_signal(&l->to_caller);
-        }
+        l->thread_busy = false;
+        if (gen == l->gen)
+            l->ready[p % LOADER_SLOTS] = p + 1;
+        /* The caller may wait for this step, or (in begin) for the thread
+         * to be idle. */
+        pthread_cond_signal(&l->to_caller);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
@@ -245,9 +238,17 @@ int rt_loader_begin(rt_loader *l, int epoch)
         return FERRY_EINVAL;
     pthread_mutex_lock(&l->mu);
     l->gen++;
-    l->epoch = epoch;
+    l->begun = false; /* the thread starts nothing until perm is written */
+    l->claimed = l->taken = l->released = 0;
+    memset(l->ready, 0, sizeof l->ready);
+    while (l->thread_busy) /* a gather of the old epoch still reads perm */
+        pthread_cond_wait(&l->to_caller, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+
+    make_perm(l, epoch);
+
+    pthread_mutex_lock(&l->mu);
     l->begun = true;
-    l->produced = l->taken = l->released = 0;
     pthread_cond_signal(&l->to_thread);
     pthread_mutex_unlock(&l->mu);
     return 0;
@@ -257,20 +258,30 @@ const rt_batch_host *rt_loader_next(rt_loader *l)
 {
     if (!l)
         return NULL;
-    const rt_batch_host *b = NULL;
     pthread_mutex_lock(&l->mu);
-    if (l->begun) {
+    if (!l->begun || l->taken == l->steps) {
         l->released = l->taken;
-        pthread_cond_signal(&l->to_thread);
-        if (l->taken < l->steps) {
-            while (l->produced <= l->taken)
-                pthread_cond_wait(&l->to_caller, &l->mu);
-            b = &l->slots[l->taken % LOADER_SLOTS].batch;
-            l->taken++;
-        }
+        pthread_mutex_unlock(&l->mu);
+        return NULL;
     }
+    l->released = l->taken;
+    pthread_cond_signal(&l->to_thread); /* a slot is free again */
+    size_t k = l->taken;
+    slot *s = &l->slots[k % LOADER_SLOTS];
+    if (l->claimed == k) {
+        /* Nobody has started it: gathering it here beats waiting for a
+         * thread the scheduler has not run. */
+        l->claimed = k + 1;
+        pthread_mutex_unlock(&l->mu);
+        gather(l, k, s);
+        pthread_mutex_lock(&l->mu);
+        l->ready[k % LOADER_SLOTS] = k + 1;
+    }
+    while (l->ready[k % LOADER_SLOTS] != k + 1)
+        pthread_cond_wait(&l->to_caller, &l->mu);
+    l->taken = k + 1;
     pthread_mutex_unlock(&l->mu);
-    return b;
+    return &s->batch;
 }
 
 void rt_loader_destroy(rt_loader *l)

@@ -41,10 +41,12 @@ void td_teardown(void);
 /* Removes the temp dir and asserts no leak (sanitizer builds). */
 void td_finish(void);
 
-/* Test() whose body ends with td_finish(); .fini cleans up after a failure. */
+/* Test() whose body ends with td_finish(); .fini cleans up after a failure.
+ * The timeout only turns a hung loader into a failure (the slowest test, the
+ * real training set under ASan, takes a few seconds). */
 #define TD_TEST(suite, name, ...)                                                        \
     static void td_body_##suite##_##name(void);                                          \
-    Test(suite, name, .fini = td_teardown, ##__VA_ARGS__)                                \
+    Test(suite, name, .fini = td_teardown, .timeout = 60, ##__VA_ARGS__)                 \
     {                                                                                    \
         td_body_##suite##_##name();                                                      \
         td_finish();                                                                     \

@@ -151,7 +151,7 @@ TD_TEST(fmnist, an_unknown_data_set_name_is_einval)
 
 /* ---- the real files ------------------------------------------------------- */
 
-TD_TEST(fmnist, the_real_training_set_matches_its_files_and_is_normalised, .timeout = 120)
+TD_TEST(fmnist, the_real_training_set_matches_its_files_and_is_normalised)
 {
     if (!td_have_fmnist())
         cr_skip_test("dataset-fashion-mnist is not installed");
@@ -203,7 +203,7 @@ TD_TEST(fmnist, the_real_training_set_matches_its_files_and_is_normalised, .time
     rt_dataset_free(&ds);
 }
 
-TD_TEST(fmnist, the_real_test_set_loads_by_name_with_1000_of_each_class, .timeout = 60)
+TD_TEST(fmnist, the_real_test_set_loads_by_name_with_1000_of_each_class)
 {
     if (!td_have_fmnist())
         cr_skip_test("dataset-fashion-mnist is not installed");

@@ -378,7 +378,7 @@ TD_TEST(loader, bad_options_are_einval)
     rt_dataset_free(&ds);
 }
 
-TD_TEST(loader, batches_of_the_real_training_set_hold_its_rows, .timeout = 60)
+TD_TEST(loader, batches_of_the_real_training_set_hold_its_rows)
 {
     if (!td_have_fmnist())
         cr_skip_test("dataset-fashion-mnist is not installed");
