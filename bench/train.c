@@ -10,9 +10,9 @@
  *             thread
  *
  * then the issue's targets as ratio lines. The OpenBLAS limit is measured
- * half before and half after the training runs, so that a machine that
- * speeds up or slows down during the run moves both sides. JSON lines on
- * stdout, text on stderr. */
+ * before the MLP's first epoch, between its epochs, and after PyTorch's
+ * run, so that a machine that speeds up or slows down during the run moves
+ * both sides. JSON lines on stdout, text on stderr. */
 #include <libgen.h>
 #include <math.h>
 #include <limits.h>
@@ -208,17 +208,31 @@ static double emit_run(const char *impl, const char *model, int threads,
 
 /* ---- the measurements --------------------------------------------------------- */
 
-static void blas_half(bench_blas *b, const bench_cfg *c, double *v, int *n)
+typedef struct blas_samples {
+    bench_blas *b;
+    int steps;
+    double v[128]; /* samples/s of each repetition */
+    int n;
+} blas_samples;
+
+static void blas_rep(void *arg)
 {
-    for (int r = 0; r < c->blas_reps / 2; r++) {
-        double s = bench_blas_run(b, c->blas_steps);
-        v[(*n)++] = (double)BATCH * c->blas_steps / s;
-    }
+    blas_samples *bs = arg;
+    if (bs->n < (int)(sizeof bs->v / sizeof bs->v[0]))
+        bs->v[bs->n++] = (double)BATCH * bs->steps / bench_blas_run(bs->b, bs->steps);
 }
 
-static double emit_blas(double *v, int n, const bench_blas *b, const bench_cfg *c)
+static void blas_half(blas_samples *bs, const bench_cfg *c)
 {
-    bench_summary s = bench_summarize(v, (size_t)n);
+    for (int r = 0; r < c->blas_reps / 2; r++)
+        blas_rep(bs);
+}
+
+static double emit_blas(blas_samples *bs, const bench_cfg *c)
+{
+    const bench_blas *b = bs->b;
+    int n = bs->n;
+    bench_summary s = bench_summarize(bs->v, (size_t)n);
     double per_sample = bench_blas_step_flops(b) / BATCH / 1e9;
     bench_summary g = {s.median * per_sample, s.min * per_sample, s.max * per_sample,
                        s.reps};
@@ -296,17 +310,18 @@ int main(int argc, char **argv)
     setenv("OMP_NUM_THREADS", "1", 1);
     openblas_set_num_threads(1);
 
-    bench_blas *blas = bench_blas_create(BATCH);
-    if (!blas)
+    /* The limit is measured before, between and after the MLP's epochs and
+     * after PyTorch's, so that its median sees the machine they saw. */
+    blas_samples limit = {.b = bench_blas_create(BATCH), .steps = c.blas_steps};
+    if (!limit.b)
         bench_die("out of memory");
-    double limit_v[64];
-    int limit_n = 0;
-    bench_blas_run(blas, c.blas_steps / 2); /* warm up: pages, caches, clocks */
-    blas_half(blas, &c, limit_v, &limit_n);
+    bench_blas_run(limit.b, c.blas_steps / 2); /* warm up: pages, caches, clocks */
+    blas_half(&limit, &c);
 
     bench_run ferry_mlp, torch_mlp, ferry_cnn;
     bench_log("ferry: %s, %d epochs", c.mlp_so, c.mlp.epochs);
-    if (bench_ferry_train(c.mlp_so, &c.mlp, &ferry_mlp) != 0 || ferry_mlp.epochs == 0)
+    if (bench_ferry_train(c.mlp_so, &c.mlp, blas_rep, &limit, &ferry_mlp) != 0 ||
+        ferry_mlp.epochs == 0)
         bench_die("ferry's MLP training failed");
     bench_log("  on %s", ferry_mlp.device);
     memset(&torch_mlp, 0, sizeof torch_mlp);
@@ -317,9 +332,9 @@ int main(int argc, char **argv)
         if (bench_pytorch_train(c.python, c.script, 1, &c.mlp, &torch_mlp) != 0)
             bench_die("the PyTorch baseline failed");
     }
-    blas_half(blas, &c, limit_v, &limit_n);
+    blas_half(&limit, &c);
 
-    double limit = emit_blas(limit_v, limit_n, blas, &c);
+    double limit_sps = emit_blas(&limit, &c);
     double ferry_sps = emit_run("ferry", "mlp", 1, &c.mlp, &ferry_mlp);
     double torch_sps = 0;
     if (torch_mlp.skipped[0]) {
@@ -338,7 +353,8 @@ int main(int argc, char **argv)
         bench_log("ferry: %s, %d epochs, %d BLAS threads%s", c.cnn_so, c.cnn.epochs,
                   cnn_threads,
                   c.cnn.train_samples ? " (on a part of the training set)" : "");
-        if (bench_ferry_train(c.cnn_so, &c.cnn, &ferry_cnn) != 0 || ferry_cnn.epochs == 0)
+        if (bench_ferry_train(c.cnn_so, &c.cnn, NULL, NULL, &ferry_cnn) != 0 ||
+            ferry_cnn.epochs == 0)
             bench_die("ferry's CNN training failed");
         openblas_set_num_threads(1);
         emit_run("ferry", "cnn", cnn_threads, &c.cnn, &ferry_cnn);
@@ -356,8 +372,8 @@ int main(int argc, char **argv)
     else
         target_line("ferry_vs_pytorch_samples_per_s", ferry_sps / torch_sps,
                     TARGET_VS_PYTORCH, "ratio", p, NULL);
-    target_line("ferry_vs_openblas_limit", ferry_sps / limit, TARGET_VS_LIMIT, "ratio", p,
-                NULL);
+    target_line("ferry_vs_openblas_limit", ferry_sps / limit_sps, TARGET_VS_LIMIT,
+                "ratio", p, NULL);
 
     double mlp_acc = ferry_mlp.test_accuracy[ferry_mlp.epochs - 1];
     bool full_mlp = c.mlp.epochs == TARGET_EPOCHS && !c.mlp.train_samples;
@@ -378,7 +394,7 @@ int main(int argc, char **argv)
         else
             bench_emit("test_accuracy", cnn_acc, "fraction", NULL, "%s", p);
     }
-    bench_blas_destroy(blas);
+    bench_blas_destroy(limit.b);
     bench_log("bench/train: %d target(s) missed; %.1f s", missed,
               (double)(bench_now_ns() - t_start) * 1e-9);
     return 0;

@@ -19,7 +19,7 @@ static rt_dataset prefix(const rt_dataset *ds, size_t n)
 }
 
 static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_opts *o,
-                 bench_run *out)
+                 void (*between)(void *), void *arg, bench_run *out)
 {
     char err[512] = "";
     rt_dataset full[2] = {0}, view[2];
@@ -47,6 +47,8 @@ static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_op
         bench_log("bench/train: cannot create the trainer: %s", err);
         goto out;
     }
+    if (between)
+        between(arg);
     for (int e = 0; e < o->epochs && e < BENCH_MAX_EPOCHS; e++) {
         rt_epoch_stats st;
         uint64_t t0 = bench_now_ns();
@@ -66,6 +68,8 @@ static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_op
             "test accuracy %.4f",
             e + 1, st.samples_per_s, st.train_s, out->wall_s[e], st.train_loss,
             st.test_accuracy);
+        if (between)
+            between(arg);
     }
     rt_trainer_destroy(t);
 out:
@@ -74,7 +78,8 @@ out:
     return rc ? -1 : 0;
 }
 
-int bench_ferry_train(const char *so, const bench_run_opts *o, bench_run *out)
+int bench_ferry_train(const char *so, const bench_run_opts *o, void (*between)(void *),
+                      void *arg, bench_run *out)
 {
     memset(out, 0, sizeof *out);
     char err[512] = "";
@@ -92,7 +97,7 @@ int bench_ferry_train(const char *so, const bench_run_opts *o, bench_run *out)
         bench_log("bench/train: cpu device: %s", err);
     } else {
         snprintf(out->device, sizeof out->device, "%s", dev->description);
-        rc = train(m, dev, o, out);
+        rc = train(m, dev, o, between, arg, out);
     }
     rt_device_close(dev);
     rt_module_close(&mod);

@@ -35,8 +35,11 @@ typedef struct bench_run {
 
 /* Trains the model of the task module at `so` with ferry's trainer on the
  * cpu device in this process, SGD with momentum. The BLAS thread count is the
- * caller's. Returns 0, or -1 with the reason printed. */
-int bench_ferry_train(const char *so, const bench_run_opts *o, bench_run *out);
+ * caller's. `between` (NULL: none) runs before the first epoch and after
+ * each, outside the timed parts: a baseline measured there sees the same
+ * machine as the epochs beside it. Returns 0, or -1 with the reason printed. */
+int bench_ferry_train(const char *so, const bench_run_opts *o, void (*between)(void *),
+                      void *arg, bench_run *out);
 
 /* Runs `script` (bench/train_torch.py) with the interpreter `python` and
  * `threads` threads (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
