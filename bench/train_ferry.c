@@ -28,6 +28,9 @@ static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_op
         .optim = {.kind = RT_OPT_SGD, .lr = o->lr, .momentum = o->momentum},
         .seed = o->seed,
         .world = 1,
+        /* `ferry submit`'s default recipe: the rate decays over the run. */
+        .epochs = o->epochs,
+        .cosine = true,
     };
     int rc = 0;
     if (o->train_samples || o->test_samples) {
