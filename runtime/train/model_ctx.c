@@ -7,59 +7,21 @@
 
 #include "train.h"
 
-/* xoshiro256** (Blackman and Vigna), seeded through splitmix64: small, fast
- * and the same on every machine, so a seed gives the same parameters
- * everywhere. */
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t next(uint64_t s[4])
-{
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in (0, 1): 24 random bits, never 0, so log() below is finite. */
-static double unit(uint64_t s[4])
-{
-    return ((double)(next(s) >> 40) + 0.5) / 16777216.0;
-}
+/* The generator stream of parameter init; the loader draws from others. */
+#define MODEL_STREAM 0x6d6f64656cull
 
 static void mc_uniform(ferry_model_ctx_t *mc, float *out, size_t n, float bound)
 {
     rt_model_ctx *c = (rt_model_ctx *)mc;
     for (size_t i = 0; i < n; i++)
-        out[i] = (float)((2.0 * unit(c->rng) - 1.0) * bound);
+        out[i] = (float)((2.0 * rt_rng_uniform(&c->rng) - 1.0) * bound);
 }
 
 static void mc_normal(ferry_model_ctx_t *mc, float *out, size_t n, float std)
 {
     rt_model_ctx *c = (rt_model_ctx *)mc;
-    /* Box-Muller, both values used. */
-    for (size_t i = 0; i < n; i += 2) {
-        double r = sqrt(-2.0 * log(unit(c->rng)));
-        double a = 2.0 * M_PI * unit(c->rng);
-        out[i] = (float)(r * cos(a) * std);
-        if (i + 1 < n)
-            out[i + 1] = (float)(r * sin(a) * std);
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)(rt_rng_normal(&c->rng) * std);
 }
 
 static void mc_log(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
@@ -183,9 +145,7 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
             return FERRY_ENOMEM;
         }
     }
-    uint64_t s = seed;
-    for (int i = 0; i < 4; i++)
-        mc->rng[i] = splitmix64(&s);
+    rt_rng_seed(&mc->rng, seed, MODEL_STREAM);
     return 0;
 }
 

@@ -20,12 +20,13 @@
 #include <ferry/task.h>
 
 #include "runtime/data/data.h"
+#include "runtime/data/data_int.h"
 
 /* ---- the model's context ---------------------------------------------------- */
 
 typedef struct rt_model_ctx {
     ferry_model_ctx_t pub; /* first: models see this */
-    uint64_t rng[4];       /* xoshiro256** state, from the seed */
+    rt_rng rng;            /* runtime/data's generator, from the seed */
 } rt_model_ctx;
 
 /* Checks the model's descriptor (version, size, kind, input, outputs, a
