@@ -85,8 +85,6 @@ void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 /* The function `name` the runtime provides for module `m` itself (the
  * trainers' "ferry.train.*" for a module with a model), or NULL. */
 ferry_fn_t rt_builtin_function(const rt_module *m, const char *name);
-/* Writes the names of m's built-in functions, comma-separated ("" if none). */
-void rt_builtin_list(const rt_module *m, char *buf, size_t len);
 /* The worker and the module of the call a built-in function runs in. */
 rt_worker *rt_call_worker(ferry_ctx_t *ctx);
 const rt_module *rt_call_module(ferry_ctx_t *ctx);

@@ -113,6 +113,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
  * Returns 0 or FERRY_E* with `err` set. */
 int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
                      void *arg, char *err, size_t errlen);
+/* Steps (global batches) in an epoch. */
+size_t rt_trainer_steps(const rt_trainer *t);
 /* Length of the flat parameter buffer, padding included (ferry_model_layout). */
 size_t rt_trainer_params_len(const rt_trainer *t);
 /* Copies the parameters into `host` (rt_trainer_params_len floats). */

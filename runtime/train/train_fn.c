@@ -128,14 +128,12 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     }
     pthread_mutex_unlock(&w->train_lock);
 
-    const rt_dataset *train = rt_trainer_dataset(s->t, true);
-    int batch = o.batch > 0 ? o.batch : 128;
     Ferry__TrainBeginReply r = FERRY__TRAIN_BEGIN_REPLY__INIT;
     r.params = rt_model_param_count(m->task->model);
-    r.train_samples = train->n;
+    r.train_samples = rt_trainer_dataset(s->t, true)->n;
     r.test_samples = rt_trainer_dataset(s->t, false)->n;
     r.device = (char *)ctx->device->description;
-    r.steps_per_epoch = (train->n + (size_t)batch - 1) / (size_t)batch;
+    r.steps_per_epoch = rt_trainer_steps(s->t);
     return reply(ctx, &r.base, out);
 }
 
@@ -254,19 +252,4 @@ ferry_fn_t rt_builtin_function(const rt_module *m, const char *name)
         if (strcmp(builtins[i].name, name) == 0)
             return builtins[i].fn;
     return NULL;
-}
-
-void rt_builtin_list(const rt_module *m, char *buf, size_t len)
-{
-    if (len)
-        buf[0] = '\0';
-    if (!m->task->model)
-        return;
-    size_t at = 0;
-    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0] && at < len; i++) {
-        int n = snprintf(buf + at, len - at, "%s%s", i ? ", " : "", builtins[i].name);
-        if (n < 0)
-            break;
-        at += (size_t)n;
-    }
 }

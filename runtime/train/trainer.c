@@ -273,7 +273,7 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
             return FERRY_ERANGE;
         }
         if (t->o.cosine && t->o.epochs > 0) {
-            double total = (double)rt_loader_steps(t->train) * t->o.epochs;
+            double total = (double)rt_trainer_steps(t) * t->o.epochs;
             double frac = fmin((double)t->steps_done / total, 1.0);
             rt_optim_set_lr(t->opt,
                             (float)(t->o.optim.lr * 0.5 * (1.0 + cos(M_PI * frac))));
@@ -298,6 +298,11 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
         return rc;
     st->eval_s = now_s() - t1;
     return 0;
+}
+
+size_t rt_trainer_steps(const rt_trainer *t)
+{
+    return rt_loader_steps(t->train);
 }
 
 size_t rt_trainer_params_len(const rt_trainer *t)
