@@ -61,7 +61,7 @@ Test(e2e_train, submit_trains_the_mlp_on_fashion_mnist_and_reports_json)
 Test(e2e_train, the_same_seed_trains_the_same_model_twice)
 {
     e2e_start(1);
-    char sha[2][80];
+    char sha[2][256];
     for (int i = 0; i < 2; i++) {
         e2e_run r;
         e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "3", "--seed",
