@@ -1,0 +1,155 @@
+/* runtime/collective — private header shared by the files of this folder. */
+#ifndef FERRY_RUNTIME_COLL_INT_H
+#define FERRY_RUNTIME_COLL_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <uv.h>
+
+#include "collective.h"
+
+enum { RT_PHASE_RS = 0, RT_PHASE_AG = 1, RT_PHASE_BC = 2 };
+enum { RT_OP_ALLREDUCE = 1, RT_OP_BROADCAST = 2 };
+enum { RT_ELEM_F32 = 0, RT_ELEM_F16 = 1 };
+
+/* How far past the last completed collective a chunk may be: a sender can
+ * run ahead of its receiver by the buckets of about one step. */
+#define RT_COMM_WINDOW 1024u
+
+/* ---- geometry (geometry.c) -------------------------------------------------- */
+
+typedef struct rt_span {
+    size_t off, len; /* in floats */
+} rt_span;
+
+/* Segment s of a buffer of n floats split over `world` ranks: the first
+ * n % world segments one float longer. */
+rt_span rt_geo_segment(size_t n, int world, int s);
+/* Chunks of at most `chunk` floats in `len` floats. */
+size_t rt_geo_chunks(size_t len, size_t chunk);
+/* Chunk c of span `s`. */
+rt_span rt_geo_chunk(rt_span s, size_t chunk, size_t c);
+/* The segment `rank` sends, or receives, at ring step j of a phase. */
+int rt_geo_send_segment(int rank, int world, int phase, int j);
+int rt_geo_recv_segment(int rank, int world, int phase, int j);
+
+/* What a receiver expects of one chunk header: the span of the buffer it
+ * covers. Returns 0, or FERRY_EINVAL with `why` saying what was expected. */
+typedef struct rt_chunk_hdr {
+    uint64_t seq, count;
+    uint32_t phase, ring_step, chunk, from_rank, root;
+    int elem;
+} rt_chunk_hdr;
+
+int rt_geo_check(const rt_chunk_hdr *h, int rank, int world, size_t chunk,
+                 rt_span *out, char *why, size_t len);
+
+/* "reduce-scatter", "all-gather", "broadcast" */
+const char *rt_phase_name(uint32_t phase);
+
+/* ---- a received chunk --------------------------------------------------------- */
+
+typedef struct rt_chunk {
+    struct rt_chunk *next;
+    rt_chunk_hdr h;
+    void *payload; /* rpc_buf_alloc'ed; rpc_buf_free */
+    size_t len;    /* bytes */
+    size_t wire_len;
+    bool lz4;
+} rt_chunk;
+
+void rt_chunk_free(rt_chunk *ch);
+
+/* ---- a session (comm.c, ring.c) ------------------------------------------------ */
+
+typedef struct rt_send rt_send;
+
+struct rt_comm_op {
+    rt_comm_op *next; /* in the queue, then in the active list */
+    uint64_t seq;
+    int kind;
+    float *buf;
+    size_t n;
+    int root;
+    /* Under the comm's mutex: released to the waiter. */
+    bool done;
+    int result;
+    /* The loop thread's. */
+    bool started;
+    size_t recv_expected[3], recv_done[3]; /* by phase */
+    size_t sends_expected, sends_done, inflight;
+    uint64_t progress_ns; /* last receive or acknowledged send */
+};
+
+struct rt_comm {
+    rt_hub *hub;
+    rt_comm *hub_next; /* under the hub's mutex */
+    uint64_t session;
+    int rank, world;
+    char **peers;
+    char *token;
+    size_t chunk; /* floats */
+    rt_compress compress;
+    int64_t timeout_ms;
+    size_t max_payload;
+
+    /* Shared, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rt_chunk *inbox, **inbox_tail; /* filed by the handler */
+    rt_comm_op *queue, **queue_tail;
+    uint64_t next_seq; /* the last seq handed out */
+    int error;         /* sticky: the first failure */
+    char errmsg[512];
+    bool stopping;
+    rt_comm_stats stats;
+    atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */
+
+    /* The loop thread's. */
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_async_t kick;
+    uv_timer_t tick;
+    rpc_client *client;
+    rpc_channel *right;
+    rt_comm_op *active;
+    rt_chunk *pending; /* arrived before its collective started here */
+    rt_send *sends;    /* in flight or waiting to be retried */
+    bool failed_seen;  /* the loop has cancelled the sends of a failure */
+};
+
+/* Records the session's first failure and wakes the loop thread. Any
+ * thread; takes mu. */
+void rt_comm_fail(rt_comm *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void rt_comm_fail_locked(rt_comm *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Loop thread: an op taken off the queue starts; a chunk for an active op
+ * is consumed; the timer looks for silent peers; failures release ops. */
+void rt_ring_start(rt_comm *c, rt_comm_op *op);
+void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch);
+void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
+void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
+/* Marks ops done that are complete, or whose session failed and whose
+ * sends have all ended; updates done_upto. */
+void rt_ring_release(rt_comm *c);
+/* Cancels every send in flight and drops those waiting for a retry. */
+void rt_ring_cancel_sends(rt_comm *c);
+
+/* The left and right neighbours. */
+static inline int rt_left(const rt_comm *c)
+{
+    return (c->rank + c->world - 1) % c->world;
+}
+static inline int rt_right(const rt_comm *c)
+{
+    return (c->rank + 1) % c->world;
+}
+
+/* The hub's list lookup (hub.c): a session by id, under the hub's mutex. */
+int rt_hub_add(rt_hub *h, rt_comm *c);
+void rt_hub_remove(rt_hub *h, rt_comm *c);
+
+#endif

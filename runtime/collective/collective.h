@@ -1,0 +1,149 @@
+/* runtime/collective — all-reduce and broadcast of float32 buffers between
+ * the ranks of a session, worker to worker over gRPC (ReduceChunk); the
+ * master is never on the data path.
+ *
+ *   geometry.c  how a buffer splits into segments and chunks (both ends
+ *               compute it, so the receiver can check every chunk)
+ *   hub.c       a process's sessions by id; the ReduceChunk handler
+ *   comm.c      a session: its thread, loop, peer channel, ops, waits
+ *   ring.c      the ring all-reduce and broadcast as chunk events
+ *   half.c      float32 <-> IEEE half for --grad-compression fp16
+ *
+ * Algorithm: ring reduce-scatter then all-gather (Patarasuk and Yuan's
+ * bandwidth-optimal ring, as in Horovod and NCCL). Each rank's segment is
+ * cut into chunks; a chunk is forwarded as soon as it has been reduced, so
+ * sending, receiving and reducing overlap down the ring. Sends borrow the
+ * caller's buffer (no copy before the kernel); received chunks are reduced
+ * straight from rpc's receive buffer into place.
+ *
+ * Threads. Each session runs one thread with its own libuv loop and
+ * rpc_client: it starts every send, reduces every received chunk and
+ * completes ops. The ReduceChunk handler runs inline on the server's
+ * completion-queue thread and only files the chunk and wakes the session.
+ * Callers start ops and wait for them from any one thread at a time. */
+#ifndef FERRY_RUNTIME_COLLECTIVE_H
+#define FERRY_RUNTIME_COLLECTIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rpc/rpc.h"
+
+#define RT_METHOD_REDUCE_CHUNK "/ferry.Worker/ReduceChunk"
+
+#define RT_COMM_DEFAULT_CHUNK   ((size_t)1 << 20)
+#define RT_COMM_DEFAULT_TIMEOUT 30000
+
+/* ---- the hub: a process's sessions ------------------------------------------ */
+
+typedef struct rt_hub rt_hub;
+
+int rt_hub_create(rt_hub **out);
+/* Every session must have been destroyed. NULL: no-op. */
+void rt_hub_destroy(rt_hub *h);
+
+/* The ReduceChunk method: register it with RPC_METHOD_INLINE and the hub as
+ * its data (behind the cluster-token check). Checks the chunk against its
+ * session's geometry and files it; replies at once. Refusals: NOT_FOUND for
+ * an unknown session; INVALID_ARGUMENT for a wrong sender, phase, step,
+ * ring step, chunk index, element type or length; each text says what was
+ * expected. Never blocks. */
+void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *hub);
+
+/* ---- a session --------------------------------------------------------------- */
+
+typedef enum {
+    RT_COMPRESS_NONE = 0,
+    RT_COMPRESS_LZ4 = 1,  /* each chunk lz4-framed where that pays (rpc's AUTO) */
+    RT_COMPRESS_FP16 = 2, /* values travel as IEEE half, are summed in float32 */
+} rt_compress;
+
+/* "none"/"" , "lz4", "fp16" -> RT_COMPRESS_*; -1 for anything else. */
+int rt_compress_parse(const char *name);
+const char *rt_compress_name(rt_compress c);
+
+typedef struct rt_comm_opts {
+    uint64_t session; /* unique among the hub's sessions; names it on the wire */
+    int rank, world;  /* 0 <= rank < world */
+    /* world addresses ("127.0.0.1:7101"); only the right neighbour's,
+     * peers[(rank + 1) % world], is dialled. Copied. */
+    const char *const *peers;
+    const char *token;  /* sent with every chunk; NULL: none. Copied. */
+    size_t chunk_bytes; /* 0: RT_COMM_DEFAULT_CHUNK; rounded to 64 bytes */
+    rt_compress compress;
+    /* A collective that makes no progress this long fails, naming the rank
+     * it waits for (0: RT_COMM_DEFAULT_TIMEOUT). Sends carry it as their
+     * deadline. */
+    int64_t timeout_ms;
+    size_t max_payload; /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+} rt_comm_opts;
+
+typedef struct rt_comm rt_comm;
+
+/* Registers session o->session in `hub` (chunks for it are kept from now
+ * on) and starts its thread. Returns 0, or FERRY_EINVAL / FERRY_EEXIST /
+ * FERRY_ENOMEM with `err` saying why. */
+int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
+                   size_t errlen);
+
+/* Unregisters, fails what is still running (its waiters get
+ * FERRY_ECANCELED), stops the thread and frees. No rt_comm_wait may be
+ * running. NULL: no-op. */
+void rt_comm_destroy(rt_comm *c);
+
+int rt_comm_rank(const rt_comm *c);
+int rt_comm_world(const rt_comm *c);
+
+/* One collective in flight. */
+typedef struct rt_comm_op rt_comm_op;
+
+/* Starts summing `n` floats at `buf` across the ranks, in place. Every rank
+ * must start the same collectives, with the same n, in the same order.
+ * `buf` is lent until rt_comm_wait() returns: do not touch it meanwhile.
+ * Returns 0 with *op set, or the session's sticky error (a collective
+ * failed earlier: the session is unusable). Any thread. */
+int rt_comm_allreduce_start(rt_comm *c, float *buf, size_t n, rt_comm_op **op);
+
+/* Starts copying `n` floats at root's `buf` into every rank's `buf`. */
+int rt_comm_broadcast_start(rt_comm *c, float *buf, size_t n, int root, rt_comm_op **op);
+
+/* Waits for `op` and frees it. Polls cancelled(arg) (NULL: never) about
+ * every 20 ms: a cancellation fails the session. Returns 0; FERRY_ETIMEDOUT
+ * when a peer went silent, FERRY_EUNAVAIL when the right neighbour cannot
+ * be reached, FERRY_EPROTO when peers disagree, FERRY_ECANCELED; with `err`
+ * naming the rank, its address and what the collective was doing ("rank 1
+ * (127.0.0.1:7101) sent nothing for 3.0 s: all-reduce 12, reduce-scatter
+ * ring step 0, chunk 0 of 1"). The first failure is sticky. */
+int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *arg,
+                 char *err, size_t errlen);
+
+/* Blocking forms: start and wait. */
+int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen);
+int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root, char *err,
+                      size_t errlen);
+
+/* What the session has moved so far (for benchmarks and tests). */
+typedef struct rt_comm_stats {
+    uint64_t ops;           /* collectives completed */
+    uint64_t chunks_sent;   /* ReduceChunk calls that succeeded */
+    uint64_t chunks_lz4;    /* of those received, how many arrived lz4-framed */
+    uint64_t bytes_sent;    /* payload bytes before compression */
+    uint64_t wire_received; /* payload bytes received, as on the wire */
+    uint64_t retries;       /* sends repeated because the peer had not yet
+                               registered the session */
+} rt_comm_stats;
+
+void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out);
+
+/* ---- fp16 --------------------------------------------------------------------- */
+
+/* IEEE binary16 <-> float32, round to nearest even; NaN and Inf survive. */
+void rt_half_from_float(uint16_t *dst, const float *src, size_t n);
+void rt_half_to_float(float *dst, const uint16_t *src, size_t n);
+void rt_half_add_to_float(float *dst, const uint16_t *src, size_t n);
+/* Rounds each value to the nearest half, in place (what a receiver of the
+ * fp16 copy will hold). */
+void rt_half_round(float *x, size_t n);
+
+#endif

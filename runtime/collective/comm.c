@@ -1,0 +1,413 @@
+/* A collective session: its thread and libuv loop, the one channel to the
+ * right neighbour, the queue of collectives callers start and the waits
+ * that end them.
+ *
+ * Callers and the ReduceChunk handler talk to the thread through `mu` and
+ * one uv_async (wake-ups coalesce: the thread drains both lists each time).
+ * Everything on the loop — sends, reductions, timers — belongs to the
+ * thread alone. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll_int.h"
+
+#define TICK_MS 20
+
+int rt_compress_parse(const char *name)
+{
+    if (!name || !name[0] || strcmp(name, "none") == 0)
+        return RT_COMPRESS_NONE;
+    if (strcmp(name, "lz4") == 0)
+        return RT_COMPRESS_LZ4;
+    if (strcmp(name, "fp16") == 0)
+        return RT_COMPRESS_FP16;
+    return -1;
+}
+
+const char *rt_compress_name(rt_compress c)
+{
+    return c == RT_COMPRESS_LZ4 ? "lz4" : c == RT_COMPRESS_FP16 ? "fp16" : "none";
+}
+
+static void vfail_locked(rt_comm *c, int rc, const char *fmt, va_list ap)
+{
+    if (c->error)
+        return;
+    c->error = rc;
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+}
+
+void rt_comm_fail_locked(rt_comm *c, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail_locked(c, rc, fmt, ap);
+    va_end(ap);
+    pthread_cond_broadcast(&c->cv);
+}
+
+void rt_comm_fail(rt_comm *c, int rc, const char *fmt, ...)
+{
+    pthread_mutex_lock(&c->mu);
+    va_list ap;
+    va_start(ap, fmt);
+    vfail_locked(c, rc, fmt, ap);
+    va_end(ap);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    uv_async_send(&c->kick);
+}
+
+/* ---- the loop thread ------------------------------------------------------------ */
+
+static rt_comm_op *find_active(rt_comm *c, uint64_t seq)
+{
+    for (rt_comm_op *op = c->active; op; op = op->next)
+        if (op->seq == seq)
+            return op;
+    return NULL;
+}
+
+/* Feeds pending chunks to the ops they belong to. */
+static void match_pending(rt_comm *c)
+{
+    for (rt_chunk **p = &c->pending; *p;) {
+        rt_chunk *ch = *p;
+        rt_comm_op *op = find_active(c, ch->h.seq);
+        if (!op) {
+            p = &ch->next;
+            continue;
+        }
+        *p = ch->next;
+        rt_ring_consume(c, op, ch);
+    }
+}
+
+static void on_kick(uv_async_t *a)
+{
+    rt_comm *c = a->data;
+    pthread_mutex_lock(&c->mu);
+    rt_comm_op *started = c->queue;
+    c->queue = NULL;
+    c->queue_tail = &c->queue;
+    rt_chunk *in = c->inbox;
+    c->inbox = NULL;
+    c->inbox_tail = &c->inbox;
+    bool stopping = c->stopping, failed = c->error != 0;
+    pthread_mutex_unlock(&c->mu);
+
+    /* Keeps arrival order, so that chunks are reduced as they came. */
+    rt_chunk **tail = &c->pending;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = in;
+    while (started) {
+        rt_comm_op *op = started;
+        started = op->next;
+        op->next = c->active;
+        c->active = op;
+        if (!failed)
+            rt_ring_start(c, op);
+    }
+    if (!failed)
+        match_pending(c);
+    if (failed && !c->failed_seen) {
+        c->failed_seen = true;
+        rt_ring_cancel_sends(c);
+    }
+    rt_ring_release(c);
+    if (stopping) {
+        uv_close((uv_handle_t *)&c->kick, NULL);
+        uv_close((uv_handle_t *)&c->tick, NULL);
+        rpc_channel_destroy(c->right);
+        c->right = NULL;
+        rpc_client_close(c->client);
+        c->client = NULL;
+    }
+}
+
+static uint64_t now_ns(void)
+{
+    return uv_hrtime();
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    rt_comm *c = t->data;
+    if (!c->error) {
+        rt_ring_retry_due(c, now_ns());
+        rt_ring_check_progress(c, now_ns());
+    }
+    pthread_mutex_lock(&c->mu);
+    bool failed = c->error != 0;
+    pthread_mutex_unlock(&c->mu);
+    if (failed && !c->failed_seen) {
+        c->failed_seen = true;
+        rt_ring_cancel_sends(c);
+    }
+    rt_ring_release(c);
+}
+
+static void thread_main(void *arg)
+{
+    rt_comm *c = arg;
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+}
+
+/* ---- create and destroy ------------------------------------------------------------ */
+
+static void comm_free(rt_comm *c)
+{
+    while (c->pending) {
+        rt_chunk *ch = c->pending;
+        c->pending = ch->next;
+        rt_chunk_free(ch);
+    }
+    while (c->inbox) {
+        rt_chunk *ch = c->inbox;
+        c->inbox = ch->next;
+        rt_chunk_free(ch);
+    }
+    for (int i = 0; c->peers && i < c->world; i++)
+        free(c->peers[i]);
+    free(c->peers);
+    free(c->token);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
+                   size_t errlen)
+{
+    *out = NULL;
+    if (!hub || !o || o->world < 1 || o->rank < 0 || o->rank >= o->world ||
+        (o->world > 1 && !o->peers) || o->compress > RT_COMPRESS_FP16) {
+        snprintf(err, errlen, "bad collective session: rank %d of world %d%s",
+                 o ? o->rank : -1, o ? o->world : 0,
+                 o && o->world > 1 && !o->peers ? " without peer addresses" : "");
+        return FERRY_EINVAL;
+    }
+    rt_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return FERRY_ENOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->hub = hub;
+    c->session = o->session;
+    c->rank = o->rank;
+    c->world = o->world;
+    size_t chunk = o->chunk_bytes ? (o->chunk_bytes + 63) / 64 * 64 : RT_COMM_DEFAULT_CHUNK;
+    c->chunk = chunk / sizeof(float);
+    c->compress = o->compress;
+    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : RT_COMM_DEFAULT_TIMEOUT;
+    c->max_payload = o->max_payload ? o->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
+    c->inbox_tail = &c->inbox;
+    c->queue_tail = &c->queue;
+    int rc = FERRY_ENOMEM;
+    if (o->token && !(c->token = strdup(o->token)))
+        goto fail;
+    if (!(c->peers = calloc((size_t)c->world, sizeof *c->peers)))
+        goto fail;
+    for (int i = 0; o->peers && i < c->world; i++) {
+        if (!o->peers[i] || !o->peers[i][0]) {
+            snprintf(err, errlen, "no address for rank %d", i);
+            rc = FERRY_EINVAL;
+            goto fail;
+        }
+        if (!(c->peers[i] = strdup(o->peers[i])))
+            goto fail;
+    }
+
+    if ((rc = uv_loop_init(&c->loop))) {
+        snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
+        rc = FERRY_ENOMEM;
+        goto fail;
+    }
+    c->kick.data = c->tick.data = c;
+    uv_async_init(&c->loop, &c->kick, on_kick);
+    uv_timer_init(&c->loop, &c->tick);
+    uv_timer_start(&c->tick, on_tick, TICK_MS, TICK_MS);
+    rc = rpc_client_create(&c->loop, &c->client);
+    if (rc == 0 && c->world > 1) {
+        rpc_channel_opts co = {.max_payload = c->max_payload, .token = c->token};
+        rc = rpc_channel_create(c->client, c->peers[rt_right(c)], &co, &c->right);
+    }
+    if (rc == 0 && (rc = rt_hub_add(hub, c)))
+        snprintf(err, errlen, "a collective session %llu exists already",
+                 (unsigned long long)o->session);
+    if (rc == 0 && uv_thread_create(&c->thread, thread_main, c) != 0)
+        rc = FERRY_ENOMEM;
+    if (rc) {
+        if (!err[0])
+            snprintf(err, errlen, "cannot open the channel to rank %d (%s): %s",
+                     rt_right(c), c->peers[rt_right(c)], ferry_strerror(rc));
+        rt_hub_remove(hub, c);
+        if (c->right)
+            rpc_channel_destroy(c->right);
+        if (c->client)
+            rpc_client_close(c->client);
+        uv_close((uv_handle_t *)&c->kick, NULL);
+        uv_close((uv_handle_t *)&c->tick, NULL);
+        uv_run(&c->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&c->loop);
+        goto fail;
+    }
+    *out = c;
+    return 0;
+
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "%s", ferry_strerror(rc));
+    comm_free(c);
+    return rc;
+}
+
+void rt_comm_destroy(rt_comm *c)
+{
+    if (!c)
+        return;
+    rt_hub_remove(c->hub, c);
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    if (!c->error) {
+        c->error = FERRY_ECANCELED;
+        snprintf(c->errmsg, sizeof c->errmsg, "the collective session ended");
+    }
+    pthread_mutex_unlock(&c->mu);
+    uv_async_send(&c->kick);
+    uv_thread_join(&c->thread);
+    uv_loop_close(&c->loop);
+    /* Ops nobody waited for. */
+    while (c->active) {
+        rt_comm_op *op = c->active;
+        c->active = op->next;
+        free(op);
+    }
+    while (c->queue) {
+        rt_comm_op *op = c->queue;
+        c->queue = op->next;
+        free(op);
+    }
+    comm_free(c);
+}
+
+int rt_comm_rank(const rt_comm *c)
+{
+    return c->rank;
+}
+
+int rt_comm_world(const rt_comm *c)
+{
+    return c->world;
+}
+
+/* ---- starting and waiting -------------------------------------------------------- */
+
+static int start(rt_comm *c, int kind, float *buf, size_t n, int root, rt_comm_op **out)
+{
+    *out = NULL;
+    if (root < 0 || root >= c->world || (n && !buf))
+        return FERRY_EINVAL;
+    rt_comm_op *op = calloc(1, sizeof *op);
+    if (!op)
+        return FERRY_ENOMEM;
+    op->kind = kind;
+    op->buf = buf;
+    op->n = n;
+    op->root = root;
+    pthread_mutex_lock(&c->mu);
+    int rc = c->error;
+    if (rc == 0) {
+        op->seq = ++c->next_seq;
+        *c->queue_tail = op;
+        c->queue_tail = &op->next;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc) {
+        free(op);
+        return rc;
+    }
+    uv_async_send(&c->kick);
+    *out = op;
+    return 0;
+}
+
+int rt_comm_allreduce_start(rt_comm *c, float *buf, size_t n, rt_comm_op **op)
+{
+    return start(c, RT_OP_ALLREDUCE, buf, n, 0, op);
+}
+
+int rt_comm_broadcast_start(rt_comm *c, float *buf, size_t n, int root, rt_comm_op **op)
+{
+    return start(c, RT_OP_BROADCAST, buf, n, root, op);
+}
+
+int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *arg,
+                 char *err, size_t errlen)
+{
+    if (!op)
+        return FERRY_EINVAL;
+    pthread_mutex_lock(&c->mu);
+    while (!op->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (!op->done && !c->error && cancelled && cancelled(arg)) {
+            rt_comm_fail_locked(c, FERRY_ECANCELED,
+                                "cancelled while waiting for %s %llu",
+                                op->kind == RT_OP_ALLREDUCE ? "all-reduce" : "broadcast",
+                                (unsigned long long)op->seq);
+            pthread_mutex_unlock(&c->mu);
+            uv_async_send(&c->kick);
+            pthread_mutex_lock(&c->mu);
+        }
+    }
+    int rc = op->result;
+    if (rc && err)
+        snprintf(err, errlen, "%s", c->errmsg);
+    pthread_mutex_unlock(&c->mu);
+    free(op);
+    return rc;
+}
+
+int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen)
+{
+    rt_comm_op *op;
+    int rc = rt_comm_allreduce_start(c, buf, n, &op);
+    if (rc) {
+        pthread_mutex_lock(&c->mu);
+        snprintf(err, errlen, "%s", c->errmsg[0] ? c->errmsg : ferry_strerror(rc));
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    return rt_comm_wait(c, op, NULL, NULL, err, errlen);
+}
+
+int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root, char *err, size_t errlen)
+{
+    rt_comm_op *op;
+    int rc = rt_comm_broadcast_start(c, buf, n, root, &op);
+    if (rc) {
+        pthread_mutex_lock(&c->mu);
+        snprintf(err, errlen, "%s", c->errmsg[0] ? c->errmsg : ferry_strerror(rc));
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    return rt_comm_wait(c, op, NULL, NULL, err, errlen);
+}
+
+void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out)
+{
+    pthread_mutex_lock(&c->mu);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,171 @@
+/* The hub: a process's collective sessions by id, and the ReduceChunk
+ * handler that files each incoming chunk with its session.
+ *
+ * The handler runs inline on the server's completion-queue thread, so it
+ * only checks the header, takes the payload rpc already decoded and wakes
+ * the session's thread: the reduction happens there. It holds the hub's
+ * mutex while it touches a session, and a session leaves the hub before it
+ * is torn down, so no chunk is ever filed with a session being freed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_int.h"
+#include "ferry.pb-c.h"
+
+struct rt_hub {
+    pthread_mutex_t mu;
+    rt_comm *list;
+};
+
+int rt_hub_create(rt_hub **out)
+{
+    rt_hub *h = calloc(1, sizeof *h);
+    if (!h)
+        return FERRY_ENOMEM;
+    pthread_mutex_init(&h->mu, NULL);
+    *out = h;
+    return 0;
+}
+
+void rt_hub_destroy(rt_hub *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+static rt_comm *find(rt_hub *h, uint64_t session)
+{
+    for (rt_comm *c = h->list; c; c = c->hub_next)
+        if (c->session == session)
+            return c;
+    return NULL;
+}
+
+int rt_hub_add(rt_hub *h, rt_comm *c)
+{
+    pthread_mutex_lock(&h->mu);
+    int rc = find(h, c->session) ? FERRY_EEXIST : 0;
+    if (rc == 0) {
+        c->hub_next = h->list;
+        h->list = c;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return rc;
+}
+
+void rt_hub_remove(rt_hub *h, rt_comm *c)
+{
+    pthread_mutex_lock(&h->mu);
+    for (rt_comm **p = &h->list; *p; p = &(*p)->hub_next)
+        if (*p == c) {
+            *p = c->hub_next;
+            break;
+        }
+    pthread_mutex_unlock(&h->mu);
+}
+
+void rt_chunk_free(rt_chunk *ch)
+{
+    if (!ch)
+        return;
+    rpc_buf_free(ch->payload);
+    free(ch);
+}
+
+/* Checks the chunk against session `c`; 0 or FERRY_EINVAL with `why`. */
+static int check(rt_comm *c, const rt_chunk_hdr *h, size_t bytes, char *why, size_t len)
+{
+    uint64_t done = atomic_load(&c->done_upto);
+    if (h->seq <= done || h->seq > done + RT_COMM_WINDOW) {
+        snprintf(why, len,
+                 "step %llu of session %llu: collectives up to %llu are done, this "
+                 "rank takes steps %llu..%llu",
+                 (unsigned long long)h->seq, (unsigned long long)c->session,
+                 (unsigned long long)done, (unsigned long long)done + 1,
+                 (unsigned long long)done + RT_COMM_WINDOW);
+        return FERRY_EINVAL;
+    }
+    rt_span sp;
+    int rc = rt_geo_check(h, c->rank, c->world, c->chunk, &sp, why, len);
+    if (rc)
+        return rc;
+    int want_elem = h->phase != RT_PHASE_BC && c->compress == RT_COMPRESS_FP16
+                        ? RT_ELEM_F16
+                        : RT_ELEM_F32;
+    if (h->elem != want_elem) {
+        snprintf(why, len, "element type %d: session %llu sends %s in %s", h->elem,
+                 (unsigned long long)c->session, want_elem ? "float16" : "float32",
+                 rt_phase_name(h->phase));
+        return FERRY_EINVAL;
+    }
+    size_t want = sp.len * (h->elem == RT_ELEM_F16 ? 2 : 4);
+    if (bytes != want) {
+        snprintf(why, len,
+                 "%s ring step %u chunk %u of a %llu-float collective: %zu payload bytes, "
+                 "expected %zu",
+                 rt_phase_name(h->phase), h->ring_step, h->chunk,
+                 (unsigned long long)h->count, bytes, want);
+        return FERRY_EINVAL;
+    }
+    return 0;
+}
+
+void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    rt_hub *hub = data;
+    Ferry__ReduceChunkRequest *in = NULL;
+    if (rpc_msg_unpack(req, &ferry__reduce_chunk_request__descriptor,
+                       (ProtobufCMessage **)&in)) {
+        rpc_srv_fail(sc, FERRY_EINVAL, "ReduceChunk: the request is not a ReduceChunkRequest");
+        return;
+    }
+    rt_chunk_hdr h = {.seq = in->step,
+                      .count = in->count,
+                      .phase = in->phase,
+                      .ring_step = in->ring_step,
+                      .chunk = in->chunk,
+                      .from_rank = in->from_rank,
+                      .root = in->root,
+                      .elem = (int)in->elem};
+    uint64_t session = in->job;
+    ferry__reduce_chunk_request__free_unpacked(in, NULL);
+
+    rt_chunk *ch = calloc(1, sizeof *ch);
+    if (!ch) {
+        rpc_srv_fail(sc, FERRY_ENOMEM, "ReduceChunk: no memory");
+        return;
+    }
+    char why[256];
+    int rc;
+    pthread_mutex_lock(&hub->mu);
+    rt_comm *c = find(hub, session);
+    if (!c) {
+        rc = FERRY_ENOENT;
+        snprintf(why, sizeof why, "no collective session %llu on this worker",
+                 (unsigned long long)session);
+    } else {
+        rc = check(c, &h, req->payload_len, why, sizeof why);
+    }
+    if (rc == 0) {
+        ch->h = h;
+        ch->lz4 = req->codec == RPC_CODEC_LZ4;
+        ch->wire_len = req->wire_len;
+        ch->payload = rpc_msg_take_payload(req, &ch->len);
+        pthread_mutex_lock(&c->mu);
+        *c->inbox_tail = ch;
+        c->inbox_tail = &ch->next;
+        pthread_mutex_unlock(&c->mu);
+        uv_async_send(&c->kick);
+    }
+    pthread_mutex_unlock(&hub->mu);
+    if (rc) {
+        free(ch);
+        rpc_srv_fail(sc, rc, "ReduceChunk: %s", why);
+        return;
+    }
+    Ferry__ReduceChunkReply out = FERRY__REDUCE_CHUNK_REPLY__INIT;
+    rpc_msg_out reply = {.head = &out.base};
+    rpc_srv_reply(sc, &reply);
+}

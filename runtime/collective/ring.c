@@ -1,0 +1,364 @@
+/* The ring collectives as chunk events on the session's loop thread.
+ *
+ * All-reduce: rank r starts by sending each chunk of its own segment to
+ * r + 1 (reduce-scatter step 0). Each chunk it receives is added into
+ * place and sent on at once for the next step, so a chunk travels round the
+ * ring without waiting for the rest of its segment; after world - 1 steps
+ * the chunk is complete and the all-gather carries it round once more,
+ * copied into place at each rank. Broadcast: the root sends its chunks,
+ * each rank copies and forwards until the ring is closed.
+ *
+ * Sends borrow the caller's buffer: a region is only sent once it will not
+ * be written again in that phase, and a region overwritten by the
+ * all-gather was sent in the reduce-scatter to a rank that had to receive
+ * it before the complete value could come back. With fp16 a chunk is
+ * converted into a buffer of its own, and the rank that completes a
+ * segment rounds its own copy to half so that every rank holds the same
+ * bits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_int.h"
+#include "ferry.pb-c.h"
+
+#define RETRY_FIRST_NS (2 * 1000000ull)
+#define RETRY_MAX_NS   (50 * 1000000ull)
+
+struct rt_send {
+    rpc_call call; /* call.data: this */
+    rt_send *next;
+    rt_comm *c;
+    rt_comm_op *op;
+    rt_chunk_hdr h;
+    rt_span span;
+    uint16_t *half; /* fp16 copy of the span, or NULL */
+    uint64_t first_ns, backoff_ns, retry_at;
+    bool waiting; /* for a retry, not in flight */
+};
+
+static const char *op_name(const rt_comm_op *op)
+{
+    return op->kind == RT_OP_ALLREDUCE ? "all-reduce" : "broadcast";
+}
+
+static bool complete(const rt_comm_op *op)
+{
+    if (!op->started)
+        return false;
+    size_t want = op->recv_expected[0] + op->recv_expected[1] + op->recv_expected[2];
+    size_t got = op->recv_done[0] + op->recv_done[1] + op->recv_done[2];
+    return got == want && op->sends_done == op->sends_expected;
+}
+
+static void unlink_send(rt_comm *c, rt_send *s)
+{
+    for (rt_send **p = &c->sends; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            return;
+        }
+}
+
+static void send_free(rt_comm *c, rt_send *s)
+{
+    unlink_send(c, s);
+    s->op->inflight--;
+    free(s->half);
+    free(s);
+}
+
+static void send_done(rpc_call *call);
+
+static void issue(rt_comm *c, rt_send *s)
+{
+    Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
+    req.job = c->session;
+    req.step = s->h.seq;
+    req.phase = s->h.phase;
+    req.chunk = s->h.chunk;
+    req.from_rank = (uint32_t)c->rank;
+    req.ring_step = s->h.ring_step;
+    req.count = s->h.count;
+    req.elem = (Ferry__Elem)s->h.elem;
+    req.root = s->h.root;
+    size_t bytes = s->span.len * (s->half ? sizeof(uint16_t) : sizeof(float));
+    rpc_msg_out out = {
+        .head = &req.base,
+        .payload = s->half ? (const void *)s->half : (const void *)(s->op->buf + s->span.off),
+        .payload_len = bytes,
+        .codec = c->compress == RT_COMPRESS_LZ4 ? RPC_CODEC_AUTO : RPC_CODEC_RAW,
+    };
+    s->call.data = s;
+    int rc = rpc_call_start(c->right, &s->call, RT_METHOD_REDUCE_CHUNK, &out, c->timeout_ms,
+                            send_done);
+    if (rc) {
+        rt_comm_fail(c, rc, "cannot send %s %llu to rank %d (%s): %s", op_name(s->op),
+                     (unsigned long long)s->h.seq, rt_right(c), c->peers[rt_right(c)],
+                     ferry_strerror(rc));
+        send_free(c, s);
+    }
+}
+
+static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring_step,
+                       uint32_t chunk, rt_span span)
+{
+    rt_send *s = calloc(1, sizeof *s);
+    bool f16 = phase != RT_PHASE_BC && c->compress == RT_COMPRESS_FP16;
+    if (s && f16 && (s->half = malloc(span.len * sizeof(uint16_t))))
+        rt_half_from_float(s->half, op->buf + span.off, span.len);
+    if (!s || (f16 && !s->half)) {
+        if (s)
+            free(s);
+        rt_comm_fail(c, FERRY_ENOMEM, "no memory to send %s %llu", op_name(op),
+                     (unsigned long long)op->seq);
+        return;
+    }
+    s->c = c;
+    s->op = op;
+    s->span = span;
+    s->h = (rt_chunk_hdr){.seq = op->seq,
+                          .count = op->n,
+                          .phase = phase,
+                          .ring_step = ring_step,
+                          .chunk = chunk,
+                          .from_rank = (uint32_t)c->rank,
+                          .root = (uint32_t)op->root,
+                          .elem = f16 ? RT_ELEM_F16 : RT_ELEM_F32};
+    s->first_ns = uv_hrtime();
+    s->backoff_ns = RETRY_FIRST_NS;
+    s->next = c->sends;
+    c->sends = s;
+    op->inflight++;
+    issue(c, s);
+}
+
+static void send_done(rpc_call *call)
+{
+    rt_send *s = call->data;
+    rt_comm *c = s->c;
+    rt_comm_op *op = s->op;
+    uint64_t now = uv_hrtime();
+    int rc = call->result;
+    pthread_mutex_lock(&c->mu);
+    bool failed = c->error != 0;
+    pthread_mutex_unlock(&c->mu);
+    /* The neighbour has not registered the session yet (it is still
+     * loading its data, say): try again until the collective's timeout. */
+    if (rc == FERRY_ENOENT && !failed &&
+        now - s->first_ns < (uint64_t)c->timeout_ms * 1000000ull) {
+        rpc_call_fini(call);
+        s->waiting = true;
+        s->retry_at = now + s->backoff_ns;
+        s->backoff_ns = s->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : s->backoff_ns * 2;
+        pthread_mutex_lock(&c->mu);
+        c->stats.retries++;
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (rc == 0) {
+        op->sends_done++;
+        op->progress_ns = now;
+        pthread_mutex_lock(&c->mu);
+        c->stats.chunks_sent++;
+        c->stats.bytes_sent += s->span.len * sizeof(float);
+        pthread_mutex_unlock(&c->mu);
+    } else if (!failed) {
+        int right = rt_right(c);
+        rt_comm_fail(c, rc,
+                     "rank %d (%s) did not take %s %llu, %s ring step %u chunk %u: %s",
+                     right, c->peers[right], op_name(op), (unsigned long long)s->h.seq,
+                     rt_phase_name(s->h.phase), s->h.ring_step, s->h.chunk,
+                     call->errmsg ? call->errmsg : ferry_strerror(rc));
+    }
+    rpc_call_fini(call);
+    send_free(c, s);
+    rt_ring_release(c);
+}
+
+void rt_ring_start(rt_comm *c, rt_comm_op *op)
+{
+    op->progress_ns = uv_hrtime();
+    op->started = true;
+    int W = c->world, r = c->rank;
+    if (W == 1 || op->n == 0)
+        return;
+    if (op->kind == RT_OP_BROADCAST) {
+        size_t chunks = rt_geo_chunks(op->n, c->chunk);
+        op->recv_expected[RT_PHASE_BC] = r == op->root ? 0 : chunks;
+        op->sends_expected = rt_right(c) == op->root ? 0 : chunks;
+        if (r == op->root)
+            for (size_t k = 0; k < chunks; k++)
+                send_chunk(c, op, RT_PHASE_BC, 0, (uint32_t)k,
+                           rt_geo_chunk((rt_span){0, op->n}, c->chunk, k));
+        return;
+    }
+    for (int ph = RT_PHASE_RS; ph <= RT_PHASE_AG; ph++)
+        for (int j = 0; j + 1 < W; j++) {
+            rt_span in = rt_geo_segment(op->n, W, rt_geo_recv_segment(r, W, ph, j));
+            rt_span out = rt_geo_segment(op->n, W, rt_geo_send_segment(r, W, ph, j));
+            op->recv_expected[ph] += rt_geo_chunks(in.len, c->chunk);
+            op->sends_expected += rt_geo_chunks(out.len, c->chunk);
+        }
+    rt_span own = rt_geo_segment(op->n, W, r);
+    size_t chunks = rt_geo_chunks(own.len, c->chunk);
+    for (size_t k = 0; k < chunks; k++)
+        send_chunk(c, op, RT_PHASE_RS, 0, (uint32_t)k, rt_geo_chunk(own, c->chunk, k));
+}
+
+static void add(float *restrict dst, const float *restrict src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
+{
+    const rt_chunk_hdr *h = &ch->h;
+    bool bc = h->phase == RT_PHASE_BC;
+    if (h->count != op->n || bc != (op->kind == RT_OP_BROADCAST) ||
+        (bc && h->root != (uint32_t)op->root)) {
+        int left = rt_left(c);
+        rt_comm_fail(c, FERRY_EPROTO,
+                     "rank %d (%s) sent %s chunks of %llu floats for collective %llu, "
+                     "which this rank runs as a %s of %zu floats: the ranks disagree",
+                     left, c->peers[left], rt_phase_name(h->phase),
+                     (unsigned long long)h->count, (unsigned long long)op->seq,
+                     op_name(op), op->n);
+        rt_chunk_free(ch);
+        return;
+    }
+    rt_span sp;
+    char why[256];
+    if (rt_geo_check(h, c->rank, c->world, c->chunk, &sp, why, sizeof why)) {
+        rt_comm_fail(c, FERRY_EPROTO, "collective %llu: %s", (unsigned long long)op->seq,
+                     why);
+        rt_chunk_free(ch);
+        return;
+    }
+    float *dst = op->buf + sp.off;
+    bool f16 = h->elem == RT_ELEM_F16;
+    if (h->phase == RT_PHASE_RS) {
+        if (f16)
+            rt_half_add_to_float(dst, ch->payload, sp.len);
+        else
+            add(dst, ch->payload, sp.len);
+    } else if (f16) {
+        rt_half_to_float(dst, ch->payload, sp.len);
+    } else {
+        memcpy(dst, ch->payload, sp.len * sizeof(float));
+    }
+    op->recv_done[h->phase]++;
+    op->progress_ns = uv_hrtime();
+    pthread_mutex_lock(&c->mu);
+    c->stats.chunks_lz4 += ch->lz4;
+    c->stats.wire_received += ch->wire_len;
+    pthread_mutex_unlock(&c->mu);
+
+    int W = c->world;
+    if (bc) {
+        if (rt_right(c) != op->root)
+            send_chunk(c, op, RT_PHASE_BC, 0, h->chunk, sp);
+    } else if (h->ring_step + 2 < (uint32_t)W) {
+        send_chunk(c, op, h->phase, h->ring_step + 1, h->chunk, sp);
+    } else if (h->phase == RT_PHASE_RS) {
+        /* This rank now holds the chunk's complete sum. */
+        if (c->compress == RT_COMPRESS_FP16)
+            rt_half_round(dst, sp.len);
+        send_chunk(c, op, RT_PHASE_AG, 0, h->chunk, sp);
+    }
+    rt_chunk_free(ch);
+}
+
+void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
+{
+    uint64_t limit = (uint64_t)c->timeout_ms * 1000000ull;
+    for (rt_comm_op *op = c->active; op; op = op->next) {
+        if (complete(op) || now_ns - op->progress_ns <= limit)
+            continue;
+        double quiet = (double)(now_ns - op->progress_ns) / 1e9;
+        int ph = 0;
+        while (ph < 2 && op->recv_done[ph] == op->recv_expected[ph])
+            ph++;
+        if (op->recv_done[ph] < op->recv_expected[ph]) {
+            int left = rt_left(c);
+            rt_comm_fail(c, FERRY_ETIMEDOUT,
+                         "rank %d (%s) sent nothing for %.1f s: %s %llu of %zu floats, "
+                         "%s: %zu of %zu chunks received; it is dead, hung or not in this "
+                         "collective",
+                         left, c->peers[left], quiet, op_name(op),
+                         (unsigned long long)op->seq, op->n, rt_phase_name((uint32_t)ph),
+                         op->recv_done[ph], op->recv_expected[ph]);
+        } else {
+            int right = rt_right(c);
+            rt_comm_fail(c, FERRY_ETIMEDOUT,
+                         "rank %d (%s) acknowledged nothing for %.1f s: %s %llu of %zu "
+                         "floats, %zu of %zu chunks sent",
+                         right, c->peers[right], quiet, op_name(op),
+                         (unsigned long long)op->seq, op->n, op->sends_done,
+                         op->sends_expected);
+        }
+        return;
+    }
+}
+
+void rt_ring_retry_due(rt_comm *c, uint64_t now_ns)
+{
+    rt_send *due[64];
+    size_t n = 0;
+    for (rt_send *s = c->sends; s && n < 64; s = s->next)
+        if (s->waiting && s->retry_at <= now_ns)
+            due[n++] = s;
+    for (size_t i = 0; i < n; i++) {
+        due[i]->waiting = false;
+        issue(c, due[i]);
+    }
+}
+
+void rt_ring_cancel_sends(rt_comm *c)
+{
+    for (rt_send *s = c->sends, *next; s; s = next) {
+        next = s->next;
+        if (s->waiting)
+            send_free(c, s);
+        else
+            rpc_call_cancel(&s->call);
+    }
+}
+
+void rt_ring_release(rt_comm *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int err = c->error;
+    for (rt_comm_op **p = &c->active; *p;) {
+        rt_comm_op *op = *p;
+        bool ok = complete(op);
+        if (ok || (err && op->inflight == 0)) {
+            *p = op->next;
+            c->stats.ops += ok;
+            op->result = ok ? 0 : err;
+            op->done = true; /* the waiter may free it from here on */
+            continue;
+        }
+        p = &op->next;
+    }
+    uint64_t low = c->next_seq + 1;
+    for (rt_comm_op *op = c->active; op; op = op->next)
+        low = op->seq < low ? op->seq : low;
+    for (rt_comm_op *op = c->queue; op; op = op->next)
+        low = op->seq < low ? op->seq : low;
+    atomic_store(&c->done_upto, low - 1);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+
+    /* Chunks of collectives that are over can only be strays. */
+    for (rt_chunk **q = &c->pending; *q;) {
+        rt_chunk *ch = *q;
+        if (ch->h.seq < low) {
+            *q = ch->next;
+            rt_chunk_free(ch);
+        } else {
+            q = &ch->next;
+        }
+    }
+}
