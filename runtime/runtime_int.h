@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "runtime.h"
+#include "runtime/collective/collective.h"
 
 /* ---- module cache (modcache.c) -------------------------------------------- */
 
@@ -49,9 +50,10 @@ typedef struct rt_stats {
 typedef struct rt_guard {
     rt_worker *w;
     rpc_handler inner;
+    void *data; /* the inner handler's data; NULL: the worker */
 } rt_guard;
 
-#define RT_GUARDED_METHODS 4 /* LoadModule, Call, Stats, Shutdown */
+#define RT_GUARDED_METHODS 5 /* LoadModule, Call, Stats, Shutdown, ReduceChunk */
 
 struct rt_worker {
     rpc_server *srv;
@@ -65,6 +67,7 @@ struct rt_worker {
     atomic_llong shutdown_grace_ms; /* from a Shutdown call; -1: none came */
     rt_guard guards[RT_GUARDED_METHODS];
     ferry_device_t *device; /* what ctx->device points at */
+    rt_hub *hub;            /* collective sessions, fed by ReduceChunk */
     /* The one training session this worker runs (train_fn.c), NULL when
      * none; train_lock guards the pointer, not the session's work. */
     pthread_mutex_t train_lock;

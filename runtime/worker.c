@@ -50,7 +50,7 @@ static void guarded(rpc_srv_call *sc, rpc_msg *req, void *data)
     const char *tok = rpc_srv_metadata(sc, RPC_TOKEN_KEY, &len);
     /* Constant time in the token's bytes; its length is no secret. */
     if (tok && len == g->w->token_len && CRYPTO_memcmp(tok, g->w->token, len) == 0) {
-        g->inner(sc, req, g->w);
+        g->inner(sc, req, g->data ? g->data : g->w);
         return;
     }
     const char *why = tok ? "wrong cluster token" : "missing cluster token";
@@ -99,6 +99,7 @@ static void worker_free(rt_worker *w)
     /* The session computes with a module's model on the device: it ends
      * before either goes. */
     rt_train_session_free(w);
+    rt_hub_destroy(w->hub);
     rt_device_close(w->device);
     rt_modcache_destroy(w->cache);
     pthread_mutex_destroy(&w->train_lock);
@@ -154,7 +155,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         goto fail;
     }
     snprintf(w->id.device, sizeof w->id.device, "%s", w->device->description);
-    if ((rc = rt_modcache_create(cache, &w->cache)))
+    if ((rc = rt_modcache_create(cache, &w->cache)) || (rc = rt_hub_create(&w->hub)))
         goto fail;
 
     /* LoadModule writes a file and dlopens, so it stays on the pool and,
@@ -168,12 +169,19 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         {RT_METHOD_CALL, rt_call_handler, 0},
         {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
         {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
+        /* Files the chunk and wakes the session's thread: never blocks. */
+        {RT_METHOD_REDUCE_CHUNK, NULL, RPC_METHOD_INLINE},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
         {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE},
     };
     for (int i = 0; i < RT_GUARDED_METHODS; i++) {
-        w->guards[i] = (rt_guard){w, guarded_methods[i].inner};
+        /* ReduceChunk is the hub's handler, with the hub as its data. */
+        bool hub = !guarded_methods[i].inner;
+        w->guards[i] = (rt_guard){.w = w,
+                                  .inner = hub ? rt_reduce_chunk_handler
+                                               : guarded_methods[i].inner,
+                                  .data = hub ? (void *)w->hub : NULL};
         methods[1 + i] = (rpc_method){guarded_methods[i].name, guarded, &w->guards[i],
                                       guarded_methods[i].flags};
     }
