@@ -175,9 +175,13 @@ static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t 
 
     ly_dense_grad(dev, n, DENSE, OUT, a.h, p + off[FC2_W], a.dz, a.dh, grad + off[FC2_W],
                   grad + off[FC2_B]);
+    ferry_model_grad_ready(mc, FC2_W);
+    ferry_model_grad_ready(mc, FC2_B);
     ops->relu_grad(dev, a.dh, a.dh, a.h, (size_t)n * DENSE);
     ly_dense_grad(dev, n, FLAT, DENSE, a.p2, p + off[FC1_W], a.dh, a.dp2,
                   grad + off[FC1_W], grad + off[FC1_B]);
+    ferry_model_grad_ready(mc, FC1_W);
+    ferry_model_grad_ready(mc, FC1_B);
     if ((rc = ops->maxpool_grad(dev, &s.pool2, a.a2, a.p2, a.dp2, a.da2)))
         return rc;
     ops->relu_grad(dev, a.da2, a.da2, a.a2, (size_t)n * A2);
@@ -185,6 +189,8 @@ static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t 
                           grad + off[CONV2_W], grad + off[CONV2_B]);
     if (rc)
         return rc;
+    ferry_model_grad_ready(mc, CONV2_W);
+    ferry_model_grad_ready(mc, CONV2_B);
     if ((rc = ops->maxpool_grad(dev, &s.pool1, a.a1, a.p1, a.dp1, a.da1)))
         return rc;
     ops->relu_grad(dev, a.da1, a.da1, a.a1, (size_t)n * A1);

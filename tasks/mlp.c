@@ -96,9 +96,13 @@ static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t 
         return rc;
     ly_dense_grad(dev, n, H2, OUT, a.h2, p + off[FC3_W], a.dz, a.dh2, grad + off[FC3_W],
                   grad + off[FC3_B]);
+    ferry_model_grad_ready(mc, FC3_W);
+    ferry_model_grad_ready(mc, FC3_B);
     dev->ops->relu_grad(dev, a.dh2, a.dh2, a.h2, (size_t)n * H2);
     ly_dense_grad(dev, n, H1, H2, a.h1, p + off[FC2_W], a.dh2, a.dh1, grad + off[FC2_W],
                   grad + off[FC2_B]);
+    ferry_model_grad_ready(mc, FC2_W);
+    ferry_model_grad_ready(mc, FC2_B);
     dev->ops->relu_grad(dev, a.dh1, a.dh1, a.h1, (size_t)n * H1);
     /* The first layer's input is the data: it needs no gradient. */
     ly_dense_grad(dev, n, IN, H1, b->x, p + off[FC1_W], a.dh1, NULL, grad + off[FC1_W],

@@ -69,6 +69,13 @@ typedef struct ferry_model_ops_t {
     void (*uniform)(ferry_model_ctx_t *mc, float *out, size_t n, float bound);
     void (*log)(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+    /* Added in ferry 0.2 (check `size`, or call ferry_model_grad_ready()):
+     * during loss_grad, says that the gradient of params[tensor] is final,
+     * so that synchronous training can start summing it across the workers
+     * while the model still computes the others (what DDP's autograd hooks
+     * do). Optional: a model that never calls it trains the same, with no
+     * overlap. On a GPU, "final" is in the device's stream order. */
+    void (*grad_ready)(ferry_model_ctx_t *mc, int tensor);
 } ferry_model_ops_t;
 
 struct ferry_model_ctx_t {
@@ -110,6 +117,16 @@ typedef struct ferry_model_t {
 
 #define FERRY_MODEL_HEADER                                                               \
     .version = FERRY_MODEL_ABI_VERSION, .size = sizeof(ferry_model_t)
+
+/* Calls mc->ops->grad_ready when the runtime has it (a runtime older than
+ * the member has a smaller ops table). */
+static inline void ferry_model_grad_ready(ferry_model_ctx_t *mc, int tensor)
+{
+    const ferry_model_ops_t *o = mc->ops;
+    if (o->size >= offsetof(ferry_model_ops_t, grad_ready) + sizeof o->grad_ready &&
+        o->grad_ready)
+        o->grad_ready(mc, tensor);
+}
 
 /* Elements of one parameter tensor. */
 static inline size_t ferry_param_count(const ferry_param_t *p)

@@ -40,12 +40,20 @@ static void mc_log(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
             line);
 }
 
+static void mc_grad_ready(ferry_model_ctx_t *mc, int tensor)
+{
+    rt_model_ctx *c = (rt_model_ctx *)mc;
+    if (c->grad_ready)
+        c->grad_ready(c->grad_ready_arg, tensor);
+}
+
 static const ferry_model_ops_t model_ops = {
     .version = FERRY_MODEL_ABI_VERSION,
     .size = sizeof(ferry_model_ops_t),
     .normal = mc_normal,
     .uniform = mc_uniform,
     .log = mc_log,
+    .grad_ready = mc_grad_ready,
 };
 
 /* Bounds a model's sizes so that products of them fit comfortably in

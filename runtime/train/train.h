@@ -21,12 +21,17 @@
 
 #include "runtime/data/data.h"
 #include "runtime/data/data_int.h"
+#include "runtime/collective/collective.h"
 
 /* ---- the model's context ---------------------------------------------------- */
 
 typedef struct rt_model_ctx {
     ferry_model_ctx_t pub; /* first: models see this */
     rt_rng rng;            /* runtime/data's generator, from the seed */
+    /* Where the model's grad_ready calls go (the trainer's buckets); NULL:
+     * nowhere. Called on the thread running loss_grad. */
+    void (*grad_ready)(void *arg, int tensor);
+    void *grad_ready_arg;
 } rt_model_ctx;
 
 /* Checks the model's descriptor (version, size, kind, input, outputs, a
@@ -71,6 +76,37 @@ void rt_optim_set_lr(rt_optim *opt, float lr);
 void rt_optim_step(rt_optim *opt, float *params, const float *grad);
 void rt_optim_destroy(rt_optim *opt);
 
+/* ---- synchronous data parallelism (sync.c) ------------------------------------- */
+
+typedef struct rt_sync rt_sync;
+
+/* Plans the gradient's all-reduce buckets for model `m` (at least
+ * `bucket_bytes` each, 0: 256 KiB) over `comm`. Returns 0 or FERRY_ENOMEM. */
+int rt_sync_create(const ferry_model_t *m, ferry_device_t *dev, rt_comm *comm,
+                   size_t bucket_bytes, rt_sync **out, char *err, size_t errlen);
+void rt_sync_destroy(rt_sync *s);
+/* On the cpu, where the model must write its gradient (inside the
+ * reduction buffer, which lives as long as `s`); NULL on other devices,
+ * where the trainer's own device buffer is copied in and out. */
+float *rt_sync_model_grad(rt_sync *s);
+int rt_sync_buckets(const rt_sync *s);
+/* Before loss_grad: `grad` is the model's gradient buffer, `weight` this
+ * rank's samples over the global batch's (its gradient is a mean over its
+ * own samples). */
+void rt_sync_step_begin(rt_sync *s, float *grad, float weight);
+/* The model's grad_ready (rt_model_ctx.grad_ready with `s` as its arg). */
+void rt_sync_grad_ready(void *s, int tensor);
+/* After loss_grad (computed) or instead of it (no samples here): starts
+ * what is left, waits for every bucket and leaves the global batch's mean
+ * gradient in `grad` and its mean loss in *global_loss. 0 or FERRY_E*
+ * with `err` set. */
+int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
+                     bool (*cancelled)(void *), void *arg, char *err, size_t errlen);
+/* Replaces every rank's parameters (device) with rank 0's. */
+int rt_sync_broadcast(rt_sync *s, float *params, char *err, size_t errlen);
+/* Sums `n` host floats across the ranks, in place. */
+int rt_sync_sum(rt_sync *s, float *host, size_t n, char *err, size_t errlen);
+
 /* ---- the trainer -------------------------------------------------------------- */
 
 typedef struct rt_train_opts {
@@ -78,6 +114,10 @@ typedef struct rt_train_opts {
     rt_optim_opts optim;
     uint64_t seed;        /* parameters and shuffling */
     int rank, world;      /* 0 and 1 for one worker (0 world: 1) */
+    /* Synchronous data parallelism over `world` ranks (NULL: alone). Not
+     * owned; must outlive the trainer. */
+    rt_comm *comm;
+    size_t bucket_bytes; /* 0: 256 KiB */
     const char *data_dir; /* NULL: RT_FMNIST_DIR */
     int eval_batch;       /* 0: 256 */
     /* With epochs > 0 and cosine, the learning rate follows
@@ -98,6 +138,11 @@ typedef struct rt_epoch_stats {
     double train_s;       /* wall time of the steps (data waits included) */
     double eval_s;
     double samples_per_s; /* samples / train_s */
+    /* With a comm, losses, accuracy and `samples` are over every rank;
+     * these are this rank's own. */
+    size_t local_samples;
+    double compute_s;   /* in loss_grad */
+    double allreduce_s; /* waiting for the gradient's all-reduce after loss_grad */
 } rt_epoch_stats;
 
 typedef struct rt_trainer rt_trainer;
@@ -113,6 +158,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
  * Returns 0 or FERRY_E* with `err` set. */
 int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
                      void *arg, char *err, size_t errlen);
+/* All-reduce buckets a step (0 alone). */
+int rt_trainer_buckets(const rt_trainer *t);
 /* Steps (global batches) in an epoch. */
 size_t rt_trainer_steps(const rt_trainer *t);
 /* Length of the flat parameter buffer, padding included (ferry_model_layout). */

@@ -23,6 +23,7 @@ typedef struct rt_train_session {
     uint64_t id;
     const rt_module *m;
     rt_trainer *t;
+    rt_comm *comm; /* sync mode: the collectives between the ranks */
     bool busy; /* an epoch is running; under the worker's train_lock */
 } rt_train_session;
 
@@ -31,6 +32,7 @@ static void session_free(rt_train_session *s)
     if (!s)
         return;
     rt_trainer_destroy(s->t);
+    rt_comm_destroy(s->comm);
     free(s);
 }
 
@@ -38,6 +40,13 @@ void rt_train_session_free(rt_worker *w)
 {
     session_free(w->session);
     w->session = NULL;
+}
+
+static void free_peers(char **peers, int n)
+{
+    for (int i = 0; peers && i < n; i++)
+        free(peers[i]);
+    free(peers);
 }
 
 /* Packs `msg` as the call's result. */
@@ -85,12 +94,44 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown schedule '%s' (constant or cosine)", a->schedule);
     uint64_t id = a->session;
+    /* Sync mode: the collective session is named by the training session's
+     * id, and every rank gets the same chunk size from the master. */
+    rt_comm_opts co = {.session = id,
+                       .rank = (int)a->rank,
+                       .world = a->world > 1 ? (int)a->world : 1,
+                       .chunk_bytes = a->chunk_bytes,
+                       .compress = (rt_compress)rt_compress_parse(a->grad_compression),
+                       .timeout_ms = a->timeout_ms};
+    size_t bucket_bytes = a->bucket_bytes;
+    char **peers = NULL;
+    if (rc == 0 && co.world > 1) {
+        if (a->n_peers != (size_t)co.world || a->rank >= a->world)
+            rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                                "rank %u of %u workers with %zu peer addresses", a->rank,
+                                a->world, a->n_peers);
+        else if (a->batch && a->batch < a->world)
+            rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                                "the global batch of %u is smaller than the %u workers: "
+                                "each needs at least one sample a step",
+                                a->batch, a->world);
+        else if ((int)co.compress < 0)
+            rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                                "unknown gradient compression '%s' (none, lz4 or fp16)",
+                                a->grad_compression);
+        else if (!(peers = calloc(a->n_peers, sizeof *peers)))
+            rc = FERRY_ENOMEM;
+        for (size_t i = 0; rc == 0 && i < a->n_peers; i++)
+            if (!(peers[i] = strdup(a->peers[i])))
+                rc = FERRY_ENOMEM;
+    }
     if (!o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",
                             a->optimizer);
     ferry__train_begin__free_unpacked(a, NULL);
-    if (rc)
+    if (rc) {
+        free_peers(peers, co.world);
         return rc;
+    }
 
     pthread_mutex_lock(&w->train_lock);
     rt_train_session *old = w->session;
@@ -110,6 +151,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     *s = (rt_train_session){.id = id, .m = m, .busy = true};
     w->session = s;
     pthread_mutex_unlock(&w->train_lock);
+    co.token = w->token; /* peers check it like any caller's */
     if (old)
         ctx->ops->log(ctx, FERRY_LOG_WARN,
                       "session %llu of %s replaced: it was left idle",
@@ -117,7 +159,17 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     session_free(old);
 
     char err[1024] = "";
-    rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
+    if (co.world > 1) {
+        co.peers = (const char *const *)peers;
+        rc = rt_comm_create(w->hub, &co, &s->comm, err, sizeof err);
+        o.rank = co.rank;
+        o.world = co.world;
+        o.comm = s->comm;
+        o.bucket_bytes = bucket_bytes;
+    }
+    free_peers(peers, co.world);
+    if (rc == 0)
+        rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
     if (rc) {
@@ -134,6 +186,9 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     r.test_samples = rt_trainer_dataset(s->t, false)->n;
     r.device = (char *)ctx->device->description;
     r.steps_per_epoch = rt_trainer_steps(s->t);
+    r.rank = (uint32_t)o.rank;
+    r.world = (uint32_t)o.world;
+    r.buckets = (uint32_t)rt_trainer_buckets(s->t);
     return reply(ctx, &r.base, out);
 }
 
@@ -201,6 +256,9 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     r.train_s = st.train_s;
     r.eval_s = st.eval_s;
     r.samples_per_s = st.samples_per_s;
+    r.allreduce_s = st.allreduce_s;
+    r.compute_s = st.compute_s;
+    r.local_samples = st.local_samples;
     return reply(ctx, &r.base, out);
 }
 

@@ -33,6 +33,8 @@ struct rt_trainer {
     float *x, *targets;
     int32_t *labels;
     rt_optim *opt;
+    rt_sync *sync; /* with a comm of more than one rank */
+    bool grad_borrowed; /* t->grad lies in the sync's reduction buffer */
     int epoch;
     uint64_t steps_done; /* optimizer steps, for the schedule */
 };
@@ -95,7 +97,18 @@ static int alloc_buffers(rt_trainer *t, int batch_max, char *err, size_t errlen)
     const ferry_device_ops_t *ops = dev->ops;
     t->plen = ferry_model_layout(t->m, NULL);
     t->params = ops->alloc(dev, t->plen * sizeof(float));
-    t->grad = ops->alloc(dev, t->plen * sizeof(float));
+    if (t->o.comm && t->o.world > 1) {
+        int rc = rt_sync_create(t->m, dev, t->o.comm, t->o.bucket_bytes, &t->sync, err,
+                                errlen);
+        if (rc)
+            return rc;
+        t->grad = rt_sync_model_grad(t->sync);
+        t->grad_borrowed = t->grad != NULL;
+        t->mc.grad_ready = rt_sync_grad_ready;
+        t->mc.grad_ready_arg = t->sync;
+    }
+    if (!t->grad)
+        t->grad = ops->alloc(dev, t->plen * sizeof(float));
     bool ok = t->params && t->grad;
     if (ok && dev->kind != FERRY_DEVICE_CPU) {
         size_t feats = (size_t)t->set[0]->features;
@@ -129,6 +142,15 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     else
         rc = t->dev->ops->upload(t->dev, t->params, host, t->plen * sizeof(float));
     free(host);
+    /* Every rank draws the same values from the seed, but the design says
+     * rank 0's are the ones: a model whose init is not deterministic still
+     * starts identical everywhere. */
+    if (rc == 0 && t->sync) {
+        char why[512] = "";
+        if ((rc = rt_sync_broadcast(t->sync, t->params, why, sizeof why)))
+            snprintf(err, errlen, "cannot receive the initial parameters from rank 0: %s",
+                     why);
+    }
     return rc;
 }
 
@@ -169,7 +191,12 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     if (rc == 0 && (rc = rt_loader_create(t->set[0], &lo, &t->train)))
         snprintf(err, errlen, "cannot create the training loader: %s",
                  ferry_strerror(rc));
-    lo = (rt_loader_opts){.batch = t->o.eval_batch, .world = 1, .seed = o->seed};
+    /* In sync mode each rank evaluates its slice of every global test
+     * batch, and the sums are reduced: the whole test set, counted once. */
+    lo = (rt_loader_opts){.batch = t->o.eval_batch * t->o.world,
+                          .rank = t->o.rank,
+                          .world = t->o.world,
+                          .seed = o->seed};
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
         snprintf(err, errlen, "cannot create the test loader: %s", ferry_strerror(rc));
     if (rc) {
@@ -228,10 +255,79 @@ static int evaluate(rt_trainer *t, rt_epoch_stats *st, char *err, size_t errlen)
         snprintf(err, errlen, "evaluation: %s", ferry_strerror(rc));
         return rc;
     }
+    if (t->sync) {
+        /* Counts below 2^24 are exact in float32; the test sets are far
+         * smaller. */
+        float sums[3] = {(float)loss_sum, (float)right, (float)seen};
+        char why[512] = "";
+        if ((rc = rt_sync_sum(t->sync, sums, 3, why, sizeof why))) {
+            snprintf(err, errlen, "evaluation: summing over the ranks: %s", why);
+            return rc;
+        }
+        loss_sum = sums[0];
+        right = (size_t)sums[1];
+        seen = (size_t)sums[2];
+    }
     st->test_loss = seen ? loss_sum / (double)seen : 0;
     st->test_accuracy =
         t->m->kind == FERRY_MODEL_CLASSIFIER && seen ? (double)right / (double)seen : 0;
     return 0;
+}
+
+static void set_schedule(rt_trainer *t)
+{
+    if (t->o.cosine && t->o.epochs > 0) {
+        double total = (double)rt_trainer_steps(t) * t->o.epochs;
+        double frac = fmin((double)t->steps_done / total, 1.0);
+        rt_optim_set_lr(t->opt, (float)(t->o.optim.lr * 0.5 * (1.0 + cos(M_PI * frac))));
+    }
+}
+
+/* Samples in global batch `step` (0-based) of an epoch. */
+static size_t global_batch(const rt_trainer *t, size_t step)
+{
+    size_t n = t->set[0]->n, b = (size_t)t->o.batch, at = step * b;
+    return n - at < b ? n - at : b;
+}
+
+/* One step's forward, backward and (sync) gradient sum: the loss to step
+ * on in *loss (in sync mode the global batch's), the step's global samples
+ * in *samples. */
+static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoch,
+                   float *loss, size_t *samples, rt_epoch_stats *st,
+                   bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+{
+    *loss = 0;
+    *samples = t->sync ? global_batch(t, step - 1) : (size_t)hb->n;
+    if (t->sync)
+        rt_sync_step_begin(t->sync, t->grad, (float)hb->n / (float)*samples);
+    double t0 = now_s();
+    int rc = 0;
+    if (hb->n > 0) {
+        ferry_batch_t b;
+        if ((rc = to_device(t, hb, &b))) {
+            snprintf(err, errlen, "epoch %d step %zu: cannot copy the batch to %s: %s",
+                     epoch, step, t->dev->name, ferry_strerror(rc));
+            return rc;
+        }
+        if ((rc = t->m->loss_grad(&t->mc.pub, t->params, &b, t->grad, loss))) {
+            snprintf(err, errlen, "the model's loss_grad failed at epoch %d step %zu: %s",
+                     epoch, step, ferry_strerror(rc));
+            return rc;
+        }
+    }
+    double t1 = now_s();
+    st->compute_s += t1 - t0;
+    if (!t->sync)
+        return 0;
+    char why[512] = "";
+    float local = *loss;
+    rc = rt_sync_step_end(t->sync, local, hb->n > 0, loss, cancelled, arg, why, sizeof why);
+    st->allreduce_s += now_s() - t1;
+    if (rc)
+        snprintf(err, errlen, "epoch %d step %zu: all-reduce of the gradient: %s", epoch,
+                 step, why);
+    return rc;
 }
 
 int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
@@ -253,35 +349,24 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
             snprintf(err, errlen, "training cancelled at epoch %d step %zu", epoch, step);
             return FERRY_ECANCELED;
         }
-        if (hb->n == 0)
+        if (hb->n == 0 && !t->sync)
             continue;
-        ferry_batch_t b;
         float loss = 0;
-        if ((rc = to_device(t, hb, &b))) {
-            snprintf(err, errlen, "epoch %d step %zu: cannot copy the batch to %s: %s",
-                     epoch, step, t->dev->name, ferry_strerror(rc));
+        size_t samples = 0;
+        if ((rc = compute(t, hb, step, epoch, &loss, &samples, st, cancelled, arg, err,
+                          errlen)))
             return rc;
-        }
-        if ((rc = t->m->loss_grad(&t->mc.pub, t->params, &b, t->grad, &loss))) {
-            snprintf(err, errlen, "the model's loss_grad failed at epoch %d step %zu: %s",
-                     epoch, step, ferry_strerror(rc));
-            return rc;
-        }
         if (!isfinite(loss)) {
             snprintf(err, errlen, "loss is %s at epoch %d step %zu: training stopped",
                      isnan(loss) ? "nan" : "infinite", epoch, step);
             return FERRY_ERANGE;
         }
-        if (t->o.cosine && t->o.epochs > 0) {
-            double total = (double)rt_trainer_steps(t) * t->o.epochs;
-            double frac = fmin((double)t->steps_done / total, 1.0);
-            rt_optim_set_lr(t->opt,
-                            (float)(t->o.optim.lr * 0.5 * (1.0 + cos(M_PI * frac))));
-        }
+        set_schedule(t);
         rt_optim_step(t->opt, t->params, t->grad);
         t->steps_done++;
-        loss_sum += (double)loss * hb->n;
-        st->samples += (size_t)hb->n;
+        loss_sum += (double)loss * (double)samples;
+        st->samples += samples;
+        st->local_samples += (size_t)hb->n;
     }
     if ((rc = t->dev->ops->sync(t->dev))) {
         snprintf(err, errlen, "epoch %d: %s failed: %s", epoch, t->dev->name,
@@ -298,6 +383,11 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
         return rc;
     st->eval_s = now_s() - t1;
     return 0;
+}
+
+int rt_trainer_buckets(const rt_trainer *t)
+{
+    return t->sync ? rt_sync_buckets(t->sync) : 0;
 }
 
 size_t rt_trainer_steps(const rt_trainer *t)
@@ -327,10 +417,12 @@ void rt_trainer_destroy(rt_trainer *t)
     rt_loader_destroy(t->train);
     rt_loader_destroy(t->test);
     rt_optim_destroy(t->opt);
+    rt_sync_destroy(t->sync);
     if (t->dev) {
         const ferry_device_ops_t *ops = t->dev->ops;
         ops->free(t->dev, t->params);
-        ops->free(t->dev, t->grad);
+        if (!t->grad_borrowed)
+            ops->free(t->dev, t->grad);
         ops->free(t->dev, t->x);
         ops->free(t->dev, t->labels);
         ops->free(t->dev, t->targets);
