@@ -113,21 +113,27 @@ static void gather_done(cl_req *r)
 int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
                      const ferry_bytes_t *in, ferry_bytes_t *out)
 {
-    if (bad_args(cl, m, function) || !out)
+    return cluster_call_first(cl, m, function, cl ? cl->n : 0, in, out);
+}
+
+int cluster_call_first(cluster *cl, const cluster_module *m, const char *function,
+                       size_t n, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    if (bad_args(cl, m, function) || !out || n == 0 || n > cl->n)
         return FERRY_EINVAL;
-    memset(out, 0, cl->n * sizeof *out);
+    memset(out, 0, n * sizeof *out);
     int rc = prepare(cl, m, NULL);
     if (rc)
         return rc;
-    gather g = {.n = cl->n, .pending = cl->n};
-    g.reqs = calloc(cl->n, sizeof *g.reqs);
-    g.cancelled = calloc(cl->n, sizeof *g.cancelled);
+    gather g = {.n = n, .pending = n};
+    g.reqs = calloc(n, sizeof *g.reqs);
+    g.cancelled = calloc(n, sizeof *g.cancelled);
     if (!g.reqs || !g.cancelled) {
         free(g.reqs);
         free(g.cancelled);
         return FERRY_ENOMEM;
     }
-    for (size_t i = 0; i < cl->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         g.reqs[i].index = i;
         start_call(cl, &g.reqs[i], &cl->nodes[i], m, function, in ? &in[i] : NULL,
                    gather_done, &g);
@@ -135,10 +141,10 @@ int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
     cl_run(cl, &g.pending);
     /* The failure to report is the first in rank order that is not one of
      * the cancellations it caused. */
-    rc = cl_first_error(cl, g.reqs, cl->n, g.cancelled);
-    for (size_t i = 0; i < cl->n && !rc; i++)
+    rc = cl_first_error(cl, g.reqs, n, g.cancelled);
+    for (size_t i = 0; i < n && !rc; i++)
         pw_call_result(&g.reqs[i].call, &out[i].data, &out[i].len);
-    cl_reqs_free(g.reqs, cl->n);
+    cl_reqs_free(g.reqs, n);
     free(g.cancelled);
     return rc;
 }

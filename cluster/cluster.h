@@ -113,6 +113,11 @@ int cluster_call(cluster *cl, const cluster_module *m, int rank, const char *fun
 int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
                      const ferry_bytes_t *in, ferry_bytes_t *out);
 
+/* cluster_call_all() on ranks 0..n-1 only (in and out have n entries):
+ * a training session on the first n workers. */
+int cluster_call_first(cluster *cl, const cluster_module *m, const char *function,
+                       size_t n, const ferry_bytes_t *in, ferry_bytes_t *out);
+
 /* A work queue: runs `n` calls of `function`, in[i] -> out[i], keeping up to
  * `depth` calls in flight on each live worker (0: 16). A worker that dies is
  * dropped and its work handed to others; the first call failure that is the

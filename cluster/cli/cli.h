@@ -53,9 +53,17 @@ typedef struct cli_train_opts {
     const char *data_dir; /* NULL: the worker's default */
     bool json;
     bool classifier; /* the model's kind: reports accuracy */
+    /* Where it trains: "single" (worker 0), "sync" (data-parallel over the
+     * first `workers`, 0: all), or NULL: sync when the cluster has more
+     * than one worker. */
+    const char *mode;
+    int workers;
+    const char *grad_compression; /* "none", "lz4", "fp16" */
+    long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
 } cli_train_opts;
 
-/* Trains the model of module `m` (file `module`, task `task`) on worker 0:
+/* Trains the model of module `m` (file `module`, task `task`) on worker 0,
+ * or in sync mode on the first o->workers workers together:
  * a line before, a progress line an epoch, and a summary (or, with json, one
  * JSON object on stdout and the lines on stderr). Returns 0 or FERRY_E*,
  * the error printed. */

@@ -19,8 +19,9 @@ static const char usage[] =
     "Ships the task module to every worker of the cluster running under\n"
     "$FERRY_HOME (once per worker: modules are content-addressed), then:\n"
     "  - a module with a driver: runs the driver here, with ARGS;\n"
-    "  - a module with a model and no driver: trains the model on worker 0,\n"
-    "    printing a line an epoch (loss, test accuracy, samples/s).\n"
+    "  - a module with a model and no driver: trains the model, on every\n"
+    "    worker together (sync) or on worker 0 alone, printing a line an\n"
+    "    epoch (loss, test accuracy, samples/s).\n"
     "Exits 0 when the driver or the training succeeds.\n"
     "\n"
     "options:\n"
@@ -40,7 +41,22 @@ static const char usage[] =
     "      --weight-decay WD   L2 weight decay (default 0)\n"
     "      --seed S            seeds the parameters and the shuffle (default 1)\n"
     "      --data DIR          where the workers find Fashion-MNIST (default\n"
-    "                          /usr/share/datasets/fashion-mnist)\n";
+    "                          /usr/share/datasets/fashion-mnist)\n"
+    "\n"
+    "distributed training:\n"
+    "      --mode MODE         sync: synchronous data parallelism, each worker\n"
+    "                          computing the gradient of its slice of every\n"
+    "                          global batch, summed by a ring all-reduce between\n"
+    "                          the workers (the default with more than one\n"
+    "                          worker); single: worker 0 alone\n"
+    "      --workers K         sync on the first K workers (default: all)\n"
+    "      --grad-compression C  none (default), lz4 (chunks that compress),\n"
+    "                          or fp16 (gradients travel as half floats)\n"
+    "      --chunk-bytes N     all-reduce chunk (default 1048576)\n"
+    "      --bucket-bytes N    gradient bucket started while backward runs\n"
+    "                          (default 262144)\n"
+    "      --timeout-ms N      a worker silent this long mid-step fails the step\n"
+    "                          (default 30000)\n";
 
 static int read_file(const char *path, void **out, size_t *len)
 {
@@ -88,7 +104,13 @@ enum {
     OPT_MOMENTUM,
     OPT_WEIGHT_DECAY,
     OPT_SEED,
-    OPT_DATA
+    OPT_DATA,
+    OPT_MODE,
+    OPT_WORKERS,
+    OPT_GRAD_COMPRESSION,
+    OPT_CHUNK_BYTES,
+    OPT_BUCKET_BYTES,
+    OPT_TIMEOUT_MS,
 };
 
 /* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
@@ -109,6 +131,12 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
         {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
         {"seed", required_argument, NULL, OPT_SEED},
         {"data", required_argument, NULL, OPT_DATA},
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"workers", required_argument, NULL, OPT_WORKERS},
+        {"grad-compression", required_argument, NULL, OPT_GRAD_COMPRESSION},
+        {"chunk-bytes", required_argument, NULL, OPT_CHUNK_BYTES},
+        {"bucket-bytes", required_argument, NULL, OPT_BUCKET_BYTES},
+        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
         {NULL, 0, NULL, 0},
     };
     *o = (cli_train_opts){.epochs = 5,
@@ -116,7 +144,8 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
                           .optimizer = "sgd",
                           .schedule = "cosine",
                           .momentum = 0.9,
-                          .seed = 1};
+                          .seed = 1,
+                          .grad_compression = "none"};
     *trained = false;
     bool lr_given = false;
     optind = 1;
@@ -184,6 +213,40 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
             break;
         case OPT_DATA:
             o->data_dir = optarg;
+            break;
+        case OPT_MODE:
+            name = "--mode";
+            if (strcmp(optarg, "sync") != 0 && strcmp(optarg, "single") != 0)
+                bad = "sync or single";
+            o->mode = optarg;
+            break;
+        case OPT_WORKERS:
+            name = "--workers";
+            if (!conf_parse_long(optarg, 1, 4096, &v))
+                bad = "a number of workers from 1 up";
+            o->workers = (int)v;
+            break;
+        case OPT_GRAD_COMPRESSION:
+            name = "--grad-compression";
+            if (strcmp(optarg, "none") != 0 && strcmp(optarg, "lz4") != 0 &&
+                strcmp(optarg, "fp16") != 0)
+                bad = "none, lz4 or fp16";
+            o->grad_compression = optarg;
+            break;
+        case OPT_CHUNK_BYTES:
+            name = "--chunk-bytes";
+            if (!conf_parse_long(optarg, 64, 256L << 20, &o->chunk_bytes))
+                bad = "a chunk size from 64 bytes to 256 MiB";
+            break;
+        case OPT_BUCKET_BYTES:
+            name = "--bucket-bytes";
+            if (!conf_parse_long(optarg, 64, 1L << 30, &o->bucket_bytes))
+                bad = "a bucket size from 64 bytes to 1 GiB";
+            break;
+        case OPT_TIMEOUT_MS:
+            name = "--timeout-ms";
+            if (!conf_parse_long(optarg, 100, 24L * 3600 * 1000, &o->timeout_ms))
+                bad = "a timeout from 100 ms to a day";
             break;
         case ':':
             cli_err("submit", "%s needs a value", argv[optind - 1]);

@@ -27,26 +27,44 @@ static int pack(const ProtobufCMessage *msg, ferry_bytes_t *b)
     return 0;
 }
 
-/* Calls the built-in `fn` on the training rank with `msg`; on success
- * *reply holds the unpacked result (free it with its descriptor). */
-static int call(cluster *cl, const cluster_module *m, int rank, const char *fn,
-                const ProtobufCMessage *msg, const ProtobufCMessageDescriptor *desc,
+static void free_replies(ProtobufCMessage **reply, int n)
+{
+    for (int r = 0; r < n; r++)
+        if (reply[r])
+            protobuf_c_message_free_unpacked(reply[r], NULL);
+}
+
+/* Calls the built-in `fn` on ranks 0..n-1 at once, in[r] to rank r; on
+ * success reply[r] holds each unpacked result (free them with
+ * free_replies). */
+static int call(cluster *cl, const cluster_module *m, int n, const char *fn,
+                ProtobufCMessage *const *msg, const ProtobufCMessageDescriptor *desc,
                 ProtobufCMessage **reply)
 {
-    ferry_bytes_t in = {0}, out = {0};
-    int rc = pack(msg, &in);
+    ferry_bytes_t in[n], out[n];
+    memset(in, 0, sizeof in);
+    int rc = 0;
+    for (int r = 0; r < n && rc == 0; r++)
+        rc = pack(msg[r], &in[r]);
     if (rc == 0)
-        rc = cluster_call(cl, m, rank, fn, &in, &out);
-    free(in.data);
+        rc = n == 1 ? cluster_call(cl, m, 0, fn, &in[0], &out[0])
+                    : cluster_call_first(cl, m, fn, (size_t)n, in, out);
+    for (int r = 0; r < n; r++)
+        free(in[r].data);
     if (rc)
         return rc;
-    *reply = protobuf_c_message_unpack(desc, NULL, out.len, out.data);
-    cluster_free_bytes(&out);
-    if (!*reply) {
-        cli_err("submit", "worker %d: %s: the reply is not a %s", rank, fn, desc->name);
-        return FERRY_EPROTO;
+    for (int r = 0; r < n; r++) {
+        reply[r] = rc ? NULL : protobuf_c_message_unpack(desc, NULL, out[r].len, out[r].data);
+        cluster_free_bytes(&out[r]);
+        if (!reply[r] && !rc) {
+            reply[r] = NULL;
+            cli_err("submit", "worker %d: %s: the reply is not a %s", r, fn, desc->name);
+            rc = FERRY_EPROTO;
+        }
     }
-    return 0;
+    if (rc)
+        free_replies(reply, n);
+    return rc;
 }
 
 static uint64_t new_session_id(void)
@@ -57,10 +75,15 @@ static uint64_t new_session_id(void)
     return id ? id : 1;
 }
 
+/* What the epochs added up to. */
+typedef struct run_totals {
+    double samples, train_s, allreduce_s, compute_s;
+} run_totals;
+
 static void print_json(const cli_train_opts *o, const char *module, const char *task,
-                       const Ferry__TrainBeginReply *b,
-                       const Ferry__TrainEpochReply *last, double samples, double train_s,
-                       double wall_s, const char *sha)
+                       const char *mode, int workers, const Ferry__TrainBeginReply *b,
+                       const Ferry__TrainEpochReply *last, const run_totals *t,
+                       double wall_s, const char *sha, bool identical)
 {
     printf("{\"module\":");
     json_str(stdout, module);
@@ -68,6 +91,9 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
     json_str(stdout, task);
     printf(",\"device\":");
     json_str(stdout, b->device);
+    printf(",\"mode\":\"%s\",\"workers\":%d,\"grad_compression\":", mode, workers);
+    json_str(stdout, o->grad_compression);
+    printf(",\"buckets\":%u", b->buckets);
     printf(",\"epochs\":%d,\"batch\":%d,\"optimizer\":", o->epochs, o->batch);
     json_str(stdout, o->optimizer);
     printf(",\"schedule\":");
@@ -77,10 +103,49 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
            (unsigned long long)b->params);
     printf(",\"train_loss\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g",
            last->train_loss, last->test_loss, last->test_accuracy);
-    printf(",\"samples_per_s\":%.1f,\"train_s\":%.3f,\"wall_s\":%.3f,\"params_sha256\":",
-           train_s > 0 ? samples / train_s : 0.0, train_s, wall_s);
+    printf(",\"samples_per_s\":%.1f,\"train_s\":%.3f,\"wall_s\":%.3f",
+           t->train_s > 0 ? t->samples / t->train_s : 0.0, t->train_s, wall_s);
+    printf(",\"allreduce_s\":%.3f,\"compute_s\":%.3f,\"allreduce_share\":%.4f",
+           t->allreduce_s, t->compute_s, t->train_s > 0 ? t->allreduce_s / t->train_s : 0.0);
+    printf(",\"params_identical\":%s,\"params_sha256\":", identical ? "true" : "false");
     json_str(stdout, sha);
     printf("}\n");
+}
+
+static void describe_optimizer(const cli_train_opts *o, char *buf, size_t len)
+{
+    if (strcmp(o->optimizer, "sgd") == 0)
+        snprintf(buf, len, "sgd lr %g momentum %g", o->lr, o->momentum);
+    else
+        snprintf(buf, len, "%s lr %g", o->optimizer, o->lr);
+    if (strcmp(o->schedule, "constant") != 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), " (%s schedule)", o->schedule);
+    if (o->weight_decay != 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), " weight decay %g", o->weight_decay);
+}
+
+/* How many workers train: 1 in single mode, else --workers or them all. */
+static int training_workers(cluster *cl, const cli_train_opts *o, const char **mode)
+{
+    int size = (int)cluster_size(cl);
+    bool single = o->mode ? strcmp(o->mode, "single") == 0 : size == 1;
+    *mode = single ? "single" : "sync";
+    if (single)
+        return 1;
+    if (o->workers > size) {
+        cli_err("submit", "--workers %d: the cluster has %d worker%s", o->workers, size,
+                size == 1 ? "" : "s");
+        return -1;
+    }
+    int k = o->workers ? o->workers : size;
+    if (o->batch < k) {
+        cli_err("submit",
+                "the global batch of %d is smaller than the %d workers: each needs at "
+                "least one sample a step (raise --batch or lower --workers)",
+                o->batch, k);
+        return -1;
+    }
+    return k;
 }
 
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
@@ -88,104 +153,153 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
 {
     /* With --json, stdout holds the one JSON object; progress goes to stderr. */
     FILE *progress = o->json ? stderr : stdout;
-    const int rank = 0;
+    const char *mode;
+    int k = training_workers(cl, o, &mode);
+    if (k < 0)
+        return FERRY_EINVAL;
     cluster_set_call_timeout(cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
     uint64_t session = new_session_id();
 
-    Ferry__TrainBegin begin = FERRY__TRAIN_BEGIN__INIT;
-    begin.session = session;
-    begin.batch = (uint32_t)o->batch;
-    begin.optimizer = (char *)o->optimizer;
-    begin.lr = (float)o->lr;
-    begin.momentum = (float)o->momentum;
-    begin.weight_decay = (float)o->weight_decay;
-    begin.seed = o->seed;
-    begin.epochs = (uint32_t)o->epochs;
-    begin.schedule = (char *)o->schedule;
-    begin.data_dir = (char *)(o->data_dir ? o->data_dir : "");
-    Ferry__TrainBeginReply *b = NULL;
-    int rc = call(cl, m, rank, "ferry.train.begin", &begin.base,
-                  &ferry__train_begin_reply__descriptor, (ProtobufCMessage **)&b);
+    const char *peers[k];
+    for (int r = 0; r < k; r++)
+        peers[r] = cluster_target(cl, r);
+    Ferry__TrainBegin begin[k];
+    ProtobufCMessage *msgs[k];
+    for (int r = 0; r < k; r++) {
+        Ferry__TrainBegin *a = &begin[r];
+        ferry__train_begin__init(a);
+        a->session = session;
+        a->batch = (uint32_t)o->batch;
+        a->optimizer = (char *)o->optimizer;
+        a->lr = (float)o->lr;
+        a->momentum = (float)o->momentum;
+        a->weight_decay = (float)o->weight_decay;
+        a->seed = o->seed;
+        a->epochs = (uint32_t)o->epochs;
+        a->schedule = (char *)o->schedule;
+        a->data_dir = (char *)(o->data_dir ? o->data_dir : "");
+        if (k > 1) {
+            a->rank = (uint32_t)r;
+            a->world = (uint32_t)k;
+            a->n_peers = (size_t)k;
+            a->peers = (char **)peers;
+            a->grad_compression = (char *)o->grad_compression;
+            a->chunk_bytes = (uint32_t)o->chunk_bytes;
+            a->bucket_bytes = (uint32_t)o->bucket_bytes;
+            a->timeout_ms = (uint32_t)o->timeout_ms;
+        }
+        msgs[r] = &a->base;
+    }
+    Ferry__TrainBeginReply *b[k];
+    int rc = call(cl, m, k, "ferry.train.begin", msgs, &ferry__train_begin_reply__descriptor,
+                  (ProtobufCMessage **)b);
     if (rc) {
         cli_err("submit", "%s: cannot start training: %s", module, cluster_error(cl));
         return rc;
     }
     char optim[128];
-    if (strcmp(o->optimizer, "sgd") == 0)
-        snprintf(optim, sizeof optim, "sgd lr %g momentum %g", o->lr, o->momentum);
+    describe_optimizer(o, optim, sizeof optim);
+    if (k == 1)
+        fprintf(progress, "training %s on worker 0 (%s)", task, b[0]->device);
     else
-        snprintf(optim, sizeof optim, "%s lr %g", o->optimizer, o->lr);
-    if (strcmp(o->schedule, "constant") != 0)
-        snprintf(optim + strlen(optim), sizeof optim - strlen(optim), " (%s schedule)",
-                 o->schedule);
-    if (o->weight_decay != 0)
-        snprintf(optim + strlen(optim), sizeof optim - strlen(optim), " weight decay %g",
-                 o->weight_decay);
+        fprintf(progress,
+                "training %s in sync mode on %d workers (%s; ring all-reduce, %u bucket%s "
+                "a step%s%s)",
+                task, k, b[0]->device, b[0]->buckets, b[0]->buckets == 1 ? "" : "s",
+                strcmp(o->grad_compression, "none") ? ", gradients as " : "",
+                strcmp(o->grad_compression, "none") ? o->grad_compression : "");
     fprintf(progress,
-            "training %s on worker %d (%s): %llu parameters, %llu training and %llu test "
-            "samples, %s, batch %d, seed %llu\n",
-            task, rank, b->device, (unsigned long long)b->params,
-            (unsigned long long)b->train_samples, (unsigned long long)b->test_samples,
-            optim, o->batch, (unsigned long long)o->seed);
+            ": %llu parameters, %llu training and %llu test samples, %s, batch %d%s, seed "
+            "%llu\n",
+            (unsigned long long)b[0]->params, (unsigned long long)b[0]->train_samples,
+            (unsigned long long)b[0]->test_samples, optim, o->batch,
+            k > 1 ? " (global)" : "", (unsigned long long)o->seed);
     fflush(progress);
 
     Ferry__TrainEpoch ep = FERRY__TRAIN_EPOCH__INIT;
     ep.session = session;
+    for (int r = 0; r < k; r++)
+        msgs[r] = &ep.base;
     Ferry__TrainEpochReply *last = NULL;
-    double samples = 0, train_s = 0;
+    run_totals tot = {0};
     for (int e = 1; e <= o->epochs && rc == 0; e++) {
-        Ferry__TrainEpochReply *r = NULL;
-        rc = call(cl, m, rank, "ferry.train.epoch", &ep.base,
-                  &ferry__train_epoch_reply__descriptor, (ProtobufCMessage **)&r);
+        Ferry__TrainEpochReply *r[k];
+        rc = call(cl, m, k, "ferry.train.epoch", msgs, &ferry__train_epoch_reply__descriptor,
+                  (ProtobufCMessage **)r);
         if (rc) {
-            cli_err("submit", "%s: epoch %d failed: %s", module, e, cluster_error(cl));
+            cli_err("submit", "%s: epoch %d failed%s: %s", module, e,
+                    k > 1 ? " (sync mode: every worker stops with the step)" : "",
+                    cluster_error(cl));
             break;
         }
-        fprintf(
-            progress,
-            "epoch %u/%d  loss %.4f  test_loss %.4f  test_accuracy %.4f  %.0f samples/s  "
-            "%.2f s\n",
-            r->epoch, o->epochs, r->train_loss, r->test_loss, r->test_accuracy,
-            r->samples_per_s, r->train_s + r->eval_s);
+        /* Rank 0's reply speaks for all: losses, accuracy and samples are
+         * reduced over the ranks. */
+        fprintf(progress,
+                "epoch %u/%d  loss %.4f  test_loss %.4f  test_accuracy %.4f  %.0f "
+                "samples/s  %.2f s",
+                r[0]->epoch, o->epochs, r[0]->train_loss, r[0]->test_loss,
+                r[0]->test_accuracy, r[0]->samples_per_s, r[0]->train_s + r[0]->eval_s);
+        if (k > 1)
+            fprintf(progress, "  all-reduce %.0f%% of a step",
+                    r[0]->train_s > 0 ? 100.0 * r[0]->allreduce_s / r[0]->train_s : 0.0);
+        fputc('\n', progress);
         fflush(progress);
-        samples += (double)r->samples;
-        train_s += r->train_s;
+        tot.samples += (double)r[0]->samples;
+        tot.train_s += r[0]->train_s;
+        tot.allreduce_s += r[0]->allreduce_s;
+        tot.compute_s += r[0]->compute_s;
         if (last)
             ferry__train_epoch_reply__free_unpacked(last, NULL);
-        last = r;
+        last = r[0];
+        r[0] = NULL;
+        free_replies((ProtobufCMessage **)r, k);
     }
 
     Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
     end.session = session;
-    Ferry__TrainEndReply *done = NULL;
+    for (int r = 0; r < k; r++)
+        msgs[r] = &end.base;
+    Ferry__TrainEndReply *done[k];
+    memset(done, 0, sizeof done);
+    bool identical = true;
     if (rc == 0) {
-        rc = call(cl, m, rank, "ferry.train.end", &end.base,
-                  &ferry__train_end_reply__descriptor, (ProtobufCMessage **)&done);
+        rc = call(cl, m, k, "ferry.train.end", msgs, &ferry__train_end_reply__descriptor,
+                  (ProtobufCMessage **)done);
         if (rc)
             cli_err("submit", "%s: cannot end training: %s", module, cluster_error(cl));
+        for (int r = 1; rc == 0 && r < k; r++)
+            identical &= strcmp(done[r]->params_sha256, done[0]->params_sha256) == 0;
+        if (!identical) {
+            cli_err("submit", "%s: the workers ended with different parameters", module);
+            rc = FERRY_EPROTO;
+        }
     } else {
-        /* Frees the worker's session now; it would be replaced anyway. */
-        if (call(cl, m, rank, "ferry.train.end", &end.base,
-                 &ferry__train_end_reply__descriptor, (ProtobufCMessage **)&done) == 0)
-            ferry__train_end_reply__free_unpacked(done, NULL);
-        done = NULL;
+        /* Frees the workers' sessions now; they would be replaced anyway. A
+         * worker that died answers nothing: each is asked alone. */
+        for (int r = 0; r < k; r++) {
+            ferry_bytes_t in = {0}, out = {0};
+            if (pack(&end.base, &in) == 0 &&
+                cluster_call(cl, m, r, "ferry.train.end", &in, &out) == 0)
+                cluster_free_bytes(&out);
+            free(in.data);
+        }
     }
     double wall = (double)uv_hrtime() / 1e9 - t0;
     if (rc == 0 && last) {
         if (o->json)
-            print_json(o, module, task, b, last, samples, train_s, wall,
-                       done->params_sha256);
+            print_json(o, module, task, mode, k, b[0], last, &tot, wall,
+                       done[0]->params_sha256, identical);
         else
-            printf("done: %s %.4f after %d epochs, %.0f samples/s, %.1f s\n",
+            printf("done: %s %.4f after %d epochs on %d worker%s, %.0f samples/s, %.1f s\n",
                    o->classifier ? "test_accuracy" : "test_loss",
-                   o->classifier ? last->test_accuracy : last->test_loss, o->epochs,
-                   train_s > 0 ? samples / train_s : 0.0, wall);
+                   o->classifier ? last->test_accuracy : last->test_loss, o->epochs, k,
+                   k == 1 ? "" : "s", tot.train_s > 0 ? tot.samples / tot.train_s : 0.0,
+                   wall);
     }
-    if (done)
-        ferry__train_end_reply__free_unpacked(done, NULL);
+    free_replies((ProtobufCMessage **)done, k);
     if (last)
         ferry__train_epoch_reply__free_unpacked(last, NULL);
-    ferry__train_begin_reply__free_unpacked(b, NULL);
+    free_replies((ProtobufCMessage **)b, k);
     return rc;
 }
