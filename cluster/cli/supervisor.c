@@ -297,6 +297,22 @@ static void on_signal(uv_signal_t *s, int signo)
         maybe_finish(sv);
 }
 
+/* Local workers share this host's cores: each OpenBLAS left to its default
+ * starts a thread per core, and N workers in sync mode would then run N x
+ * cores threads that preempt each other (and the all-reduce) at every
+ * product. Unless the user chose, each worker gets its share. The workers
+ * inherit this environment. */
+static void share_blas_threads(size_t workers)
+{
+    if (getenv("OPENBLAS_NUM_THREADS") || workers == 0)
+        return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long share = cores > 0 ? cores / (long)workers : 1;
+    char v[32];
+    snprintf(v, sizeof v, "%ld", share > 0 ? share : 1);
+    setenv("OPENBLAS_NUM_THREADS", v, 0);
+}
+
 int cli_supervise(const cli_supervisor_opts *o)
 {
     supervisor sv = {.o = o};
@@ -308,6 +324,7 @@ int cli_supervise(const cli_supervisor_opts *o)
         free(sv.w);
         return CLI_FAIL;
     }
+    share_blas_threads(o->n_workers);
     uv_signal_init(&sv.loop, &sv.sigterm);
     uv_signal_init(&sv.loop, &sv.sigint);
     uv_timer_init(&sv.loop, &sv.kill_timer);
