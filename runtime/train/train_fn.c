@@ -61,6 +61,15 @@ static int reply(ferry_ctx_t *ctx, const ProtobufCMessage *msg, ferry_bytes_t *o
     return 0;
 }
 
+/* A peer the collectives lost is this function's failure, not the
+ * master's link to this worker: UNAVAILABLE or DEADLINE_EXCEEDED on the
+ * reply would read as "worker N connection lost" at the master. The text
+ * names the peer. */
+static int as_function_error(int rc)
+{
+    return rc == FERRY_EUNAVAIL || rc == FERRY_ETIMEDOUT ? FERRY_EPIPE : rc;
+}
+
 static int bad_argument(ferry_ctx_t *ctx, const char *what)
 {
     return ctx->ops->fail(ctx, FERRY_EINVAL, "the argument is not a %s message", what);
@@ -176,7 +185,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         w->session = NULL;
         pthread_mutex_unlock(&w->train_lock);
         session_free(s);
-        return ctx->ops->fail(ctx, rc, "%s", err);
+        return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
     }
     pthread_mutex_unlock(&w->train_lock);
 
@@ -246,7 +255,7 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rc = rt_trainer_epoch(s->t, &st, call_cancelled, ctx, err, sizeof err);
     give_back(ctx, s);
     if (rc)
-        return ctx->ops->fail(ctx, rc, "%s", err);
+        return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
     Ferry__TrainEpochReply r = FERRY__TRAIN_EPOCH_REPLY__INIT;
     r.epoch = (uint32_t)st.epoch;
     r.train_loss = st.train_loss;
