@@ -379,10 +379,12 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
     return rc;
 }
 
-int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen)
+/* Starts and waits: the blocking forms. */
+static int run(rt_comm *c, int kind, float *buf, size_t n, int root, char *err,
+               size_t errlen)
 {
     rt_comm_op *op;
-    int rc = rt_comm_allreduce_start(c, buf, n, &op);
+    int rc = start(c, kind, buf, n, root, &op);
     if (rc) {
         pthread_mutex_lock(&c->mu);
         snprintf(err, errlen, "%s", c->errmsg[0] ? c->errmsg : ferry_strerror(rc));
@@ -392,17 +394,14 @@ int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen
     return rt_comm_wait(c, op, NULL, NULL, err, errlen);
 }
 
+int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen)
+{
+    return run(c, RT_OP_ALLREDUCE, buf, n, 0, err, errlen);
+}
+
 int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root, char *err, size_t errlen)
 {
-    rt_comm_op *op;
-    int rc = rt_comm_broadcast_start(c, buf, n, root, &op);
-    if (rc) {
-        pthread_mutex_lock(&c->mu);
-        snprintf(err, errlen, "%s", c->errmsg[0] ? c->errmsg : ferry_strerror(rc));
-        pthread_mutex_unlock(&c->mu);
-        return rc;
-    }
-    return rt_comm_wait(c, op, NULL, NULL, err, errlen);
+    return run(c, RT_OP_BROADCAST, buf, n, root, err, errlen);
 }
 
 void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out)
