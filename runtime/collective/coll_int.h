@@ -66,7 +66,8 @@ void rt_chunk_free(rt_chunk *ch);
 typedef struct rt_send rt_send;
 
 struct rt_comm_op {
-    rt_comm_op *next; /* in the queue, then in the active list */
+    rt_comm_op *next;  /* in the queue, then in the active list */
+    rt_comm_op *owned; /* every op not yet freed by a wait, under mu */
     uint64_t seq;
     int kind;
     float *buf;
@@ -99,6 +100,7 @@ struct rt_comm {
     pthread_cond_t cv;
     rt_chunk *inbox, **inbox_tail; /* filed by the handler */
     rt_comm_op *queue, **queue_tail;
+    rt_comm_op *owned; /* started, not yet waited for: destroy frees them */
     uint64_t next_seq; /* the last seq handed out */
     int error;         /* sticky: the first failure */
     char errmsg[512];

@@ -87,9 +87,9 @@ typedef struct rt_comm rt_comm;
 int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
                    size_t errlen);
 
-/* Unregisters, fails what is still running (its waiters get
- * FERRY_ECANCELED), stops the thread and frees. No rt_comm_wait may be
- * running. NULL: no-op. */
+/* Unregisters, fails what is still running, stops the thread and frees,
+ * ops never waited for included. No rt_comm_wait may be running. NULL:
+ * no-op. */
 void rt_comm_destroy(rt_comm *c);
 
 int rt_comm_rank(const rt_comm *c);

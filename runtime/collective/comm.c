@@ -281,15 +281,10 @@ void rt_comm_destroy(rt_comm *c)
     uv_async_send(&c->kick);
     uv_thread_join(&c->thread);
     uv_loop_close(&c->loop);
-    /* Ops nobody waited for. */
-    while (c->active) {
-        rt_comm_op *op = c->active;
-        c->active = op->next;
-        free(op);
-    }
-    while (c->queue) {
-        rt_comm_op *op = c->queue;
-        c->queue = op->next;
+    /* Ops nobody waited for, whatever list they were on. */
+    while (c->owned) {
+        rt_comm_op *op = c->owned;
+        c->owned = op->owned;
         free(op);
     }
     comm_free(c);
@@ -325,6 +320,8 @@ static int start(rt_comm *c, int kind, float *buf, size_t n, int root, rt_comm_o
         op->seq = ++c->next_seq;
         *c->queue_tail = op;
         c->queue_tail = &op->next;
+        op->owned = c->owned;
+        c->owned = op;
     }
     pthread_mutex_unlock(&c->mu);
     if (rc) {
@@ -374,6 +371,11 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
     int rc = op->result;
     if (rc && err)
         snprintf(err, errlen, "%s", c->errmsg);
+    for (rt_comm_op **p = &c->owned; *p; p = &(*p)->owned)
+        if (*p == op) {
+            *p = op->owned;
+            break;
+        }
     pthread_mutex_unlock(&c->mu);
     free(op);
     return rc;

@@ -164,8 +164,10 @@ static void send_done(rpc_call *call)
         c->stats.bytes_sent += s->span.len * sizeof(float);
         pthread_mutex_unlock(&c->mu);
     } else if (!failed) {
+        /* A chunk this rank built from the session's own geometry can only
+         * be refused as malformed when the ranks disagree on it. */
         int right = rt_right(c);
-        rt_comm_fail(c, rc,
+        rt_comm_fail(c, rc == FERRY_EINVAL ? FERRY_EPROTO : rc,
                      "rank %d (%s) did not take %s %llu, %s ring step %u chunk %u: %s",
                      right, c->peers[right], op_name(op), (unsigned long long)s->h.seq,
                      rt_phase_name(s->h.phase), s->h.ring_step, s->h.chunk,
