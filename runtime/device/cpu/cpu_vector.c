@@ -53,10 +53,12 @@ void cpu_bias_grad(ferry_device_t *dev, float *restrict dbias, const float *rest
     }
 }
 
+/* Written so that NaN passes through, as PyTorch's does: a ReLU that maps
+ * NaN to 0 would hide a diverging model from the trainer's NaN stop. */
 static void relu_inplace(float *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = x[i] > 0.f ? x[i] : 0.f;
+        x[i] = x[i] <= 0.f ? 0.f : x[i];
 }
 
 void cpu_relu(ferry_device_t *dev, float *restrict y, const float *restrict x, size_t n)
@@ -67,7 +69,7 @@ void cpu_relu(ferry_device_t *dev, float *restrict y, const float *restrict x, s
         return;
     }
     for (size_t i = 0; i < n; i++)
-        y[i] = x[i] > 0.f ? x[i] : 0.f;
+        y[i] = x[i] <= 0.f ? 0.f : x[i];
 }
 
 static void relu_grad_inplace(float *restrict d, const float *restrict y, size_t n)

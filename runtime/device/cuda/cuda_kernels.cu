@@ -29,7 +29,7 @@ __global__ void relu_kernel(float *y, const float *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = x[i] <= 0.0f ? 0.0f : x[i];
 }
 
 __global__ void relu_grad_kernel(float *dx, const float *dy, const float *y, size_t n)
