@@ -229,7 +229,9 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                   (ProtobufCMessage **)r);
         if (rc) {
             cli_err("submit", "%s: epoch %d failed%s: %s", module, e,
-                    k > 1 ? " (sync mode: every worker stops with the step)" : "",
+                    k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
+                            "with the step)"
+                          : "",
                     cluster_error(cl));
             break;
         }
