@@ -1,0 +1,422 @@
+/* tests/collective — failures: a rank that never joins a collective, a
+ * right neighbour whose server goes away, a cancelled wait; each is named
+ * (rank and address) within the session's timeout, and sticks.
+ *
+ * Bounds: a failure must come no earlier than the timeout minus a little
+ * (it is a timeout) and no later than the timeout plus FAIL_SLACK_MS (the
+ * session checks for silent peers on a timer; sanitizer builds and a busy
+ * 2-core machine are slow). */
+#include "tcoll.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(failure, .timeout = 60);
+
+#define FAIL_TIMEOUT_MS 800
+#define FAIL_SLACK_MS   2500
+
+static void assert_names(const char *err, int rank, const char *what)
+{
+    char name[32];
+    snprintf(name, sizeof name, "rank %d", rank);
+    cr_assert(strstr(err, name), "%s: the error \"%s\" does not name %s", what, err, name);
+    cr_assert(strstr(err, R.r[rank].addr), "%s: the error \"%s\" does not give %s's address %s",
+              what, err, name, R.r[rank].addr);
+}
+
+/* ---- a silent rank ----------------------------------------------------------------- */
+
+#define SILENT 2
+
+typedef struct silent {
+    co_allreduce_arg a;
+    int silent;
+} silent;
+
+static int all_but_silent_fn(int rank, void *arg, char *err, size_t errlen)
+{
+    silent *s = arg;
+    if (rank == s->silent)
+        return 0;
+    return co_allreduce_fn(rank, &s->a, err, errlen);
+}
+
+CO_TEST(failure, a_silent_rank_times_the_others_out_naming_it)
+{
+    int w = 3;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS);
+    co_join_all(&o);
+    size_t n = 3 * CO_CHUNK_FLOATS;
+    float **bufs = co_bufs(w, n, 1);
+    silent s = {{bufs, n}, SILENT};
+    co_result res[CO_MAX_RANKS];
+    co_run(all_but_silent_fn, &s, res);
+    for (int r = 0; r < w; r++) {
+        if (r == SILENT)
+            continue;
+        double ms = res[r].end_ms - res[r].start_ms;
+        cr_assert(res[r].rc == FERRY_ETIMEDOUT, "rank %d: got %s (%s), want ETIMEDOUT", r,
+                  ferry_err_name(res[r].rc), res[r].err);
+        cr_assert(ms >= FAIL_TIMEOUT_MS - 50 && ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS,
+                  "rank %d failed after %.0f ms with a timeout of %d ms", r, ms,
+                  FAIL_TIMEOUT_MS);
+    }
+    /* Rank 0 waits on the silent rank itself (its left neighbour); rank 1
+     * on rank 0, which is stuck behind it: each names whom it waits for. */
+    assert_names(res[0].err, SILENT, "rank 0");
+    cr_assert(strstr(res[1].err, "rank "), "rank 1's error \"%s\" names no rank", res[1].err);
+    cr_assert(strstr(res[1].err, "127.0.0.1:"), "rank 1's error \"%s\" gives no address",
+              res[1].err);
+
+    /* The failure sticks: later starts return it at once. */
+    for (int r = 0; r < w; r++) {
+        if (r == SILENT)
+            continue;
+        rt_comm_op *op = NULL;
+        int rc = rt_comm_allreduce_start(R.r[r].comm, bufs[r], n, &op);
+        cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a start after the failure gave %s", r,
+                  ferry_err_name(rc));
+        rc = rt_comm_broadcast_start(R.r[r].comm, bufs[r], n, 0, &op);
+        cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a broadcast after the failure gave %s", r,
+                  ferry_err_name(rc));
+        char err[CO_ERRLEN] = "";
+        rc = rt_comm_allreduce(R.r[r].comm, bufs[r], n, err, sizeof err);
+        cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a blocking all-reduce after the failure "
+                                         "gave %s", r, ferry_err_name(rc));
+    }
+    co_free_bufs(bufs, w);
+}
+
+/* ---- a right neighbour that goes away ---------------------------------------------- */
+
+CO_TEST(failure, a_right_neighbour_whose_server_is_gone_is_named_within_the_timeout)
+{
+    int w = 3;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS);
+    co_join_all(&o);
+    size_t n = 3 * CO_CHUNK_FLOATS + 2;
+    float **bufs = co_bufs(w, n, 1);
+    co_allreduce_arg a = {bufs, n};
+    co_run_ok(co_allreduce_fn, &a, "the all-reduce before the server goes");
+
+    co_stop_server(1); /* rank 0's right neighbour */
+    co_result res[CO_MAX_RANKS];
+    co_run(co_allreduce_fn, &a, res);
+    for (int r = 0; r < w; r++) {
+        double ms = res[r].end_ms - res[r].start_ms;
+        cr_assert(res[r].rc != 0, "rank %d's all-reduce succeeded without rank 1", r);
+        cr_assert(ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS,
+                  "rank %d failed after %.0f ms with a timeout of %d ms", r, ms,
+                  FAIL_TIMEOUT_MS);
+    }
+    cr_assert(res[0].rc == FERRY_EUNAVAIL || res[0].rc == FERRY_ETIMEDOUT,
+              "rank 0: got %s (%s), want EUNAVAIL or ETIMEDOUT", ferry_err_name(res[0].rc),
+              res[0].err);
+    assert_names(res[0].err, 1, "rank 0");
+    co_free_bufs(bufs, w);
+}
+
+/* Rank 1's server goes while rank 0 is in the middle of a collective with
+ * it: rank 0's first chunks were taken, the next ones cannot be. Rank 2
+ * starts late, so rank 0 has something to send on only after the server
+ * is gone. */
+static int server_goes_fn(int rank, void *arg, char *err, size_t errlen)
+{
+    co_allreduce_arg *a = arg;
+    rt_comm *c = R.r[rank].comm;
+    if (rank == 2)
+        co_sleep_ms(300);
+    rt_comm_op *op = NULL;
+    int rc = rt_comm_allreduce_start(c, a->bufs[rank], a->n, &op);
+    if (rc) {
+        snprintf(err, errlen, "start: %s", ferry_err_name(rc));
+        return rc;
+    }
+    if (rank == 1) {
+        co_sleep_ms(100);
+        co_stop_server(1);
+    }
+    return rt_comm_wait(c, op, NULL, NULL, err, errlen);
+}
+
+CO_TEST(failure, a_right_neighbour_whose_server_goes_mid_collective_is_named)
+{
+    int w = 3;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS);
+    co_join_all(&o);
+    size_t n = 3 * CO_CHUNK_FLOATS + 2;
+    float **bufs = co_bufs(w, n, 1);
+    co_allreduce_arg a = {bufs, n};
+    co_result res[CO_MAX_RANKS];
+    co_run(server_goes_fn, &a, res);
+    for (int r = 0; r < w; r++) {
+        double ms = res[r].end_ms - res[r].start_ms;
+        cr_assert(res[r].rc != 0, "rank %d's all-reduce succeeded without rank 1", r);
+        cr_assert(ms <= 300 + FAIL_TIMEOUT_MS + FAIL_SLACK_MS,
+                  "rank %d failed after %.0f ms with a timeout of %d ms", r, ms,
+                  FAIL_TIMEOUT_MS);
+    }
+    cr_assert(res[0].rc == FERRY_EUNAVAIL || res[0].rc == FERRY_ETIMEDOUT,
+              "rank 0: got %s (%s), want EUNAVAIL or ETIMEDOUT", ferry_err_name(res[0].rc),
+              res[0].err);
+    assert_names(res[0].err, 1, "rank 0");
+    co_free_bufs(bufs, w);
+}
+
+/* The right neighbour's address has never had a server: the first send
+ * fails, and the error names the rank. */
+CO_TEST(failure, a_right_neighbour_that_never_listened_is_named_within_the_timeout)
+{
+    int w = 2;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS);
+    co_join_all(&o);
+    co_stop_server(1);
+    size_t n = 100;
+    float *buf = calloc(n, sizeof(float));
+    char err[CO_ERRLEN] = "";
+    double t0 = co_now_ms();
+    int rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, sizeof err);
+    double ms = co_now_ms() - t0;
+    free(buf);
+    cr_assert(rc == FERRY_EUNAVAIL || rc == FERRY_ETIMEDOUT,
+              "got %s (%s), want EUNAVAIL or ETIMEDOUT", ferry_err_name(rc), err);
+    cr_assert(ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS, "failed after %.0f ms", ms);
+    assert_names(err, 1, "rank 0");
+}
+
+/* ---- cancellation ------------------------------------------------------------------- */
+
+typedef struct cancel {
+    float **bufs;
+    size_t n;
+    atomic_bool flag;
+    double cancelled_at; /* co_now_ms() when the flag went up */
+} cancel;
+
+static bool is_cancelled(void *arg)
+{
+    return atomic_load(&((cancel *)arg)->flag);
+}
+
+static int cancellable_fn(int rank, void *arg, char *err, size_t errlen)
+{
+    cancel *c = arg;
+    if (rank == SILENT)
+        return 0;
+    rt_comm_op *op = NULL;
+    int rc = rt_comm_allreduce_start(R.r[rank].comm, c->bufs[rank], c->n, &op);
+    if (rc) {
+        snprintf(err, errlen, "start: %s", ferry_err_name(rc));
+        return rc;
+    }
+    return rt_comm_wait(R.r[rank].comm, op, is_cancelled, c, err, errlen);
+}
+
+typedef struct flag_setter {
+    cancel *c;
+    int after_ms;
+} flag_setter;
+
+static void *set_flag_later(void *arg)
+{
+    flag_setter *f = arg;
+    co_sleep_ms(f->after_ms);
+    f->c->cancelled_at = co_now_ms();
+    atomic_store(&f->c->flag, true);
+    return NULL;
+}
+
+CO_TEST(failure, a_cancelled_wait_returns_ecanceled_promptly_and_sticks)
+{
+    int w = 3;
+    co_start(w);
+    /* A long timeout: only the cancellation can end the wait soon. */
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, 20000);
+    co_join_all(&o);
+    size_t n = 3 * CO_CHUNK_FLOATS;
+    cancel c = {.bufs = co_bufs(w, n, 1), .n = n};
+    atomic_init(&c.flag, false);
+    flag_setter fs = {&c, 200};
+    pthread_t t;
+    cr_assert(pthread_create(&t, NULL, set_flag_later, &fs) == 0);
+    co_result res[CO_MAX_RANKS];
+    co_run(cancellable_fn, &c, res);
+    pthread_join(t, NULL);
+    for (int r = 0; r < w; r++) {
+        if (r == SILENT)
+            continue;
+        double late = res[r].end_ms - c.cancelled_at;
+        cr_assert(res[r].rc == FERRY_ECANCELED, "rank %d: got %s (%s), want ECANCELED", r,
+                  ferry_err_name(res[r].rc), res[r].err);
+        cr_assert(late >= 0 && late <= 1000,
+                  "rank %d returned %.0f ms after the cancellation", r, late);
+        rt_comm_op *op = NULL;
+        int rc = rt_comm_allreduce_start(R.r[r].comm, c.bufs[r], n, &op);
+        cr_assert(rc == FERRY_ECANCELED, "rank %d: a start after the cancellation gave %s",
+                  r, ferry_err_name(rc));
+    }
+    co_free_bufs(c.bufs, w);
+}
+
+/* ---- destroy with work outstanding ------------------------------------------------- */
+
+/* rt_comm_destroy fails what is still running: an op started but never
+ * waited for is freed with the session (the leak check would see it), and
+ * chunks filed for a collective that never started here are freed too. */
+CO_TEST(failure, destroying_sessions_with_ops_never_waited_for_frees_everything)
+{
+    int w = 3;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
+    co_join_all(&o);
+    size_t n = 3 * CO_CHUNK_FLOATS + 1;
+    float **bufs = co_bufs(w, n, 1);
+    /* Ranks 0 and 1 start; rank 2 never does, so neither can finish, and
+     * rank 2 holds the chunks rank 1 sent it. */
+    for (int r = 0; r < 2; r++) {
+        rt_comm_op *op = NULL;
+        int rc = rt_comm_allreduce_start(R.r[r].comm, bufs[r], n, &op);
+        cr_assert(rc == 0, "rank %d: start: %s", r, ferry_err_name(rc));
+    }
+    co_sleep_ms(200);
+    double t0 = co_now_ms();
+    co_leave_all();
+    double ms = co_now_ms() - t0;
+    cr_assert(ms < 5000, "destroying three sessions took %.0f ms", ms);
+    co_free_bufs(bufs, w);
+}
+
+/* ---- ranks that disagree ------------------------------------------------------------ */
+
+typedef struct disagree {
+    float **bufs;
+    size_t n[CO_MAX_RANKS];
+    bool broadcast[CO_MAX_RANKS];
+} disagree;
+
+static int disagree_fn(int rank, void *arg, char *err, size_t errlen)
+{
+    disagree *d = arg;
+    rt_comm *c = R.r[rank].comm;
+    return d->broadcast[rank] ? rt_comm_broadcast(c, d->bufs[rank], d->n[rank], 0, err, errlen)
+                              : rt_comm_allreduce(c, d->bufs[rank], d->n[rank], err, errlen);
+}
+
+static void disagree_check(disagree *d, const char *what)
+{
+    int w = 2;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS);
+    co_join_all(&o);
+    d->bufs = co_bufs(w, 4 * CO_CHUNK_FLOATS, 1);
+    co_result res[CO_MAX_RANKS];
+    co_run(disagree_fn, d, res);
+    /* A rank that sees a chunk of another collective fails with EPROTO,
+     * naming the sender, and cancels its own sends: the other rank may
+     * then hear nothing and time out instead. Either way every rank fails,
+     * and at least one says the ranks disagree. */
+    int eproto = 0;
+    for (int r = 0; r < w; r++) {
+        double ms = res[r].end_ms - res[r].start_ms;
+        cr_assert(res[r].rc == FERRY_EPROTO || res[r].rc == FERRY_ETIMEDOUT,
+                  "%s: rank %d got %s (%s), want EPROTO (or ETIMEDOUT)", what, r,
+                  ferry_err_name(res[r].rc), res[r].err);
+        cr_assert(ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS, "%s: rank %d failed after %.0f ms",
+                  what, r, ms);
+        assert_names(res[r].err, 1 - r, what);
+        eproto += res[r].rc == FERRY_EPROTO;
+    }
+    cr_assert(eproto > 0, "%s: no rank noticed the disagreement (%s; %s)", what, res[0].err,
+              res[1].err);
+    co_free_bufs(d->bufs, w);
+}
+
+CO_TEST(failure, ranks_that_disagree_on_the_length_fail_with_eproto)
+{
+    disagree d = {.n = {2000, 3000}};
+    disagree_check(&d, "all-reduce of 2000 vs 3000 floats");
+}
+
+CO_TEST(failure, ranks_that_disagree_on_the_collective_fail_with_eproto)
+{
+    disagree d = {.n = {2000, 2000}, .broadcast = {false, true}};
+    disagree_check(&d, "all-reduce vs broadcast");
+}
+
+/* Sessions whose options differ (compression, chunk size): each rank's
+ * chunks are refused by its right neighbour's hub as not fitting the
+ * session there. That is the peers disagreeing, not a bad argument of the
+ * caller's: EPROTO, naming the neighbour, on both ranks, at once. */
+static void options_disagree(const rt_comm_opts o[2], const char *what)
+{
+    int w = 2;
+    co_start(w);
+    for (int r = 0; r < w; r++) {
+        char err[CO_ERRLEN] = "";
+        int rc = co_join(r, &o[r], err, sizeof err);
+        cr_assert(rc == 0, "rank %d: %s: %s", r, ferry_err_name(rc), err);
+    }
+    size_t n = 4 * CO_CHUNK_FLOATS + 1;
+    float **bufs = co_bufs(w, n, 1);
+    co_allreduce_arg a = {bufs, n};
+    co_result res[CO_MAX_RANKS];
+    co_run(co_allreduce_fn, &a, res);
+    for (int r = 0; r < w; r++) {
+        double ms = res[r].end_ms - res[r].start_ms;
+        cr_assert(res[r].rc == FERRY_EPROTO, "%s: rank %d got %s (%s), want EPROTO", what, r,
+                  ferry_err_name(res[r].rc), res[r].err);
+        cr_assert(ms < FAIL_TIMEOUT_MS, "%s: rank %d took %.0f ms to notice", what, r, ms);
+        assert_names(res[r].err, 1 - r, what);
+    }
+    co_free_bufs(bufs, w);
+}
+
+CO_TEST(failure, ranks_that_disagree_on_compression_fail_with_eproto)
+{
+    R.world = 2; /* co_opts reads it; co_start sets it again */
+    rt_comm_opts o[2] = {co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS),
+                         co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_FP16, FAIL_TIMEOUT_MS)};
+    options_disagree(o, "none vs fp16");
+}
+
+CO_TEST(failure, ranks_that_disagree_on_the_chunk_size_fail_with_eproto)
+{
+    R.world = 2;
+    rt_comm_opts o[2] = {co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS),
+                         co_opts(1, 2 * CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS)};
+    options_disagree(o, "4 KiB vs 8 KiB chunks");
+}
+
+/* A rank whose worker never registers the session (it never got the
+ * training request, say): its left neighbour's sends are refused as an
+ * unknown session and retried until the timeout, and nothing comes from
+ * it. That is a silent peer: ETIMEDOUT, naming it. */
+CO_TEST(failure, a_peer_that_never_registers_the_session_times_out_naming_it)
+{
+    int w = 2;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS);
+    char err[CO_ERRLEN] = "";
+    int rc = co_join(0, &o, err, sizeof err);
+    cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
+    size_t n = 3 * CO_CHUNK_FLOATS;
+    float *buf = calloc(n, sizeof(float));
+    double t0 = co_now_ms();
+    rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, sizeof err);
+    double ms = co_now_ms() - t0;
+    free(buf);
+    cr_assert(rc == FERRY_ETIMEDOUT, "got %s (%s), want ETIMEDOUT", ferry_err_name(rc), err);
+    cr_assert(ms >= FAIL_TIMEOUT_MS - 50 && ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS,
+              "failed after %.0f ms with a timeout of %d ms", ms, FAIL_TIMEOUT_MS);
+    assert_names(err, 1, "rank 0");
+    rt_comm_stats st;
+    rt_comm_get_stats(R.r[0].comm, &st);
+    cr_assert(st.retries > 0, "no send was retried");
+}
