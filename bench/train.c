@@ -9,7 +9,9 @@
  *             (bench/train_torch.py under Debian's /usr/bin/python3), one
  *             thread
  *
- * then the issue's targets as ratio lines. The OpenBLAS limit is measured
+ * then the issue's targets as ratio lines. (With --sync, instead:
+ * synchronous data parallelism against PyTorch DDP, bench/train_sync.c.)
+ * The OpenBLAS limit is measured
  * before the MLP's first epoch, between its epochs, and after PyTorch's
  * run, so that a machine that speeds up or slows down during the run moves
  * both sides. JSON lines on stdout, text on stderr. */
@@ -26,11 +28,15 @@
 #include "stats.h"
 #include "train_blas.h"
 #include "train_run.h"
+#include "train_sync.h"
 
 #define BATCH 128
 
 #ifndef BENCH_TORCH_SCRIPT
 #define BENCH_TORCH_SCRIPT "bench/train_torch.py"
+#endif
+#ifndef BENCH_DDP_SCRIPT
+#define BENCH_DDP_SCRIPT "bench/train_ddp.py"
 #endif
 
 /* The targets. */
@@ -47,7 +53,8 @@ typedef struct bench_cfg {
     bool quick;
     int blas_reps, blas_steps;
     bench_run_opts mlp, cnn;
-    bool cnn_on, torch_on, submit_on;
+    bool cnn_on, torch_on, submit_on, sync;
+    int epochs; /* --epochs, 0: the default */
     const char *python, *script;
     char mlp_so[PATH_MAX], cnn_so[PATH_MAX], ferry_bin[PATH_MAX];
 } bench_cfg;
@@ -56,8 +63,8 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: train [--quick] [--epochs N] [--no-cnn] [--no-pytorch] [--python PATH]\n"
-        "             [--help]\n"
+        "usage: train [--quick] [--sync] [--epochs N] [--no-cnn] [--no-pytorch]\n"
+        "             [--python PATH] [--help]\n"
         "\n"
         "Trains ferry's tasks/mlp (784-256-128-10) on Fashion-MNIST in this process\n"
         "with the runtime's trainer on the cpu device (batch 128, SGD lr 0.05\n"
@@ -71,6 +78,12 @@ static void usage(FILE *f)
         "  --quick       3 MLP epochs, a CNN epoch on 2,000 samples, fewer sgemm\n"
         "                repetitions: a smoke run of well under a minute; accuracy\n"
         "                targets are the issue's only in a full run\n"
+        "  --sync        instead: synchronous data parallelism, `ferry submit\n"
+        "                tasks/mlp.so --mode sync` on 1, 2 and 4 local workers against\n"
+        "                PyTorch DDP (gloo) on 2 and 4 processes, one BLAS thread a\n"
+        "                worker: samples/s, time to 0.85 test accuracy, the\n"
+        "                all-reduce share of training (with --quick: 2 epochs, DDP on\n"
+        "                2 processes only)\n"
         "  --epochs N    MLP and CNN epochs (default 5)\n"
         "  --no-cnn      skip the CNN\n"
         "  --no-pytorch  skip PyTorch\n"
@@ -85,6 +98,8 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
         const char *a = argv[i];
         if (strcmp(a, "--quick") == 0) {
             c->quick = true;
+        } else if (strcmp(a, "--sync") == 0) {
+            c->sync = true;
         } else if (strcmp(a, "--epochs") == 0 && i + 1 < argc) {
             epochs = atoi(argv[++i]);
             if (epochs < 1 || epochs > BENCH_MAX_EPOCHS)
@@ -117,6 +132,7 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
     }
     if (epochs)
         c->mlp.epochs = c->cnn.epochs = epochs;
+    c->epochs = epochs;
 }
 
 /* build/bench/train -> build/REL */
@@ -309,6 +325,24 @@ int main(int argc, char **argv)
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 1);
     openblas_set_num_threads(1);
+
+    if (c.sync) {
+        bench_sync_cfg s = {
+            .quick = c.quick,
+            .epochs = c.epochs  ? c.epochs
+                      : c.quick ? 2
+                                : TARGET_EPOCHS,
+            .ferry = c.ferry_bin,
+            .mlp_so = c.mlp_so,
+            .python = c.python,
+            .ddp_script = BENCH_DDP_SCRIPT,
+            .ddp_on = c.torch_on,
+        };
+        int n = bench_train_sync(&s);
+        bench_log("bench/train --sync: %d target(s) missed; %.1f s", n,
+                  (double)(bench_now_ns() - t_start) * 1e-9);
+        return 0;
+    }
 
     /* The limit is measured before, between and after the MLP's epochs and
      * after PyTorch's, so that its median sees the machine they saw. */

@@ -1,0 +1,363 @@
+/* bench/allreduce — ferry's ring all-reduce of float32 buffers between
+ * local rank processes, against two baselines in the same run:
+ *
+ *   ferry    one forked process per rank, each with its own rpc_server,
+ *            rt_hub and rt_comm (bench/allreduce_ranks.c, _rank.c)
+ *   openmpi  MPI_Allreduce over TCP loopback (bench/mpi_allreduce under
+ *            mpirun, btl tcp,self on lo), built only where meson found MPI
+ *   gloo     torch.distributed.all_reduce, gloo backend
+ *            (bench/allreduce_gloo.py under Debian's /usr/bin/python3)
+ *
+ * For each rank count: half of ferry's repetitions, the two baselines, the
+ * other half; then the targets as ratio lines of bus bandwidth. A baseline that cannot
+ * run prints a skip line with its reason and never fails the bench. JSON lines on stdout,
+ * text on stderr. */
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allreduce_ext.h"
+#include "allreduce_plan.h"
+#include "allreduce_ranks.h"
+#include "runtime/collective/collective.h"
+#include "stats.h"
+
+#ifndef BENCH_GLOO_SCRIPT
+#define BENCH_GLOO_SCRIPT "bench/allreduce_gloo.py"
+#endif
+#ifndef BENCH_MPIRUN
+#define BENCH_MPIRUN "/usr/bin/mpirun"
+#endif
+
+#define MiB ((size_t)1 << 20)
+#define KiB ((size_t)1 << 10)
+
+/* The issue's targets: ferry's bus bandwidth over each baseline's, at
+ * these sizes. */
+#define TARGET_VS_OPENMPI 1.0
+#define TARGET_VS_GLOO    1.5
+static const size_t target_sizes[] = {1 * MiB, 16 * MiB, 64 * MiB};
+
+enum { IMPL_FERRY, IMPL_MPI, IMPL_GLOO, N_IMPLS };
+static const char *const impl_name[N_IMPLS] = {"ferry", "openmpi", "gloo"};
+
+typedef struct cfg {
+    bool quick, mpi_on, gloo_on;
+    int ranks[4], n_ranks;
+    size_t chunk_bytes;
+    ar_plan plan;
+    const char *python, *gloo_script, *mpirun;
+    char mpi_bin[PATH_MAX];
+    int deadline_s;
+    /* busbw[impl][ranks index][step], GB/s; NaN: not measured */
+    double busbw[N_IMPLS][4][AR_MAX_SIZES];
+    char skipped[N_IMPLS][4][256];
+} cfg;
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--no-mpi]\n"
+        "                 [--no-gloo] [--python PATH] [--help]\n"
+        "\n"
+        "Times ferry's ring all-reduce (float32, in place) of 4 KiB, 64 KiB, 1 MiB,\n"
+        "16 MiB and 64 MiB on 2 and 4 local rank processes over 127.0.0.1 (half\n"
+        "the repetitions before the baselines, half after), Open MPI's\n"
+        "MPI_Allreduce over TCP loopback and gloo's (torch.distributed) on the same\n"
+        "sizes, and prints one JSON object per line on stdout: time_us,\n"
+        "algbw and busbw (GB/s; busbw = algbw x 2(n-1)/n) as medians of the\n"
+        "repetitions with min/max, then busbw_vs_openmpi and busbw_vs_gloo with\n"
+        "their targets. Progress goes to stderr.\n"
+        "\n"
+        "  --quick          64 KiB, 1 MiB and 16 MiB, fewer repetitions (CI, < 1 min)\n"
+        "  --chunk-bytes N  ferry's chunk size (default: the runtime's, %zu)\n"
+        "  --ranks LIST     rank counts, comma-separated, 2 to %d (default 2,4)\n"
+        "  --no-mpi         skip Open MPI\n"
+        "  --no-gloo        skip gloo\n"
+        "  --python P       the interpreter with torch (default /usr/bin/python3)\n"
+        "  --help           this text\n",
+        RT_COMM_DEFAULT_CHUNK, AR_MAX_RANKS);
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end == 'k' || *end == 'K')
+        v <<= 10, end++;
+    else if (*end == 'm' || *end == 'M')
+        v <<= 20, end++;
+    if (end == s || *end || v == 0)
+        bench_die("bad size '%s'", s);
+    return (size_t)v;
+}
+
+static void parse_ranks(const char *s, cfg *c)
+{
+    c->n_ranks = 0;
+    for (char *end; *s; s = *end ? end + 1 : end) {
+        long n = strtol(s, &end, 10);
+        if (end == s || (*end && *end != ',') || n < 2 || n > AR_MAX_RANKS ||
+            c->n_ranks == 4)
+            bench_die("--ranks takes up to 4 counts of 2 to %d", AR_MAX_RANKS);
+        c->ranks[c->n_ranks++] = (int)n;
+    }
+}
+
+static void parse_args(int argc, char **argv, cfg *c)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--quick") == 0)
+            c->quick = true;
+        else if (strcmp(a, "--chunk-bytes") == 0 && i + 1 < argc)
+            c->chunk_bytes = parse_size(argv[++i]);
+        else if (strcmp(a, "--ranks") == 0 && i + 1 < argc)
+            parse_ranks(argv[++i], c);
+        else if (strcmp(a, "--no-mpi") == 0)
+            c->mpi_on = false;
+        else if (strcmp(a, "--no-gloo") == 0)
+            c->gloo_on = false;
+        else if (strcmp(a, "--python") == 0 && i + 1 < argc)
+            c->python = argv[++i];
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else {
+            fprintf(stderr, "allreduce: unknown argument '%s'\n", a);
+            usage(stderr);
+            exit(2);
+        }
+    }
+    /* Iterations per repetition keep a repetition of a small buffer well
+     * above the cost of its barrier; big buffers take one each. */
+    static const ar_step full[] = {{4 * KiB, 15, 20},
+                                   {64 * KiB, 15, 10},
+                                   {1 * MiB, 15, 3},
+                                   {16 * MiB, 10, 1},
+                                   {64 * MiB, 7, 1}};
+    static const ar_step quick[] = {{64 * KiB, 7, 5}, {1 * MiB, 7, 2}, {16 * MiB, 5, 1}};
+    const ar_step *p = c->quick ? quick : full;
+    c->plan.n = c->quick ? 3 : 5;
+    memcpy(c->plan.step, p, sizeof c->plan.step[0] * (size_t)c->plan.n);
+    c->deadline_s = c->quick ? 60 : 240;
+}
+
+/* build/bench/allreduce -> build/REL */
+static void build_path(char *out, const char *rel)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        bench_die("cannot find this executable");
+    self[n] = '\0';
+    snprintf(out, PATH_MAX, "%.3800s/%s", dirname(dirname(self)), rel);
+}
+
+/* A reason made safe to print inside a JSON string. */
+static void json_safe(char *dst, size_t len, const char *src)
+{
+    size_t n = 0;
+    for (; src[n] && n + 1 < len; n++)
+        dst[n] = src[n] == '"' || src[n] == '\\' || (unsigned char)src[n] < 0x20 ? '\''
+                                                                                 : src[n];
+    dst[n] = '\0';
+}
+
+static void skip_line(cfg *c, int impl, int ri, const char *why)
+{
+    json_safe(c->skipped[impl][ri], sizeof c->skipped[impl][ri], why);
+    bench_emit("busbw", NAN, "GB/s", NULL,
+               "\"impl\":\"%s\",\"ranks\":%d,\"skipped\":\"%s\"", impl_name[impl],
+               c->ranks[ri], c->skipped[impl][ri]);
+    bench_log("%-8s %d ranks: skipped: %s", impl_name[impl], c->ranks[ri], why);
+}
+
+static size_t chunk_of(const cfg *c)
+{
+    return c->chunk_bytes ? c->chunk_bytes : RT_COMM_DEFAULT_CHUNK;
+}
+
+/* Half of ferry's repetitions of every size (the first half rounded up):
+ * one half runs before the baselines and one after, so that a machine that
+ * speeds up or slows down meanwhile moves both sides. */
+static void run_ferry_half(cfg *c, int ri, int half,
+                           double secs[AR_MAX_SIZES][AR_MAX_REPS])
+{
+    ar_plan part = c->plan;
+    int at[AR_MAX_SIZES];
+    for (int s = 0; s < part.n; s++) {
+        int first = (c->plan.step[s].reps + 1) / 2;
+        at[s] = half ? first : 0;
+        /* May be 0 (a size of one repetition): then only its warm-up runs. */
+        part.step[s].reps = half ? c->plan.step[s].reps - first : first;
+    }
+    ar_ferry_opts o = {
+        .world = c->ranks[ri],
+        .chunk_bytes = c->chunk_bytes,
+        .timeout_ms = 20000,
+        .deadline_s = c->deadline_s,
+    };
+    static double got[AR_MAX_SIZES][AR_MAX_REPS];
+    char err[512] = "";
+    if (ar_ferry_run(&part, &o, got, err, sizeof err) != 0)
+        bench_die("ferry on %d ranks failed: %s", o.world, err);
+    for (int s = 0; s < part.n; s++)
+        for (int r = 0; r < part.step[s].reps; r++)
+            secs[s][at[s] + r] = got[s][r];
+}
+
+static void report_ferry(cfg *c, int ri, double secs[AR_MAX_SIZES][AR_MAX_REPS])
+{
+    char extra[64];
+    snprintf(extra, sizeof extra, "\"chunk_bytes\":%zu", chunk_of(c));
+    for (int s = 0; s < c->plan.n; s++)
+        c->busbw[IMPL_FERRY][ri][s] =
+            ar_report("ferry", c->ranks[ri], &c->plan.step[s], secs[s], extra);
+}
+
+static void run_mpi(cfg *c, int ri)
+{
+    if (!c->mpi_on) {
+        skip_line(c, IMPL_MPI, ri, "--no-mpi");
+        return;
+    }
+    if (access(c->mpi_bin, X_OK) != 0) {
+        skip_line(c, IMPL_MPI, ri,
+                  "bench/mpi_allreduce not built: meson found no MPI (Debian: "
+                  "openmpi-bin libopenmpi-dev, then reconfigure)");
+        return;
+    }
+    char np[16], plan[512];
+    snprintf(np, sizeof np, "%d", c->ranks[ri]);
+    ar_plan_format(&c->plan, plan, sizeof plan);
+    /* TCP on the loopback interface only, and the ob1 point-to-point layer:
+     * no shared memory (vader), which ferry's ranks do not use either. */
+    char *argv[] = {(char *)c->mpirun,
+                    "--allow-run-as-root",
+                    "--oversubscribe",
+                    "--bind-to",
+                    "none",
+                    "-np",
+                    np,
+                    "--mca",
+                    "pml",
+                    "ob1",
+                    "--mca",
+                    "btl",
+                    "tcp,self",
+                    "--mca",
+                    "btl_tcp_if_include",
+                    "lo",
+                    "--mca",
+                    "oob_tcp_if_include",
+                    "lo",
+                    c->mpi_bin,
+                    "--plan",
+                    plan,
+                    NULL};
+    const char *env[] = {"OMP_NUM_THREADS=1", NULL};
+    char why[256];
+    if (ar_ext_run(argv, env, c->deadline_s, &c->plan, c->busbw[IMPL_MPI][ri], why,
+                   sizeof why) != 0)
+        skip_line(c, IMPL_MPI, ri, why);
+}
+
+static void run_gloo(cfg *c, int ri)
+{
+    if (!c->gloo_on) {
+        skip_line(c, IMPL_GLOO, ri, "--no-gloo");
+        return;
+    }
+    char world[16], plan[512];
+    snprintf(world, sizeof world, "%d", c->ranks[ri]);
+    ar_plan_format(&c->plan, plan, sizeof plan);
+    char *argv[] = {(char *)c->python,
+                    (char *)c->gloo_script,
+                    "--world",
+                    world,
+                    "--plan",
+                    plan,
+                    NULL};
+    /* Debian's site-packages, not a virtual environment's or the user's. */
+    const char *env[] = {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "PYTHONPATH",
+                         "PYTHONHOME",        "PYTHONNOUSERSITE=1",     NULL};
+    char why[256];
+    if (ar_ext_run(argv, env, c->deadline_s, &c->plan, c->busbw[IMPL_GLOO][ri], why,
+                   sizeof why) != 0)
+        skip_line(c, IMPL_GLOO, ri, why);
+}
+
+/* ---- the targets ------------------------------------------------------------ */
+
+static int missed;
+
+static void target(cfg *c, int impl, const char *metric, double want, int ri, int s)
+{
+    char p[256];
+    snprintf(p, sizeof p, "\"ranks\":%d,\"bytes\":%zu,\"chunk_bytes\":%zu", c->ranks[ri],
+             c->plan.step[s].bytes, chunk_of(c));
+    double base = c->busbw[impl][ri][s];
+    if (c->skipped[impl][ri][0] || !(base > 0)) {
+        const char *why = c->skipped[impl][ri][0] ? c->skipped[impl][ri] : "no baseline";
+        bench_emit(metric, NAN, "ratio", NULL, "%s,\"target_min\":%g,\"skipped\":\"%s\"",
+                   p, want, why);
+        bench_log("%-18s %d ranks %9zu B: skipped (%s)", metric, c->ranks[ri],
+                  c->plan.step[s].bytes, why);
+        return;
+    }
+    double v = c->busbw[IMPL_FERRY][ri][s] / base;
+    bool ok = v >= want;
+    missed += !ok;
+    bench_emit(metric, v, "ratio", NULL, "%s,\"target_min\":%g", p, want);
+    bench_log("%-18s %d ranks %9zu B: %6.3f  (target_min %g) %s", metric, c->ranks[ri],
+              c->plan.step[s].bytes, v, want, ok ? "met" : "MISSED");
+}
+
+static void targets(cfg *c)
+{
+    for (int ri = 0; ri < c->n_ranks; ri++)
+        for (int s = 0; s < c->plan.n; s++)
+            for (size_t t = 0; t < sizeof target_sizes / sizeof target_sizes[0]; t++)
+                if (c->plan.step[s].bytes == target_sizes[t]) {
+                    target(c, IMPL_MPI, "busbw_vs_openmpi", TARGET_VS_OPENMPI, ri, s);
+                    target(c, IMPL_GLOO, "busbw_vs_gloo", TARGET_VS_GLOO, ri, s);
+                }
+}
+
+int main(int argc, char **argv)
+{
+    bench_set_name("allreduce");
+    static cfg c = {
+        .mpi_on = true,
+        .gloo_on = true,
+        .ranks = {2, 4},
+        .n_ranks = 2,
+        .python = "/usr/bin/python3",
+        .gloo_script = BENCH_GLOO_SCRIPT,
+        .mpirun = BENCH_MPIRUN,
+    };
+    parse_args(argc, argv, &c);
+    build_path(c.mpi_bin, "bench/mpi_allreduce");
+    uint64_t t0 = bench_now_ns();
+    bench_log("allreduce: chunk %zu bytes, %d sizes, ranks %d..%d", chunk_of(&c),
+              c.plan.n, c.ranks[0], c.ranks[c.n_ranks - 1]);
+    static double secs[AR_MAX_SIZES][AR_MAX_REPS];
+    for (int ri = 0; ri < c.n_ranks; ri++) {
+        run_ferry_half(&c, ri, 0, secs);
+        run_mpi(&c, ri);
+        run_gloo(&c, ri);
+        run_ferry_half(&c, ri, 1, secs);
+        report_ferry(&c, ri, secs);
+    }
+    targets(&c);
+    bench_log("bench/allreduce: %d target(s) missed; %.1f s", missed,
+              (double)(bench_now_ns() - t0) * 1e-9);
+    return 0;
+}
