@@ -44,6 +44,10 @@ static int release_all(void)
         rt_hub_destroy(R.r[i].hub);
         R.r[i].hub = NULL;
     }
+    for (size_t i = 0; i < sizeof R.allocs / sizeof R.allocs[0]; i++) {
+        free(R.allocs[i]);
+        R.allocs[i] = NULL;
+    }
     rpc_buf_trim();
     return rc;
 }
@@ -182,10 +186,10 @@ void co_run_ok(co_fn fn, void *arg, const char *what)
     bool failed = false;
     for (int i = 0; i < R.world; i++) {
         failed |= res[i].rc != 0;
-        at += (size_t)snprintf(all + at, sizeof all - at, "\n  rank %d after %.0f ms: %s%s%s", i,
-                               res[i].end_ms - res[i].start_ms,
-                               res[i].rc ? ferry_err_name(res[i].rc) : "ok",
-                               res[i].rc ? ": " : "", res[i].rc ? res[i].err : "");
+        at += (size_t)snprintf(
+            all + at, sizeof all - at, "\n  rank %d after %.0f ms: %s%s%s", i,
+            res[i].end_ms - res[i].start_ms, res[i].rc ? ferry_err_name(res[i].rc) : "ok",
+            res[i].rc ? ": " : "", res[i].rc ? res[i].err : "");
     }
     cr_assert(!failed, "%s:%s", what, all);
 }
@@ -204,6 +208,31 @@ int co_broadcast_fn(int rank, void *arg, char *err, size_t errlen)
 
 /* ---- data ------------------------------------------------------------------------ */
 
+void *co_alloc(size_t len)
+{
+    void *p = malloc(len ? len : 1);
+    cr_assert(p, "no memory for %zu bytes of test data", len);
+    for (size_t i = 0; i < sizeof R.allocs / sizeof R.allocs[0]; i++)
+        if (!R.allocs[i]) {
+            R.allocs[i] = p;
+            return p;
+        }
+    free(p);
+    cr_assert_fail("co_alloc: more than %zu live allocations",
+                   sizeof R.allocs / sizeof R.allocs[0]);
+    return NULL;
+}
+
+void co_free(void *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < sizeof R.allocs / sizeof R.allocs[0]; i++)
+        if (R.allocs[i] == p)
+            R.allocs[i] = NULL;
+    free(p);
+}
+
 static uint64_t splitmix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -221,11 +250,9 @@ void co_fill_random(float *x, size_t n, uint64_t seed)
 
 float **co_bufs(int world, size_t n, uint64_t seed)
 {
-    float **b = calloc((size_t)world, sizeof *b);
-    cr_assert(b);
+    float **b = co_alloc((size_t)world * sizeof *b);
     for (int r = 0; r < world; r++) {
-        b[r] = malloc((n ? n : 1) * sizeof(float));
-        cr_assert(b[r]);
+        b[r] = co_alloc((n ? n : 1) * sizeof(float));
         co_fill_random(b[r], n, seed * 16 + (uint64_t)r);
     }
     return b;
@@ -236,17 +263,15 @@ void co_free_bufs(float **bufs, int world)
     if (!bufs)
         return;
     for (int r = 0; r < world; r++)
-        free(bufs[r]);
-    free(bufs);
+        co_free(bufs[r]);
+    co_free(bufs);
 }
 
 float **co_copy_bufs(float *const *bufs, int world, size_t n)
 {
-    float **b = calloc((size_t)world, sizeof *b);
-    cr_assert(b);
+    float **b = co_alloc((size_t)world * sizeof *b);
     for (int r = 0; r < world; r++) {
-        b[r] = malloc((n ? n : 1) * sizeof(float));
-        cr_assert(b[r]);
+        b[r] = co_alloc((n ? n : 1) * sizeof(float));
         if (n)
             memcpy(b[r], bufs[r], n * sizeof(float));
     }
@@ -255,9 +280,10 @@ float **co_copy_bufs(float *const *bufs, int world, size_t n)
 
 void co_reference(float *const *in, int world, size_t n, double **want, double **mag)
 {
-    *want = calloc(n ? n : 1, sizeof(double));
-    *mag = calloc(n ? n : 1, sizeof(double));
-    cr_assert(*want && *mag);
+    *want = co_alloc((n ? n : 1) * sizeof(double));
+    *mag = co_alloc((n ? n : 1) * sizeof(double));
+    memset(*want, 0, (n ? n : 1) * sizeof(double));
+    memset(*mag, 0, (n ? n : 1) * sizeof(double));
     for (int r = 0; r < world; r++)
         for (size_t i = 0; i < n; i++) {
             (*want)[i] += in[r][i];
@@ -317,7 +343,8 @@ int co_send_chunk(const Ferry__ReduceChunkRequest *req, const void *payload, siz
                        .payload_len = len,
                        .codec = RPC_CODEC_RAW};
     rpc_call call = {0};
-    int rc = rpc_call_start(R.ch, &call, RT_METHOD_REDUCE_CHUNK, &out, CO_TIMEOUT_MS, NULL);
+    int rc =
+        rpc_call_start(R.ch, &call, RT_METHOD_REDUCE_CHUNK, &out, CO_TIMEOUT_MS, NULL);
     cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
     rc = rpc_call_wait(&call);
     snprintf(err, errlen, "%s", rc && call.errmsg ? call.errmsg : "");

@@ -51,6 +51,9 @@ typedef struct co_ring {
     bool loop_open;
     rpc_client *client;
     rpc_channel *ch;
+    /* Test data from co_alloc, freed by the fixture if a failed test left
+     * it (so that the leak check at exit reports only real leaks). */
+    void *allocs[64];
     bool finished;
 } co_ring;
 
@@ -122,6 +125,10 @@ int co_broadcast_fn(int rank, void *arg, char *err, size_t errlen);
 
 /* ---- data --------------------------------------------------------------------- */
 
+/* malloc that the fixture frees if the test does not (co_free). */
+void *co_alloc(size_t len);
+void co_free(void *p);
+
 /* Distinct random floats in [-1, 1) for each seed. */
 void co_fill_random(float *x, size_t n, uint64_t seed);
 
@@ -133,7 +140,7 @@ void co_free_bufs(float **bufs, int world);
 float **co_copy_bufs(float *const *bufs, int world, size_t n);
 
 /* The reference: want[i] = sum over ranks of in[r][i] in double, mag[i] the
- * sum of the magnitudes. Free both with free(). */
+ * sum of the magnitudes. Free both with co_free(). */
 void co_reference(float *const *in, int world, size_t n, double **want, double **mag);
 
 /* Asserts |got[r][i] - want[i]| <= rel * mag[i] + abs_tol on every rank,
@@ -147,7 +154,7 @@ void co_assert_identical(float *const *got, int world, size_t n, const char *wha
  * addition rounding by at most 2^-24 of a partial sum no larger than
  * sum |x_i|, so |got - want| <= W * 2^-23 * sum |x_i| (twice the bound,
  * for margin) plus a tiny absolute term. */
-#define CO_F32_REL(w) ((double)(w) * 0x1p-23)
+#define CO_F32_REL(w) ((double)(w)*0x1p-23)
 #define CO_F32_ABS    1e-30
 
 /* ---- a hand-made ReduceChunk ------------------------------------------------- */

@@ -26,8 +26,8 @@ static void sum_and_check(size_t n, uint64_t seed)
     co_run_ok(co_allreduce_fn, &a, what);
     co_assert_sums(bufs, w, n, want, mag, CO_F32_REL(w), CO_F32_ABS, what);
     co_assert_identical(bufs, w, n, what);
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
@@ -39,14 +39,15 @@ static void lengths_around_the_chunk(int world)
     rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
     co_join_all(&o);
     size_t c = CO_CHUNK_FLOATS, w = (size_t)world;
-    const size_t lengths[] = {0,     1,     w - 1,     w,     w + 1,     c - 1,
-                              c,     c + 1, w * c - 1, w * c, w * c + 1, 3 * w * c + 7};
+    const size_t lengths[] = {0, 1,     w - 1,     w,     w + 1,     c - 1,
+                              c, c + 1, w * c - 1, w * c, w * c + 1, 3 * w * c + 7};
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++)
         sum_and_check(lengths[i], 100 + i);
     rt_comm_stats st;
     rt_comm_get_stats(R.r[0].comm, &st);
-    cr_assert(st.ops == sizeof lengths / sizeof lengths[0], "stats.ops %llu after %zu ops",
-              (unsigned long long)st.ops, sizeof lengths / sizeof lengths[0]);
+    cr_assert(st.ops == sizeof lengths / sizeof lengths[0],
+              "stats.ops %llu after %zu ops", (unsigned long long)st.ops,
+              sizeof lengths / sizeof lengths[0]);
 }
 
 CO_TEST(allreduce, sums_lengths_around_the_chunk_on_2_ranks)
@@ -135,8 +136,8 @@ CO_TEST(allreduce, stats_count_the_chunks_and_bytes_of_the_ring)
         seg_chunks += (len + c - 1) / c;
     }
     cr_assert(ops == (uint64_t)w, "ops %llu", (unsigned long long)ops);
-    cr_assert(sent == 2 * (uint64_t)(w - 1) * n * sizeof(float), "bytes_sent %llu, want %llu",
-              (unsigned long long)sent,
+    cr_assert(sent == 2 * (uint64_t)(w - 1) * n * sizeof(float),
+              "bytes_sent %llu, want %llu", (unsigned long long)sent,
               (unsigned long long)(2 * (uint64_t)(w - 1) * n * sizeof(float)));
     cr_assert(chunks == 2 * (uint64_t)(w - 1) * seg_chunks, "chunks_sent %llu, want %llu",
               (unsigned long long)chunks,
@@ -198,8 +199,8 @@ CO_TEST(allreduce, nan_and_inf_pass_through_the_sum)
                               CO_F32_REL(w) * mag[i] + CO_F32_ABS,
                           "rank %d [%zu]: got %g, want %g", r, i, (double)bufs[r][i],
                           want[i]);
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(in, w);
     co_free_bufs(bufs, w);
 }

@@ -70,6 +70,15 @@ CO_TEST(comm_create, refuses_a_missing_peer_list)
     refused(&o, FERRY_EINVAL, "peers NULL");
 }
 
+CO_TEST(comm_create, refuses_an_empty_peer_address)
+{
+    make_hub();
+    const char *const peers[] = {"127.0.0.1:1", ""};
+    rt_comm_opts o = opts(1, 0, 2);
+    o.peers = peers;
+    refused(&o, FERRY_EINVAL, "peer 1 empty");
+}
+
 CO_TEST(comm_create, refuses_a_session_id_already_in_its_hub)
 {
     make_hub();

@@ -17,7 +17,7 @@ static void broadcast_and_check(size_t n, int root, uint64_t seed)
     for (int r = 0; r < w; r++)
         if (r != root && n > 0)
             bufs[r][n / 2] = NAN;
-    float *want = malloc((n ? n : 1) * sizeof(float));
+    float *want = co_alloc((n ? n : 1) * sizeof(float));
     cr_assert(want);
     if (n)
         memcpy(want, bufs[root], n * sizeof(float));
@@ -28,19 +28,14 @@ static void broadcast_and_check(size_t n, int root, uint64_t seed)
     for (int r = 0; r < w; r++)
         for (size_t i = 0; i < n; i++)
             if (memcmp(&bufs[r][i], &want[i], sizeof(float)) != 0)
-                cr_assert_fail("%s: rank %d element %zu: got %.9g, root had %.9g", what, r,
-                               i, (double)bufs[r][i], (double)want[i]);
-    free(want);
+                cr_assert_fail("%s: rank %d element %zu: got %.9g, root had %.9g", what,
+                               r, i, (double)bufs[r][i], (double)want[i]);
+    co_free(want);
     co_free_bufs(bufs, w);
 }
 
-static const size_t lengths[] = {0,
-                                 1,
-                                 2,
-                                 CO_CHUNK_FLOATS - 1,
-                                 CO_CHUNK_FLOATS + 1,
-                                 3 * CO_CHUNK_FLOATS + 5,
-                                 100003};
+static const size_t lengths[] = {
+    0, 1, 2, CO_CHUNK_FLOATS - 1, CO_CHUNK_FLOATS + 1, 3 * CO_CHUNK_FLOATS + 5, 100003};
 #define N_LENGTHS (sizeof lengths / sizeof lengths[0])
 
 CO_TEST(broadcast, copies_root_0s_floats_to_every_rank_of_3)

@@ -63,7 +63,8 @@ CO_TEST(lz4, sums_a_sparse_buffer_exactly_and_receives_it_lz4_framed)
         cr_assert(st.chunks_lz4 > 0,
                   "rank %d received no lz4-framed chunk of %llu (sent %llu bytes, "
                   "received %llu on the wire)",
-                  r, (unsigned long long)st.chunks_sent, (unsigned long long)st.bytes_sent,
+                  r, (unsigned long long)st.chunks_sent,
+                  (unsigned long long)st.bytes_sent,
                   (unsigned long long)st.wire_received);
         sent += st.bytes_sent;
         wire += st.wire_received;
@@ -71,8 +72,8 @@ CO_TEST(lz4, sums_a_sparse_buffer_exactly_and_receives_it_lz4_framed)
     cr_assert(wire * 2 < sent,
               "a sparse buffer should compress: %llu bytes sent, %llu on the wire",
               (unsigned long long)sent, (unsigned long long)wire);
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
@@ -91,8 +92,8 @@ CO_TEST(lz4, sums_dense_random_data_correctly)
     co_assert_sums(bufs, w, n, want, mag, CO_F32_REL(w), CO_F32_ABS,
                    "lz4 all-reduce of dense data");
     co_assert_identical(bufs, w, n, "lz4 all-reduce of dense data");
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
@@ -110,19 +111,19 @@ CO_TEST(lz4, sums_a_sparse_buffer_exactly_in_4k_chunks_on_4_ranks)
     co_run_ok(co_allreduce_fn, &a, "lz4 all-reduce in 4 KiB chunks");
     co_assert_sums(bufs, w, n, want, mag, 0, 0, "lz4 all-reduce in 4 KiB chunks");
     co_assert_identical(bufs, w, n, "lz4 all-reduce in 4 KiB chunks");
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
 /* ---- fp16 ---------------------------------------------------------------------- */
 
 #define F16_REL(w) ((double)((w) + 1) * 0x1p-11)
-#define F16_ABS(w) ((double)(w) * 0x1p-24)
+#define F16_ABS(w) ((double)(w)*0x1p-24)
 
 static void assert_half_values(float *const *bufs, int world, size_t n, const char *what)
 {
-    float *copy = malloc((n ? n : 1) * sizeof(float));
+    float *copy = co_alloc((n ? n : 1) * sizeof(float));
     cr_assert(copy);
     for (int r = 0; r < world; r++) {
         if (n)
@@ -134,7 +135,7 @@ static void assert_half_values(float *const *bufs, int world, size_t n, const ch
                 cr_assert_fail("%s: rank %d element %zu is %.9g, not a half value (%.9g)",
                                what, r, i, (double)bufs[r][i], (double)copy[i]);
     }
-    free(copy);
+    co_free(copy);
 }
 
 static void fp16_sum(int w, size_t n, size_t chunk_bytes, uint64_t seed)
@@ -152,8 +153,8 @@ static void fp16_sum(int w, size_t n, size_t chunk_bytes, uint64_t seed)
     co_assert_sums(bufs, w, n, want, mag, F16_REL(w), F16_ABS(w), what);
     co_assert_identical(bufs, w, n, what);
     assert_half_values(bufs, w, n, what);
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
@@ -192,8 +193,8 @@ CO_TEST(fp16, tiny_values_stay_within_the_subnormal_bound)
     co_assert_sums(bufs, w, n, want, mag, F16_REL(w), F16_ABS(w),
                    "fp16 all-reduce of tiny values");
     co_assert_identical(bufs, w, n, "fp16 all-reduce of tiny values");
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
@@ -212,10 +213,10 @@ CO_TEST(fp16, nan_and_inf_survive_the_half_wire)
     co_run_ok(co_allreduce_fn, &a, "fp16 all-reduce with NaN and Inf");
     for (int r = 0; r < w; r++) {
         cr_assert(isnan(bufs[r][0]), "rank %d: NaN became %g", r, (double)bufs[r][0]);
-        cr_assert(isinf(bufs[r][n / 2]) && bufs[r][n / 2] > 0, "rank %d: +Inf became %g", r,
-                  (double)bufs[r][n / 2]);
-        cr_assert(isinf(bufs[r][n - 1]) && bufs[r][n - 1] < 0, "rank %d: -Inf became %g", r,
-                  (double)bufs[r][n - 1]);
+        cr_assert(isinf(bufs[r][n / 2]) && bufs[r][n / 2] > 0, "rank %d: +Inf became %g",
+                  r, (double)bufs[r][n / 2]);
+        cr_assert(isinf(bufs[r][n - 1]) && bufs[r][n - 1] < 0, "rank %d: -Inf became %g",
+                  r, (double)bufs[r][n - 1]);
         for (size_t i = 1; i < n - 1; i++)
             cr_assert(i == n / 2 || isfinite(bufs[r][i]), "rank %d [%zu]: %g", r, i,
                       (double)bufs[r][i]);

@@ -1,6 +1,9 @@
 /* tests/collective — failures: a rank that never joins a collective, a
- * right neighbour whose server goes away, a cancelled wait; each is named
- * (rank and address) within the session's timeout, and sticks.
+ * right neighbour whose server goes away (or never was), a peer that never
+ * registers the session, ranks that disagree on the collective or on the
+ * session's options, a cancelled wait, and a session destroyed with work
+ * outstanding. Each failure names the rank (and its address) within the
+ * session's timeout, and sticks.
  *
  * Bounds: a failure must come no earlier than the timeout minus a little
  * (it is a timeout) and no later than the timeout plus FAIL_SLACK_MS (the
@@ -22,9 +25,11 @@ static void assert_names(const char *err, int rank, const char *what)
 {
     char name[32];
     snprintf(name, sizeof name, "rank %d", rank);
-    cr_assert(strstr(err, name), "%s: the error \"%s\" does not name %s", what, err, name);
-    cr_assert(strstr(err, R.r[rank].addr), "%s: the error \"%s\" does not give %s's address %s",
-              what, err, name, R.r[rank].addr);
+    cr_assert(strstr(err, name), "%s: the error \"%s\" does not name %s", what, err,
+              name);
+    cr_assert(strstr(err, R.r[rank].addr),
+              "%s: the error \"%s\" does not give %s's address %s", what, err, name,
+              R.r[rank].addr);
 }
 
 /* ---- a silent rank ----------------------------------------------------------------- */
@@ -68,7 +73,8 @@ CO_TEST(failure, a_silent_rank_times_the_others_out_naming_it)
     /* Rank 0 waits on the silent rank itself (its left neighbour); rank 1
      * on rank 0, which is stuck behind it: each names whom it waits for. */
     assert_names(res[0].err, SILENT, "rank 0");
-    cr_assert(strstr(res[1].err, "rank "), "rank 1's error \"%s\" names no rank", res[1].err);
+    cr_assert(strstr(res[1].err, "rank "), "rank 1's error \"%s\" names no rank",
+              res[1].err);
     cr_assert(strstr(res[1].err, "127.0.0.1:"), "rank 1's error \"%s\" gives no address",
               res[1].err);
 
@@ -81,12 +87,14 @@ CO_TEST(failure, a_silent_rank_times_the_others_out_naming_it)
         cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a start after the failure gave %s", r,
                   ferry_err_name(rc));
         rc = rt_comm_broadcast_start(R.r[r].comm, bufs[r], n, 0, &op);
-        cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a broadcast after the failure gave %s", r,
-                  ferry_err_name(rc));
+        cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a broadcast after the failure gave %s",
+                  r, ferry_err_name(rc));
         char err[CO_ERRLEN] = "";
         rc = rt_comm_allreduce(R.r[r].comm, bufs[r], n, err, sizeof err);
-        cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a blocking all-reduce after the failure "
-                                         "gave %s", r, ferry_err_name(rc));
+        cr_assert(rc == FERRY_ETIMEDOUT,
+                  "rank %d: a blocking all-reduce after the failure "
+                  "gave %s",
+                  r, ferry_err_name(rc));
     }
     co_free_bufs(bufs, w);
 }
@@ -115,8 +123,8 @@ CO_TEST(failure, a_right_neighbour_whose_server_is_gone_is_named_within_the_time
                   FAIL_TIMEOUT_MS);
     }
     cr_assert(res[0].rc == FERRY_EUNAVAIL || res[0].rc == FERRY_ETIMEDOUT,
-              "rank 0: got %s (%s), want EUNAVAIL or ETIMEDOUT", ferry_err_name(res[0].rc),
-              res[0].err);
+              "rank 0: got %s (%s), want EUNAVAIL or ETIMEDOUT",
+              ferry_err_name(res[0].rc), res[0].err);
     assert_names(res[0].err, 1, "rank 0");
     co_free_bufs(bufs, w);
 }
@@ -163,14 +171,14 @@ CO_TEST(failure, a_right_neighbour_whose_server_goes_mid_collective_is_named)
                   FAIL_TIMEOUT_MS);
     }
     cr_assert(res[0].rc == FERRY_EUNAVAIL || res[0].rc == FERRY_ETIMEDOUT,
-              "rank 0: got %s (%s), want EUNAVAIL or ETIMEDOUT", ferry_err_name(res[0].rc),
-              res[0].err);
+              "rank 0: got %s (%s), want EUNAVAIL or ETIMEDOUT",
+              ferry_err_name(res[0].rc), res[0].err);
     assert_names(res[0].err, 1, "rank 0");
     co_free_bufs(bufs, w);
 }
 
-/* The right neighbour's address has never had a server: the first send
- * fails, and the error names the rank. */
+/* The right neighbour's address has never had a server: the sends fail
+ * (at once, or after retrying until the timeout), naming the rank. */
 CO_TEST(failure, a_right_neighbour_that_never_listened_is_named_within_the_timeout)
 {
     int w = 2;
@@ -179,19 +187,21 @@ CO_TEST(failure, a_right_neighbour_that_never_listened_is_named_within_the_timeo
     co_join_all(&o);
     co_stop_server(1);
     size_t n = 100;
-    float *buf = calloc(n, sizeof(float));
+    float *buf = co_alloc(n * sizeof(float));
+    memset(buf, 0, n * sizeof(float));
     char err[CO_ERRLEN] = "";
     double t0 = co_now_ms();
     int rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, sizeof err);
     double ms = co_now_ms() - t0;
-    free(buf);
+    co_free(buf);
     cr_assert(rc == FERRY_EUNAVAIL || rc == FERRY_ETIMEDOUT,
               "got %s (%s), want EUNAVAIL or ETIMEDOUT", ferry_err_name(rc), err);
     cr_assert(ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS, "failed after %.0f ms", ms);
     assert_names(err, 1, "rank 0");
 }
 
-/* ---- cancellation ------------------------------------------------------------------- */
+/* ---- cancellation -------------------------------------------------------------------
+ */
 
 typedef struct cancel {
     float **bufs;
@@ -259,8 +269,9 @@ CO_TEST(failure, a_cancelled_wait_returns_ecanceled_promptly_and_sticks)
                   "rank %d returned %.0f ms after the cancellation", r, late);
         rt_comm_op *op = NULL;
         int rc = rt_comm_allreduce_start(R.r[r].comm, c.bufs[r], n, &op);
-        cr_assert(rc == FERRY_ECANCELED, "rank %d: a start after the cancellation gave %s",
-                  r, ferry_err_name(rc));
+        cr_assert(rc == FERRY_ECANCELED,
+                  "rank %d: a start after the cancellation gave %s", r,
+                  ferry_err_name(rc));
     }
     co_free_bufs(c.bufs, w);
 }
@@ -293,7 +304,8 @@ CO_TEST(failure, destroying_sessions_with_ops_never_waited_for_frees_everything)
     co_free_bufs(bufs, w);
 }
 
-/* ---- ranks that disagree ------------------------------------------------------------ */
+/* ---- ranks that disagree ------------------------------------------------------------
+ */
 
 typedef struct disagree {
     float **bufs;
@@ -305,8 +317,9 @@ static int disagree_fn(int rank, void *arg, char *err, size_t errlen)
 {
     disagree *d = arg;
     rt_comm *c = R.r[rank].comm;
-    return d->broadcast[rank] ? rt_comm_broadcast(c, d->bufs[rank], d->n[rank], 0, err, errlen)
-                              : rt_comm_allreduce(c, d->bufs[rank], d->n[rank], err, errlen);
+    return d->broadcast[rank]
+               ? rt_comm_broadcast(c, d->bufs[rank], d->n[rank], 0, err, errlen)
+               : rt_comm_allreduce(c, d->bufs[rank], d->n[rank], err, errlen);
 }
 
 static void disagree_check(disagree *d, const char *what)
@@ -328,13 +341,13 @@ static void disagree_check(disagree *d, const char *what)
         cr_assert(res[r].rc == FERRY_EPROTO || res[r].rc == FERRY_ETIMEDOUT,
                   "%s: rank %d got %s (%s), want EPROTO (or ETIMEDOUT)", what, r,
                   ferry_err_name(res[r].rc), res[r].err);
-        cr_assert(ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS, "%s: rank %d failed after %.0f ms",
-                  what, r, ms);
+        cr_assert(ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS,
+                  "%s: rank %d failed after %.0f ms", what, r, ms);
         assert_names(res[r].err, 1 - r, what);
         eproto += res[r].rc == FERRY_EPROTO;
     }
-    cr_assert(eproto > 0, "%s: no rank noticed the disagreement (%s; %s)", what, res[0].err,
-              res[1].err);
+    cr_assert(eproto > 0, "%s: no rank noticed the disagreement (%s; %s)", what,
+              res[0].err, res[1].err);
     co_free_bufs(d->bufs, w);
 }
 
@@ -370,9 +383,10 @@ static void options_disagree(const rt_comm_opts o[2], const char *what)
     co_run(co_allreduce_fn, &a, res);
     for (int r = 0; r < w; r++) {
         double ms = res[r].end_ms - res[r].start_ms;
-        cr_assert(res[r].rc == FERRY_EPROTO, "%s: rank %d got %s (%s), want EPROTO", what, r,
-                  ferry_err_name(res[r].rc), res[r].err);
-        cr_assert(ms < FAIL_TIMEOUT_MS, "%s: rank %d took %.0f ms to notice", what, r, ms);
+        cr_assert(res[r].rc == FERRY_EPROTO, "%s: rank %d got %s (%s), want EPROTO", what,
+                  r, ferry_err_name(res[r].rc), res[r].err);
+        cr_assert(ms < FAIL_TIMEOUT_MS, "%s: rank %d took %.0f ms to notice", what, r,
+                  ms);
         assert_names(res[r].err, 1 - r, what);
     }
     co_free_bufs(bufs, w);
@@ -389,8 +403,9 @@ CO_TEST(failure, ranks_that_disagree_on_compression_fail_with_eproto)
 CO_TEST(failure, ranks_that_disagree_on_the_chunk_size_fail_with_eproto)
 {
     R.world = 2;
-    rt_comm_opts o[2] = {co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS),
-                         co_opts(1, 2 * CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS)};
+    rt_comm_opts o[2] = {
+        co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS),
+        co_opts(1, 2 * CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS)};
     options_disagree(o, "4 KiB vs 8 KiB chunks");
 }
 
@@ -407,12 +422,14 @@ CO_TEST(failure, a_peer_that_never_registers_the_session_times_out_naming_it)
     int rc = co_join(0, &o, err, sizeof err);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
     size_t n = 3 * CO_CHUNK_FLOATS;
-    float *buf = calloc(n, sizeof(float));
+    float *buf = co_alloc(n * sizeof(float));
+    memset(buf, 0, n * sizeof(float));
     double t0 = co_now_ms();
     rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, sizeof err);
     double ms = co_now_ms() - t0;
-    free(buf);
-    cr_assert(rc == FERRY_ETIMEDOUT, "got %s (%s), want ETIMEDOUT", ferry_err_name(rc), err);
+    co_free(buf);
+    cr_assert(rc == FERRY_ETIMEDOUT, "got %s (%s), want ETIMEDOUT", ferry_err_name(rc),
+              err);
     cr_assert(ms >= FAIL_TIMEOUT_MS - 50 && ms <= FAIL_TIMEOUT_MS + FAIL_SLACK_MS,
               "failed after %.0f ms with a timeout of %d ms", ms, FAIL_TIMEOUT_MS);
     assert_names(err, 1, "rank 0");

@@ -32,19 +32,29 @@ Test(half, converts_exact_values_both_ways)
     const struct {
         float f;
         uint16_t h;
+        const char *what;
     } t[] = {
-        {1.0f, 0x3C00},        {-2.0f, 0xC000},          {0.5f, 0x3800},
-        {65504.0f, 0x7BFF},    {-65504.0f, 0xFBFF},      {0.0f, 0x0000},
-        {-0.0f, 0x8000},       {0x1p-14f, 0x0400},       /* smallest normal */
-        {0x1p-24f, 0x0001},    /* smallest subnormal */  {0x3FFp-24f, 0x03FF},
-        {INFINITY, 0x7C00},    {-INFINITY, 0xFC00},      {0x1.998p-4f, 0x2E66},
+        {1.0f, 0x3C00, "1"},
+        {-2.0f, 0xC000, "-2"},
+        {0.5f, 0x3800, "0.5"},
+        {65504.0f, 0x7BFF, "the largest finite half"},
+        {-65504.0f, 0xFBFF, "the most negative finite half"},
+        {0.0f, 0x0000, "zero"},
+        {-0.0f, 0x8000, "negative zero"},
+        {0x1p-14f, 0x0400, "the smallest normal"},
+        {0x1p-24f, 0x0001, "the smallest subnormal"},
+        {0x3FFp-24f, 0x03FF, "the largest subnormal"},
+        {INFINITY, 0x7C00, "+Inf"},
+        {-INFINITY, 0xFC00, "-Inf"},
+        {0x1.998p-4f, 0x2E66, "the half nearest 0.1"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         uint16_t h = to_half(t[i].f);
-        cr_assert(h == t[i].h, "%a -> 0x%04X, want 0x%04X", (double)t[i].f, h, t[i].h);
+        cr_assert(h == t[i].h, "%s: %a -> 0x%04X, want 0x%04X", t[i].what, (double)t[i].f,
+                  h, t[i].h);
         float back = from_half(t[i].h);
-        cr_assert(memcmp(&back, &t[i].f, sizeof back) == 0, "0x%04X -> %a, want %a",
-                  t[i].h, (double)back, (double)t[i].f);
+        cr_assert(memcmp(&back, &t[i].f, sizeof back) == 0, "%s: 0x%04X -> %a, want %a",
+                  t[i].what, t[i].h, (double)back, (double)t[i].f);
     }
 }
 
@@ -75,8 +85,8 @@ Test(half, rounds_to_nearest_even)
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         uint16_t h = to_half(t[i].f);
-        cr_assert(h == t[i].h, "%s: %a -> 0x%04X, want 0x%04X", t[i].why, (double)t[i].f, h,
-                  t[i].h);
+        cr_assert(h == t[i].h, "%s: %a -> 0x%04X, want 0x%04X", t[i].why, (double)t[i].f,
+                  h, t[i].h);
     }
 }
 
@@ -108,8 +118,8 @@ Test(half, every_half_round_trips_through_float)
     rt_half_from_float(back, f, n);
     for (size_t i = 0; i < n; i++) {
         if (is_half_nan(h[i]))
-            cr_assert(isnan(f[i]) && is_half_nan(back[i]), "NaN 0x%04zX -> %a -> 0x%04X", i,
-                      (double)f[i], back[i]);
+            cr_assert(isnan(f[i]) && is_half_nan(back[i]), "NaN 0x%04zX -> %a -> 0x%04X",
+                      i, (double)f[i], back[i]);
         else
             cr_assert(back[i] == h[i], "0x%04zX -> %a -> 0x%04X", i, (double)f[i],
                       back[i]);
@@ -139,15 +149,15 @@ Test(half, arrays_of_every_length_agree_with_single_values)
                       h[i], to_half(x[i]));
             float want = from_half(h[i]);
             cr_assert(memcmp(&r[i], &want, sizeof want) == 0,
-                      "n %zu [%zu]: rt_half_round gave %a, the half is %a", n, i, (double)r[i],
-                      (double)want);
+                      "n %zu [%zu]: rt_half_round gave %a, the half is %a", n, i,
+                      (double)r[i], (double)want);
             cr_assert(fabsf(r[i] - x[i]) <= fabsf(x[i]) * 0x1p-11f + 0x1p-25f,
                       "n %zu [%zu]: %a rounded to %a", n, i, (double)x[i], (double)r[i]);
         }
         rt_half_add_to_float(acc, h, n);
         for (size_t i = 0; i < n; i++)
-            cr_assert(acc[i] == 0.25f + from_half(h[i]), "n %zu [%zu]: add_to gave %a", n, i,
-                      (double)acc[i]);
+            cr_assert(acc[i] == 0.25f + from_half(h[i]), "n %zu [%zu]: add_to gave %a", n,
+                      i, (double)acc[i]);
         free(x);
         free(r);
         free(acc);

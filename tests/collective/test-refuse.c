@@ -42,17 +42,18 @@ static void refuse_and_recover(spoil_fn spoil, int want_rc, const char *must1,
     req.root = 0;
     size_t len = SEG * sizeof(float);
     spoil(&req, &len);
-    float *payload = calloc(len / sizeof(float) + 1, sizeof(float));
+    float *payload = co_alloc(len + sizeof(float));
     for (size_t i = 0; i < len / sizeof(float); i++)
         payload[i] = 1e6f; /* would show in the sum if it were kept */
     char err[CO_ERRLEN];
     int rc = co_send_chunk(&req, payload, len, err, sizeof err);
-    free(payload);
+    co_free(payload);
     cr_assert(rc == want_rc, "got %s (%s), want %s", ferry_err_name(rc), err,
               ferry_err_name(want_rc));
-    cr_assert(strstr(err, must1), "the error text \"%s\" does not say \"%s\"", err, must1);
-    cr_assert(!must2 || strstr(err, must2), "the error text \"%s\" does not say \"%s\"", err,
-              must2);
+    cr_assert(strstr(err, must1), "the error text \"%s\" does not say \"%s\"", err,
+              must1);
+    cr_assert(!must2 || strstr(err, must2), "the error text \"%s\" does not say \"%s\"",
+              err, must2);
 
     /* The session goes on undisturbed: its first collective is step 1. */
     float **bufs = co_bufs(w, COUNT, 1);
@@ -63,8 +64,8 @@ static void refuse_and_recover(spoil_fn spoil, int want_rc, const char *must1,
     co_assert_sums(bufs, w, COUNT, want, mag, CO_F32_REL(w), CO_F32_ABS,
                    "all-reduce after a refused chunk");
     co_assert_identical(bufs, w, COUNT, "all-reduce after a refused chunk");
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 

@@ -18,8 +18,8 @@ static void allreduce_and_check(size_t n, uint64_t seed, const char *what)
     co_run_ok(co_allreduce_fn, &a, what);
     co_assert_sums(bufs, w, n, want, mag, CO_F32_REL(w), CO_F32_ABS, what);
     co_assert_identical(bufs, w, n, what);
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
@@ -57,14 +57,14 @@ CO_TEST(session, several_collectives_in_a_row_each_give_the_right_result)
 
     size_t n = 6001;
     float **bufs = co_bufs(w, n, 2);
-    float *root = malloc(n * sizeof(float));
+    float *root = co_alloc(n * sizeof(float));
     memcpy(root, bufs[1], n * sizeof(float));
     co_broadcast_arg b = {bufs, n, 1};
     co_run_ok(co_broadcast_fn, &b, "op 2 (broadcast)");
     for (int r = 0; r < w; r++)
         cr_assert(memcmp(bufs[r], root, n * sizeof(float)) == 0,
                   "op 2 (broadcast): rank %d differs", r);
-    free(root);
+    co_free(root);
     co_free_bufs(bufs, w);
 
     allreduce_and_check(0, 3, "op 3 (all-reduce of nothing)");
@@ -133,7 +133,7 @@ static void inflight_check(bool reverse, const bool broadcast[N_OPS])
         f.broadcast[k] = broadcast[k];
         f.bufs[k] = co_bufs(w, f.n[k], 10 + (uint64_t)k);
         co_reference(f.bufs[k], w, f.n[k], &want[k], &mag[k]);
-        root[k] = malloc(f.n[k] * sizeof(float));
+        root[k] = co_alloc(f.n[k] * sizeof(float));
         memcpy(root[k], f.bufs[k][1], f.n[k] * sizeof(float));
     }
     co_run_ok(inflight_fn, &f, "three collectives in flight");
@@ -149,9 +149,9 @@ static void inflight_check(bool reverse, const bool broadcast[N_OPS])
                            CO_F32_ABS, what);
             co_assert_identical(f.bufs[k], w, f.n[k], what);
         }
-        free(want[k]);
-        free(mag[k]);
-        free(root[k]);
+        co_free(want[k]);
+        co_free(mag[k]);
+        co_free(root[k]);
         co_free_bufs(f.bufs[k], w);
     }
 }
@@ -214,8 +214,8 @@ CO_TEST(session, a_session_registered_300_ms_after_its_peers_still_completes)
     rt_comm_get_stats(R.r[LATE_RANK - 1].comm, &st);
     cr_assert(st.retries > 0, "rank %d never retried a send to the late rank",
               LATE_RANK - 1);
-    free(want);
-    free(mag);
+    co_free(want);
+    co_free(mag);
     co_free_bufs(bufs, w);
 }
 
@@ -275,10 +275,10 @@ CO_TEST(session, two_sessions_at_once_on_the_same_hubs_keep_their_chunks_apart)
     co_assert_sums(t.b.bufs, w, n, wb, mb, CO_F32_REL(w), CO_F32_ABS, "session 32");
     co_assert_identical(t.a.bufs, w, n, "session 31");
     co_assert_identical(t.b.bufs, w, n, "session 32");
-    free(wa);
-    free(ma);
-    free(wb);
-    free(mb);
+    co_free(wa);
+    co_free(ma);
+    co_free(wb);
+    co_free(mb);
     co_free_bufs(t.a.bufs, w);
     co_free_bufs(t.b.bufs, w);
 }
