@@ -7,6 +7,7 @@
 
 #include "runtime.h"
 #include "runtime/collective/collective.h"
+#include "runtime/ps/ps.h"
 
 /* ---- module cache (modcache.c) -------------------------------------------- */
 
@@ -53,7 +54,7 @@ typedef struct rt_guard {
     void *data; /* the inner handler's data; NULL: the worker */
 } rt_guard;
 
-#define RT_GUARDED_METHODS 5 /* LoadModule, Call, Stats, Shutdown, ReduceChunk */
+#define RT_GUARDED_METHODS 7 /* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull */
 
 struct rt_worker {
     rpc_server *srv;
@@ -68,6 +69,7 @@ struct rt_worker {
     rt_guard guards[RT_GUARDED_METHODS];
     ferry_device_t *device; /* what ctx->device points at */
     rt_hub *hub;            /* collective sessions, fed by ReduceChunk */
+    rt_ps_store *ps;        /* parameter-server shards, fed by Push and Pull */
     /* The one training session this worker runs (train_fn.c), NULL when
      * none; train_lock guards the pointer, not the session's work. */
     pthread_mutex_t train_lock;

@@ -95,11 +95,15 @@ static void shutdown_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 
 static void worker_free(rt_worker *w)
 {
+    /* Pulls parked by a staleness bound end only when answered: the server
+     * would wait for them forever. */
+    rt_ps_store_shutdown(w->ps);
     rpc_server_destroy(w->srv);
     /* The session computes with a module's model on the device: it ends
      * before either goes. */
     rt_train_session_free(w);
     rt_hub_destroy(w->hub);
+    rt_ps_store_destroy(w->ps);
     rt_device_close(w->device);
     rt_modcache_destroy(w->cache);
     pthread_mutex_destroy(&w->train_lock);
@@ -155,7 +159,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         goto fail;
     }
     snprintf(w->id.device, sizeof w->id.device, "%s", w->device->description);
-    if ((rc = rt_modcache_create(cache, &w->cache)) || (rc = rt_hub_create(&w->hub)))
+    if ((rc = rt_modcache_create(cache, &w->cache)) || (rc = rt_hub_create(&w->hub)) ||
+        (rc = rt_ps_store_create(&w->ps)))
         goto fail;
 
     /* LoadModule writes a file and dlopens, so it stays on the pool and,
@@ -170,18 +175,22 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
         {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
         /* Files the chunk and wakes the session's thread: never blocks. */
-        {RT_METHOD_REDUCE_CHUNK, NULL, RPC_METHOD_INLINE},
+        {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, RPC_METHOD_INLINE},
+        /* A push steps the shard's optimizer: the pool. */
+        {RT_METHOD_PUSH, rt_ps_push_handler, 0},
+        {RT_METHOD_PULL, rt_ps_pull_handler, 0},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
         {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE},
     };
     for (int i = 0; i < RT_GUARDED_METHODS; i++) {
-        /* ReduceChunk is the hub's handler, with the hub as its data. */
-        bool hub = !guarded_methods[i].inner;
-        w->guards[i] = (rt_guard){.w = w,
-                                  .inner = hub ? rt_reduce_chunk_handler
-                                               : guarded_methods[i].inner,
-                                  .data = hub ? (void *)w->hub : NULL};
+        /* ReduceChunk's data is the hub, Push's and Pull's the store. */
+        rpc_handler inner = guarded_methods[i].inner;
+        void *data = inner == rt_reduce_chunk_handler ? (void *)w->hub
+                     : inner == rt_ps_push_handler || inner == rt_ps_pull_handler
+                         ? (void *)w->ps
+                         : NULL;
+        w->guards[i] = (rt_guard){.w = w, .inner = inner, .data = data};
         methods[1 + i] = (rpc_method){guarded_methods[i].name, guarded, &w->guards[i],
                                       guarded_methods[i].flags};
     }

@@ -1,0 +1,314 @@
+/* A worker's side of a parameter-server session: one channel to each peer
+ * that holds a shard, opened once for the session, and the round trips of
+ * a step — every shard's pull, or every shard's push, in flight at once.
+ *
+ * The client's libuv loop runs only inside its calls, on the caller's
+ * thread (the trainer's), so a round trip costs no thread hand-off beyond
+ * gRPC's own. A 20 ms timer polls the caller's cancellation while a pull
+ * is parked by the staleness bound. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry.pb-c.h"
+#include "ps_int.h"
+
+#define TICK_MS           20
+#define DEFAULT_TIMEOUT   30000
+#define RETRY_FIRST_MS    2
+#define RETRY_MAX_MS      100
+
+struct rt_ps_client {
+    uint64_t session;
+    int rank, world, shards;
+    size_t n;
+    char **peers;
+    int64_t timeout_ms;
+    uv_loop_t loop;
+    rpc_client *rpc;
+    rpc_channel **ch; /* by rank; NULL for ranks that hold no shard */
+    bool *answered;   /* by rank: has answered once (connected) */
+    uint64_t *version; /* by shard: at the last pull */
+    rpc_call *calls;   /* by shard */
+    bool *pending;     /* by shard: still to do in this round trip */
+    bool *started;     /* by shard: a call of this round is in c->calls */
+};
+
+static void client_free(rt_ps_client *c)
+{
+    if (c->rpc) {
+        for (int r = 0; r < c->world; r++)
+            rpc_channel_destroy(c->ch[r]);
+        rpc_client_close(c->rpc);
+        uv_run(&c->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&c->loop);
+    }
+    for (int r = 0; c->peers && r < c->world; r++)
+        free(c->peers[r]);
+    free(c->peers);
+    free(c->ch);
+    free(c->answered);
+    free(c->version);
+    free(c->calls);
+    free(c->pending);
+    free(c->started);
+    free(c);
+}
+
+void rt_ps_client_destroy(rt_ps_client *c)
+{
+    if (c)
+        client_free(c);
+}
+
+int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    if (o->world < 1 || o->rank < 0 || o->rank >= o->world || !o->peers || o->n == 0) {
+        snprintf(err, errlen, "bad parameter-server client: rank %d of %d", o->rank,
+                 o->world);
+        return FERRY_EINVAL;
+    }
+    rt_ps_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return FERRY_ENOMEM;
+    c->session = o->session;
+    c->rank = o->rank;
+    c->world = o->world;
+    c->shards = o->shards > 0 ? o->shards : o->world;
+    c->n = o->n;
+    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT;
+    size_t w = (size_t)c->world, s = (size_t)c->shards;
+    c->peers = calloc(w, sizeof *c->peers);
+    c->ch = calloc(w, sizeof *c->ch);
+    c->answered = calloc(w, sizeof *c->answered);
+    c->version = calloc(s, sizeof *c->version);
+    c->calls = calloc(s, sizeof *c->calls);
+    c->pending = calloc(s, sizeof *c->pending);
+    c->started = calloc(s, sizeof *c->started);
+    int rc = c->peers && c->ch && c->answered && c->version && c->calls && c->pending &&
+                         c->started
+                 ? 0
+                 : FERRY_ENOMEM;
+    for (int r = 0; rc == 0 && r < c->world; r++)
+        if (!(c->peers[r] = strdup(o->peers[r])))
+            rc = FERRY_ENOMEM;
+    if (rc) {
+        client_free(c);
+        snprintf(err, errlen, "no memory for a parameter-server client");
+        return rc;
+    }
+    uv_loop_init(&c->loop);
+    if ((rc = rpc_client_create(&c->loop, &c->rpc))) {
+        uv_loop_close(&c->loop);
+        client_free(c);
+        snprintf(err, errlen, "cannot create an rpc client: %s", ferry_strerror(rc));
+        return rc;
+    }
+    rpc_channel_opts co = {.token = o->token};
+    for (int sh = 0; rc == 0 && sh < c->shards; sh++) {
+        int r = rt_ps_shard_rank(sh, c->world);
+        if (!c->ch[r] && (rc = rpc_channel_create(c->rpc, c->peers[r], &co, &c->ch[r])))
+            snprintf(err, errlen, "cannot open a channel to rank %d (%s): %s", r,
+                     c->peers[r], ferry_strerror(rc));
+    }
+    if (rc) {
+        client_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* ---- one round trip to every shard ---------------------------------------------------- */
+
+typedef struct trip {
+    rt_ps_client *c;
+    bool pull;
+    size_t running;
+    bool (*cancelled)(void *);
+    void *arg;
+    bool cancel_sent;
+} trip;
+
+static void on_done(rpc_call *call)
+{
+    trip *t = call->data;
+    t->running--;
+}
+
+static void on_tick(uv_timer_t *tm)
+{
+    trip *t = tm->data;
+    if (t->cancel_sent || !t->cancelled || !t->cancelled(t->arg))
+        return;
+    t->cancel_sent = true;
+    for (int s = 0; s < t->c->shards; s++)
+        if (t->c->started[s] && !t->c->calls[s].done)
+            rpc_call_cancel(&t->c->calls[s]);
+}
+
+static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
+                 uint64_t step, uint64_t samples)
+{
+    rt_ps_span sp = rt_ps_shard_span(c->n, c->shards, s);
+    rpc_call *call = &c->calls[s];
+    call->data = t;
+    int r = rt_ps_shard_rank(s, c->world);
+    if (t->pull) {
+        Ferry__PullRequest rq = FERRY__PULL_REQUEST__INIT;
+        rq.job = c->session;
+        rq.shard = (uint32_t)s;
+        rq.worker_step = step;
+        rq.from_rank = (uint32_t)c->rank;
+        rq.until_samples = samples;
+        rpc_msg_out m = {.head = &rq.base};
+        return rpc_call_start(c->ch[r], call, RT_METHOD_PULL, &m, c->timeout_ms, on_done);
+    }
+    Ferry__PushRequest rq = FERRY__PUSH_REQUEST__INIT;
+    rq.job = c->session;
+    rq.shard = (uint32_t)s;
+    rq.worker_step = step;
+    rq.from_rank = (uint32_t)c->rank;
+    rq.version = c->version[s];
+    rq.kind = (Ferry__PushKind)kind;
+    rq.samples = (uint32_t)samples;
+    rpc_msg_out m = {.head = &rq.base,
+                     .payload = values + sp.lo,
+                     .payload_len = (sp.hi - sp.lo) * sizeof(float),
+                     .codec = RPC_CODEC_RAW};
+    return rpc_call_start(c->ch[r], call, RT_METHOD_PUSH, &m, c->timeout_ms, on_done);
+}
+
+/* Takes what shard s answered; 0, or FERRY_EPROTO for a reply that does not
+ * fit. */
+static int take(rt_ps_client *c, bool pull, int s, float *params, rt_ps_seen *seen,
+                char *err, size_t errlen)
+{
+    rpc_call *call = &c->calls[s];
+    rt_ps_span sp = rt_ps_shard_span(c->n, c->shards, s);
+    int r = rt_ps_shard_rank(s, c->world);
+    ProtobufCMessage *msg = NULL;
+    const ProtobufCMessageDescriptor *d =
+        pull ? &ferry__pull_reply__descriptor : &ferry__push_reply__descriptor;
+    size_t want = (sp.hi - sp.lo) * sizeof(float);
+    if (rpc_msg_unpack(&call->reply, d, &msg) ||
+        (pull && call->reply.payload_len != want)) {
+        if (msg)
+            protobuf_c_message_free_unpacked(msg, NULL);
+        snprintf(err, errlen,
+                 "shard %d on rank %d (%s) answered a %s with %zu bytes where %zu were "
+                 "expected",
+                 s, r, c->peers[r], pull ? "pull" : "push", call->reply.payload_len,
+                 pull ? want : 0);
+        return FERRY_EPROTO;
+    }
+    uint64_t samples, clock = UINT64_MAX;
+    if (pull) {
+        Ferry__PullReply *p = (Ferry__PullReply *)msg;
+        if (want)
+            memcpy(params + sp.lo, call->reply.payload, want);
+        c->version[s] = p->shard_version;
+        samples = p->samples;
+        clock = p->min_clock;
+    } else {
+        samples = ((Ferry__PushReply *)msg)->samples;
+    }
+    protobuf_c_message_free_unpacked(msg, NULL);
+    if (samples > seen->samples)
+        seen->samples = samples;
+    if (clock < seen->min_clock)
+        seen->min_clock = clock;
+    return 0;
+}
+
+static int trip_run(rt_ps_client *c, bool pull, float *params, const float *values, int kind,
+                    uint64_t step, uint64_t samples, rt_ps_seen *seen,
+                    bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+{
+    trip t = {.c = c, .pull = pull, .cancelled = cancelled, .arg = arg};
+    *seen = (rt_ps_seen){.min_clock = UINT64_MAX};
+    uv_timer_t tick;
+    uv_timer_init(&c->loop, &tick);
+    tick.data = &t;
+    uv_timer_start(&tick, on_tick, TICK_MS, TICK_MS);
+    for (int s = 0; s < c->shards; s++) {
+        rt_ps_span sp = rt_ps_shard_span(c->n, c->shards, s);
+        c->pending[s] = sp.hi > sp.lo;
+    }
+    uint64_t deadline = uv_hrtime() + (uint64_t)c->timeout_ms * 1000000ull;
+    int backoff = RETRY_FIRST_MS, rc = 0, todo = 1;
+    while (todo && rc == 0) {
+        for (int s = 0; s < c->shards && rc == 0; s++) {
+            if (!c->pending[s])
+                continue;
+            if ((rc = start(c, &t, s, values, kind, step, samples))) {
+                snprintf(err, errlen, "cannot start a %s of shard %d: %s",
+                         pull ? "pull" : "push", s, ferry_strerror(rc));
+            } else {
+                c->started[s] = true;
+                t.running++;
+            }
+        }
+        while (t.running)
+            uv_run(&c->loop, UV_RUN_ONCE);
+        todo = 0;
+        for (int s = 0; s < c->shards; s++) {
+            if (!c->started[s])
+                continue;
+            c->started[s] = false;
+            rpc_call *call = &c->calls[s];
+            int r = rt_ps_shard_rank(s, c->world);
+            int res = call->result;
+            /* Not there yet: the holder has not opened the session, or its
+             * server is still coming up. Once a peer has answered, its
+             * being unreachable means it is gone. */
+            bool early = res == FERRY_ENOENT || (res == FERRY_EUNAVAIL && !c->answered[r]);
+            if (res == 0) {
+                c->answered[r] = true;
+                c->pending[s] = false;
+                if (rc == 0)
+                    rc = take(c, pull, s, params, seen, err, errlen);
+            } else if (early && !t.cancel_sent && uv_hrtime() < deadline) {
+                todo++;
+            } else if (rc == 0) {
+                rc = t.cancel_sent ? FERRY_ECANCELED : res;
+                if (rc == FERRY_ETIMEDOUT)
+                    snprintf(err, errlen,
+                             "shard %d on rank %d (%s) did not answer a %s within %.1f s",
+                             s, r, c->peers[r], pull ? "pull" : "push",
+                             (double)c->timeout_ms / 1e3);
+                else if (rc == FERRY_ECANCELED)
+                    snprintf(err, errlen, "cancelled while waiting for shard %d", s);
+                else
+                    snprintf(err, errlen, "shard %d on rank %d (%s): %s", s, r, c->peers[r],
+                             call->errmsg ? call->errmsg : ferry_strerror(res));
+            }
+            rpc_call_fini(call);
+        }
+        if (todo && rc == 0) {
+            uv_sleep((unsigned)backoff);
+            backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2;
+        }
+    }
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_run(&c->loop, UV_RUN_NOWAIT);
+    return rc;
+}
+
+int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t until_samples,
+               rt_ps_seen *seen, bool (*cancelled)(void *), void *arg, char *err,
+               size_t errlen)
+{
+    return trip_run(c, true, params, NULL, 0, worker_step, until_samples, seen, cancelled,
+                    arg, err, errlen);
+}
+
+int rt_ps_push(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,
+               uint32_t samples, rt_ps_seen *seen, bool (*cancelled)(void *), void *arg,
+               char *err, size_t errlen)
+{
+    return trip_run(c, false, NULL, values, kind, worker_step, samples, seen, cancelled, arg,
+                    err, errlen);
+}

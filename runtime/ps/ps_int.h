@@ -1,0 +1,65 @@
+/* runtime/ps — private header shared by the files of this folder. */
+#ifndef FERRY_RUNTIME_PS_INT_H
+#define FERRY_RUNTIME_PS_INT_H
+
+#include <pthread.h>
+
+#include "ps.h"
+#include "runtime/train/train.h"
+
+/* A pull the staleness bound holds back, answered by a later push. */
+typedef struct rt_parked {
+    struct rt_parked *next;
+    rpc_srv_call *sc;
+    uint64_t step, until; /* until: samples that let it go (0: none) */
+    int from;
+} rt_parked;
+
+typedef struct rt_ps_sess rt_ps_sess;
+
+typedef struct rt_shard {
+    rt_ps_sess *sess;
+    int index;
+    rt_ps_span span;
+    ferry_device_t *cpu; /* the values' and the optimizer's */
+    pthread_mutex_t mu; /* one push at a time; everything below */
+    float *values;
+    rt_optim *opt; /* downpour, dynsgd */
+    uint64_t version, samples;
+    uint64_t *clock; /* by rank: worker_step of its last push */
+    bool *gone;      /* by rank: left the session */
+    rt_parked *parked;
+    rt_ps_shard_stats stats;
+} rt_shard;
+
+struct rt_ps_sess {
+    rt_ps_sess *next; /* in the store, under its mutex */
+    uint64_t id;
+    int rank, world, shards, staleness;
+    rt_ps_algo algo;
+    float lr;
+    uint64_t schedule_samples;
+    rt_shard *held; /* this rank's shards, in shard order */
+    int n_held;
+    int refs; /* handlers using it; under the store's mutex */
+    uint64_t close_at; /* uv_hrtime() when the sweeper closes it; 0: open */
+};
+
+/* ---- shard.c -------------------------------------------------------------------- */
+
+int rt_shard_init(rt_shard *sh, rt_ps_sess *s, int index, ferry_device_t *cpu,
+                  const rt_optim_opts *optim, const float *init, size_t n);
+/* Fails its parked pulls (the session ended) and frees. */
+void rt_shard_fini(rt_shard *sh);
+/* Applies one push and answers the pulls it releases; the reply or the
+ * refusal goes to `sc`. */
+void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t version,
+                   int kind, uint32_t samples, const float *values, size_t n);
+/* Answers now, or parks the pull until the staleness bound lets it go. */
+void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t until);
+/* The rank left: it no longer holds the bound back. */
+void rt_shard_leave(rt_shard *sh, int rank);
+/* Fails the parked pulls whose callers gave up (all of them with `all`). */
+void rt_shard_sweep(rt_shard *sh, bool all);
+
+#endif

@@ -1,0 +1,210 @@
+/* One shard of a session: its slice of the parameters, the optimizer state
+ * for that slice, a version that counts the pushes applied, every rank's
+ * clock (the worker_step of its last push) and the pulls the staleness
+ * bound holds back.
+ *
+ * Everything happens under the shard's mutex, replies included: a pull's
+ * reply copies the slice inside rpc_srv_reply, so it never sees half a
+ * step. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ferry.pb-c.h"
+#include "ps_int.h"
+
+int rt_shard_init(rt_shard *sh, rt_ps_sess *s, int index, ferry_device_t *cpu,
+                  const rt_optim_opts *optim, const float *init, size_t n)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->sess = s;
+    sh->index = index;
+    sh->cpu = cpu;
+    sh->span = rt_ps_shard_span(n, s->shards, index);
+    pthread_mutex_init(&sh->mu, NULL);
+    size_t len = sh->span.hi - sh->span.lo;
+    sh->values = cpu->ops->alloc(cpu, (len ? len : 1) * sizeof(float));
+    sh->clock = calloc((size_t)s->world, sizeof *sh->clock);
+    sh->gone = calloc((size_t)s->world, sizeof *sh->gone);
+    if (!sh->values || !sh->clock || !sh->gone)
+        return FERRY_ENOMEM;
+    memcpy(sh->values, init + sh->span.lo, len * sizeof(float));
+    if (s->algo != RT_PS_EASGD && len > 0)
+        return rt_optim_create(cpu, optim, len, &sh->opt);
+    return 0;
+}
+
+void rt_shard_fini(rt_shard *sh)
+{
+    if (!sh->sess)
+        return;
+    rt_shard_sweep(sh, true);
+    rt_optim_destroy(sh->opt);
+    sh->cpu->ops->free(sh->cpu, sh->values);
+    free(sh->clock);
+    free(sh->gone);
+    pthread_mutex_destroy(&sh->mu);
+    sh->sess = NULL;
+}
+
+/* The slowest live rank's clock; UINT64_MAX when every rank has left. */
+static uint64_t min_clock(const rt_shard *sh)
+{
+    uint64_t m = UINT64_MAX;
+    for (int r = 0; r < sh->sess->world; r++)
+        if (!sh->gone[r] && sh->clock[r] < m)
+            m = sh->clock[r];
+    return m;
+}
+
+static bool may_read(const rt_shard *sh, uint64_t step, uint64_t until)
+{
+    int k = sh->sess->staleness;
+    return k < 0 || step == 0 || step <= min_clock(sh) + (uint64_t)k ||
+           (until > 0 && sh->samples >= until);
+}
+
+static void answer_pull(rt_shard *sh, rpc_srv_call *sc)
+{
+    Ferry__PullReply out = FERRY__PULL_REPLY__INIT;
+    uint64_t mc = min_clock(sh);
+    out.shard_version = sh->version;
+    out.samples = sh->samples;
+    out.min_clock = mc == UINT64_MAX ? 0 : mc;
+    rpc_msg_out reply = {.head = &out.base,
+                         .payload = sh->values,
+                         .payload_len = (sh->span.hi - sh->span.lo) * sizeof(float),
+                         .codec = RPC_CODEC_RAW};
+    rpc_srv_reply(sc, &reply);
+}
+
+/* Answers every parked pull the bound now lets go. */
+static void release(rt_shard *sh)
+{
+    for (rt_parked **p = &sh->parked; *p;) {
+        rt_parked *pk = *p;
+        if (!may_read(sh, pk->step, pk->until)) {
+            p = &pk->next;
+            continue;
+        }
+        *p = pk->next;
+        answer_pull(sh, pk->sc);
+        free(pk);
+    }
+}
+
+/* The cosine schedule over the samples applied, then dynsgd's division by
+ * the push's staleness. */
+static float step_lr(const rt_shard *sh, uint64_t staleness)
+{
+    const rt_ps_sess *s = sh->sess;
+    double lr = s->lr;
+    if (s->schedule_samples) {
+        double frac = fmin((double)sh->samples / (double)s->schedule_samples, 1.0);
+        lr *= 0.5 * (1.0 + cos(M_PI * frac));
+    }
+    if (s->algo == RT_PS_DYNSGD)
+        lr /= (double)(staleness + 1);
+    return (float)lr;
+}
+
+void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t version,
+                   int kind, uint32_t samples, const float *values, size_t n)
+{
+    const rt_ps_sess *s = sh->sess;
+    int want_kind = s->algo == RT_PS_EASGD ? FERRY__PUSH_KIND__PUSH_ELASTIC
+                                           : FERRY__PUSH_KIND__PUSH_GRADIENT;
+    size_t len = sh->span.hi - sh->span.lo;
+    pthread_mutex_lock(&sh->mu);
+    if (kind != want_kind || n != len || version > sh->version) {
+        uint64_t have = sh->version;
+        pthread_mutex_unlock(&sh->mu);
+        if (kind != want_kind)
+            rpc_srv_fail(sc, FERRY_EINVAL, "Push: shard %d of session %llu takes %s pushes",
+                         sh->index, (unsigned long long)s->id,
+                         want_kind ? "elastic (easgd)" : "gradient");
+        else if (n != len)
+            rpc_srv_fail(sc, FERRY_EINVAL,
+                         "Push: shard %d of session %llu holds %zu floats, the push "
+                         "carries %zu",
+                         sh->index, (unsigned long long)s->id, len, n);
+        else
+            rpc_srv_fail(sc, FERRY_EINVAL,
+                         "Push: version %llu of shard %d is ahead of the shard's %llu",
+                         (unsigned long long)version, sh->index, (unsigned long long)have);
+        return;
+    }
+    uint64_t staleness = sh->version - version;
+    if (len > 0) {
+        if (sh->opt) {
+            rt_optim_set_lr(sh->opt, step_lr(sh, staleness));
+            rt_optim_step(sh->opt, sh->values, values);
+        } else {
+            for (size_t i = 0; i < len; i++)
+                sh->values[i] += values[i];
+        }
+    }
+    sh->version++;
+    sh->samples += samples;
+    if (step > sh->clock[from])
+        sh->clock[from] = step;
+    sh->stats.pushes++;
+    sh->stats.staleness[staleness < RT_PS_STALE_BUCKETS - 1 ? staleness
+                                                            : RT_PS_STALE_BUCKETS - 1]++;
+    Ferry__PushReply out = FERRY__PUSH_REPLY__INIT;
+    out.shard_version = sh->version;
+    out.samples = sh->samples;
+    out.staleness = staleness;
+    rpc_msg_out reply = {.head = &out.base};
+    rpc_srv_reply(sc, &reply);
+    release(sh);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t until)
+{
+    pthread_mutex_lock(&sh->mu);
+    if (may_read(sh, step, until)) {
+        answer_pull(sh, sc);
+    } else {
+        rt_parked *pk = malloc(sizeof *pk);
+        if (!pk) {
+            pthread_mutex_unlock(&sh->mu);
+            rpc_srv_fail(sc, FERRY_ENOMEM, "Pull: no memory to wait");
+            return;
+        }
+        *pk = (rt_parked){
+            .next = sh->parked, .sc = sc, .step = step, .until = until, .from = from};
+        sh->parked = pk;
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
+void rt_shard_leave(rt_shard *sh, int rank)
+{
+    pthread_mutex_lock(&sh->mu);
+    sh->gone[rank] = true;
+    release(sh);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+void rt_shard_sweep(rt_shard *sh, bool all)
+{
+    pthread_mutex_lock(&sh->mu);
+    for (rt_parked **p = &sh->parked; *p;) {
+        rt_parked *pk = *p;
+        if (!all && !rpc_srv_cancelled(pk->sc)) {
+            p = &pk->next;
+            continue;
+        }
+        *p = pk->next;
+        rpc_srv_fail(pk->sc, FERRY_ECANCELED,
+                     "Pull: shard %d of session %llu stopped waiting for the slowest rank "
+                     "(%s)",
+                     sh->index, (unsigned long long)sh->sess->id,
+                     all ? "the session ended on this worker" : "the caller gave up");
+        free(pk);
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
