@@ -5,6 +5,10 @@
  *   optim.c      SGD (momentum, weight decay) and Adam over the flat buffer
  *   trainer.c    epochs: batches from the loader, loss_grad, optimizer step,
  *                evaluation on the test set; NaN loss stops it
+ *   sync.c       sync mode: the gradient's all-reduce in buckets
+ *   async.c      async mode: pull from and push to the parameter server's
+ *                shards (DOWNPOUR, DynSGD) or exchange with its centre
+ *                variable (EASGD)
  *   train_fn.c   the built-in functions a master calls on a worker to train
  *                the model of a loaded module ("ferry.train.*")
  *
@@ -22,6 +26,7 @@
 #include "runtime/data/data.h"
 #include "runtime/data/data_int.h"
 #include "runtime/collective/collective.h"
+#include "runtime/ps/ps.h"
 
 /* ---- the model's context ---------------------------------------------------- */
 
@@ -127,6 +132,24 @@ typedef struct rt_train_opts {
     /* Training and test sets to use instead of loading the model's dataset
      * (tests); both or neither. Not owned. */
     const rt_dataset *train_set, *test_set;
+
+    /* Asynchronous training (with a store and world > 1): this rank holds
+     * its shards of the parameters in `ps_store` (not owned) and pulls from
+     * and pushes to every shard over `peers`. An epoch ends when the shards
+     * have taken a training set's worth of samples from all the ranks
+     * together, so a slow rank does not hold the others back. */
+    rt_ps_store *ps_store;
+    uint64_t session;
+    const char *const *peers; /* world addresses */
+    const char *token;
+    int64_t timeout_ms;
+    int ps_shards;  /* 0: world */
+    int staleness;  /* < 0: unbounded */
+    int push_every; /* 0: 1 */
+    int pull_every; /* 0: 1 */
+    rt_ps_algo algo;
+    float alpha; /* easgd; 0: 0.9 / world */
+    int tau;     /* easgd; 0: 4 */
 } rt_train_opts;
 
 typedef struct rt_epoch_stats {
@@ -143,6 +166,12 @@ typedef struct rt_epoch_stats {
     size_t local_samples;
     double compute_s;   /* in loss_grad */
     double allreduce_s; /* waiting for the gradient's all-reduce after loss_grad */
+    /* Async mode: nothing is reduced; losses, accuracy and samples are this
+     * rank's own (the master adds the ranks up). */
+    size_t eval_samples;
+    uint64_t steps, pushes;
+    double ps_wait_s; /* in pulls and pushes, the staleness bound's wait included */
+    rt_ps_shard_stats shard; /* what this rank's shards applied */
 } rt_epoch_stats;
 
 typedef struct rt_trainer rt_trainer;

@@ -18,6 +18,7 @@
 #define FN_BEGIN "ferry.train.begin"
 #define FN_EPOCH "ferry.train.epoch"
 #define FN_END   "ferry.train.end"
+#define FN_LEAVE "ferry.train.leave"
 
 typedef struct rt_train_session {
     uint64_t id;
@@ -112,6 +113,17 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
                        .compress = (rt_compress)rt_compress_parse(a->grad_compression),
                        .timeout_ms = a->timeout_ms};
     size_t bucket_bytes = a->bucket_bytes;
+    bool async = strcmp(a->mode, "async") == 0;
+    if (rc == 0 && a->mode[0] && !async && strcmp(a->mode, "sync") != 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)", a->mode);
+    int algo = rt_ps_algo_parse(a->algo);
+    if (rc == 0 && async && algo < 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "unknown algorithm '%s' (downpour, dynsgd or easgd)", a->algo);
+    if (rc == 0 && async && (a->ps_shards > RT_PS_MAX_SHARDS || a->alpha < 0 || a->alpha >= 1))
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "%u shards, alpha %g: at most %d shards, alpha in [0, 1)",
+                            a->ps_shards, a->alpha, RT_PS_MAX_SHARDS);
     char **peers = NULL;
     if (rc == 0 && co.world > 1) {
         if (a->n_peers != (size_t)co.world || a->rank >= a->world)
@@ -136,6 +148,10 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     if (!o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",
                             a->optimizer);
+    uint32_t ps_shards = a->ps_shards, push_every = a->push_every,
+             pull_every = a->pull_every, tau = a->tau;
+    int staleness = a->staleness;
+    float alpha = a->alpha;
     ferry__train_begin__free_unpacked(a, NULL);
     if (rc) {
         free_peers(peers, co.world);
@@ -168,7 +184,22 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     session_free(old);
 
     char err[1024] = "";
-    if (co.world > 1) {
+    if (co.world > 1 && async) {
+        o.rank = co.rank;
+        o.world = co.world;
+        o.ps_store = w->ps;
+        o.session = id;
+        o.peers = (const char *const *)peers;
+        o.token = w->token;
+        o.timeout_ms = co.timeout_ms;
+        o.ps_shards = (int)ps_shards;
+        o.staleness = staleness;
+        o.push_every = (int)push_every;
+        o.pull_every = (int)pull_every;
+        o.algo = (rt_ps_algo)algo;
+        o.alpha = alpha;
+        o.tau = (int)tau;
+    } else if (co.world > 1) {
         co.peers = (const char *const *)peers;
         rc = rt_comm_create(w->hub, &co, &s->comm, err, sizeof err);
         o.rank = co.rank;
@@ -176,9 +207,9 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         o.comm = s->comm;
         o.bucket_bytes = bucket_bytes;
     }
-    free_peers(peers, co.world);
     if (rc == 0)
         rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
+    free_peers(peers, co.world);
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
     if (rc) {
@@ -268,6 +299,14 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     r.allreduce_s = st.allreduce_s;
     r.compute_s = st.compute_s;
     r.local_samples = st.local_samples;
+    r.eval_samples = st.eval_samples;
+    r.pushes = st.pushes;
+    r.ps_wait_s = st.ps_wait_s;
+    r.steps = st.steps;
+    if (st.shard.pushes) {
+        r.n_staleness = RT_PS_STALE_BUCKETS;
+        r.staleness = st.shard.staleness;
+    }
     return reply(ctx, &r.base, out);
 }
 
@@ -305,10 +344,30 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
     return reply(ctx, &r.base, out);
 }
 
+static int train_leave(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    rt_worker *w = rt_call_worker(ctx);
+    Ferry__TrainLeave *a = ferry__train_leave__unpack(NULL, in->len, in->data);
+    if (!a)
+        return bad_argument(ctx, "TrainLeave");
+    uint64_t id = a->session;
+    int rank = (int)(a->rank > 1u << 20 ? 1u << 20 : a->rank);
+    ferry__train_leave__free_unpacked(a, NULL);
+    /* Not through take(): the session is busy with the epoch the lost
+     * rank's absence holds up. */
+    if (rt_ps_leave(w->ps, id, rank))
+        return ctx->ops->fail(ctx, FERRY_ENOENT,
+                              "no parameter-server session %llu with a rank %d here",
+                              (unsigned long long)id, rank);
+    Ferry__TrainLeaveReply r = FERRY__TRAIN_LEAVE_REPLY__INIT;
+    return reply(ctx, &r.base, out);
+}
+
 static const ferry_function_t builtins[] = {
     {FN_BEGIN, train_begin},
     {FN_EPOCH, train_epoch},
     {FN_END, train_end},
+    {FN_LEAVE, train_leave},
 };
 
 ferry_fn_t rt_builtin_function(const rt_module *m, const char *name)

@@ -11,7 +11,7 @@
 
 #include <uv.h>
 
-#include "train.h"
+#include "trainer_int.h"
 
 #define DEFAULT_BATCH      128
 #define DEFAULT_EVAL_BATCH 256
@@ -19,25 +19,6 @@
  * the shuffle, never the problem it solves. */
 #define DATA_SEED 20261123u
 
-struct rt_trainer {
-    const ferry_model_t *m;
-    ferry_device_t *dev;
-    rt_train_opts o;
-    rt_model_ctx mc;
-    rt_dataset own[2]; /* loaded here: train, test */
-    const rt_dataset *set[2];
-    rt_loader *train, *test;
-    size_t plen;
-    float *params, *grad;
-    /* Device copies of a batch (not used on the cpu). */
-    float *x, *targets;
-    int32_t *labels;
-    rt_optim *opt;
-    rt_sync *sync; /* with a comm of more than one rank */
-    bool grad_borrowed; /* t->grad lies in the sync's reduction buffer */
-    int epoch;
-    uint64_t steps_done; /* optimizer steps, for the schedule */
-};
 
 static double now_s(void)
 {
@@ -141,6 +122,10 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
         snprintf(err, errlen, "the model's init failed: %s", ferry_strerror(rc));
     else
         rc = t->dev->ops->upload(t->dev, t->params, host, t->plen * sizeof(float));
+    /* Async: this rank's shards start from these values, and every rank
+     * pulls them before its first step. */
+    if (rc == 0 && t->o.ps_store && t->o.world > 1)
+        rc = rt_async_create(t, host, err, errlen);
     free(host);
     /* Every rank draws the same values from the seed, but the design says
      * rank 0's are the ones: a model whose init is not deterministic still
@@ -209,8 +194,7 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     return 0;
 }
 
-/* The batch as the model sees it: in place on the cpu, copied elsewhere. */
-static int to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *b)
+int rt_trainer_to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *b)
 {
     *b = (ferry_batch_t){
         .n = hb->n, .x = hb->x, .labels = hb->labels, .targets = hb->targets};
@@ -231,7 +215,8 @@ static int to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *b)
     return rc;
 }
 
-static int evaluate(rt_trainer *t, rt_epoch_stats *st, char *err, size_t errlen)
+int rt_trainer_evaluate(rt_trainer *t, const float *params, rt_epoch_stats *st, char *err,
+                        size_t errlen)
 {
     double loss_sum = 0;
     size_t right = 0, seen = 0;
@@ -241,9 +226,9 @@ static int evaluate(rt_trainer *t, rt_epoch_stats *st, char *err, size_t errlen)
         ferry_batch_t b;
         float loss = 0;
         int correct = 0;
-        if ((rc = to_device(t, hb, &b)))
+        if ((rc = rt_trainer_to_device(t, hb, &b)))
             break;
-        if ((rc = t->m->evaluate(&t->mc.pub, t->params, &b, &loss, &correct))) {
+        if ((rc = t->m->evaluate(&t->mc.pub, params, &b, &loss, &correct))) {
             snprintf(err, errlen, "the model's evaluate failed: %s", ferry_strerror(rc));
             return rc;
         }
@@ -268,23 +253,30 @@ static int evaluate(rt_trainer *t, rt_epoch_stats *st, char *err, size_t errlen)
         right = (size_t)sums[1];
         seen = (size_t)sums[2];
     }
+    st->eval_samples = seen;
     st->test_loss = seen ? loss_sum / (double)seen : 0;
     st->test_accuracy =
         t->m->kind == FERRY_MODEL_CLASSIFIER && seen ? (double)right / (double)seen : 0;
     return 0;
 }
 
+float rt_trainer_lr_at(const rt_trainer *t, double frac)
+{
+    if (!t->o.cosine || t->o.epochs <= 0)
+        return t->o.optim.lr;
+    frac = fmin(fmax(frac, 0.0), 1.0);
+    return (float)(t->o.optim.lr * 0.5 * (1.0 + cos(M_PI * frac)));
+}
+
 static void set_schedule(rt_trainer *t)
 {
     if (t->o.cosine && t->o.epochs > 0) {
         double total = (double)rt_trainer_steps(t) * t->o.epochs;
-        double frac = fmin((double)t->steps_done / total, 1.0);
-        rt_optim_set_lr(t->opt, (float)(t->o.optim.lr * 0.5 * (1.0 + cos(M_PI * frac))));
+        rt_optim_set_lr(t->opt, rt_trainer_lr_at(t, (double)t->steps_done / total));
     }
 }
 
-/* Samples in global batch `step` (0-based) of an epoch. */
-static size_t global_batch(const rt_trainer *t, size_t step)
+size_t rt_trainer_global_batch(const rt_trainer *t, size_t step)
 {
     size_t n = t->set[0]->n, b = (size_t)t->o.batch, at = step * b;
     return n - at < b ? n - at : b;
@@ -298,14 +290,14 @@ static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoc
                    bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
 {
     *loss = 0;
-    *samples = t->sync ? global_batch(t, step - 1) : (size_t)hb->n;
+    *samples = t->sync ? rt_trainer_global_batch(t, step - 1) : (size_t)hb->n;
     if (t->sync)
         rt_sync_step_begin(t->sync, t->grad, (float)hb->n / (float)*samples);
     double t0 = now_s();
     int rc = 0;
     if (hb->n > 0) {
         ferry_batch_t b;
-        if ((rc = to_device(t, hb, &b))) {
+        if ((rc = rt_trainer_to_device(t, hb, &b))) {
             snprintf(err, errlen, "epoch %d step %zu: cannot copy the batch to %s: %s",
                      epoch, step, t->dev->name, ferry_strerror(rc));
             return rc;
@@ -334,6 +326,8 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
                      void *arg, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
+    if (t->async)
+        return rt_async_epoch(t, st, cancelled, arg, err, errlen);
     int epoch = t->epoch + 1;
     double loss_sum = 0, t0 = now_s();
     size_t step = 0;
@@ -379,7 +373,7 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
     st->train_s = t1 - t0;
     st->train_loss = st->samples ? loss_sum / (double)st->samples : 0;
     st->samples_per_s = st->train_s > 0 ? (double)st->samples / st->train_s : 0;
-    if ((rc = evaluate(t, st, err, errlen)))
+    if ((rc = rt_trainer_evaluate(t, t->params, st, err, errlen)))
         return rc;
     st->eval_s = now_s() - t1;
     return 0;
@@ -402,6 +396,8 @@ size_t rt_trainer_params_len(const rt_trainer *t)
 
 int rt_trainer_params(rt_trainer *t, float *host)
 {
+    if (t->async)
+        return rt_async_params(t, host);
     return t->dev->ops->download(t->dev, host, t->params, t->plen * sizeof(float));
 }
 
@@ -418,6 +414,7 @@ void rt_trainer_destroy(rt_trainer *t)
     rt_loader_destroy(t->test);
     rt_optim_destroy(t->opt);
     rt_sync_destroy(t->sync);
+    rt_async_destroy(t);
     if (t->dev) {
         const ferry_device_ops_t *ops = t->dev->ops;
         ops->free(t->dev, t->params);

@@ -1,0 +1,368 @@
+/* Asynchronous data parallelism for the trainer: each rank loops on its own
+ * slice of the data without waiting for the others, talking only to the
+ * parameter server's shards (runtime/ps).
+ *
+ *   downpour, dynsgd  pull every shard (every pull_every steps), compute a
+ *                     gradient, push it to every shard (summed over
+ *                     push_every batches); the shards step their optimizer
+ *   easgd             keep local parameters stepped by the local optimizer;
+ *                     every tau steps pull the centre variable, move the
+ *                     local copy alpha of the way towards it and push the
+ *                     same elastic difference to the centre
+ *
+ * Each rank's gradient is weighted by its share of the global batch, as in
+ * sync mode: the pushes of one round add up to the global batch's gradient,
+ * so with K = 0 and plain SGD the shards take sync's steps.
+ *
+ * An epoch is a training set's worth of samples taken by the shards from
+ * all the ranks together: a rank stops when a reply says the shards have
+ * reached it, so a slow rank contributes less and holds nobody back. When a
+ * rank's own slice of the data runs out it goes on with its slice of the
+ * next shuffle. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "trainer_int.h"
+
+#define DEFAULT_TAU 4
+/* How long a rank's shards outlive its session, so that every rank can
+ * read the final values when the run ends. */
+#define LINGER_MS 10000
+
+typedef struct rt_async rt_async;
+
+struct rt_async {
+    rt_ps_client *client;
+    rt_ps_store *store;
+    uint64_t session;
+    bool opened;      /* shards held in the store */
+    bool on_host;     /* the device's memory is the host's (the cpu) */
+    float *host;      /* pulled values: the parameters themselves on the cpu */
+    float *acc;       /* the push being gathered (host) */
+    float *grad_host; /* the gradient, downloaded (not on the cpu) */
+    float *centre;    /* easgd: the centre variable, on the device, to evaluate */
+    float *centre_host;
+    uint64_t clock;   /* local steps so far: the staleness bound's clock */
+    uint64_t seen;    /* samples the shards have taken, as last heard */
+    uint64_t acc_samples;
+    int acc_batches;
+    int data_epoch;   /* the loader's shuffle this rank is in */
+    size_t data_step; /* global batches of it handed out */
+    bool data_started;
+    rt_ps_algo algo;
+    int push_every, pull_every, tau;
+    float alpha;
+};
+
+static double now_s(void)
+{
+    return (double)uv_hrtime() / 1e9;
+}
+
+static void *host_floats(size_t n)
+{
+    void *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
+    if (p)
+        memset(p, 0, n * sizeof(float));
+    return p;
+}
+
+int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
+{
+    const rt_train_opts *o = &t->o;
+    rt_async *a = calloc(1, sizeof *a);
+    if (!a)
+        return FERRY_ENOMEM;
+    t->async = a;
+    a->store = o->ps_store;
+    a->session = o->session;
+    a->algo = o->algo;
+    a->push_every = o->push_every > 0 ? o->push_every : 1;
+    a->pull_every = o->pull_every > 0 ? o->pull_every : 1;
+    a->tau = o->tau > 0 ? o->tau : DEFAULT_TAU;
+    a->alpha = o->alpha > 0 ? o->alpha : 0.9f / (float)o->world;
+    a->on_host = t->dev->kind == FERRY_DEVICE_CPU;
+    size_t n = t->plen;
+    a->host = a->on_host && a->algo != RT_PS_EASGD ? t->params : host_floats(n);
+    a->acc = host_floats(n);
+    if (!a->on_host)
+        a->grad_host = host_floats(n);
+    if (a->algo == RT_PS_EASGD) {
+        a->centre_host = host_floats(n);
+        a->centre = a->on_host ? a->centre_host
+                               : t->dev->ops->alloc(t->dev, n * sizeof(float));
+    }
+    if (!a->host || !a->acc || (!a->on_host && !a->grad_host) ||
+        (a->algo == RT_PS_EASGD && (!a->centre_host || !a->centre))) {
+        snprintf(err, errlen, "no memory for async training's buffers");
+        return FERRY_ENOMEM;
+    }
+    rt_ps_session_opts so = {
+        .session = o->session,
+        .rank = o->rank,
+        .world = o->world,
+        .shards = o->ps_shards,
+        .staleness = o->staleness,
+        .algo = o->algo,
+        .optim = &t->o.optim,
+        .schedule_samples =
+            o->cosine && o->epochs > 0 ? (uint64_t)o->epochs * t->set[0]->n : 0,
+        .init = init,
+        .n = n,
+    };
+    int rc = rt_ps_open(a->store, &so, err, errlen);
+    if (rc)
+        return rc;
+    a->opened = true;
+    rt_ps_client_opts co = {.session = o->session,
+                            .rank = o->rank,
+                            .world = o->world,
+                            .shards = o->ps_shards,
+                            .n = n,
+                            .peers = o->peers,
+                            .token = o->token,
+                            .timeout_ms = o->timeout_ms};
+    return rt_ps_client_create(&co, &a->client, err, errlen);
+}
+
+void rt_async_destroy(rt_trainer *t)
+{
+    rt_async *a = t->async;
+    if (!a)
+        return;
+    rt_ps_client_destroy(a->client);
+    if (a->opened)
+        rt_ps_close(a->store, a->session, LINGER_MS);
+    if (a->host != t->params)
+        free(a->host);
+    free(a->acc);
+    free(a->grad_host);
+    if (a->centre != a->centre_host)
+        t->dev->ops->free(t->dev, a->centre);
+    free(a->centre_host);
+    free(a);
+    t->async = NULL;
+}
+
+/* The next batch of this rank's endless stream of slices. */
+static const rt_batch_host *next_batch(rt_trainer *t, rt_async *a, int *rc)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (!a->data_started) {
+            if ((*rc = rt_loader_begin(t->train, a->data_epoch)))
+                return NULL;
+            a->data_started = true;
+            a->data_step = 0;
+        }
+        const rt_batch_host *hb = rt_loader_next(t->train);
+        if (hb) {
+            a->data_step++;
+            return hb;
+        }
+        a->data_started = false;
+        a->data_epoch++;
+    }
+    *rc = FERRY_EIO;
+    return NULL;
+}
+
+static int upload(rt_trainer *t, float *dev, const float *host)
+{
+    if (dev == host)
+        return 0;
+    return t->dev->ops->upload(t->dev, dev, host, t->plen * sizeof(float));
+}
+
+/* Pulls every shard into the parameters (downpour) or the centre (easgd). */
+static int pull(rt_trainer *t, rt_async *a, float *host, uint64_t step, uint64_t until,
+                rt_epoch_stats *st, bool (*cancelled)(void *), void *arg, char *err,
+                size_t errlen)
+{
+    double t0 = now_s();
+    rt_ps_seen seen;
+    char why[512] = "";
+    int rc = rt_ps_pull(a->client, host, step, until, &seen, cancelled, arg, why, sizeof why);
+    st->ps_wait_s += now_s() - t0;
+    if (rc) {
+        snprintf(err, errlen, "pull at local step %llu: %s", (unsigned long long)step, why);
+        return rc;
+    }
+    if (seen.samples > a->seen)
+        a->seen = seen.samples;
+    (void)t;
+    return 0;
+}
+
+static int push(rt_trainer *t, rt_async *a, int kind, rt_epoch_stats *st,
+                bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+{
+    double t0 = now_s();
+    rt_ps_seen seen;
+    char why[512] = "";
+    int rc = rt_ps_push(a->client, a->acc, kind, a->clock, (uint32_t)a->acc_samples, &seen,
+                        cancelled, arg, why, sizeof why);
+    st->ps_wait_s += now_s() - t0;
+    if (rc) {
+        snprintf(err, errlen, "push at local step %llu: %s", (unsigned long long)a->clock,
+                 why);
+        return rc;
+    }
+    if (seen.samples > a->seen)
+        a->seen = seen.samples;
+    st->pushes++;
+    a->acc_samples = 0;
+    a->acc_batches = 0;
+    memset(a->acc, 0, t->plen * sizeof(float));
+    return 0;
+}
+
+/* EASGD's exchange: the local parameters move alpha of the way to the
+ * centre and the centre as far towards them (Zhang et al. 2015, the
+ * asynchronous form). The first exchange copies the centre outright, so
+ * every rank starts from the shards' values. */
+static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_stats *st,
+                    bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+{
+    int rc = pull(t, a, a->centre_host, a->clock, until, st, cancelled, arg, err, errlen);
+    if (rc)
+        return rc;
+    size_t n = t->plen;
+    float *x = a->on_host ? t->params : a->host;
+    if (!a->on_host &&
+        (rc = t->dev->ops->download(t->dev, x, t->params, n * sizeof(float))))
+        return rc;
+    if (a->clock == 0) {
+        memcpy(x, a->centre_host, n * sizeof(float));
+        return upload(t, t->params, x);
+    }
+    float alpha = a->alpha;
+    for (size_t i = 0; i < n; i++) {
+        float d = alpha * (x[i] - a->centre_host[i]);
+        x[i] -= d;
+        a->acc[i] = d;
+    }
+    if ((rc = upload(t, t->params, x)))
+        return rc;
+    return push(t, a, 1, st, cancelled, arg, err, errlen);
+}
+
+/* Adds this batch's gradient, weighted by its share of the global batch,
+ * to the push being gathered. */
+static int gather(rt_trainer *t, rt_async *a, const rt_batch_host *hb)
+{
+    const float *g = t->grad;
+    if (!a->on_host) {
+        int rc = t->dev->ops->download(t->dev, a->grad_host, t->grad,
+                                       t->plen * sizeof(float));
+        if (rc)
+            return rc;
+        g = a->grad_host;
+    }
+    float w = (float)hb->n / (float)rt_trainer_global_batch(t, a->data_step - 1);
+    for (size_t i = 0; i < t->plen; i++)
+        a->acc[i] += w * g[i];
+    return 0;
+}
+
+int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *), void *arg,
+                   char *err, size_t errlen)
+{
+    rt_async *a = t->async;
+    int epoch = t->epoch + 1, rc = 0;
+    uint64_t target = (uint64_t)epoch * t->set[0]->n;
+    uint64_t run = (uint64_t)(t->o.epochs > 0 ? t->o.epochs : epoch) * t->set[0]->n;
+    double loss_sum = 0, t0 = now_s();
+    bool easgd = a->algo == RT_PS_EASGD;
+    while (a->seen < target) {
+        if (cancelled && cancelled(arg)) {
+            snprintf(err, errlen, "training cancelled at epoch %d local step %llu", epoch,
+                     (unsigned long long)a->clock);
+            return FERRY_ECANCELED;
+        }
+        if (easgd ? a->clock % (uint64_t)a->tau == 0 : a->clock % (uint64_t)a->pull_every == 0) {
+            rc = easgd ? exchange(t, a, target, st, cancelled, arg, err, errlen)
+                       : pull(t, a, a->host, a->clock, target, st, cancelled, arg, err, errlen);
+            if (rc == 0 && !easgd)
+                rc = upload(t, t->params, a->host);
+            if (rc)
+                return rc;
+            if (a->seen >= target)
+                break;
+        }
+        const rt_batch_host *hb = next_batch(t, a, &rc);
+        if (!hb) {
+            snprintf(err, errlen, "epoch %d: no training batch: %s", epoch, ferry_strerror(rc));
+            return rc;
+        }
+        if (hb->n == 0)
+            continue;
+        ferry_batch_t b;
+        float loss = 0;
+        double c0 = now_s();
+        if ((rc = rt_trainer_to_device(t, hb, &b)) ||
+            (rc = t->m->loss_grad(&t->mc.pub, t->params, &b, t->grad, &loss))) {
+            snprintf(err, errlen, "the model's loss_grad failed at epoch %d local step %llu: %s",
+                     epoch, (unsigned long long)a->clock, ferry_strerror(rc));
+            return rc;
+        }
+        st->compute_s += now_s() - c0;
+        if (!isfinite(loss)) {
+            snprintf(err, errlen, "loss is %s at epoch %d local step %llu: training stopped",
+                     isnan(loss) ? "nan" : "infinite", epoch, (unsigned long long)a->clock);
+            return FERRY_ERANGE;
+        }
+        a->clock++;
+        a->acc_samples += (uint64_t)hb->n;
+        if (easgd) {
+            rt_optim_set_lr(t->opt, rt_trainer_lr_at(t, (double)a->seen / (double)run));
+            rt_optim_step(t->opt, t->params, t->grad);
+        } else {
+            if ((rc = gather(t, a, hb)))
+                return rc;
+            if (++a->acc_batches == a->push_every &&
+                (rc = push(t, a, 0, st, cancelled, arg, err, errlen)))
+                return rc;
+        }
+        loss_sum += (double)loss * hb->n;
+        st->local_samples += (size_t)hb->n;
+        st->steps++;
+    }
+    /* What this rank gathered belongs to the epoch that just ended. */
+    if (!easgd && a->acc_batches > 0 && (rc = push(t, a, 0, st, cancelled, arg, err, errlen)))
+        return rc;
+    if ((rc = t->dev->ops->sync(t->dev))) {
+        snprintf(err, errlen, "epoch %d: %s failed: %s", epoch, t->dev->name,
+                 ferry_strerror(rc));
+        return rc;
+    }
+    double t1 = now_s();
+    t->epoch = epoch;
+    st->epoch = epoch;
+    st->samples = st->local_samples;
+    st->train_s = t1 - t0;
+    st->train_loss = st->local_samples ? loss_sum / (double)st->local_samples : 0;
+    st->samples_per_s = st->train_s > 0 ? (double)st->samples / st->train_s : 0;
+    /* The model is the shards' values: evaluated as they are now, on this
+     * rank's slice of the test set. */
+    float *eval = easgd ? a->centre : t->params;
+    float *eval_host = easgd ? a->centre_host : a->host;
+    if ((rc = pull(t, a, eval_host, 0, 0, st, cancelled, arg, err, errlen)) ||
+        (rc = upload(t, eval, eval_host)) ||
+        (rc = rt_trainer_evaluate(t, eval, st, err, errlen)))
+        return rc;
+    rt_ps_take_stats(a->store, a->session, &st->shard);
+    st->eval_s = now_s() - t1;
+    return 0;
+}
+
+int rt_async_params(rt_trainer *t, float *host)
+{
+    rt_async *a = t->async;
+    rt_ps_seen seen;
+    char why[512];
+    return rt_ps_pull(a->client, host, 0, 0, &seen, NULL, NULL, why, sizeof why);
+}
