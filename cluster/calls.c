@@ -149,6 +149,78 @@ int cluster_call_first(cluster *cl, const cluster_module *m, const char *functio
     return rc;
 }
 
+/* ---- each: every result, no fail-fast ------------------------------------ */
+
+typedef struct each {
+    cl_req *reqs;   /* n calls, then n * n follow-ups: row f for failed rank f */
+    size_t n, pending;
+    const cluster_module *m;
+    const cluster_each_follow *follow;
+} each;
+
+static void each_done(cl_req *r)
+{
+    each *e = r->data;
+    e->pending--;
+    if (!r->result || r->index >= e->n || !e->follow)
+        return;
+    ferry_bytes_t in = {0};
+    size_t f = r->index;
+    if (e->follow->arg_for((int)f, &in, e->follow->arg))
+        return;
+    for (size_t i = 0; i < e->n; i++) {
+        if (i == f || !e->reqs[i].busy)
+            continue;
+        cl_req *fr = &e->reqs[e->n + f * e->n + i];
+        fr->index = e->n + f * e->n + i;
+        e->pending++;
+        start_call(r->cl, fr, &r->cl->nodes[i], e->m, e->follow->function, &in, each_done, e);
+    }
+    free(in.data);
+}
+
+int cluster_call_each(cluster *cl, const cluster_module *m, const char *function, size_t n,
+                      const bool *which, const ferry_bytes_t *in, ferry_bytes_t *out,
+                      int *rc, char **err, const cluster_each_follow *follow)
+{
+    if (bad_args(cl, m, function) || !out || !rc || !err || n == 0 || n > cl->n)
+        return FERRY_EINVAL;
+    memset(out, 0, n * sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        rc[i] = 0;
+        err[i] = NULL;
+    }
+    int r0 = prepare(cl, m, NULL);
+    if (r0)
+        return r0;
+    each e = {.n = n, .m = m, .follow = follow};
+    size_t total = n + (follow ? n * n : 0);
+    if (!(e.reqs = calloc(total, sizeof *e.reqs)))
+        return FERRY_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (which && !which[i])
+            continue;
+        e.reqs[i].index = i;
+        e.pending++;
+        start_call(cl, &e.reqs[i], &cl->nodes[i], m, function, in ? &in[i] : NULL, each_done,
+                   &e);
+    }
+    cl_run(cl, &e.pending);
+    for (size_t i = 0; i < n; i++) {
+        if (which && !which[i])
+            continue;
+        rc[i] = e.reqs[i].result;
+        if (rc[i]) {
+            err[i] = e.reqs[i].err;
+            e.reqs[i].err = NULL;
+        } else {
+            pw_call_result(&e.reqs[i].call, &out[i].data, &out[i].len);
+        }
+    }
+    cl_reqs_free(e.reqs, total);
+    return 0;
+}
+
 /* ---- the work queue ------------------------------------------------------- */
 
 typedef struct queue {

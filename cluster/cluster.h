@@ -118,6 +118,24 @@ int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
 int cluster_call_first(cluster *cl, const cluster_module *m, const char *function,
                        size_t n, const ferry_bytes_t *in, ferry_bytes_t *out);
 
+/* What cluster_call_each() does when one of its calls fails: calls
+ * `function` on every other rank whose call is still running, with the
+ * argument arg_for(failed_rank) builds (malloc'ed, freed here). */
+typedef struct cluster_each_follow {
+    const char *function;
+    int (*arg_for)(int failed_rank, ferry_bytes_t *in, void *arg);
+    void *arg;
+} cluster_each_follow;
+
+/* Calls `function` on each rank r < n where which[r] (NULL: all), in[r] to
+ * rank r, and waits for all: a failure cancels nothing. rc[r] is each
+ * call's result, err[r] its text (malloc'ed; NULL on success), out[r] its
+ * result. `follow` (NULL: none) runs as each failure arrives. Returns 0,
+ * or FERRY_EINVAL / FERRY_ENOMEM before anything started. */
+int cluster_call_each(cluster *cl, const cluster_module *m, const char *function, size_t n,
+                      const bool *which, const ferry_bytes_t *in, ferry_bytes_t *out,
+                      int *rc, char **err, const cluster_each_follow *follow);
+
 /* A work queue: runs `n` calls of `function`, in[i] -> out[i], keeping up to
  * `depth` calls in flight on each live worker (0: 16). A worker that dies is
  * dropped and its work handed to others; the first call failure that is the
