@@ -60,6 +60,13 @@ typedef struct cli_train_opts {
     int workers;
     const char *grad_compression; /* "none", "lz4", "fp16" */
     long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
+    /* Async mode ("async"): the parameter server's shards, the staleness
+     * bound (-1: unbounded), DOWNPOUR's push and pull intervals, the
+     * algorithm and EASGD's alpha and tau (0: the workers' defaults). */
+    long ps_shards, staleness, push_every, pull_every, tau;
+    const char *algo;
+    double alpha;
+    const char *async_only; /* the first async option given, to refuse it elsewhere */
 } cli_train_opts;
 
 /* Trains the model of module `m` (file `module`, task `task`) on worker 0,

@@ -48,15 +48,33 @@ static const char usage[] =
     "                          computing the gradient of its slice of every\n"
     "                          global batch, summed by a ring all-reduce between\n"
     "                          the workers (the default with more than one\n"
-    "                          worker); single: worker 0 alone\n"
-    "      --workers K         sync on the first K workers (default: all)\n"
+    "                          worker); async: a parameter server sharded over\n"
+    "                          the workers, each worker pulling, computing and\n"
+    "                          pushing without waiting for the others; single:\n"
+    "                          worker 0 alone\n"
+    "      --workers K         train on the first K workers (default: all)\n"
     "      --grad-compression C  none (default), lz4 (chunks that compress),\n"
     "                          or fp16 (gradients travel as half floats)\n"
     "      --chunk-bytes N     all-reduce chunk (default 1048576)\n"
     "      --bucket-bytes N    gradient bucket started while backward runs\n"
     "                          (default 262144)\n"
     "      --timeout-ms N      a worker silent this long mid-step fails the step\n"
-    "                          (default 30000)\n";
+    "                          (default 30000)\n"
+    "\n"
+    "async mode (--mode async):\n"
+    "      --algo NAME         downpour (default: gradients pushed to the shards,\n"
+    "                          which step the optimizer), dynsgd (the same, each\n"
+    "                          step divided by its staleness + 1) or easgd\n"
+    "                          (elastic averaging with the shards' centre)\n"
+    "      --staleness K       a worker more than K of its steps ahead of the\n"
+    "                          slowest waits (0: lock-step; default unbounded)\n"
+    "      --ps-shards S       parameter shards, held by worker s mod K (default:\n"
+    "                          one per worker)\n"
+    "      --push-every N      gradients of N batches summed into one push\n"
+    "                          (default 1)\n"
+    "      --pull-every N      steps between pulls (default 1)\n"
+    "      --alpha A           easgd's elastic coefficient (default 0.9 / workers)\n"
+    "      --tau T             easgd's steps between exchanges (default 4)\n";
 
 static int read_file(const char *path, void **out, size_t *len)
 {
@@ -111,6 +129,13 @@ enum {
     OPT_CHUNK_BYTES,
     OPT_BUCKET_BYTES,
     OPT_TIMEOUT_MS,
+    OPT_ALGO,
+    OPT_STALENESS,
+    OPT_PS_SHARDS,
+    OPT_PUSH_EVERY,
+    OPT_PULL_EVERY,
+    OPT_ALPHA,
+    OPT_TAU,
 };
 
 /* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
@@ -137,6 +162,13 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
         {"chunk-bytes", required_argument, NULL, OPT_CHUNK_BYTES},
         {"bucket-bytes", required_argument, NULL, OPT_BUCKET_BYTES},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
+        {"algo", required_argument, NULL, OPT_ALGO},
+        {"staleness", required_argument, NULL, OPT_STALENESS},
+        {"ps-shards", required_argument, NULL, OPT_PS_SHARDS},
+        {"push-every", required_argument, NULL, OPT_PUSH_EVERY},
+        {"pull-every", required_argument, NULL, OPT_PULL_EVERY},
+        {"alpha", required_argument, NULL, OPT_ALPHA},
+        {"tau", required_argument, NULL, OPT_TAU},
         {NULL, 0, NULL, 0},
     };
     *o = (cli_train_opts){.epochs = 5,
@@ -145,7 +177,9 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
                           .schedule = "cosine",
                           .momentum = 0.9,
                           .seed = 1,
-                          .grad_compression = "none"};
+                          .grad_compression = "none",
+                          .staleness = -1,
+                          .algo = "downpour"};
     *trained = false;
     bool lr_given = false;
     optind = 1;
@@ -216,8 +250,9 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
             break;
         case OPT_MODE:
             name = "--mode";
-            if (strcmp(optarg, "sync") != 0 && strcmp(optarg, "single") != 0)
-                bad = "sync or single";
+            if (strcmp(optarg, "sync") != 0 && strcmp(optarg, "async") != 0 &&
+                strcmp(optarg, "single") != 0)
+                bad = "sync, async or single";
             o->mode = optarg;
             break;
         case OPT_WORKERS:
@@ -248,6 +283,43 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
             if (!conf_parse_long(optarg, 100, 24L * 3600 * 1000, &o->timeout_ms))
                 bad = "a timeout from 100 ms to a day";
             break;
+        case OPT_ALGO:
+            name = "--algo";
+            if (strcmp(optarg, "downpour") != 0 && strcmp(optarg, "dynsgd") != 0 &&
+                strcmp(optarg, "easgd") != 0)
+                bad = "downpour, dynsgd or easgd";
+            o->algo = optarg;
+            break;
+        case OPT_STALENESS:
+            name = "--staleness";
+            if (!conf_parse_long(optarg, 0, 1L << 30, &o->staleness))
+                bad = "a number of steps from 0 up";
+            break;
+        case OPT_PS_SHARDS:
+            name = "--ps-shards";
+            if (!conf_parse_long(optarg, 1, 4096, &o->ps_shards))
+                bad = "a number of shards from 1 to 4096";
+            break;
+        case OPT_PUSH_EVERY:
+            name = "--push-every";
+            if (!conf_parse_long(optarg, 1, 1L << 20, &o->push_every))
+                bad = "a number of steps from 1 up";
+            break;
+        case OPT_PULL_EVERY:
+            name = "--pull-every";
+            if (!conf_parse_long(optarg, 1, 1L << 20, &o->pull_every))
+                bad = "a number of steps from 1 up";
+            break;
+        case OPT_ALPHA:
+            name = "--alpha";
+            if (!parse_double(optarg, 1e-9, 0.999999, &o->alpha))
+                bad = "an elastic coefficient in (0, 1)";
+            break;
+        case OPT_TAU:
+            name = "--tau";
+            if (!conf_parse_long(optarg, 1, 1L << 20, &o->tau))
+                bad = "a number of steps from 1 up";
+            break;
         case ':':
             cli_err("submit", "%s needs a value", argv[optind - 1]);
             fputs("Try 'ferry submit --help'.\n", stderr);
@@ -261,6 +333,17 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
             cli_err("submit", "%s: expected %s, got '%s'", name, bad, optarg);
             return CLI_USAGE;
         }
+        if (c >= OPT_ALGO && c <= OPT_TAU && !o->async_only)
+            o->async_only = name;
+    }
+    bool async = o->mode && strcmp(o->mode, "async") == 0;
+    if (o->async_only && !async) {
+        cli_err("submit", "%s applies to --mode async only", o->async_only);
+        return CLI_USAGE;
+    }
+    if (async && (o->alpha != 0 || o->tau != 0) && strcmp(o->algo, "easgd") != 0) {
+        cli_err("submit", "%s applies to --algo easgd only", o->alpha != 0 ? "--alpha" : "--tau");
+        return CLI_USAGE;
     }
     if (!lr_given)
         o->lr = strcmp(o->optimizer, "adam") == 0 ? 0.001 : 0.05;

@@ -9,15 +9,14 @@
 #include <sys/random.h>
 #include <uv.h>
 
-#include "cli.h"
 #include "json.h"
+#include "train_int.h"
 
 /* Epoch calls run as long as an epoch takes; a dead or hung worker is found
  * by the heartbeat instead. */
 #define TRAIN_CALL_TIMEOUT_MS (24LL * 3600 * 1000)
 
-/* Packs `msg` into `b` (malloc'ed). */
-static int pack(const ProtobufCMessage *msg, ferry_bytes_t *b)
+int cli_pack(const ProtobufCMessage *msg, ferry_bytes_t *b)
 {
     b->len = protobuf_c_message_get_packed_size(msg);
     b->data = malloc(b->len ? b->len : 1);
@@ -45,7 +44,7 @@ static int call(cluster *cl, const cluster_module *m, int n, const char *fn,
     memset(in, 0, sizeof in);
     int rc = 0;
     for (int r = 0; r < n && rc == 0; r++)
-        rc = pack(msg[r], &in[r]);
+        rc = cli_pack(msg[r], &in[r]);
     if (rc == 0)
         rc = n == 1 ? cluster_call(cl, m, 0, fn, &in[0], &out[0])
                     : cluster_call_first(cl, m, fn, (size_t)n, in, out);
@@ -77,13 +76,14 @@ static uint64_t new_session_id(void)
 
 /* What the epochs added up to. */
 typedef struct run_totals {
-    double samples, train_s, allreduce_s, compute_s;
+    double samples, train_s, allreduce_s, compute_s, ps_wait_s;
 } run_totals;
 
 static void print_json(const cli_train_opts *o, const char *module, const char *task,
                        const char *mode, int workers, const Ferry__TrainBeginReply *b,
                        const Ferry__TrainEpochReply *last, const run_totals *t,
-                       double wall_s, const char *sha, bool identical)
+                       double wall_s, const char *sha, bool identical,
+                       const cli_async_run *arun)
 {
     printf("{\"module\":");
     json_str(stdout, module);
@@ -107,6 +107,20 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
            t->train_s > 0 ? t->samples / t->train_s : 0.0, t->train_s, wall_s);
     printf(",\"allreduce_s\":%.3f,\"compute_s\":%.3f,\"allreduce_share\":%.4f",
            t->allreduce_s, t->compute_s, t->train_s > 0 ? t->allreduce_s / t->train_s : 0.0);
+    if (arun) {
+        uint64_t smin, smed, smax;
+        cli_async_staleness(arun, &smin, &smed, &smax);
+        printf(",\"algo\":");
+        json_str(stdout, o->algo);
+        printf(",\"staleness_bound\":%ld,\"ps_shards\":%d,\"push_every\":%ld,"
+               "\"pull_every\":%ld,\"pushes\":%llu,\"staleness_min\":%llu,"
+               "\"staleness_median\":%llu,\"staleness_max\":%llu,\"workers_lost\":%d,"
+               "\"ps_wait_s\":%.3f",
+               o->staleness, arun->shards, o->push_every ? o->push_every : 1,
+               o->pull_every ? o->pull_every : 1, (unsigned long long)arun->pushes,
+               (unsigned long long)smin, (unsigned long long)smed, (unsigned long long)smax,
+               arun->lost, t->ps_wait_s);
+    }
     printf(",\"params_identical\":%s,\"params_sha256\":", identical ? "true" : "false");
     json_str(stdout, sha);
     printf("}\n");
@@ -129,7 +143,7 @@ static int training_workers(cluster *cl, const cli_train_opts *o, const char **m
 {
     int size = (int)cluster_size(cl);
     bool single = o->mode ? strcmp(o->mode, "single") == 0 : size == 1;
-    *mode = single ? "single" : "sync";
+    *mode = single ? "single" : o->mode && strcmp(o->mode, "async") == 0 ? "async" : "sync";
     if (single)
         return 1;
     if (o->workers > size) {
@@ -138,6 +152,10 @@ static int training_workers(cluster *cl, const cli_train_opts *o, const char **m
         return -1;
     }
     int k = o->workers ? o->workers : size;
+    if (strcmp(*mode, "async") == 0 && k < 2) {
+        cli_err("submit", "--mode async needs 2 or more workers (it would train on %d)", k);
+        return -1;
+    }
     if (o->batch < k) {
         cli_err("submit",
                 "the global batch of %d is smaller than the %d workers: each needs at "
@@ -188,6 +206,14 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
             a->chunk_bytes = (uint32_t)o->chunk_bytes;
             a->bucket_bytes = (uint32_t)o->bucket_bytes;
             a->timeout_ms = (uint32_t)o->timeout_ms;
+            a->mode = (char *)mode;
+            a->ps_shards = (uint32_t)o->ps_shards;
+            a->staleness = (int32_t)o->staleness;
+            a->push_every = (uint32_t)o->push_every;
+            a->pull_every = (uint32_t)o->pull_every;
+            a->algo = (char *)o->algo;
+            a->alpha = (float)o->alpha;
+            a->tau = (uint32_t)o->tau;
         }
         msgs[r] = &a->base;
     }
@@ -200,8 +226,20 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     }
     char optim[128];
     describe_optimizer(o, optim, sizeof optim);
+    bool async = strcmp(mode, "async") == 0;
+    int shards = o->ps_shards ? (int)o->ps_shards : k;
     if (k == 1)
         fprintf(progress, "training %s on worker 0 (%s)", task, b[0]->device);
+    else if (async && o->staleness >= 0)
+        fprintf(progress,
+                "training %s in async mode on %d workers (%s; %s, parameter server in %d "
+                "shard%s, staleness bound %ld)",
+                task, k, b[0]->device, o->algo, shards, shards == 1 ? "" : "s", o->staleness);
+    else if (async)
+        fprintf(progress,
+                "training %s in async mode on %d workers (%s; %s, parameter server in %d "
+                "shard%s, staleness unbounded)",
+                task, k, b[0]->device, o->algo, shards, shards == 1 ? "" : "s");
     else
         fprintf(progress,
                 "training %s in sync mode on %d workers (%s; ring all-reduce, %u bucket%s "
@@ -223,7 +261,25 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         msgs[r] = &ep.base;
     Ferry__TrainEpochReply *last = NULL;
     run_totals tot = {0};
-    for (int e = 1; e <= o->epochs && rc == 0; e++) {
+    bool alive[k];
+    for (int r = 0; r < k; r++)
+        alive[r] = true;
+    cli_async_run arun = {.session = session, .world = k, .shards = shards, .alive = alive};
+    for (int e = 1; async && e <= o->epochs && rc == 0; e++) {
+        Ferry__TrainEpochReply sum;
+        if ((rc = cli_async_epoch(cl, m, module, o, e, &arun, progress, &sum)))
+            break;
+        tot.samples += (double)sum.samples;
+        tot.train_s += sum.train_s;
+        tot.compute_s += sum.compute_s;
+        tot.ps_wait_s += sum.ps_wait_s;
+        if (!last && !(last = malloc(sizeof *last))) {
+            rc = FERRY_ENOMEM;
+            break;
+        }
+        *last = sum;
+    }
+    for (int e = 1; !async && e <= o->epochs && rc == 0; e++) {
         Ferry__TrainEpochReply *r[k];
         rc = call(cl, m, k, "ferry.train.epoch", msgs, &ferry__train_epoch_reply__descriptor,
                   (ProtobufCMessage **)r);
@@ -265,23 +321,63 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     Ferry__TrainEndReply *done[k];
     memset(done, 0, sizeof done);
     bool identical = true;
-    if (rc == 0) {
+    if (rc == 0 && async) {
+        /* The lost ranks are out of it; the others read the shards' final
+         * values, the same for all of them. */
+        ferry_bytes_t in[k], out[k];
+        int rcs[k];
+        char *errs[k];
+        memset(in, 0, sizeof in);
+        memset(out, 0, sizeof out);
+        memset(errs, 0, sizeof errs);
+        for (int r = 0; r < k && rc == 0; r++)
+            rc = cli_pack(&end.base, &in[r]);
+        if (rc == 0)
+            rc = cluster_call_each(cl, m, "ferry.train.end", (size_t)k, alive, in, out, rcs,
+                                   errs, NULL);
+        for (int r = 0; r < k; r++) {
+            free(in[r].data);
+            if (rc == 0 && alive[r] && rcs[r] == 0 &&
+                !(done[r] = ferry__train_end_reply__unpack(NULL, out[r].len, out[r].data)))
+                rcs[r] = FERRY_EPROTO;
+            if (rc == 0 && alive[r] && rcs[r]) {
+                cli_err("submit", "%s: cannot end training on worker %d: %s", module, r,
+                        errs[r] ? errs[r] : "its reply is not a TrainEndReply");
+                rc = rcs[r];
+            }
+            cluster_free_bytes(&out[r]);
+            free(errs[r]);
+        }
+        int first = 0;
+        while (first < k && !alive[first])
+            first++;
+        for (int r = first + 1; rc == 0 && r < k; r++)
+            identical &= !alive[r] ||
+                         strcmp(done[r]->params_sha256, done[first]->params_sha256) == 0;
+        if (rc == 0 && first > 0) {
+            done[0] = done[first];
+            done[first] = NULL;
+        }
+    } else if (rc == 0) {
         rc = call(cl, m, k, "ferry.train.end", msgs, &ferry__train_end_reply__descriptor,
                   (ProtobufCMessage **)done);
         if (rc)
             cli_err("submit", "%s: cannot end training: %s", module, cluster_error(cl));
         for (int r = 1; rc == 0 && r < k; r++)
             identical &= strcmp(done[r]->params_sha256, done[0]->params_sha256) == 0;
-        if (!identical) {
-            cli_err("submit", "%s: the workers ended with different parameters", module);
-            rc = FERRY_EPROTO;
-        }
-    } else {
+    }
+    if (rc == 0 && !identical) {
+        cli_err("submit", "%s: the workers ended with different parameters", module);
+        rc = FERRY_EPROTO;
+    }
+    if (rc) {
         /* Frees the workers' sessions now; they would be replaced anyway. A
          * worker that died answers nothing: each is asked alone. */
         for (int r = 0; r < k; r++) {
             ferry_bytes_t in = {0}, out = {0};
-            if (pack(&end.base, &in) == 0 &&
+            if (!alive[r])
+                continue;
+            if (cli_pack(&end.base, &in) == 0 &&
                 cluster_call(cl, m, r, "ferry.train.end", &in, &out) == 0)
                 cluster_free_bytes(&out);
             free(in.data);
@@ -291,16 +387,18 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     if (rc == 0 && last) {
         if (o->json)
             print_json(o, module, task, mode, k, b[0], last, &tot, wall,
-                       done[0]->params_sha256, identical);
+                       done[0]->params_sha256, identical, async ? &arun : NULL);
         else
             printf("done: %s %.4f after %d epochs on %d worker%s, %.0f samples/s, %.1f s\n",
                    o->classifier ? "test_accuracy" : "test_loss",
-                   o->classifier ? last->test_accuracy : last->test_loss, o->epochs, k,
-                   k == 1 ? "" : "s", tot.train_s > 0 ? tot.samples / tot.train_s : 0.0,
+                   o->classifier ? last->test_accuracy : last->test_loss, o->epochs,
+                   k - arun.lost, k - arun.lost == 1 ? "" : "s", tot.train_s > 0 ? tot.samples / tot.train_s : 0.0,
                    wall);
     }
     free_replies((ProtobufCMessage **)done, k);
-    if (last)
+    if (last && async)
+        free(last);
+    else if (last)
         ferry__train_epoch_reply__free_unpacked(last, NULL);
     free_replies((ProtobufCMessage **)b, k);
     return rc;
