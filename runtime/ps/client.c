@@ -262,9 +262,10 @@ static int trip_run(rt_ps_client *c, bool pull, float *params, const float *valu
             int r = rt_ps_shard_rank(s, c->world);
             int res = call->result;
             /* Not there yet: the holder has not opened the session, or its
-             * server is still coming up. Once a peer has answered, its
-             * being unreachable means it is gone. */
-            bool early = res == FERRY_ENOENT || (res == FERRY_EUNAVAIL && !c->answered[r]);
+             * server is still coming up. Once a peer has answered, either
+             * means it is gone (or came back as a new process without the
+             * session). */
+            bool early = !c->answered[r] && (res == FERRY_ENOENT || res == FERRY_EUNAVAIL);
             if (res == 0) {
                 c->answered[r] = true;
                 c->pending[s] = false;
