@@ -21,6 +21,7 @@
 
 #include "config/config.h"
 #include "e2e.h"
+#include "e2e_train.h"
 #include "ferry.pb-c.h"
 #include "rpc/rpc.h"
 #include "runtime/collective/collective.h"
@@ -50,37 +51,6 @@ static void sync_teardown(void)
 
 TestSuite(e2e_sync, .init = sync_setup, .fini = sync_teardown, .timeout = 240);
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-/* The number after "\"key\":" in a JSON text; NAN if absent. */
-static double json_number(const char *json, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *at = strstr(json, pat);
-    return at ? strtod(at + strlen(pat), NULL) : NAN;
-}
-
-/* Whether the JSON text has "\"key\":\"value\"" (or a bare value: true). */
-static bool json_is(const char *json, const char *key, const char *value, bool quoted)
-{
-    char pat[128];
-    snprintf(pat, sizeof pat, quoted ? "\"%s\":\"%s\"" : "\"%s\":%s", key, value);
-    return e2e_has(json, pat);
-}
-
 /* Asserts the one JSON object of a sync run of `workers` workers that
  * ended with the same parameters on every worker. */
 static void expect_sync_json(const e2e_run *r, int workers, const char *compression)
@@ -88,17 +58,17 @@ static void expect_sync_json(const e2e_run *r, int workers, const char *compress
     const char *j = r->out;
     cr_assert(j[0] == '{' && strchr(j, '\n') == j + strlen(j) - 1,
               "stdout is not one JSON line:\n%s", j);
-    cr_assert(json_is(j, "mode", "sync", true), "%s", j);
-    cr_assert_eq(json_number(j, "workers"), workers, "%s", j);
-    cr_assert(json_is(j, "grad_compression", compression, true), "%s", j);
-    cr_assert(json_is(j, "params_identical", "true", false), "%s", j);
+    cr_assert(e2e_json_is(j, "mode", "sync", true), "%s", j);
+    cr_assert_eq(e2e_json_number(j, "workers"), workers, "%s", j);
+    cr_assert(e2e_json_is(j, "grad_compression", compression, true), "%s", j);
+    cr_assert(e2e_json_is(j, "params_identical", "true", false), "%s", j);
     const char *sha = strstr(j, "\"params_sha256\":\"");
     cr_assert(sha && strspn(sha + 17, "0123456789abcdef") == 64, "%s", j);
     if (workers > 1)
-        cr_assert(json_number(j, "allreduce_s") > 0, "%s", j);
+        cr_assert(e2e_json_number(j, "allreduce_s") > 0, "%s", j);
     /* linreg's compute rounds to 0.000 s */
-    cr_assert(json_number(j, "compute_s") >= 0, "%s", j);
-    cr_assert(json_number(j, "samples_per_s") > 0, "%s", j);
+    cr_assert(e2e_json_number(j, "compute_s") >= 0, "%s", j);
+    cr_assert(e2e_json_number(j, "samples_per_s") > 0, "%s", j);
 }
 
 /* ---- training ------------------------------------------------------------------ */
@@ -110,15 +80,15 @@ Test(e2e_sync, the_mlp_on_2_workers_reaches_85_percent_in_2_epochs)
     e2e_ferry(&r, 180000, "submit", e2e_task("mlp"), "--epochs", "2", "--json", NULL);
     E2E_EXPECT(&r, 0);
     expect_sync_json(&r, 2, "none");
-    double acc = json_number(r.out, "test_accuracy");
+    double acc = e2e_json_number(r.out, "test_accuracy");
     cr_log_info("sync mlp, 2 workers, 2 epochs: test accuracy %.4f, %.0f samples/s, "
                 "all-reduce %.2f s of %.2f s",
-                acc, json_number(r.out, "samples_per_s"),
-                json_number(r.out, "allreduce_s"), json_number(r.out, "train_s"));
+                acc, e2e_json_number(r.out, "samples_per_s"),
+                e2e_json_number(r.out, "allreduce_s"), e2e_json_number(r.out, "train_s"));
     cr_assert(acc >= 0.85 && acc <= 1.0, "test accuracy %g after 2 epochs:\n%s", acc,
               r.out);
-    cr_assert(json_number(r.out, "buckets") >= 1, "%s", r.out);
-    cr_assert(json_number(r.out, "compute_s") > 0, "%s", r.out);
+    cr_assert(e2e_json_number(r.out, "buckets") >= 1, "%s", r.out);
+    cr_assert(e2e_json_number(r.out, "compute_s") > 0, "%s", r.out);
     /* The progress lines (stderr with --json): the mode, then each epoch
      * with its all-reduce share. */
     cr_assert(e2e_has(r.err, "training mlp in sync mode on 2 workers") &&
@@ -141,7 +111,7 @@ Test(e2e_sync, gradients_as_fp16_reach_85_percent_and_lz4_trains)
               "--grad-compression", "fp16", "--json", NULL);
     E2E_EXPECT(&r, 0);
     expect_sync_json(&r, 2, "fp16");
-    double acc = json_number(r.out, "test_accuracy");
+    double acc = e2e_json_number(r.out, "test_accuracy");
     cr_log_info("sync mlp, fp16 gradients, 2 epochs: test accuracy %.4f", acc);
     cr_assert(acc >= 0.85 && acc <= 1.0, "test accuracy %g with fp16 gradients:\n%s", acc,
               r.out);
@@ -154,10 +124,10 @@ Test(e2e_sync, gradients_as_fp16_reach_85_percent_and_lz4_trains)
               "131072", "--json", NULL);
     E2E_EXPECT(&r, 0);
     expect_sync_json(&r, 2, "lz4");
-    acc = json_number(r.out, "test_accuracy");
+    acc = e2e_json_number(r.out, "test_accuracy");
     cr_assert(acc > 0.80 && acc <= 1.0, "test accuracy %g with lz4 gradients:\n%s", acc,
               r.out);
-    cr_assert(json_number(r.out, "buckets") >= 2, "%s", r.out);
+    cr_assert(e2e_json_number(r.out, "buckets") >= 2, "%s", r.out);
     cr_assert(e2e_has(r.err, "gradients as lz4"), "%s", r.err);
     e2e_run_fini(&r);
 }
@@ -171,9 +141,9 @@ Test(e2e_sync, the_cnn_trains_an_epoch_on_2_workers)
     e2e_ferry(&r, 200000, "submit", e2e_task("cnn"), "--epochs", "1", "--json", NULL);
     E2E_EXPECT(&r, 0);
     expect_sync_json(&r, 2, "none");
-    double acc = json_number(r.out, "test_accuracy");
+    double acc = e2e_json_number(r.out, "test_accuracy");
     cr_log_info("sync cnn, 2 workers, 1 epoch: test accuracy %.4f in %.1f s", acc,
-                json_number(r.out, "wall_s"));
+                e2e_json_number(r.out, "wall_s"));
     cr_assert(acc > 0.75 && acc <= 1.0, "test accuracy %g after an epoch:\n%s", acc,
               r.out);
     e2e_run_fini(&r);
@@ -189,17 +159,17 @@ Test(e2e_sync, workers_mode_batch_and_compression_are_checked_against_the_cluste
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "1", "--workers", "1",
               "--json", NULL);
     E2E_EXPECT(&r, 0);
-    cr_assert(json_is(r.out, "mode", "sync", true), "%s", r.out);
-    cr_assert_eq(json_number(r.out, "workers"), 1, "%s", r.out);
-    cr_assert(json_is(r.out, "params_identical", "true", false), "%s", r.out);
-    cr_assert(json_number(r.out, "test_loss") < 0.05, "%s", r.out);
+    cr_assert(e2e_json_is(r.out, "mode", "sync", true), "%s", r.out);
+    cr_assert_eq(e2e_json_number(r.out, "workers"), 1, "%s", r.out);
+    cr_assert(e2e_json_is(r.out, "params_identical", "true", false), "%s", r.out);
+    cr_assert(e2e_json_number(r.out, "test_loss") < 0.05, "%s", r.out);
     e2e_run_fini(&r);
 
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "1", "--mode",
               "single", "--json", NULL);
     E2E_EXPECT(&r, 0);
-    cr_assert(json_is(r.out, "mode", "single", true), "%s", r.out);
-    cr_assert_eq(json_number(r.out, "workers"), 1, "%s", r.out);
+    cr_assert(e2e_json_is(r.out, "mode", "single", true), "%s", r.out);
+    cr_assert_eq(e2e_json_number(r.out, "workers"), 1, "%s", r.out);
     cr_assert(e2e_has(r.err, "training linreg on worker 0"), "%s", r.err);
     e2e_run_fini(&r);
 
@@ -219,7 +189,7 @@ Test(e2e_sync, workers_mode_batch_and_compression_are_checked_against_the_cluste
 
     static const char *const bad[][3] = {
         {"--grad-compression", "zstd", "--grad-compression: expected none, lz4 or fp16"},
-        {"--mode", "async", "--mode: expected sync or single"},
+        {"--mode", "hogwild", "--mode: expected sync, async or single"},
         {"--workers", "0", "--workers: expected a number of workers"},
         {"--timeout-ms", "5", "--timeout-ms: expected a timeout"},
     };
@@ -235,124 +205,22 @@ Test(e2e_sync, workers_mode_batch_and_compression_are_checked_against_the_cluste
 
 /* ---- a worker lost mid-training ------------------------------------------------ */
 
-/* Worker `rank`'s address, from the cluster's state file. */
-static void worker_address(int rank, char *buf, size_t len)
-{
-    conf_cluster c;
-    char state[600], err[CONF_ERR_LEN] = "";
-    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
-    conf_defaults(&c);
-    cr_assert(conf_load(&c, state, err, sizeof err) == 0, "%s: %s", state, err);
-    cr_assert((size_t)rank < c.n_workers);
-    snprintf(buf, len, "%s", c.workers[rank].address);
-    conf_fini(&c);
-}
-
-/* The cluster's token. */
-static void cluster_token(char *buf, size_t len)
-{
-    conf_cluster c;
-    char state[600], err[CONF_ERR_LEN] = "";
-    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
-    conf_defaults(&c);
-    cr_assert(conf_load(&c, state, err, sizeof err) == 0, "%s: %s", state, err);
-    int rc = conf_token_read(c.token_file, buf, len, err, sizeof err);
-    conf_fini(&c);
-    cr_assert(rc == 0, "token: %s", err);
-}
-
-/* The output files of the next ferry command this test starts: e2e.c
- * numbers each command's out-N and err-N, next to FERRY_HOME, in the order
- * it starts them (the child creates them, so call this before the start:
- * every earlier command's files exist by then). */
-static void next_outputs(char out[600], char err[600])
-{
-    char home[600];
-    snprintf(home, sizeof home, "%s", e2e_home);
-    const char *dir = dirname(home);
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot list %s", dir);
-    int newest = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int n;
-        char tail;
-        if (sscanf(de->d_name, "err-%d%c", &n, &tail) == 1 && n > newest)
-            newest = n;
-    }
-    closedir(d);
-    snprintf(out, 600, "%s/out-%d", dir, newest + 1);
-    snprintf(err, 600, "%s/err-%d", dir, newest + 1);
-}
-
-/* Waits up to ms for the file at `path` to contain `needle`. */
-static bool wait_for_text(const char *path, const char *needle, int ms)
-{
-    double end = now_ms() + ms;
-    do {
-        char *text = e2e_slurp(path);
-        bool found = e2e_has(text, needle);
-        free(text);
-        if (found)
-            return true;
-        sleep_ms(50);
-    } while (now_ms() < end);
-    return false;
-}
-
-/* Waits up to ms for `pid` (our child) to exit; its exit status, 128+N for
- * signal N, or -1 if it still runs. */
-static int wait_exit(pid_t pid, int ms)
-{
-    double end = now_ms() + ms;
-    for (;;) {
-        int st;
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (now_ms() > end)
-            return -1;
-        sleep_ms(10);
-    }
-}
-
-/* Waits up to ms until `ferry status --json` succeeds with no call in
- * flight on any of the `n` workers (a worker that was stopped finishes, or
- * fails, the step it was in first). */
-static bool wait_idle(int n, int ms)
-{
-    double end = now_ms() + ms;
-    do {
-        e2e_run r;
-        e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
-        int idle = 0;
-        for (const char *p = r.out; (p = strstr(p, "\"in_flight\":0,")); p++)
-            idle++;
-        bool ok = r.status == 0 && idle == n;
-        e2e_run_fini(&r);
-        if (ok)
-            return true;
-        sleep_ms(200);
-    } while (now_ms() < end);
-    return false;
-}
-
 /* Starts a long sync run of the mlp in the background and returns its pid
  * once its first epoch is underway; out/err get its output files. */
 static pid_t start_long_run(char out[600], char err[600])
 {
-    next_outputs(out, err);
+    e2e_next_outputs(out, err);
     pid_t pid = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "20", "--timeout-ms",
                           "3000", NULL);
     /* The header line comes once every worker has begun (data loaded,
      * parameters broadcast); then the first epoch runs for ~1.5 s. */
-    bool begun = wait_for_text(out, "training mlp in sync mode on 2 workers", 60000);
+    bool begun = e2e_wait_for_text(out, "training mlp in sync mode on 2 workers", 60000);
     if (!begun) {
         char *o = e2e_slurp(out), *e = e2e_slurp(err);
         cr_assert_fail("the run did not begin:\nstdout:\n%s\nstderr:\n%s", o, e);
     }
-    sleep_ms(400);
-    cr_assert(wait_exit(pid, 0) == -1, "the long run already ended");
+    e2e_sleep_ms(400);
+    cr_assert(e2e_wait_exit(pid, 0) == -1, "the long run already ended");
     return pid;
 }
 
@@ -382,16 +250,16 @@ Test(e2e_sync, a_worker_killed_mid_training_fails_the_submit_by_name)
 {
     e2e_start(2);
     char addr1[128];
-    worker_address(1, addr1, sizeof addr1);
+    e2e_worker_address(1, addr1, sizeof addr1);
     pid_t p0 = e2e_worker_pid_file(0), p1 = e2e_worker_pid_file(1);
     cr_assert(p0 > 0 && p1 > 0);
     char out[600], err[600];
     pid_t run = start_long_run(out, err);
 
-    double t0 = now_ms();
+    double t0 = e2e_now_ms();
     cr_assert(kill(p1, SIGKILL) == 0);
-    int status = wait_exit(run, 15000);
-    double took = now_ms() - t0;
+    int status = e2e_wait_exit(run, 15000);
+    double took = e2e_now_ms() - t0;
     char *o = e2e_slurp(out), *e = e2e_slurp(err);
     cr_assert(status != -1, "submit still runs 15 s after worker 1 died:\n%s\n%s", o, e);
     cr_assert(status == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", status, o, e);
@@ -407,16 +275,16 @@ Test(e2e_sync, a_worker_killed_mid_training_fails_the_submit_by_name)
 
     /* The supervisor restarts worker 1; then the cluster trains again. */
     cr_assert(e2e_wait_gone(p1, 5000));
-    double end = now_ms() + 20000;
+    double end = e2e_now_ms() + 20000;
     bool back = false;
-    while (!back && now_ms() < end) {
+    while (!back && e2e_now_ms() < end) {
         e2e_run r;
         e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
         pid_t np = e2e_worker_pid_file(1);
         back = r.status == 0 && np > 0 && np != p1;
         e2e_run_fini(&r);
         if (!back)
-            sleep_ms(200);
+            e2e_sleep_ms(200);
     }
     cr_assert(back, "worker 1 did not come back within 20 s");
     pid_t old[] = {p0, p1};
@@ -427,19 +295,19 @@ Test(e2e_sync, a_stopped_worker_fails_the_submit_by_name_within_the_timeout)
 {
     e2e_start(2);
     char addr1[128];
-    worker_address(1, addr1, sizeof addr1);
+    e2e_worker_address(1, addr1, sizeof addr1);
     pid_t p0 = e2e_worker_pid_file(0), p1 = e2e_worker_pid_file(1);
     cr_assert(p0 > 0 && p1 > 0);
     char out[600], err[600];
     pid_t run = start_long_run(out, err);
 
-    double t0 = now_ms();
+    double t0 = e2e_now_ms();
     cr_assert(kill(p1, SIGSTOP) == 0);
     stopped = p1;
     /* --timeout-ms 3000 for the ring; the master's heartbeat finds a
      * stopped worker in about two missed pings (1 s each). */
-    int status = wait_exit(run, 15000);
-    double took = now_ms() - t0;
+    int status = e2e_wait_exit(run, 15000);
+    double took = e2e_now_ms() - t0;
     char *o = e2e_slurp(out), *e = e2e_slurp(err);
     cr_assert(status != -1, "submit still runs 15 s after worker 1 stopped:\n%s\n%s", o,
               e);
@@ -456,7 +324,7 @@ Test(e2e_sync, a_stopped_worker_fails_the_submit_by_name_within_the_timeout)
      * ring is gone) and serves again. */
     cr_assert(kill(p1, SIGCONT) == 0);
     stopped = 0;
-    cr_assert(wait_idle(2, 20000), "the workers did not settle within 20 s of SIGCONT");
+    cr_assert(e2e_wait_idle(2, 20000), "the workers did not settle within 20 s of SIGCONT");
     cr_assert_eq(e2e_worker_pid_file(1), p1);
     pid_t old[] = {p0, p1};
     train_again_then_shut_down(old, 2);
@@ -501,8 +369,8 @@ Test(e2e_sync, a_reduce_chunk_needs_the_token_and_a_session)
 {
     e2e_start(2);
     char addr[128], token[CONF_TOKEN_LEN + 1];
-    worker_address(1, addr, sizeof addr);
-    cluster_token(token, sizeof token);
+    e2e_worker_address(1, addr, sizeof addr);
+    e2e_cluster_token(token, sizeof token);
     char wrong[CONF_TOKEN_LEN + 1];
     snprintf(wrong, sizeof wrong, "%s", token);
     wrong[0] = wrong[0] == '0' ? '1' : '0';
