@@ -120,6 +120,10 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
                o->pull_every ? o->pull_every : 1, (unsigned long long)arun->pushes,
                (unsigned long long)smin, (unsigned long long)smed, (unsigned long long)smax,
                arun->lost, t->ps_wait_s);
+        printf(",\"steps_by_worker\":[");
+        for (int r = 0; r < arun->world; r++)
+            printf("%s%llu", r ? "," : "", (unsigned long long)arun->steps[r]);
+        printf("]");
     }
     printf(",\"params_identical\":%s,\"params_sha256\":", identical ? "true" : "false");
     json_str(stdout, sha);
@@ -264,7 +268,10 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     bool alive[k];
     for (int r = 0; r < k; r++)
         alive[r] = true;
-    cli_async_run arun = {.session = session, .world = k, .shards = shards, .alive = alive};
+    uint64_t steps[k];
+    memset(steps, 0, sizeof steps);
+    cli_async_run arun = {
+        .session = session, .world = k, .shards = shards, .alive = alive, .steps = steps};
     for (int e = 1; async && e <= o->epochs && rc == 0; e++) {
         Ferry__TrainEpochReply sum;
         if ((rc = cli_async_epoch(cl, m, module, o, e, &arun, progress, &sum)))

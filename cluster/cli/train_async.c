@@ -137,6 +137,7 @@ int cli_async_epoch(cluster *cl, const cluster_module *m, const char *module,
             continue;
         }
         add(sum, rep, run);
+        run->steps[r] += rep->steps;
         ferry__train_epoch_reply__free_unpacked(rep, NULL);
     }
     if (lost_holder >= 0) {

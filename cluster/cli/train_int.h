@@ -18,6 +18,7 @@ typedef struct cli_async_run {
     int world;         /* ranks the session began with */
     int shards;        /* the parameter server's */
     bool *alive;       /* by rank */
+    uint64_t *steps;   /* by rank: local steps over the run */
     int lost;          /* ranks lost so far */
     uint64_t pushes;   /* over every rank and epoch */
     uint64_t staleness[64]; /* merged histograms (the workers' bucket count at most) */
