@@ -9,47 +9,7 @@
 #include "tcommon.h"
 #include "ttrain.h"
 
-#define MAXD 16
-
-/* Solves the normal equations of [X 1] beta = t in double: beta[0..d) the
- * weights, beta[d] the bias. */
-static void least_squares(const rt_dataset *ds, double *beta)
-{
-    int d = ds->features, m = d + 1;
-    double a[MAXD + 1][MAXD + 2] = {{0}};
-    for (size_t s = 0; s < ds->n; s++) {
-        double row[MAXD + 1];
-        for (int j = 0; j < d; j++)
-            row[j] = ds->x[s * (size_t)d + (size_t)j];
-        row[d] = 1;
-        for (int i = 0; i < m; i++) {
-            for (int j = 0; j < m; j++)
-                a[i][j] += row[i] * row[j];
-            a[i][m] += row[i] * ds->targets[s];
-        }
-    }
-    /* Gaussian elimination with partial pivoting. */
-    for (int c = 0; c < m; c++) {
-        int piv = c;
-        for (int r = c + 1; r < m; r++)
-            if (fabs(a[r][c]) > fabs(a[piv][c]))
-                piv = r;
-        for (int j = 0; j <= m; j++) {
-            double tmp = a[c][j];
-            a[c][j] = a[piv][j];
-            a[piv][j] = tmp;
-        }
-        for (int r = 0; r < m; r++) {
-            if (r == c)
-                continue;
-            double k = a[r][c] / a[c][c];
-            for (int j = c; j <= m; j++)
-                a[r][j] -= k * a[c][j];
-        }
-    }
-    for (int i = 0; i < m; i++)
-        beta[i] = a[i][m] / a[i][i];
-}
+#define MAXD TTRAIN_MAXD
 
 Test(linreg, full_batch_descent_converges_to_the_closed_form_solution)
 {
@@ -72,7 +32,7 @@ Test(linreg, full_batch_descent_converges_to_the_closed_form_solution)
         cr_assert_eq(rt_trainer_epoch(t, &st, NULL, NULL, err, sizeof err), 0, "%s", err);
 
     double beta[MAXD + 1];
-    least_squares(ds, beta);
+    ttrain_least_squares(ds, beta);
     size_t offs[8];
     size_t len = ferry_model_layout(m, offs);
     float *p = malloc(len * sizeof *p);

@@ -1,4 +1,5 @@
 /* The fixture of tests/train. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -53,4 +54,44 @@ void ttrain_free_set(rt_dataset *ds)
     free(ds->labels);
     free(ds->targets);
     *ds = (rt_dataset){0};
+}
+
+/* Solves the normal equations of [X 1] beta = t in double: beta[0..d) the
+ * weights, beta[d] the bias. */
+void ttrain_least_squares(const rt_dataset *ds, double *beta)
+{
+    int d = ds->features, m = d + 1;
+    double a[TTRAIN_MAXD + 1][TTRAIN_MAXD + 2] = {{0}};
+    for (size_t s = 0; s < ds->n; s++) {
+        double row[TTRAIN_MAXD + 1];
+        for (int j = 0; j < d; j++)
+            row[j] = ds->x[s * (size_t)d + (size_t)j];
+        row[d] = 1;
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < m; j++)
+                a[i][j] += row[i] * row[j];
+            a[i][m] += row[i] * ds->targets[s];
+        }
+    }
+    /* Gaussian elimination with partial pivoting. */
+    for (int c = 0; c < m; c++) {
+        int piv = c;
+        for (int r = c + 1; r < m; r++)
+            if (fabs(a[r][c]) > fabs(a[piv][c]))
+                piv = r;
+        for (int j = 0; j <= m; j++) {
+            double tmp = a[c][j];
+            a[c][j] = a[piv][j];
+            a[piv][j] = tmp;
+        }
+        for (int r = 0; r < m; r++) {
+            if (r == c)
+                continue;
+            double k = a[r][c] / a[c][c];
+            for (int j = c; j <= m; j++)
+                a[r][j] -= k * a[c][j];
+        }
+    }
+    for (int i = 0; i < m; i++)
+        beta[i] = a[i][m] / a[i][i];
 }

@@ -23,4 +23,11 @@ void ttrain_random_set(rt_dataset *ds, size_t n, int c, int h, int w, int classe
                        uint64_t seed);
 void ttrain_free_set(rt_dataset *ds);
 
+/* Features a linear set may have for ttrain_least_squares. */
+#define TTRAIN_MAXD 16
+/* The least-squares fit of a linear set's targets, from the normal
+ * equations in double: beta[0..features) the weights, beta[features] the
+ * bias. */
+void ttrain_least_squares(const rt_dataset *ds, double *beta);
+
 #endif
