@@ -125,7 +125,10 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
 
 typedef struct trip {
     rt_ps_client *c;
-    bool pull;
+    bool pull;     /* a Pull */
+    bool and_pull; /* a Push that pulls too */
+    uint64_t until;
+    uint32_t samples;
     size_t running;
     bool (*cancelled)(void *);
     void *arg;
@@ -150,7 +153,7 @@ static void on_tick(uv_timer_t *tm)
 }
 
 static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
-                 uint64_t step, uint64_t samples)
+                 uint64_t step)
 {
     rt_ps_span sp = rt_ps_shard_span(c->n, c->shards, s);
     rpc_call *call = &c->calls[s];
@@ -162,7 +165,7 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
         rq.shard = (uint32_t)s;
         rq.worker_step = step;
         rq.from_rank = (uint32_t)c->rank;
-        rq.until_samples = samples;
+        rq.until_samples = t->until;
         rpc_msg_out m = {.head = &rq.base};
         return rpc_call_start(c->ch[r], call, RT_METHOD_PULL, &m, c->timeout_ms, on_done);
     }
@@ -173,7 +176,9 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
     rq.from_rank = (uint32_t)c->rank;
     rq.version = c->version[s];
     rq.kind = (Ferry__PushKind)kind;
-    rq.samples = (uint32_t)samples;
+    rq.samples = t->samples;
+    rq.pull = t->and_pull;
+    rq.until_samples = t->and_pull ? t->until : 0;
     rpc_msg_out m = {.head = &rq.base,
                      .payload = values + sp.lo,
                      .payload_len = (sp.hi - sp.lo) * sizeof(float),
@@ -183,7 +188,7 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
 
 /* Takes what shard s answered; 0, or FERRY_EPROTO for a reply that does not
  * fit. */
-static int take(rt_ps_client *c, bool pull, int s, float *params, rt_ps_seen *seen,
+static int take(rt_ps_client *c, const trip *t, int s, float *params, rt_ps_seen *seen,
                 char *err, size_t errlen)
 {
     rpc_call *call = &c->calls[s];
@@ -191,31 +196,37 @@ static int take(rt_ps_client *c, bool pull, int s, float *params, rt_ps_seen *se
     int r = rt_ps_shard_rank(s, c->world);
     ProtobufCMessage *msg = NULL;
     const ProtobufCMessageDescriptor *d =
-        pull ? &ferry__pull_reply__descriptor : &ferry__push_reply__descriptor;
-    size_t want = (sp.hi - sp.lo) * sizeof(float);
-    if (rpc_msg_unpack(&call->reply, d, &msg) ||
-        (pull && call->reply.payload_len != want)) {
+        t->pull ? &ferry__pull_reply__descriptor : &ferry__push_reply__descriptor;
+    bool values = t->pull || t->and_pull;
+    size_t want = values ? (sp.hi - sp.lo) * sizeof(float) : 0;
+    if (rpc_msg_unpack(&call->reply, d, &msg) || call->reply.payload_len != want) {
         if (msg)
             protobuf_c_message_free_unpacked(msg, NULL);
         snprintf(err, errlen,
                  "shard %d on rank %d (%s) answered a %s with %zu bytes where %zu were "
                  "expected",
-                 s, r, c->peers[r], pull ? "pull" : "push", call->reply.payload_len,
-                 pull ? want : 0);
+                 s, r, c->peers[r], t->pull ? "pull" : "push", call->reply.payload_len,
+                 want);
         return FERRY_EPROTO;
     }
-    uint64_t samples, clock = UINT64_MAX;
-    if (pull) {
+    uint64_t samples, clock, version;
+    if (t->pull) {
         Ferry__PullReply *p = (Ferry__PullReply *)msg;
-        if (want)
-            memcpy(params + sp.lo, call->reply.payload, want);
-        c->version[s] = p->shard_version;
+        version = p->shard_version;
         samples = p->samples;
         clock = p->min_clock;
     } else {
-        samples = ((Ferry__PushReply *)msg)->samples;
+        Ferry__PushReply *p = (Ferry__PushReply *)msg;
+        version = p->shard_version;
+        samples = p->samples;
+        clock = values ? p->min_clock : UINT64_MAX;
     }
     protobuf_c_message_free_unpacked(msg, NULL);
+    if (values) {
+        if (want)
+            memcpy(params + sp.lo, call->reply.payload, want);
+        c->version[s] = version;
+    }
     if (samples > seen->samples)
         seen->samples = samples;
     if (clock < seen->min_clock)
@@ -223,11 +234,10 @@ static int take(rt_ps_client *c, bool pull, int s, float *params, rt_ps_seen *se
     return 0;
 }
 
-static int trip_run(rt_ps_client *c, bool pull, float *params, const float *values, int kind,
-                    uint64_t step, uint64_t samples, rt_ps_seen *seen,
-                    bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+static int trip_run(rt_ps_client *c, trip t, float *params, const float *values, int kind,
+                    uint64_t step, rt_ps_seen *seen, char *err, size_t errlen)
 {
-    trip t = {.c = c, .pull = pull, .cancelled = cancelled, .arg = arg};
+    bool pull = t.pull;
     *seen = (rt_ps_seen){.min_clock = UINT64_MAX};
     uv_timer_t tick;
     uv_timer_init(&c->loop, &tick);
@@ -243,7 +253,7 @@ static int trip_run(rt_ps_client *c, bool pull, float *params, const float *valu
         for (int s = 0; s < c->shards && rc == 0; s++) {
             if (!c->pending[s])
                 continue;
-            if ((rc = start(c, &t, s, values, kind, step, samples))) {
+            if ((rc = start(c, &t, s, values, kind, step))) {
                 snprintf(err, errlen, "cannot start a %s of shard %d: %s",
                          pull ? "pull" : "push", s, ferry_strerror(rc));
             } else {
@@ -270,7 +280,7 @@ static int trip_run(rt_ps_client *c, bool pull, float *params, const float *valu
                 c->answered[r] = true;
                 c->pending[s] = false;
                 if (rc == 0)
-                    rc = take(c, pull, s, params, seen, err, errlen);
+                    rc = take(c, &t, s, params, seen, err, errlen);
             } else if (early && !t.cancel_sent && uv_hrtime() < deadline) {
                 todo++;
             } else if (rc == 0) {
@@ -302,14 +312,28 @@ int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t un
                rt_ps_seen *seen, bool (*cancelled)(void *), void *arg, char *err,
                size_t errlen)
 {
-    return trip_run(c, true, params, NULL, 0, worker_step, until_samples, seen, cancelled,
-                    arg, err, errlen);
+    trip t = {.c = c, .pull = true, .until = until_samples, .cancelled = cancelled, .arg = arg};
+    return trip_run(c, t, params, NULL, 0, worker_step, seen, err, errlen);
 }
 
 int rt_ps_push(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,
                uint32_t samples, rt_ps_seen *seen, bool (*cancelled)(void *), void *arg,
                char *err, size_t errlen)
 {
-    return trip_run(c, false, NULL, values, kind, worker_step, samples, seen, cancelled, arg,
-                    err, errlen);
+    trip t = {.c = c, .samples = samples, .cancelled = cancelled, .arg = arg};
+    return trip_run(c, t, NULL, values, kind, worker_step, seen, err, errlen);
+}
+
+int rt_ps_push_pull(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,
+                    uint32_t samples, float *params, uint64_t until_samples,
+                    rt_ps_seen *seen, bool (*cancelled)(void *), void *arg, char *err,
+                    size_t errlen)
+{
+    trip t = {.c = c,
+              .and_pull = true,
+              .until = until_samples,
+              .samples = samples,
+              .cancelled = cancelled,
+              .arg = arg};
+    return trip_run(c, t, params, values, kind, worker_step, seen, err, errlen);
 }

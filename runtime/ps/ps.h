@@ -158,5 +158,12 @@ int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t un
 int rt_ps_push(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,
                uint32_t samples, rt_ps_seen *seen, bool (*cancelled)(void *), void *arg,
                char *err, size_t errlen);
+/* rt_ps_push that also pulls, in the same round trip: every shard's values
+ * after the push land in `params` (n host floats; may be `values`), as
+ * rt_ps_pull(worker_step, until_samples) would leave them. */
+int rt_ps_push_pull(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,
+                    uint32_t samples, float *params, uint64_t until_samples,
+                    rt_ps_seen *seen, bool (*cancelled)(void *), void *arg, char *err,
+                    size_t errlen);
 
 #endif

@@ -13,6 +13,9 @@ typedef struct rt_parked {
     rpc_srv_call *sc;
     uint64_t step, until; /* until: samples that let it go (0: none) */
     int from;
+    /* A push that also pulls: its PushReply waits, with what the push saw. */
+    bool push;
+    uint64_t version, samples, staleness;
 } rt_parked;
 
 typedef struct rt_ps_sess rt_ps_sess;
@@ -53,8 +56,17 @@ int rt_shard_init(rt_shard *sh, rt_ps_sess *s, int index, ferry_device_t *cpu,
 void rt_shard_fini(rt_shard *sh);
 /* Applies one push and answers the pulls it releases; the reply or the
  * refusal goes to `sc`. */
-void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t version,
-                   int kind, uint32_t samples, const float *values, size_t n);
+typedef struct rt_push_in {
+    int from, kind;
+    uint64_t step, version;
+    uint32_t samples;
+    bool pull; /* the reply carries the values, as a pull at `step` */
+    uint64_t until;
+    const float *values;
+    size_t n;
+} rt_push_in;
+
+void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in);
 /* Answers now, or parks the pull until the staleness bound lets it go. */
 void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t until);
 /* The rank left: it no longer holds the bound back. */

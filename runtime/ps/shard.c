@@ -79,6 +79,26 @@ static void answer_pull(rt_shard *sh, rpc_srv_call *sc)
     rpc_srv_reply(sc, &reply);
 }
 
+/* A push's reply: what it saw when applied and, when it pulls too, the
+ * values as they are now. */
+static void answer_push(rt_shard *sh, rpc_srv_call *sc, uint64_t version, uint64_t samples,
+                        uint64_t staleness, bool values)
+{
+    Ferry__PushReply out = FERRY__PUSH_REPLY__INIT;
+    out.shard_version = values ? sh->version : version;
+    out.samples = values ? sh->samples : samples;
+    out.staleness = staleness;
+    uint64_t mc = min_clock(sh);
+    out.min_clock = mc == UINT64_MAX ? 0 : mc;
+    rpc_msg_out reply = {.head = &out.base};
+    if (values) {
+        reply.payload = sh->values;
+        reply.payload_len = (sh->span.hi - sh->span.lo) * sizeof(float);
+        reply.codec = RPC_CODEC_RAW;
+    }
+    rpc_srv_reply(sc, &reply);
+}
+
 /* Answers every parked pull the bound now lets go. */
 static void release(rt_shard *sh)
 {
@@ -89,7 +109,10 @@ static void release(rt_shard *sh)
             continue;
         }
         *p = pk->next;
-        answer_pull(sh, pk->sc);
+        if (pk->push)
+            answer_push(sh, pk->sc, pk->version, pk->samples, pk->staleness, true);
+        else
+            answer_pull(sh, pk->sc);
         free(pk);
     }
 }
@@ -109,75 +132,89 @@ static float step_lr(const rt_shard *sh, uint64_t staleness)
     return (float)lr;
 }
 
-void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t version,
-                   int kind, uint32_t samples, const float *values, size_t n)
+/* Parks `sc` until the bound lets step `step` read; false without memory
+ * (the call is failed). */
+static bool park(rt_shard *sh, rpc_srv_call *sc, const rt_parked *what)
+{
+    rt_parked *pk = malloc(sizeof *pk);
+    if (!pk) {
+        rpc_srv_fail(sc, FERRY_ENOMEM, "no memory to wait for the slowest rank");
+        return false;
+    }
+    *pk = *what;
+    pk->sc = sc;
+    pk->next = sh->parked;
+    sh->parked = pk;
+    return true;
+}
+
+void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
 {
     const rt_ps_sess *s = sh->sess;
     int want_kind = s->algo == RT_PS_EASGD ? FERRY__PUSH_KIND__PUSH_ELASTIC
                                            : FERRY__PUSH_KIND__PUSH_GRADIENT;
     size_t len = sh->span.hi - sh->span.lo;
     pthread_mutex_lock(&sh->mu);
-    if (kind != want_kind || n != len || version > sh->version) {
+    if (in->kind != want_kind || in->n != len || in->version > sh->version) {
         uint64_t have = sh->version;
         pthread_mutex_unlock(&sh->mu);
-        if (kind != want_kind)
+        if (in->kind != want_kind)
             rpc_srv_fail(sc, FERRY_EINVAL, "Push: shard %d of session %llu takes %s pushes",
                          sh->index, (unsigned long long)s->id,
                          want_kind ? "elastic (easgd)" : "gradient");
-        else if (n != len)
+        else if (in->n != len)
             rpc_srv_fail(sc, FERRY_EINVAL,
                          "Push: shard %d of session %llu holds %zu floats, the push "
                          "carries %zu",
-                         sh->index, (unsigned long long)s->id, len, n);
+                         sh->index, (unsigned long long)s->id, len, in->n);
         else
             rpc_srv_fail(sc, FERRY_EINVAL,
                          "Push: version %llu of shard %d is ahead of the shard's %llu",
-                         (unsigned long long)version, sh->index, (unsigned long long)have);
+                         (unsigned long long)in->version, sh->index,
+                         (unsigned long long)have);
         return;
     }
-    uint64_t staleness = sh->version - version;
+    uint64_t staleness = sh->version - in->version;
     if (len > 0) {
         if (sh->opt) {
             rt_optim_set_lr(sh->opt, step_lr(sh, staleness));
-            rt_optim_step(sh->opt, sh->values, values);
+            rt_optim_step(sh->opt, sh->values, in->values);
         } else {
             for (size_t i = 0; i < len; i++)
-                sh->values[i] += values[i];
+                sh->values[i] += in->values[i];
         }
     }
     sh->version++;
-    sh->samples += samples;
-    if (step > sh->clock[from])
-        sh->clock[from] = step;
+    sh->samples += in->samples;
+    if (in->step > sh->clock[in->from])
+        sh->clock[in->from] = in->step;
     sh->stats.pushes++;
     sh->stats.staleness[staleness < RT_PS_STALE_BUCKETS - 1 ? staleness
                                                             : RT_PS_STALE_BUCKETS - 1]++;
-    Ferry__PushReply out = FERRY__PUSH_REPLY__INIT;
-    out.shard_version = sh->version;
-    out.samples = sh->samples;
-    out.staleness = staleness;
-    rpc_msg_out reply = {.head = &out.base};
-    rpc_srv_reply(sc, &reply);
+    /* This push may be what parked pulls wait for: they go first, so a
+     * pull of this round never waits behind the pusher's own next read. */
     release(sh);
+    if (!in->pull || may_read(sh, in->step, in->until))
+        answer_push(sh, sc, sh->version, sh->samples, staleness, in->pull);
+    else
+        park(sh, sc,
+             &(rt_parked){.step = in->step,
+                          .until = in->until,
+                          .from = in->from,
+                          .push = true,
+                          .version = sh->version,
+                          .samples = sh->samples,
+                          .staleness = staleness});
     pthread_mutex_unlock(&sh->mu);
 }
 
 void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t until)
 {
     pthread_mutex_lock(&sh->mu);
-    if (may_read(sh, step, until)) {
+    if (may_read(sh, step, until))
         answer_pull(sh, sc);
-    } else {
-        rt_parked *pk = malloc(sizeof *pk);
-        if (!pk) {
-            pthread_mutex_unlock(&sh->mu);
-            rpc_srv_fail(sc, FERRY_ENOMEM, "Pull: no memory to wait");
-            return;
-        }
-        *pk = (rt_parked){
-            .next = sh->parked, .sc = sc, .step = step, .until = until, .from = from};
-        sh->parked = pk;
-    }
+    else
+        park(sh, sc, &(rt_parked){.step = step, .until = until, .from = from});
     pthread_mutex_unlock(&sh->mu);
 }
 
@@ -200,9 +237,9 @@ void rt_shard_sweep(rt_shard *sh, bool all)
         }
         *p = pk->next;
         rpc_srv_fail(pk->sc, FERRY_ECANCELED,
-                     "Pull: shard %d of session %llu stopped waiting for the slowest rank "
+                     "%s: shard %d of session %llu stopped waiting for the slowest rank "
                      "(%s)",
-                     sh->index, (unsigned long long)sh->sess->id,
+                     pk->push ? "Push" : "Pull", sh->index, (unsigned long long)sh->sess->id,
                      all ? "the session ended on this worker" : "the caller gave up");
         free(pk);
     }

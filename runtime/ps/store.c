@@ -300,9 +300,16 @@ void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
             rpc_srv_fail(sc, FERRY_EINVAL, "Push: %zu payload bytes is not whole floats",
                          req->payload_len);
         else
-            rt_shard_push(sh, sc, (int)in->from_rank, in->worker_step, in->version,
-                          (int)in->kind, in->samples, req->payload,
-                          req->payload_len / sizeof(float));
+            rt_shard_push(sh, sc,
+                          &(rt_push_in){.from = (int)in->from_rank,
+                                        .kind = (int)in->kind,
+                                        .step = in->worker_step,
+                                        .version = in->version,
+                                        .samples = in->samples,
+                                        .pull = in->pull,
+                                        .until = in->until_samples,
+                                        .values = req->payload,
+                                        .n = req->payload_len / sizeof(float)});
         release_ref(st, sh);
     }
     ferry__push_request__free_unpacked(in, NULL);

@@ -47,6 +47,7 @@ struct rt_async {
     float *centre;    /* easgd: the centre variable, on the device, to evaluate */
     float *centre_host;
     uint64_t clock;   /* local steps so far: the staleness bound's clock */
+    uint64_t pulled;  /* the clock of the last pull + 1 (0: none yet) */
     uint64_t seen;    /* samples the shards have taken, as last heard */
     uint64_t acc_samples;
     int acc_batches;
@@ -197,14 +198,21 @@ static int pull(rt_trainer *t, rt_async *a, float *host, uint64_t step, uint64_t
     return 0;
 }
 
-static int push(rt_trainer *t, rt_async *a, int kind, rt_epoch_stats *st,
-                bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+/* Pushes what was gathered; with `pull_into`, the same round trip also
+ * pulls (the values the shards hold after it) as a pull at this clock. */
+static int push(rt_trainer *t, rt_async *a, int kind, float *pull_into, uint64_t until,
+                rt_epoch_stats *st, bool (*cancelled)(void *), void *arg, char *err,
+                size_t errlen)
 {
     double t0 = now_s();
     rt_ps_seen seen;
     char why[512] = "";
-    int rc = rt_ps_push(a->client, a->acc, kind, a->clock, (uint32_t)a->acc_samples, &seen,
-                        cancelled, arg, why, sizeof why);
+    int rc = pull_into ? rt_ps_push_pull(a->client, a->acc, kind, a->clock,
+                                         (uint32_t)a->acc_samples, pull_into, until, &seen,
+                                         cancelled, arg, why, sizeof why)
+                       : rt_ps_push(a->client, a->acc, kind, a->clock,
+                                    (uint32_t)a->acc_samples, &seen, cancelled, arg, why,
+                                    sizeof why);
     st->ps_wait_s += now_s() - t0;
     if (rc) {
         snprintf(err, errlen, "push at local step %llu: %s", (unsigned long long)a->clock,
@@ -213,6 +221,11 @@ static int push(rt_trainer *t, rt_async *a, int kind, rt_epoch_stats *st,
     }
     if (seen.samples > a->seen)
         a->seen = seen.samples;
+    if (pull_into) {
+        a->pulled = a->clock + 1;
+        if ((rc = upload(t, t->params, pull_into)))
+            return rc;
+    }
     st->pushes++;
     a->acc_samples = 0;
     a->acc_batches = 0;
@@ -247,7 +260,7 @@ static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_stats *
     }
     if ((rc = upload(t, t->params, x)))
         return rc;
-    return push(t, a, 1, st, cancelled, arg, err, errlen);
+    return push(t, a, 1, NULL, 0, st, cancelled, arg, err, errlen);
 }
 
 /* Adds this batch's gradient, weighted by its share of the global batch,
@@ -283,7 +296,8 @@ int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
                      (unsigned long long)a->clock);
             return FERRY_ECANCELED;
         }
-        if (easgd ? a->clock % (uint64_t)a->tau == 0 : a->clock % (uint64_t)a->pull_every == 0) {
+        bool pull_due = a->clock % (uint64_t)a->pull_every == 0 && a->pulled != a->clock + 1;
+        if (easgd ? a->clock % (uint64_t)a->tau == 0 : pull_due) {
             rc = easgd ? exchange(t, a, target, st, cancelled, arg, err, errlen)
                        : pull(t, a, a->host, a->clock, target, st, cancelled, arg, err, errlen);
             if (rc == 0 && !easgd)
@@ -323,8 +337,11 @@ int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
         } else {
             if ((rc = gather(t, a, hb)))
                 return rc;
+            /* A pull due next step rides on this push's reply. */
+            bool pull_next = a->clock % (uint64_t)a->pull_every == 0;
             if (++a->acc_batches == a->push_every &&
-                (rc = push(t, a, 0, st, cancelled, arg, err, errlen)))
+                (rc = push(t, a, 0, pull_next ? a->host : NULL, target, st, cancelled, arg,
+                           err, errlen)))
                 return rc;
         }
         loss_sum += (double)loss * hb->n;
@@ -332,7 +349,8 @@ int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
         st->steps++;
     }
     /* What this rank gathered belongs to the epoch that just ended. */
-    if (!easgd && a->acc_batches > 0 && (rc = push(t, a, 0, st, cancelled, arg, err, errlen)))
+    if (!easgd && a->acc_batches > 0 &&
+        (rc = push(t, a, 0, NULL, 0, st, cancelled, arg, err, errlen)))
         return rc;
     if ((rc = t->dev->ops->sync(t->dev))) {
         snprintf(err, errlen, "epoch %d: %s failed: %s", epoch, t->dev->name,
