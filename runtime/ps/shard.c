@@ -61,7 +61,9 @@ static uint64_t min_clock(const rt_shard *sh)
 static bool may_read(const rt_shard *sh, uint64_t step, uint64_t until)
 {
     int k = sh->sess->staleness;
-    return k < 0 || step == 0 || step <= min_clock(sh) + (uint64_t)k ||
+    /* step <= k takes in step 0, which never waits; step - k, not
+     * min_clock + k, which wraps once every rank has left. */
+    return k < 0 || step <= (uint64_t)k || step - (uint64_t)k <= min_clock(sh) ||
            (until > 0 && sh->samples >= until);
 }
 
