@@ -68,6 +68,7 @@ typedef struct async_run {
     double acc[MAX_EPOCHS];
     double at_s[MAX_EPOCHS]; /* arrival, seconds since the submit's launch */
     double wall_s;           /* the submit's launch to its exit */
+    double setup_s;          /* to its "training ..." line: connect, ship, load */
     long periods;            /* the straggler's duty cycles */
     double stopped_fraction;
     char json[8192]; /* the submit's --json object */
@@ -118,6 +119,8 @@ static void submit_line(void *arg, int stream, char *line, double t_s)
     }
     if (line[0])
         bench_log("  %s%s | %s", r->v->name, r->straggler ? "+straggler" : "", line);
+    if (stream == 2 && isnan(r->setup_s) && strncmp(line, "training ", 9) == 0)
+        r->setup_s = t_s;
     unsigned epoch;
     const char *acc = strstr(line, "test_accuracy ");
     if (stream != 2 || sscanf(line, "epoch %u/", &epoch) != 1 || !acc || epoch < 1 ||
@@ -165,7 +168,7 @@ static void run_one(const bench_async_cfg *c, async_run *r)
     char *stop[] = {(char *)c->ferry, "shutdown", "--grace-ms", "2000", NULL};
     /* A signal to the bench stops this cluster too. */
     char *stop_env[] = {env_home, "PATH=/usr/bin:/bin", NULL};
-    bench_duty_on_signal(stop, stop_env);
+    bench_duty_on_signal(stop, stop_env, home);
 
     char *start[] = {(char *)c->ferry, "start", ks,  "--base-port", "0",
                      "--device",       "cpu",   NULL};
@@ -237,7 +240,7 @@ static void run_one(const bench_async_cfg *c, async_run *r)
 shutdown:
     bench_duty_stop(); /* a no-op unless a step above failed mid-way */
     bench_watch(stop, env, 0, 30, no_lines, NULL);
-    bench_duty_on_signal(NULL, NULL);
+    bench_duty_on_signal(NULL, NULL, NULL);
     nftw(home, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -302,6 +305,9 @@ static void emit_run(const bench_async_cfg *c, const async_run *r)
     double goal = time_to_goal(r), acc = final_accuracy(r);
     add(p, sizeof p, ",\"t_to_084_s\":%s,\"final_accuracy\":%s,\"wall_s\":%s",
         NUM(goal, 3), NUM(acc, 4), NUM(r->wall_s, 3));
+    /* The part of both that is the same for every variant, for the record. */
+    add(p, sizeof p, ",\"setup_s\":%s,\"setup_is\":\"launch to the training line\"",
+        NUM(r->setup_s, 3));
     add(p, sizeof p, ",\"samples_per_s\":%s,\"train_s\":%s",
         NUM(bench_json_number(r->json, "samples_per_s"), 1),
         NUM(bench_json_number(r->json, "train_s"), 3));
@@ -311,6 +317,11 @@ static void emit_run(const bench_async_cfg *c, const async_run *r)
         NUM(bench_json_number(r->json, "staleness_max"), 0));
     add(p, sizeof p, ",\"workers_lost\":%s",
         NUM(bench_json_number(r->json, "workers_lost"), 0));
+    /* Async: how many steps each rank took (the straggler's few). */
+    const char *steps = strstr(r->json, "\"steps_by_worker\":[");
+    const char *end = steps ? strchr(steps, ']') : NULL;
+    if (end)
+        add(p, sizeof p, ",%.*s", (int)(end + 1 - steps), steps);
     add(p, sizeof p, ",\"epoch_test_accuracy\":[");
     for (int e = 0; e < r->epochs; e++)
         add(p, sizeof p, "%s%.4f", e ? "," : "", r->acc[e]);
@@ -332,6 +343,7 @@ static void emit_run(const bench_async_cfg *c, const async_run *r)
 }
 
 static int missed;
+static bool quick;
 
 /* One target line ("value", "target", "met"), and its members for the
  * summary line in `sum`. A value that cannot be had is null and not met;
@@ -347,6 +359,8 @@ static void target(char *sum, size_t len, const char *metric, double value, doub
         add(p, sizeof p, ",\"lower_bound\":%s", NUM(bound, 3));
     if (!isfinite(value) && why)
         add(p, sizeof p, ",\"why\":\"%s\"", why);
+    if (quick)
+        add(p, sizeof p, ",\"note\":\"--quick: a smoke run of 1 epoch\"");
     bench_emit(metric, value, "ratio", NULL, "%s", p);
     add(sum, len, "%s\"%s\":{\"value\":%s,%s}", sum[0] ? "," : "", metric, NUM(value, 4),
         p);
@@ -358,13 +372,14 @@ int bench_train_async(const bench_async_cfg *c)
 {
     static async_run run[N_VARIANTS][2]; /* [variant][straggler] */
     missed = 0;
+    quick = c->quick;
     bench_duty_install();
     /* Each variant without and then with the straggler, so that a machine
      * that speeds up or slows down during the bench moves both sides. */
     for (int i = 0; i < N_VARIANTS; i++) {
         for (int s = 0; s < 2; s++) {
             async_run *r = &run[i][s];
-            *r = (async_run){.v = &variants[i], .straggler = s};
+            *r = (async_run){.v = &variants[i], .straggler = s, .setup_s = NAN};
             if (c->quick && !variants[i].quick)
                 continue;
             if (i == V_ASYNC4 && !s && c->quick)
@@ -390,6 +405,11 @@ int bench_train_async(const bench_async_cfg *c)
                ? NAN
                : final_accuracy(async_n) - final_accuracy(sync_n),
            NAN, TARGET_ACC_DIFF, "a run failed");
+    /* Throughput with the straggler, for the record (no target). */
+    add(sum, sizeof sum, ",\"async_vs_sync_samples_per_s_straggler\":%s",
+        NUM(bench_json_number(async_s->json, "samples_per_s") /
+                bench_json_number(sync_s->json, "samples_per_s"),
+            3));
     /* The other variants against sync, for the record. */
     add(sum, sizeof sum, ",\"vs_sync_time_to_084\":{");
     bool first = true;

@@ -2,6 +2,7 @@
 #include "train_async_duty.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 static volatile pid_t duty_pid, worker_pid;
 static char *const *volatile on_signal_argv;
 static char *const *volatile on_signal_env;
+static char *volatile on_signal_dir;
 
 /* The child's counts, in memory shared with the parent. */
 typedef struct duty_counts {
@@ -36,11 +39,13 @@ static void child_signal(int sig)
     child_done = 1;
 }
 
-static void sleep_ms(int ms)
+/* Sleeps until `at` on the monotonic clock (bench_now_ns()'s). */
+static void sleep_until(uint64_t at)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-    if (!child_done)
-        nanosleep(&ts, NULL); /* a signal cuts it short: child_done is set */
+    struct timespec ts = {.tv_sec = (time_t)(at / 1000000000u),
+                          .tv_nsec = (long)(at % 1000000000u)};
+    if (!child_done) /* a signal cuts it short: child_done is set */
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
 static _Noreturn void duty_child(pid_t parent, pid_t pid, int stop_ms, int run_ms,
@@ -55,17 +60,25 @@ static _Noreturn void duty_child(pid_t parent, pid_t pid, int stop_ms, int run_m
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         child_done = 1;
-    uint64_t t0 = bench_now_ns();
-    while (!child_done) {
+    /* On time even when the workers keep every core busy: a real-time
+     * priority where allowed (it sleeps nearly all the time), and deadlines
+     * on a fixed grid, so that a late wake-up shortens the next phase
+     * instead of shifting every later one. */
+    struct sched_param sp = {.sched_priority = 10};
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+        setpriority(PRIO_PROCESS, 0, -10);
+    uint64_t t0 = bench_now_ns(), period = (uint64_t)(stop_ms + run_ms) * 1000000u;
+    for (uint64_t k = 0; !child_done; k++) {
         uint64_t a = bench_now_ns();
+        if (a > t0 + k * period + period / 3)
+            t0 = a - k * period; /* far behind: a new grid from now */
         if (kill(pid, SIGSTOP) != 0)
             break; /* the worker is gone */
-        sleep_ms(stop_ms);
+        sleep_until(t0 + k * period + (uint64_t)stop_ms * 1000000u);
         kill(pid, SIGCONT);
-        uint64_t b = bench_now_ns();
-        counts->stopped_ns += b - a;
+        counts->stopped_ns += bench_now_ns() - a;
         counts->periods++;
-        sleep_ms(run_ms);
+        sleep_until(t0 + (k + 1) * period);
         counts->total_ns = bench_now_ns() - t0;
     }
     /* The last word is always SIGCONT; nothing stops it after this. */
@@ -88,20 +101,30 @@ static void end_duty(void)
         kill(w, SIGCONT);
 }
 
+/* Runs argv to its end; async-signal-safe. */
+static void run_to_end(char *const *argv, char *const *env)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        dup2(2, 1); /* stdout is for JSON lines */
+        execve(argv[0], argv, env);
+        _exit(127);
+    }
+    while (p > 0 && waitpid(p, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
 static void bench_signal(int sig)
 {
     end_duty();
     char *const *argv = on_signal_argv;
     char *const *env = on_signal_env;
-    if (argv) {
-        pid_t p = fork();
-        if (p == 0) {
-            dup2(2, 1); /* stdout is for JSON lines */
-            execve(argv[0], argv, env);
-            _exit(127);
-        }
-        while (p > 0 && waitpid(p, NULL, 0) < 0 && errno == EINTR)
-            ;
+    char *dir = on_signal_dir;
+    if (argv)
+        run_to_end(argv, env);
+    if (argv && dir) {
+        char *rm[] = {"/bin/rm", "-rf", "--", dir, NULL};
+        run_to_end(rm, env);
     }
     signal(sig, SIG_DFL);
     raise(sig);
@@ -129,10 +152,12 @@ void bench_duty_install(void)
     }
 }
 
-void bench_duty_on_signal(char *const *shutdown_argv, char *const *shutdown_env)
+void bench_duty_on_signal(char *const *shutdown_argv, char *const *shutdown_env,
+                          char *home)
 {
-    on_signal_argv = NULL; /* never a half-set pair */
+    on_signal_argv = NULL; /* never a half-set triple */
     on_signal_env = shutdown_env;
+    on_signal_dir = home;
     on_signal_argv = shutdown_argv;
 }
 

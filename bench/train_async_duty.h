@@ -11,15 +11,17 @@
 #include <sys/types.h>
 
 /* Installs the handlers for SIGINT, SIGTERM and SIGHUP and the atexit hook
- * that end a running duty cycle (and run `shutdown_argv` with
- * `shutdown_env`, when set by bench_duty_on_signal(), before the signal
- * takes its default course). Call once, before the first bench_duty_start. */
+ * that end a running duty cycle (and, for a signal, what
+ * bench_duty_on_signal() set, before the signal takes its default course).
+ * Call once, before the first bench_duty_start. */
 void bench_duty_install(void);
 
-/* What a signal to the bench runs after the duty cycle has ended (`ferry
- * shutdown` of the cluster in use), or NULL: nothing. Both arrays are
- * borrowed until the next call and must stay valid until then. */
-void bench_duty_on_signal(char *const *shutdown_argv, char *const *shutdown_env);
+/* What a signal to the bench runs after the duty cycle has ended:
+ * `shutdown_argv` (`ferry shutdown` of the cluster in use) with
+ * `shutdown_env`, then `rm -rf home` (NULL: none); shutdown_argv NULL:
+ * nothing. All three are borrowed until the next call. */
+void bench_duty_on_signal(char *const *shutdown_argv, char *const *shutdown_env,
+                          char *home);
 
 /* Starts the duty cycle on `pid`: stopped for stop_ms, running for run_ms,
  * over and over. Returns 0, or -errno when the child could not be forked.
