@@ -147,6 +147,49 @@ static pid_t read_worker_pid(const char *home, int rank)
     return pid > 0 && kill((pid_t)pid, 0) == 0 ? (pid_t)pid : 0;
 }
 
+/* Whether `pid`'s command line holds `what`: a pid file's number is ours. */
+static bool cmdline_has(pid_t pid, const char *what)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = buf[i] ? buf[i] : ' ';
+    buf[n] = '\0';
+    return strstr(buf, what) != NULL;
+}
+
+/* When `ferry shutdown` cannot run (a build replacing build/ferry under
+ * us): the cluster's processes by the pids its home holds, before the home
+ * goes. */
+static void stop_by_pids(const char *home)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/supervisor.pid", home);
+    FILE *f = fopen(path, "r");
+    long sup = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &sup) != 1)
+            sup = 0;
+        fclose(f);
+    }
+    if (sup > 0 && cmdline_has((pid_t)sup, "ferry start"))
+        kill((pid_t)sup, SIGTERM);
+    sleep(2);
+    for (int rank = 0; rank < WORKERS; rank++) {
+        pid_t w = read_worker_pid(home, rank);
+        if (w && cmdline_has(w, home)) {
+            kill(w, SIGCONT);
+            kill(w, SIGKILL);
+        }
+    }
+    bench_log("ferry shutdown failed: the cluster under %s stopped by its pids", home);
+}
+
 static void run_one(const bench_async_cfg *c, async_run *r)
 {
     const variant *v = r->v;
@@ -239,7 +282,11 @@ static void run_one(const bench_async_cfg *c, async_run *r)
                  r->json[0] ? "" : ", no JSON");
 shutdown:
     bench_duty_stop(); /* a no-op unless a step above failed mid-way */
-    bench_watch(stop, env, 0, 30, no_lines, NULL);
+    if (bench_watch(stop, env, 0, 30, no_lines, NULL) != 0) {
+        sleep(1);
+        if (bench_watch(stop, env, 0, 30, no_lines, NULL) != 0)
+            stop_by_pids(home);
+    }
     bench_duty_on_signal(NULL, NULL, NULL);
     nftw(home, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
