@@ -119,6 +119,7 @@ struct rt_comm {
     rt_chunk *pending; /* arrived before its collective started here */
     rt_send *sends;    /* in flight or waiting to be retried */
     bool failed_seen;  /* the loop has cancelled the sends of a failure */
+    bool right_reached; /* a chunk has gone through to the right neighbour */
 };
 
 /* Records the session's first failure and wakes the loop thread. Any

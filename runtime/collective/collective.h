@@ -111,8 +111,9 @@ int rt_comm_broadcast_start(rt_comm *c, float *buf, size_t n, int root, rt_comm_
 /* Waits for `op` and frees it. Polls cancelled(arg) (NULL: never) about
  * every 20 ms: a cancellation fails the session. Returns 0; FERRY_ETIMEDOUT
  * when a peer went silent, FERRY_EUNAVAIL when the right neighbour cannot
- * be reached, FERRY_EPROTO when peers disagree, FERRY_ECANCELED; with `err`
- * naming the rank, its address and what the collective was doing ("rank 1
+ * be reached (one never reached yet is retried until the timeout),
+ * FERRY_EPROTO when peers disagree, FERRY_ECANCELED; with `err` naming the
+ * rank, its address and what the collective was doing ("rank 1
  * (127.0.0.1:7101) sent nothing for 3.0 s: all-reduce 12, reduce-scatter
  * ring step 0, chunk 0 of 1"). The first failure is sticky. */
 int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *arg,
@@ -132,6 +133,8 @@ typedef struct rt_comm_stats {
     uint64_t wire_received; /* payload bytes received, as on the wire */
     uint64_t retries;       /* sends repeated because the peer had not yet
                                registered the session */
+    uint64_t reconnects;    /* sends repeated because the right neighbour's
+                               server could not be reached yet */
 } rt_comm_stats;
 
 void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out);

@@ -35,6 +35,8 @@ struct rt_send {
     uint16_t *half; /* fp16 copy of the span, or NULL */
     uint64_t first_ns, backoff_ns, retry_at;
     bool waiting; /* for a retry, not in flight */
+    int last_rc;  /* why it waits: FERRY_ENOENT or FERRY_EUNAVAIL */
+    char *last_err; /* the last refusal's text, for FERRY_EUNAVAIL */
 };
 
 static const char *op_name(const rt_comm_op *op)
@@ -65,6 +67,7 @@ static void send_free(rt_comm *c, rt_send *s)
     unlink_send(c, s);
     s->op->inflight--;
     free(s->half);
+    free(s->last_err);
     free(s);
 }
 
@@ -133,6 +136,17 @@ static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring
     issue(c, s);
 }
 
+/* Says why the right neighbour did not take send `s`: the existing
+ * wording, with the call's text. */
+static void fail_send(rt_comm *c, rt_send *s, int rc, const char *detail)
+{
+    int right = rt_right(c);
+    rt_comm_fail(c, rc, "rank %d (%s) did not take %s %llu, %s ring step %u chunk %u: %s",
+                 right, c->peers[right], op_name(s->op), (unsigned long long)s->h.seq,
+                 rt_phase_name(s->h.phase), s->h.ring_step, s->h.chunk,
+                 detail ? detail : ferry_strerror(rc));
+}
+
 static void send_done(rpc_call *call)
 {
     rt_send *s = call->data;
@@ -144,19 +158,33 @@ static void send_done(rpc_call *call)
     bool failed = c->error != 0;
     pthread_mutex_unlock(&c->mu);
     /* The neighbour has not registered the session yet (it is still
-     * loading its data, say): try again until the collective's timeout. */
-    if (rc == FERRY_ENOENT && !failed &&
+     * loading its data, say), or its server cannot be reached before this
+     * session has ever reached it (it is not accepting yet, or gRPC lost
+     * the race of its first connect): try again until the collective's
+     * timeout. Once a chunk has gone through, an unreachable neighbour has
+     * gone away, and that fails at once. */
+    bool unreachable = rc == FERRY_EUNAVAIL && !c->right_reached;
+    if ((rc == FERRY_ENOENT || unreachable) && !failed &&
         now - s->first_ns < (uint64_t)c->timeout_ms * 1000000ull) {
+        s->last_rc = rc;
+        if (unreachable && call->errmsg) {
+            free(s->last_err);
+            s->last_err = strdup(call->errmsg);
+        }
         rpc_call_fini(call);
         s->waiting = true;
         s->retry_at = now + s->backoff_ns;
         s->backoff_ns = s->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : s->backoff_ns * 2;
         pthread_mutex_lock(&c->mu);
-        c->stats.retries++;
+        if (unreachable)
+            c->stats.reconnects++;
+        else
+            c->stats.retries++;
         pthread_mutex_unlock(&c->mu);
         return;
     }
     if (rc == 0) {
+        c->right_reached = true;
         op->sends_done++;
         op->progress_ns = now;
         pthread_mutex_lock(&c->mu);
@@ -166,12 +194,7 @@ static void send_done(rpc_call *call)
     } else if (!failed) {
         /* A chunk this rank built from the session's own geometry can only
          * be refused as malformed when the ranks disagree on it. */
-        int right = rt_right(c);
-        rt_comm_fail(c, rc == FERRY_EINVAL ? FERRY_EPROTO : rc,
-                     "rank %d (%s) did not take %s %llu, %s ring step %u chunk %u: %s",
-                     right, c->peers[right], op_name(op), (unsigned long long)s->h.seq,
-                     rt_phase_name(s->h.phase), s->h.ring_step, s->h.chunk,
-                     call->errmsg ? call->errmsg : ferry_strerror(rc));
+        fail_send(c, s, rc == FERRY_EINVAL ? FERRY_EPROTO : rc, call->errmsg);
     }
     rpc_call_fini(call);
     send_free(c, s);
@@ -278,6 +301,13 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
     for (rt_comm_op *op = c->active; op; op = op->next) {
         if (complete(op) || now_ns - op->progress_ns <= limit)
             continue;
+        /* A send still waiting for the neighbour's server to answer is
+         * the cause: say so, as its last refusal did. */
+        for (rt_send *s = c->sends; s; s = s->next)
+            if (s->op == op && s->waiting && s->last_rc == FERRY_EUNAVAIL) {
+                fail_send(c, s, FERRY_EUNAVAIL, s->last_err);
+                return;
+            }
         double quiet = (double)(now_ns - op->progress_ns) / 1e9;
         int ph = 0;
         while (ph < 2 && op->recv_done[ph] == op->recv_expected[ph])
