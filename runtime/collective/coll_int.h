@@ -103,7 +103,7 @@ struct rt_comm {
     rt_comm_op *owned; /* started, not yet waited for: destroy frees them */
     uint64_t next_seq; /* the last seq handed out */
     int error;         /* sticky: the first failure */
-    char errmsg[512];
+    char errmsg[1024]; /* room for a neighbour's error quoted in ours */
     bool stopping;
     rt_comm_stats stats;
     atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */

@@ -136,6 +136,26 @@ static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring
     issue(c, s);
 }
 
+/* A session that has failed refuses chunks with FAILED_PRECONDITION and
+ * "ReduceChunk: rank 1 of session 7 stopped (ETIMEDOUT): <its error>"
+ * (hub.c). */
+#define STOPPED_PREFIX "ReduceChunk: "
+
+/* The code in such a text, or FERRY_EREMOTE. */
+static int stopped_code(const char *why)
+{
+    const char *at = why ? strstr(why, " stopped (") : NULL;
+    if (!at)
+        return FERRY_EREMOTE;
+    at += strlen(" stopped (");
+#define NAME_CODE(name, value, msg)                                                      \
+    if (strncmp(at, #name ")", strlen(#name ")")) == 0)                                  \
+        return FERRY_##name;
+    FERRY_ERRNO_MAP(NAME_CODE)
+#undef NAME_CODE
+    return FERRY_EREMOTE;
+}
+
 /* Says why the right neighbour did not take send `s`: the existing
  * wording, with the call's text. */
 static void fail_send(rt_comm *c, rt_send *s, int rc, const char *detail)
@@ -191,6 +211,12 @@ static void send_done(rpc_call *call)
         c->stats.chunks_sent++;
         c->stats.bytes_sent += s->span.len * sizeof(float);
         pthread_mutex_unlock(&c->mu);
+    } else if (!failed && rc == FERRY_EBUSY) {
+        /* The neighbour's session failed first and refuses every chunk with
+         * its own error: fail as it did, quoting it. */
+        const char *why = call->errmsg ? strstr(call->errmsg, STOPPED_PREFIX) : NULL;
+        why = why ? why + strlen(STOPPED_PREFIX) : call->errmsg;
+        fail_send(c, s, stopped_code(why), why);
     } else if (!failed) {
         /* A chunk this rank built from the session's own geometry can only
          * be refused as malformed when the ranks disagree on it. */

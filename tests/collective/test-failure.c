@@ -264,6 +264,41 @@ CO_TEST(failure, a_right_neighbour_that_listens_late_is_waited_for)
     co_free_bufs(bufs, w);
 }
 
+/* ---- a neighbour whose session has failed ---------------------------------------- */
+
+/* Rank 1 ran a collective alone and timed out waiting for rank 0. When rank
+ * 0 then starts it, rank 1 refuses its chunks with its own error, and rank
+ * 0 fails at once saying what happened there, not that its chunks were
+ * out of some window. */
+CO_TEST(failure, a_neighbour_that_failed_first_is_quoted)
+{
+    int w = 2;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, FAIL_TIMEOUT_MS);
+    co_join_all(&o);
+    size_t n = 3 * CO_CHUNK_FLOATS;
+    float **bufs = co_bufs(w, n, 1);
+    char err1[CO_ERRLEN] = "";
+    int rc = rt_comm_allreduce(R.r[1].comm, bufs[1], n, err1, sizeof err1);
+    cr_assert(rc == FERRY_ETIMEDOUT, "rank 1 alone: got %s (%s), want ETIMEDOUT",
+              ferry_err_name(rc), err1);
+
+    char err[CO_ERRLEN] = "";
+    double t0 = co_now_ms();
+    rc = rt_comm_allreduce(R.r[0].comm, bufs[0], n, err, sizeof err);
+    double ms = co_now_ms() - t0;
+    cr_assert(rc == FERRY_ETIMEDOUT, "rank 0: got %s (%s), want rank 1's ETIMEDOUT",
+              ferry_err_name(rc), err);
+    cr_assert(ms < FAIL_TIMEOUT_MS, "rank 0 took %.0f ms to hear that rank 1 stopped", ms);
+    assert_names(err, 1, "rank 0");
+    cr_assert(strstr(err, "rank 1 of session 1 stopped (ETIMEDOUT)"),
+              "rank 0's error \"%s\" does not say that rank 1 stopped", err);
+    cr_assert(strstr(err, "sent nothing"),
+              "rank 0's error \"%s\" does not quote rank 1's (\"%s\")", err, err1);
+    cr_assert(!strstr(err, "are done"), "rank 0's error \"%s\" talks of windows", err);
+    co_free_bufs(bufs, w);
+}
+
 /* ---- cancellation -------------------------------------------------------------------
  */
 
