@@ -12,9 +12,12 @@
  * Algorithm: ring reduce-scatter then all-gather (Patarasuk and Yuan's
  * bandwidth-optimal ring, as in Horovod and NCCL). Each rank's segment is
  * cut into chunks; a chunk is forwarded as soon as it has been reduced, so
- * sending, receiving and reducing overlap down the ring. Sends borrow the
- * caller's buffer (no copy before the kernel); received chunks are reduced
- * straight from rpc's receive buffer into place.
+ * sending, receiving and reducing overlap down the ring. Two ranks without
+ * fp16 exchange their whole buffers instead (one hop instead of two, the
+ * same bytes). A session keeps a few chunks on the wire at a time, in the
+ * order they became ready. Sends borrow the caller's buffer (no copy before
+ * the kernel); received chunks are reduced straight from rpc's receive
+ * buffer into place.
  *
  * Threads. Each session runs one thread with its own libuv loop and
  * rpc_client: it starts every send, reduces every received chunk and

@@ -219,6 +219,7 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     c->max_payload = o->max_payload ? o->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
     c->inbox_tail = &c->inbox;
     c->queue_tail = &c->queue;
+    c->wire_max = RT_COMM_WIRE_CHUNKS * chunk;
     int rc = FERRY_ENOMEM;
     if (o->token && !(c->token = strdup(o->token)))
         goto fail;
@@ -303,7 +304,7 @@ void rt_comm_destroy(rt_comm *c)
     while (c->owned) {
         rt_comm_op *op = c->owned;
         c->owned = op->owned;
-        free(op);
+        rt_ring_op_free(op);
     }
     comm_free(c);
 }
@@ -343,7 +344,7 @@ static int start(rt_comm *c, int kind, float *buf, size_t n, int root, rt_comm_o
     }
     pthread_mutex_unlock(&c->mu);
     if (rc) {
-        free(op);
+        rt_ring_op_free(op);
         return rc;
     }
     uv_async_send(&c->kick);
@@ -395,7 +396,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
             break;
         }
     pthread_mutex_unlock(&c->mu);
-    free(op);
+    rt_ring_op_free(op);
     return rc;
 }
 

@@ -101,6 +101,7 @@ static int check(rt_comm *c, const rt_chunk_hdr *h, size_t bytes, char *why, siz
     int rc = rt_geo_check(h, c->rank, c->world, c->chunk, &sp, why, len);
     if (rc)
         return rc;
+    /* (An fp16 session never exchanges: it refuses exchange chunks here.) */
     int want_elem = h->phase != RT_PHASE_BC && c->compress == RT_COMPRESS_FP16
                         ? RT_ELEM_F16
                         : RT_ELEM_F32;
