@@ -124,10 +124,7 @@ struct rt_comm {
     rt_comm_stats stats;
     atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */
 
-    /* The loop thread's, and the ReduceChunk handler's while it holds
-     * loop_mu (the loop thread holds it in each of its callbacks; the
-     * handler only tries it, and files the chunk when it is taken). */
-    pthread_mutex_t loop_mu;
+    /* The loop thread's. */
     uv_thread_t thread;
     uv_loop_t loop;
     uv_async_t kick;
@@ -158,12 +155,6 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op);
  * with it. */
 void rt_ring_op_free(rt_comm_op *op);
 void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch);
-/* The ReduceChunk handler's thread, under the hub's mutex: consumes `ch`
- * at once if that needs no send (an exchange chunk, the last all-gather or
- * broadcast step), its collective is running and the loop thread is not in
- * a callback; returns false (and keeps nothing) otherwise. */
-bool rt_ring_take(rt_comm *c, rt_chunk *ch);
-rt_comm_op *rt_comm_find_active(rt_comm *c, uint64_t seq);
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
 void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
 /* Marks ops done that are complete, or whose session failed and whose

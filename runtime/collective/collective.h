@@ -20,12 +20,9 @@
  * buffer into place.
  *
  * Threads. Each session runs one thread with its own libuv loop and
- * rpc_client: it starts every send, reduces the chunks it passes on and
+ * rpc_client: it starts every send, reduces every received chunk and
  * completes ops. The ReduceChunk handler runs inline on the server's
- * completion-queue thread: a chunk that needs no send (the exchange, the
- * last all-gather step) it adds or copies in place itself when the
- * session's thread is idle, and may complete the collective; any other it
- * files and wakes the session.
+ * completion-queue thread and only files the chunk and wakes the session.
  * Callers start ops and wait for them from any one thread at a time. */
 #ifndef FERRY_RUNTIME_COLLECTIVE_H
 #define FERRY_RUNTIME_COLLECTIVE_H

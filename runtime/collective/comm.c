@@ -63,7 +63,7 @@ void rt_comm_fail(rt_comm *c, int rc, const char *fmt, ...)
 
 /* ---- the loop thread ------------------------------------------------------------ */
 
-rt_comm_op *rt_comm_find_active(rt_comm *c, uint64_t seq)
+static rt_comm_op *find_active(rt_comm *c, uint64_t seq)
 {
     for (rt_comm_op *op = c->active; op; op = op->next)
         if (op->seq == seq)
@@ -76,7 +76,7 @@ static void match_pending(rt_comm *c)
 {
     for (rt_chunk **p = &c->pending; *p;) {
         rt_chunk *ch = *p;
-        rt_comm_op *op = rt_comm_find_active(c, ch->h.seq);
+        rt_comm_op *op = find_active(c, ch->h.seq);
         if (!op) {
             p = &ch->next;
             continue;
@@ -89,7 +89,6 @@ static void match_pending(rt_comm *c)
 static void on_kick(uv_async_t *a)
 {
     rt_comm *c = a->data;
-    pthread_mutex_lock(&c->loop_mu);
     pthread_mutex_lock(&c->mu);
     rt_comm_op *started = c->queue;
     c->queue = NULL;
@@ -128,7 +127,6 @@ static void on_kick(uv_async_t *a)
         rpc_client_close(c->client);
         c->client = NULL;
     }
-    pthread_mutex_unlock(&c->loop_mu);
 }
 
 static uint64_t now_ns(void)
@@ -139,7 +137,6 @@ static uint64_t now_ns(void)
 static void on_tick(uv_timer_t *t)
 {
     rt_comm *c = t->data;
-    pthread_mutex_lock(&c->loop_mu);
     if (!c->error) {
         rt_ring_retry_due(c, now_ns());
         rt_ring_check_progress(c, now_ns());
@@ -152,7 +149,6 @@ static void on_tick(uv_timer_t *t)
         rt_ring_cancel_sends(c);
     }
     rt_ring_release(c);
-    pthread_mutex_unlock(&c->loop_mu);
 }
 
 static void thread_main(void *arg)
@@ -181,7 +177,6 @@ static void comm_free(rt_comm *c)
     free(c->token);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
-    pthread_mutex_destroy(&c->loop_mu);
     free(c);
 }
 
@@ -212,7 +207,6 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
         return FERRY_ENOMEM;
     }
     pthread_mutex_init(&c->mu, NULL);
-    pthread_mutex_init(&c->loop_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->hub = hub;
     c->session = o->session;

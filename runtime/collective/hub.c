@@ -2,12 +2,10 @@
  * handler that files each incoming chunk with its session.
  *
  * The handler runs inline on the server's completion-queue thread, so it
- * never blocks: it checks the header, takes the payload rpc already decoded
- * and replies; a chunk that needs no send it adds or copies in place there
- * and then when the session's thread is not busy (rt_ring_take), any other
- * it files for that thread and wakes it. It holds the hub's mutex while it
- * touches a session, and a session leaves the hub before it is torn down,
- * so no chunk is ever filed with a session being freed. */
+ * only checks the header, takes the payload rpc already decoded and wakes
+ * the session's thread: the reduction happens there. It holds the hub's
+ * mutex while it touches a session, and a session leaves the hub before it
+ * is torn down, so no chunk is ever filed with a session being freed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,24 +164,19 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         ch->lz4 = req->codec == RPC_CODEC_LZ4;
         ch->wire_len = req->wire_len;
         ch->payload = rpc_msg_take_payload(req, &ch->len);
-        /* The chunk is ours: acknowledge it before working on it. */
-        Ferry__ReduceChunkReply out = FERRY__REDUCE_CHUNK_REPLY__INIT;
-        rpc_msg_out reply = {.head = &out.base};
-        rpc_srv_reply(sc, &reply);
-        /* A chunk that needs no send is added or copied here, while it is
-         * in this core's cache, and completes its collective without
-         * waking the session's thread; the others go to that thread. */
-        if (!rt_ring_take(c, ch)) {
-            pthread_mutex_lock(&c->mu);
-            *c->inbox_tail = ch;
-            c->inbox_tail = &ch->next;
-            pthread_mutex_unlock(&c->mu);
-            uv_async_send(&c->kick);
-        }
+        pthread_mutex_lock(&c->mu);
+        *c->inbox_tail = ch;
+        c->inbox_tail = &ch->next;
+        pthread_mutex_unlock(&c->mu);
+        uv_async_send(&c->kick);
     }
     pthread_mutex_unlock(&hub->mu);
     if (rc) {
         free(ch);
         rpc_srv_fail(sc, rc, "ReduceChunk: %s", why);
+        return;
     }
+    Ferry__ReduceChunkReply out = FERRY__REDUCE_CHUNK_REPLY__INIT;
+    rpc_msg_out reply = {.head = &out.base};
+    rpc_srv_reply(sc, &reply);
 }

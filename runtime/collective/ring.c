@@ -224,17 +224,7 @@ static void fail_send(rt_comm *c, rt_send *s, int rc, const char *detail)
 
 static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t k);
 
-static void send_done_locked(rpc_call *call);
-
 static void send_done(rpc_call *call)
-{
-    rt_comm *c = ((rt_send *)call->data)->c;
-    pthread_mutex_lock(&c->loop_mu);
-    send_done_locked(call);
-    pthread_mutex_unlock(&c->loop_mu);
-}
-
-static void send_done_locked(rpc_call *call)
 {
     rt_send *s = call->data;
     rt_comm *c = s->c;
@@ -522,27 +512,6 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         send_chunk(c, op, RT_PHASE_AG, 0, h->chunk, sp);
     }
     rt_chunk_free(ch);
-}
-
-bool rt_ring_take(rt_comm *c, rt_chunk *ch)
-{
-    const rt_chunk_hdr *h = &ch->h;
-    bool last = h->phase == RT_PHASE_EX ||
-                (h->phase == RT_PHASE_AG && h->ring_step + 2 >= (uint32_t)c->world) ||
-                (h->phase == RT_PHASE_BC && rt_right(c) == (int)h->root);
-    if (!last || pthread_mutex_trylock(&c->loop_mu) != 0)
-        return false;
-    pthread_mutex_lock(&c->mu);
-    bool failed = c->error != 0;
-    pthread_mutex_unlock(&c->mu);
-    rt_comm_op *op = failed ? NULL : rt_comm_find_active(c, h->seq);
-    bool take = op && op->started;
-    if (take) {
-        rt_ring_consume(c, op, ch);
-        rt_ring_release(c); /* may complete op: the waiter may free it */
-    }
-    pthread_mutex_unlock(&c->loop_mu);
-    return take;
 }
 
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
