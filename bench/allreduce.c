@@ -63,8 +63,8 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--no-mpi]\n"
-        "                 [--no-gloo] [--python PATH] [--help]\n"
+        "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--plan SPEC]\n"
+        "                 [--no-mpi] [--no-gloo] [--python PATH] [--help]\n"
         "\n"
         "Times ferry's ring all-reduce (float32, in place) of 4 KiB, 64 KiB, 1 MiB,\n"
         "16 MiB and 64 MiB on 2 and 4 local rank processes over 127.0.0.1 (half\n"
@@ -78,6 +78,7 @@ static void usage(FILE *f)
         "  --quick          64 KiB, 1 MiB and 16 MiB, fewer repetitions (CI, < 1 min)\n"
         "  --chunk-bytes N  ferry's chunk size (default: the runtime's, %zu)\n"
         "  --ranks LIST     rank counts, comma-separated, 2 to %d (default 2,4)\n"
+        "  --plan SPEC      sizes as BYTES:REPS:ITERS,... instead of the defaults\n"
         "  --no-mpi         skip Open MPI\n"
         "  --no-gloo        skip gloo\n"
         "  --python P       the interpreter with torch (default /usr/bin/python3)\n"
@@ -120,7 +121,10 @@ static void parse_args(int argc, char **argv, cfg *c)
             c->chunk_bytes = parse_size(argv[++i]);
         else if (strcmp(a, "--ranks") == 0 && i + 1 < argc)
             parse_ranks(argv[++i], c);
-        else if (strcmp(a, "--no-mpi") == 0)
+        else if (strcmp(a, "--plan") == 0 && i + 1 < argc) {
+            if (ar_plan_parse(argv[++i], &c->plan) != 0)
+                bench_die("bad --plan '%s' (BYTES:REPS:ITERS,...)", argv[i]);
+        } else if (strcmp(a, "--no-mpi") == 0)
             c->mpi_on = false;
         else if (strcmp(a, "--no-gloo") == 0)
             c->gloo_on = false;
@@ -143,10 +147,12 @@ static void parse_args(int argc, char **argv, cfg *c)
                                    {16 * MiB, 10, 1},
                                    {64 * MiB, 7, 1}};
     static const ar_step quick[] = {{64 * KiB, 7, 5}, {1 * MiB, 7, 2}, {16 * MiB, 5, 1}};
+    c->deadline_s = c->quick ? 60 : 240;
+    if (c->plan.n) /* --plan */
+        return;
     const ar_step *p = c->quick ? quick : full;
     c->plan.n = c->quick ? 3 : 5;
     memcpy(c->plan.step, p, sizeof c->plan.step[0] * (size_t)c->plan.n);
-    c->deadline_s = c->quick ? 60 : 240;
 }
 
 /* build/bench/allreduce -> build/REL */

@@ -9,13 +9,22 @@
 
 #include "collective.h"
 
-enum { RT_PHASE_RS = 0, RT_PHASE_AG = 1, RT_PHASE_BC = 2 };
+/* The exchange is the all-reduce of two ranks: each sends the other its
+ * whole buffer and adds what comes back, one hop instead of the ring's two
+ * (float32 only: with fp16 the ranks would round different values). */
+enum { RT_PHASE_RS = 0, RT_PHASE_AG = 1, RT_PHASE_BC = 2, RT_PHASE_EX = 3, RT_PHASES = 4 };
 enum { RT_OP_ALLREDUCE = 1, RT_OP_BROADCAST = 2 };
 enum { RT_ELEM_F32 = 0, RT_ELEM_F16 = 1 };
 
 /* How far past the last completed collective a chunk may be: a sender can
  * run ahead of its receiver by the buckets of about one step. */
 #define RT_COMM_WINDOW 1024u
+
+/* Chunks' worth of payload a session has on the wire at once (one chunk
+ * at least). All of a collective's chunks at once share the connection and
+ * all arrive late: the first could have been passed on or added while the
+ * rest travelled; and gRPC buffers every partial message meanwhile. */
+#define RT_COMM_WIRE_CHUNKS 4
 
 /* ---- geometry (geometry.c) -------------------------------------------------- */
 
@@ -78,7 +87,14 @@ struct rt_comm_op {
     int result;
     /* The loop thread's. */
     bool started;
-    size_t recv_expected[3], recv_done[3]; /* by phase */
+    size_t recv_expected[RT_PHASES], recv_done[RT_PHASES];
+    /* The exchange's chunks, by index: whether this rank's own send of it
+     * is done (only then may the peer's be added in place), and the peer's
+     * chunk kept until it is. */
+    struct rt_ex_chunk {
+        bool sent;
+        struct rt_chunk *parked;
+    } *ex;
     size_t sends_expected, sends_done, inflight;
     uint64_t progress_ns; /* last receive or acknowledged send */
 };
@@ -103,7 +119,7 @@ struct rt_comm {
     rt_comm_op *owned; /* started, not yet waited for: destroy frees them */
     uint64_t next_seq; /* the last seq handed out */
     int error;         /* sticky: the first failure */
-    char errmsg[512];
+    char errmsg[1024]; /* room for a neighbour's error quoted in ours */
     bool stopping;
     rt_comm_stats stats;
     atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */
@@ -117,8 +133,12 @@ struct rt_comm {
     rpc_channel *right;
     rt_comm_op *active;
     rt_chunk *pending; /* arrived before its collective started here */
-    rt_send *sends;    /* in flight or waiting to be retried */
+    rt_send *sends;    /* in flight, queued or waiting to be retried */
+    rt_send *sendq;    /* not yet started: oldest collective first, FIFO */
+    size_t wire_bytes; /* payload bytes of the sends started and not done */
+    size_t wire_max;   /* start no more than this, unless none is out */
     bool failed_seen;  /* the loop has cancelled the sends of a failure */
+    bool right_reached; /* a chunk has gone through to the right neighbour */
 };
 
 /* Records the session's first failure and wakes the loop thread. Any
@@ -131,6 +151,9 @@ void rt_comm_fail_locked(rt_comm *c, int rc, const char *fmt, ...)
 /* Loop thread: an op taken off the queue starts; a chunk for an active op
  * is consumed; the timer looks for silent peers; failures release ops. */
 void rt_ring_start(rt_comm *c, rt_comm_op *op);
+/* Frees an op and what it still holds. Any thread, once the loop is done
+ * with it. */
+void rt_ring_op_free(rt_comm_op *op);
 void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch);
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
 void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);

@@ -12,9 +12,12 @@
  * Algorithm: ring reduce-scatter then all-gather (Patarasuk and Yuan's
  * bandwidth-optimal ring, as in Horovod and NCCL). Each rank's segment is
  * cut into chunks; a chunk is forwarded as soon as it has been reduced, so
- * sending, receiving and reducing overlap down the ring. Sends borrow the
- * caller's buffer (no copy before the kernel); received chunks are reduced
- * straight from rpc's receive buffer into place.
+ * sending, receiving and reducing overlap down the ring. Two ranks without
+ * fp16 exchange their whole buffers instead (one hop instead of two, the
+ * same bytes). A session keeps a few chunks on the wire at a time, in the
+ * order they became ready. Sends borrow the caller's buffer (no copy before
+ * the kernel); received chunks are reduced straight from rpc's receive
+ * buffer into place.
  *
  * Threads. Each session runs one thread with its own libuv loop and
  * rpc_client: it starts every send, reduces every received chunk and
@@ -46,9 +49,11 @@ void rt_hub_destroy(rt_hub *h);
 /* The ReduceChunk method: register it with RPC_METHOD_INLINE and the hub as
  * its data (behind the cluster-token check). Checks the chunk against its
  * session's geometry and files it; replies at once. Refusals: NOT_FOUND for
- * an unknown session; INVALID_ARGUMENT for a wrong sender, phase, step,
- * ring step, chunk index, element type or length; each text says what was
- * expected. Never blocks. */
+ * an unknown session; FAILED_PRECONDITION for a session that has failed,
+ * with its error ("rank 1 of session 7 stopped (ETIMEDOUT): ..."),
+ * INVALID_ARGUMENT for a wrong sender, phase, step, ring step, chunk index,
+ * element type or length; each text says what was expected. Never
+ * blocks. */
 void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *hub);
 
 /* ---- a session --------------------------------------------------------------- */
@@ -111,10 +116,13 @@ int rt_comm_broadcast_start(rt_comm *c, float *buf, size_t n, int root, rt_comm_
 /* Waits for `op` and frees it. Polls cancelled(arg) (NULL: never) about
  * every 20 ms: a cancellation fails the session. Returns 0; FERRY_ETIMEDOUT
  * when a peer went silent, FERRY_EUNAVAIL when the right neighbour cannot
- * be reached, FERRY_EPROTO when peers disagree, FERRY_ECANCELED; with `err`
- * naming the rank, its address and what the collective was doing ("rank 1
- * (127.0.0.1:7101) sent nothing for 3.0 s: all-reduce 12, reduce-scatter
- * ring step 0, chunk 0 of 1"). The first failure is sticky. */
+ * be reached (one never reached yet is retried until the timeout),
+ * FERRY_EPROTO when peers disagree, FERRY_ECANCELED; or, when the right
+ * neighbour's session failed first, its code. `err` names the rank, its
+ * address and what the collective was doing ("rank 1 (127.0.0.1:7101) sent
+ * nothing for 3.0 s: all-reduce 12, reduce-scatter ring step 0, chunk 0 of
+ * 1"; "rank 1 (...) did not take all-reduce 12, ...: rank 1 of session 7
+ * stopped (ETIMEDOUT): <its error>"). The first failure is sticky. */
 int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *arg,
                  char *err, size_t errlen);
 
@@ -132,6 +140,8 @@ typedef struct rt_comm_stats {
     uint64_t wire_received; /* payload bytes received, as on the wire */
     uint64_t retries;       /* sends repeated because the peer had not yet
                                registered the session */
+    uint64_t reconnects;    /* sends repeated because the right neighbour's
+                               server could not be reached yet */
 } rt_comm_stats;
 
 void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out);

@@ -183,17 +183,29 @@ static void comm_free(rt_comm *c)
 int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
                    size_t errlen)
 {
+    /* Every failure below leaves a text; the caller's buffer may hold
+     * anything on entry. */
+    char none[1];
+    if (!err || !errlen) {
+        err = none;
+        errlen = sizeof none;
+    }
+    err[0] = 0;
     *out = NULL;
     if (!hub || !o || o->world < 1 || o->rank < 0 || o->rank >= o->world ||
         (o->world > 1 && !o->peers) || o->compress > RT_COMPRESS_FP16) {
-        snprintf(err, errlen, "bad collective session: rank %d of world %d%s",
+        snprintf(err, errlen, "bad collective session: rank %d of world %d%s%s",
                  o ? o->rank : -1, o ? o->world : 0,
-                 o && o->world > 1 && !o->peers ? " without peer addresses" : "");
+                 o && o->world > 1 && !o->peers ? " without peer addresses" : "",
+                 hub ? "" : " without a hub");
         return FERRY_EINVAL;
     }
     rt_comm *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        snprintf(err, errlen, "no memory for collective session %llu",
+                 (unsigned long long)o->session);
         return FERRY_ENOMEM;
+    }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->hub = hub;
@@ -207,6 +219,7 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     c->max_payload = o->max_payload ? o->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
     c->inbox_tail = &c->inbox;
     c->queue_tail = &c->queue;
+    c->wire_max = RT_COMM_WIRE_CHUNKS * chunk;
     int rc = FERRY_ENOMEM;
     if (o->token && !(c->token = strdup(o->token)))
         goto fail;
@@ -231,21 +244,26 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     uv_async_init(&c->loop, &c->kick, on_kick);
     uv_timer_init(&c->loop, &c->tick);
     uv_timer_start(&c->tick, on_tick, TICK_MS, TICK_MS);
-    rc = rpc_client_create(&c->loop, &c->client);
+    const char *right = c->peers[rt_right(c)] ? c->peers[rt_right(c)] : "none";
+    if ((rc = rpc_client_create(&c->loop, &c->client)))
+        snprintf(err, errlen, "cannot create the session's rpc client: %s",
+                 ferry_strerror(rc));
     if (rc == 0 && c->world > 1) {
         rpc_channel_opts co = {.max_payload = c->max_payload, .token = c->token};
-        rc = rpc_channel_create(c->client, c->peers[rt_right(c)], &co, &c->right);
+        if ((rc = rpc_channel_create(c->client, right, &co, &c->right)))
+            snprintf(err, errlen, "cannot open the channel to rank %d (%s): %s",
+                     rt_right(c), right, ferry_strerror(rc));
     }
     if (rc == 0 && (rc = rt_hub_add(hub, c)))
         snprintf(err, errlen, "a collective session %llu exists already",
                  (unsigned long long)o->session);
-    if (rc == 0 && uv_thread_create(&c->thread, thread_main, c) != 0)
+    if (rc == 0 && uv_thread_create(&c->thread, thread_main, c) != 0) {
         rc = FERRY_ENOMEM;
-    if (rc) {
-        if (!err[0])
-            snprintf(err, errlen, "cannot open the channel to rank %d (%s): %s",
-                     rt_right(c), c->peers[rt_right(c)], ferry_strerror(rc));
+        snprintf(err, errlen, "cannot start the thread of collective session %llu",
+                 (unsigned long long)o->session);
         rt_hub_remove(hub, c);
+    }
+    if (rc) {
         if (c->right)
             rpc_channel_destroy(c->right);
         if (c->client)
@@ -261,7 +279,8 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
 
 fail:
     if (!err[0])
-        snprintf(err, errlen, "%s", ferry_strerror(rc));
+        snprintf(err, errlen, "collective session %llu: %s", (unsigned long long)o->session,
+                 ferry_strerror(rc));
     comm_free(c);
     return rc;
 }
@@ -285,7 +304,7 @@ void rt_comm_destroy(rt_comm *c)
     while (c->owned) {
         rt_comm_op *op = c->owned;
         c->owned = op->owned;
-        free(op);
+        rt_ring_op_free(op);
     }
     comm_free(c);
 }
@@ -325,7 +344,7 @@ static int start(rt_comm *c, int kind, float *buf, size_t n, int root, rt_comm_o
     }
     pthread_mutex_unlock(&c->mu);
     if (rc) {
-        free(op);
+        rt_ring_op_free(op);
         return rc;
     }
     uv_async_send(&c->kick);
@@ -377,7 +396,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
             break;
         }
     pthread_mutex_unlock(&c->mu);
-    free(op);
+    rt_ring_op_free(op);
     return rc;
 }
 

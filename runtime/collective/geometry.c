@@ -51,6 +51,8 @@ const char *rt_phase_name(uint32_t phase)
         return "all-gather";
     case RT_PHASE_BC:
         return "broadcast";
+    case RT_PHASE_EX:
+        return "exchange";
     }
     return "unknown phase";
 }
@@ -64,9 +66,9 @@ int rt_geo_check(const rt_chunk_hdr *h, int rank, int world, size_t chunk, rt_sp
                  h->from_rank, rank, left);
         return FERRY_EINVAL;
     }
-    if (h->phase > RT_PHASE_BC) {
-        snprintf(why, len, "phase %u: expected 0 (reduce-scatter), 1 (all-gather) or 2 "
-                           "(broadcast)", h->phase);
+    if (h->phase > RT_PHASE_EX) {
+        snprintf(why, len, "phase %u: expected 0 (reduce-scatter), 1 (all-gather), 2 "
+                           "(broadcast) or 3 (exchange)", h->phase);
         return FERRY_EINVAL;
     }
     if (h->elem != RT_ELEM_F32 && h->elem != RT_ELEM_F16) {
@@ -82,6 +84,14 @@ int rt_geo_check(const rt_chunk_hdr *h, int rank, int world, size_t chunk, rt_sp
                      "broadcast chunk with ring step %u, root %u, element type %d: "
                      "expected ring step 0, a root other than rank %d below %d, float32",
                      h->ring_step, h->root, h->elem, rank, world);
+            return FERRY_EINVAL;
+        }
+    } else if (h->phase == RT_PHASE_EX) {
+        if (h->ring_step != 0 || world != 2 || h->elem != RT_ELEM_F32) {
+            snprintf(why, len,
+                     "exchange chunk with ring step %u, element type %d in a ring of %d: "
+                     "expected ring step 0, float32, 2 ranks",
+                     h->ring_step, h->elem, world);
             return FERRY_EINVAL;
         }
     } else {

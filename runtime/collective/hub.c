@@ -74,9 +74,19 @@ void rt_chunk_free(rt_chunk *ch)
     free(ch);
 }
 
-/* Checks the chunk against session `c`; 0 or FERRY_EINVAL with `why`. */
+/* Checks the chunk against session `c`; 0, FERRY_EBUSY when the session
+ * has failed (the text is its own error and code, so that the sender can
+ * say what happened here) or FERRY_EINVAL, with `why`. */
 static int check(rt_comm *c, const rt_chunk_hdr *h, size_t bytes, char *why, size_t len)
 {
+    pthread_mutex_lock(&c->mu);
+    int failed = c->error;
+    if (failed)
+        snprintf(why, len, "rank %d of session %llu stopped (%s): %.900s", c->rank,
+                 (unsigned long long)c->session, ferry_err_name(failed), c->errmsg);
+    pthread_mutex_unlock(&c->mu);
+    if (failed)
+        return FERRY_EBUSY;
     uint64_t done = atomic_load(&c->done_upto);
     if (h->seq <= done || h->seq > done + RT_COMM_WINDOW) {
         snprintf(why, len,
@@ -91,6 +101,7 @@ static int check(rt_comm *c, const rt_chunk_hdr *h, size_t bytes, char *why, siz
     int rc = rt_geo_check(h, c->rank, c->world, c->chunk, &sp, why, len);
     if (rc)
         return rc;
+    /* (An fp16 session never exchanges: it refuses exchange chunks here.) */
     int want_elem = h->phase != RT_PHASE_BC && c->compress == RT_COMPRESS_FP16
                         ? RT_ELEM_F16
                         : RT_ELEM_F32;
@@ -137,7 +148,7 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         rpc_srv_fail(sc, FERRY_ENOMEM, "ReduceChunk: no memory");
         return;
     }
-    char why[256];
+    char why[1024];
     int rc;
     pthread_mutex_lock(&hub->mu);
     rt_comm *c = find(hub, session);

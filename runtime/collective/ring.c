@@ -6,7 +6,10 @@
  * ring without waiting for the rest of its segment; after world - 1 steps
  * the chunk is complete and the all-gather carries it round once more,
  * copied into place at each rank. Broadcast: the root sends its chunks,
- * each rank copies and forwards until the ring is closed.
+ * each rank copies and forwards until the ring is closed. Two ranks
+ * exchange: each sends its whole buffer and adds the other's chunk k once
+ * its own chunk k has gone (rank 0's value first on both, so that both hold
+ * the same bits).
  *
  * Sends borrow the caller's buffer: a region is only sent once it will not
  * be written again in that phase, and a region overwritten by the
@@ -35,6 +38,12 @@ struct rt_send {
     uint16_t *half; /* fp16 copy of the span, or NULL */
     uint64_t first_ns, backoff_ns, retry_at;
     bool waiting; /* for a retry, not in flight */
+    bool queued;  /* behind others, not yet started */
+    bool on_wire; /* started: counted in c->wire_bytes */
+    rt_send *qnext; /* in c->sendq */
+    size_t bytes;
+    int last_rc;  /* why it waits: FERRY_ENOENT or FERRY_EUNAVAIL */
+    char *last_err; /* the last refusal's text, for FERRY_EUNAVAIL */
 };
 
 static const char *op_name(const rt_comm_op *op)
@@ -46,8 +55,11 @@ static bool complete(const rt_comm_op *op)
 {
     if (!op->started)
         return false;
-    size_t want = op->recv_expected[0] + op->recv_expected[1] + op->recv_expected[2];
-    size_t got = op->recv_done[0] + op->recv_done[1] + op->recv_done[2];
+    size_t want = 0, got = 0;
+    for (int ph = 0; ph < RT_PHASES; ph++) {
+        want += op->recv_expected[ph];
+        got += op->recv_done[ph];
+    }
     return got == want && op->sends_done == op->sends_expected;
 }
 
@@ -60,11 +72,23 @@ static void unlink_send(rt_comm *c, rt_send *s)
         }
 }
 
+static void unqueue(rt_comm *c, rt_send *s)
+{
+    for (rt_send **p = &c->sendq; *p; p = &(*p)->qnext)
+        if (*p == s) {
+            *p = s->qnext;
+            return;
+        }
+}
+
 static void send_free(rt_comm *c, rt_send *s)
 {
     unlink_send(c, s);
+    if (s->queued)
+        unqueue(c, s);
     s->op->inflight--;
     free(s->half);
+    free(s->last_err);
     free(s);
 }
 
@@ -90,9 +114,13 @@ static void issue(rt_comm *c, rt_send *s)
         .codec = c->compress == RT_COMPRESS_LZ4 ? RPC_CODEC_AUTO : RPC_CODEC_RAW,
     };
     s->call.data = s;
+    s->queued = false;
     int rc = rpc_call_start(c->right, &s->call, RT_METHOD_REDUCE_CHUNK, &out, c->timeout_ms,
                             send_done);
-    if (rc) {
+    if (rc == 0) {
+        s->on_wire = true;
+        c->wire_bytes += s->bytes;
+    } else {
         rt_comm_fail(c, rc, "cannot send %s %llu to rank %d (%s): %s", op_name(s->op),
                      (unsigned long long)s->h.seq, rt_right(c), c->peers[rt_right(c)],
                      ferry_strerror(rc));
@@ -100,11 +128,31 @@ static void issue(rt_comm *c, rt_send *s)
     }
 }
 
+/* Sends go out oldest collective first, and in the order they became
+ * ready within one: a rank's own chunks first, which its neighbour needs to
+ * have anything to pass on, then what it passes on as it comes. */
+static bool before(const rt_send *a, const rt_send *b)
+{
+    return a->h.seq < b->h.seq;
+}
+
+/* Starts queued sends while the bytes on the wire allow: chunks that share
+ * the connection all at once arrive all late, while one after the other
+ * the first can be reduced and passed on while the next travels. */
+static void pump(rt_comm *c)
+{
+    while (c->sendq && (c->wire_bytes == 0 || c->wire_bytes + c->sendq->bytes <= c->wire_max)) {
+        rt_send *s = c->sendq;
+        c->sendq = s->qnext;
+        issue(c, s);
+    }
+}
+
 static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring_step,
                        uint32_t chunk, rt_span span)
 {
     rt_send *s = calloc(1, sizeof *s);
-    bool f16 = phase != RT_PHASE_BC && c->compress == RT_COMPRESS_FP16;
+    bool f16 = phase != RT_PHASE_BC && phase != RT_PHASE_EX && c->compress == RT_COMPRESS_FP16;
     if (s && f16 && (s->half = malloc(span.len * sizeof(uint16_t))))
         rt_half_from_float(s->half, op->buf + span.off, span.len);
     if (!s || (f16 && !s->half)) {
@@ -127,11 +175,54 @@ static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring
                           .elem = f16 ? RT_ELEM_F16 : RT_ELEM_F32};
     s->first_ns = uv_hrtime();
     s->backoff_ns = RETRY_FIRST_NS;
+    s->bytes = span.len * (f16 ? sizeof(uint16_t) : sizeof(float));
     s->next = c->sends;
     c->sends = s;
     op->inflight++;
-    issue(c, s);
+    rt_send **p = &c->sendq;
+    while (*p && !before(s, *p))
+        p = &(*p)->qnext;
+    s->qnext = *p;
+    *p = s;
+    s->queued = true;
+    pump(c);
 }
+
+/* A session that has failed refuses chunks with FAILED_PRECONDITION and
+ * "ReduceChunk: rank 1 of session 7 stopped (ETIMEDOUT): <its error>"
+ * (hub.c). */
+#define STOPPED_PREFIX "ReduceChunk: "
+
+/* The code in such a text, or FERRY_EREMOTE. */
+static int stopped_code(const char *why)
+{
+    const char *at = why ? strstr(why, " stopped (") : NULL;
+    if (!at)
+        return FERRY_EREMOTE;
+    at += strlen(" stopped (");
+#define NAME_CODE(name, value, msg)                                                      \
+    if (strncmp(at, #name ")", strlen(#name ")")) == 0)                                  \
+        return FERRY_##name;
+    FERRY_ERRNO_MAP(NAME_CODE)
+#undef NAME_CODE
+    return FERRY_EREMOTE;
+}
+
+/* Says why the right neighbour did not take send `s`: the existing
+ * wording, with the call's text. */
+static void fail_send(rt_comm *c, rt_send *s, int rc, const char *detail)
+{
+    int right = rt_right(c);
+    char step[32] = "";
+    if (s->h.phase == RT_PHASE_RS || s->h.phase == RT_PHASE_AG)
+        snprintf(step, sizeof step, " ring step %u", s->h.ring_step);
+    rt_comm_fail(c, rc, "rank %d (%s) did not take %s %llu, %s%s chunk %u: %s", right,
+                 c->peers[right], op_name(s->op), (unsigned long long)s->h.seq,
+                 rt_phase_name(s->h.phase), step, s->h.chunk,
+                 detail ? detail : ferry_strerror(rc));
+}
+
+static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t k);
 
 static void send_done(rpc_call *call)
 {
@@ -140,42 +231,69 @@ static void send_done(rpc_call *call)
     rt_comm_op *op = s->op;
     uint64_t now = uv_hrtime();
     int rc = call->result;
+    if (s->on_wire) {
+        s->on_wire = false;
+        c->wire_bytes -= s->bytes;
+    }
     pthread_mutex_lock(&c->mu);
     bool failed = c->error != 0;
     pthread_mutex_unlock(&c->mu);
     /* The neighbour has not registered the session yet (it is still
-     * loading its data, say): try again until the collective's timeout. */
-    if (rc == FERRY_ENOENT && !failed &&
+     * loading its data, say), or its server cannot be reached before this
+     * session has ever reached it (it is not accepting yet, or gRPC lost
+     * the race of its first connect): try again until the collective's
+     * timeout. Once a chunk has gone through, an unreachable neighbour has
+     * gone away, and that fails at once. */
+    bool unreachable = rc == FERRY_EUNAVAIL && !c->right_reached;
+    if ((rc == FERRY_ENOENT || unreachable) && !failed &&
         now - s->first_ns < (uint64_t)c->timeout_ms * 1000000ull) {
+        s->last_rc = rc;
+        if (unreachable && call->errmsg) {
+            free(s->last_err);
+            s->last_err = strdup(call->errmsg);
+        }
         rpc_call_fini(call);
         s->waiting = true;
         s->retry_at = now + s->backoff_ns;
         s->backoff_ns = s->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : s->backoff_ns * 2;
         pthread_mutex_lock(&c->mu);
-        c->stats.retries++;
+        if (unreachable)
+            c->stats.reconnects++;
+        else
+            c->stats.retries++;
         pthread_mutex_unlock(&c->mu);
         return;
     }
     if (rc == 0) {
+        c->right_reached = true;
+        if (s->h.phase == RT_PHASE_EX)
+            ex_sent(c, op, s->h.chunk);
         op->sends_done++;
         op->progress_ns = now;
         pthread_mutex_lock(&c->mu);
         c->stats.chunks_sent++;
         c->stats.bytes_sent += s->span.len * sizeof(float);
         pthread_mutex_unlock(&c->mu);
+    } else if (!failed && rc == FERRY_EBUSY) {
+        /* The neighbour's session failed first and refuses every chunk with
+         * its own error: fail as it did, quoting it. */
+        const char *why = call->errmsg ? strstr(call->errmsg, STOPPED_PREFIX) : NULL;
+        why = why ? why + strlen(STOPPED_PREFIX) : call->errmsg;
+        fail_send(c, s, stopped_code(why), why);
     } else if (!failed) {
         /* A chunk this rank built from the session's own geometry can only
          * be refused as malformed when the ranks disagree on it. */
-        int right = rt_right(c);
-        rt_comm_fail(c, rc == FERRY_EINVAL ? FERRY_EPROTO : rc,
-                     "rank %d (%s) did not take %s %llu, %s ring step %u chunk %u: %s",
-                     right, c->peers[right], op_name(op), (unsigned long long)s->h.seq,
-                     rt_phase_name(s->h.phase), s->h.ring_step, s->h.chunk,
-                     call->errmsg ? call->errmsg : ferry_strerror(rc));
+        fail_send(c, s, rc == FERRY_EINVAL ? FERRY_EPROTO : rc, call->errmsg);
     }
     rpc_call_fini(call);
     send_free(c, s);
+    pump(c);
     rt_ring_release(c);
+}
+
+static bool exchange(const rt_comm *c, const rt_comm_op *op)
+{
+    return c->world == 2 && op->kind == RT_OP_ALLREDUCE && c->compress != RT_COMPRESS_FP16;
 }
 
 void rt_ring_start(rt_comm *c, rt_comm_op *op)
@@ -185,6 +303,19 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
     int W = c->world, r = c->rank;
     if (W == 1 || op->n == 0)
         return;
+    if (exchange(c, op)) {
+        size_t chunks = rt_geo_chunks(op->n, c->chunk);
+        if (!(op->ex = calloc(chunks, sizeof *op->ex))) {
+            rt_comm_fail(c, FERRY_ENOMEM, "no memory to start all-reduce %llu",
+                         (unsigned long long)op->seq);
+            return;
+        }
+        op->recv_expected[RT_PHASE_EX] = op->sends_expected = chunks;
+        for (size_t k = 0; k < chunks; k++)
+            send_chunk(c, op, RT_PHASE_EX, 0, (uint32_t)k,
+                       rt_geo_chunk((rt_span){0, op->n}, c->chunk, k));
+        return;
+    }
     if (op->kind == RT_OP_BROADCAST) {
         size_t chunks = rt_geo_chunks(op->n, c->chunk);
         op->recv_expected[RT_PHASE_BC] = r == op->root ? 0 : chunks;
@@ -208,10 +339,110 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
         send_chunk(c, op, RT_PHASE_RS, 0, (uint32_t)k, rt_geo_chunk(own, c->chunk, k));
 }
 
+void rt_ring_op_free(rt_comm_op *op)
+{
+    if (!op)
+        return;
+    if (op->ex)
+        for (size_t k = 0; k < op->recv_expected[RT_PHASE_EX]; k++)
+            rt_chunk_free(op->ex[k].parked);
+    free(op->ex);
+    free(op);
+}
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
 static void add(float *restrict dst, const float *restrict src, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v4f d0, d1, s0, s1;
+        memcpy(&d0, dst + i, 16);
+        memcpy(&d1, dst + i + 4, 16);
+        memcpy(&s0, src + i, 16);
+        memcpy(&s1, src + i + 4, 16);
+        d0 += s0;
+        d1 += s1;
+        memcpy(dst + i, &d0, 16);
+        memcpy(dst + i + 4, &d1, 16);
+    }
+    for (; i < n; i++)
         dst[i] += src[i];
+}
+
+/* A NaN sum of a and b as both ranks of an exchange make it: a's NaN
+ * (quieted) if a is one, else b's, else the sum's (Inf - Inf). The
+ * hardware keeps one operand's payload, and which depends on the order the
+ * compiler chose: each rank adds in its own order. */
+static float nan_of(float sum, float a, float b)
+{
+    uint32_t u;
+    if (a != a)
+        memcpy(&u, &a, 4);
+    else if (b != b)
+        memcpy(&u, &b, 4);
+    else
+        return sum;
+    u |= 0x00400000u;
+    memcpy(&sum, &u, 4);
+    return sum;
+}
+
+/* dst += src for the exchange, where the NaNs that come out must not
+ * depend on which rank adds: `src_first` says src is rank 0's. */
+static void ex_add_f32(float *restrict dst, const float *restrict src, size_t n,
+                       bool src_first)
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f d, v;
+        memcpy(&d, dst + i, 16);
+        memcpy(&v, src + i, 16);
+        v4f sum = d + v;
+        v4i nan = sum != sum;
+        if (nan[0] | nan[1] | nan[2] | nan[3])
+            for (int k = 0; k < 4; k++)
+                if (nan[k])
+                    sum[k] = src_first ? nan_of(sum[k], v[k], d[k])
+                                       : nan_of(sum[k], d[k], v[k]);
+        memcpy(dst + i, &sum, 16);
+    }
+    for (; i < n; i++) {
+        float sum = dst[i] + src[i];
+        if (sum != sum)
+            sum = src_first ? nan_of(sum, src[i], dst[i]) : nan_of(sum, dst[i], src[i]);
+        dst[i] = sum;
+    }
+}
+
+static void received(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
+{
+    op->recv_done[ch->h.phase]++;
+    op->progress_ns = uv_hrtime();
+    pthread_mutex_lock(&c->mu);
+    c->stats.chunks_lz4 += ch->lz4;
+    c->stats.wire_received += ch->wire_len;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The peer's chunk k of an exchange, added in place now that this rank's
+ * own copy of it has gone. */
+static void ex_add(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
+{
+    rt_span sp = rt_geo_chunk((rt_span){0, op->n}, c->chunk, ch->h.chunk);
+    ex_add_f32(op->buf + sp.off, ch->payload, sp.len, c->rank == 1);
+    received(c, op, ch);
+    rt_chunk_free(ch);
+}
+
+static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t k)
+{
+    op->ex[k].sent = true;
+    rt_chunk *ch = op->ex[k].parked;
+    op->ex[k].parked = NULL;
+    if (ch)
+        ex_add(c, op, ch);
 }
 
 void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
@@ -219,7 +450,8 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     const rt_chunk_hdr *h = &ch->h;
     bool bc = h->phase == RT_PHASE_BC;
     if (h->count != op->n || bc != (op->kind == RT_OP_BROADCAST) ||
-        (bc && h->root != (uint32_t)op->root)) {
+        (bc && h->root != (uint32_t)op->root) ||
+        (h->phase == RT_PHASE_EX) != exchange(c, op)) {
         int left = rt_left(c);
         rt_comm_fail(c, FERRY_EPROTO,
                      "rank %d (%s) sent %s chunks of %llu floats for collective %llu, "
@@ -238,6 +470,21 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         rt_chunk_free(ch);
         return;
     }
+    if (h->phase == RT_PHASE_EX) {
+        struct rt_ex_chunk *x = &op->ex[h->chunk];
+        if (x->parked) {
+            int left = rt_left(c);
+            rt_comm_fail(c, FERRY_EPROTO,
+                         "rank %d (%s) sent chunk %u of all-reduce %llu twice", left,
+                         c->peers[left], h->chunk, (unsigned long long)op->seq);
+            rt_chunk_free(ch);
+        } else if (x->sent) {
+            ex_add(c, op, ch);
+        } else {
+            x->parked = ch; /* until this rank's own chunk has gone */
+        }
+        return;
+    }
     float *dst = op->buf + sp.off;
     bool f16 = h->elem == RT_ELEM_F16;
     if (h->phase == RT_PHASE_RS) {
@@ -250,12 +497,7 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     } else {
         memcpy(dst, ch->payload, sp.len * sizeof(float));
     }
-    op->recv_done[h->phase]++;
-    op->progress_ns = uv_hrtime();
-    pthread_mutex_lock(&c->mu);
-    c->stats.chunks_lz4 += ch->lz4;
-    c->stats.wire_received += ch->wire_len;
-    pthread_mutex_unlock(&c->mu);
+    received(c, op, ch);
 
     int W = c->world;
     if (bc) {
@@ -278,9 +520,16 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
     for (rt_comm_op *op = c->active; op; op = op->next) {
         if (complete(op) || now_ns - op->progress_ns <= limit)
             continue;
+        /* A send still repeated because the neighbour's server does not
+         * answer is the cause: say so, as its last refusal did. */
+        for (rt_send *s = c->sends; s; s = s->next)
+            if (s->op == op && s->last_rc == FERRY_EUNAVAIL) {
+                fail_send(c, s, FERRY_EUNAVAIL, s->last_err);
+                return;
+            }
         double quiet = (double)(now_ns - op->progress_ns) / 1e9;
         int ph = 0;
-        while (ph < 2 && op->recv_done[ph] == op->recv_expected[ph])
+        while (ph + 1 < RT_PHASES && op->recv_done[ph] == op->recv_expected[ph])
             ph++;
         if (op->recv_done[ph] < op->recv_expected[ph]) {
             int left = rt_left(c);
@@ -321,7 +570,7 @@ void rt_ring_cancel_sends(rt_comm *c)
 {
     for (rt_send *s = c->sends, *next; s; s = next) {
         next = s->next;
-        if (s->waiting)
+        if (s->waiting || s->queued)
             send_free(c, s);
         else
             rpc_call_cancel(&s->call);

@@ -92,6 +92,14 @@ void co_stop_server(int rank)
     R.r[rank].server = NULL;
 }
 
+int co_listen_again(int rank)
+{
+    rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[rank].hub,
+                    RPC_METHOD_INLINE};
+    rpc_server_opts so = {.listen = R.r[rank].addr, .max_payload = CO_MAX_PAYLOAD};
+    return rpc_server_create(&so, &m, 1, &R.r[rank].server);
+}
+
 rt_comm_opts co_opts(uint64_t session, size_t chunk_bytes, rt_compress compress,
                      int64_t timeout_ms)
 {

@@ -79,6 +79,9 @@ void co_finish(void);
 void co_start(int world);
 /* Destroys rank's server now (its hub and session stay). */
 void co_stop_server(int rank);
+/* Starts rank's server again on its old address (after co_stop_server).
+ * Any thread: returns rpc_server_create's result, no assertion. */
+int co_listen_again(int rank);
 
 /* Options for every rank of a session (rank is set by co_join). */
 rt_comm_opts co_opts(uint64_t session, size_t chunk_bytes, rt_compress compress,

@@ -205,6 +205,32 @@ CO_TEST(allreduce, nan_and_inf_pass_through_the_sum)
     co_free_bufs(bufs, w);
 }
 
+/* Two ranks exchange their buffers and each adds the other's: where both
+ * hold a NaN, with different payloads, the sum keeps one of them, and both
+ * ranks must keep the same one. */
+CO_TEST(allreduce, two_ranks_keep_the_same_nan_payload)
+{
+    int w = 2;
+    size_t n = 3 * CO_CHUNK_FLOATS + 5;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
+    co_join_all(&o);
+    float **bufs = co_bufs(w, n, 6);
+    size_t at[] = {0, CO_CHUNK_FLOATS, n - 1};
+    for (size_t k = 0; k < 3; k++) {
+        uint32_t p0 = 0x7fc00001u + (uint32_t)k, p1 = 0x7fc00100u + (uint32_t)k;
+        memcpy(&bufs[0][at[k]], &p0, sizeof p0);
+        memcpy(&bufs[1][at[k]], &p1, sizeof p1);
+    }
+    co_allreduce_arg a = {bufs, n};
+    co_run_ok(co_allreduce_fn, &a, "all-reduce of NaNs with two payloads");
+    for (size_t k = 0; k < 3; k++)
+        cr_assert(isnan(bufs[0][at[k]]), "[%zu]: NaN became %g", at[k],
+                  (double)bufs[0][at[k]]);
+    co_assert_identical(bufs, w, n, "all-reduce of NaNs with two payloads");
+    co_free_bufs(bufs, w);
+}
+
 /* A world of one: nothing to send, the buffer is its own sum. */
 CO_TEST(allreduce, a_world_of_1_leaves_the_buffer_as_it_is)
 {

@@ -190,3 +190,14 @@ CO_TEST(reduce_chunk, refuses_a_broadcast_whose_root_is_the_receiver)
 {
     refuse_and_recover(broadcast_from_self, FERRY_EINVAL, "root 1", NULL);
 }
+
+static void exchange_in_a_ring_of_3(Ferry__ReduceChunkRequest *r, size_t *len)
+{
+    r->phase = 3; /* exchange: two ranks only */
+    *len = COUNT * sizeof(float);
+}
+
+CO_TEST(reduce_chunk, refuses_an_exchange_chunk_in_a_ring_of_3)
+{
+    refuse_and_recover(exchange_in_a_ring_of_3, FERRY_EINVAL, "exchange", "2 ranks");
+}
