@@ -5,7 +5,8 @@
  * holds a few summary lines instead of one line per refusal. The figures
  * are printed.
  *
- * In the e2e suite because it times things: meson runs this suite alone. */
+ * In the e2e suite because it times things: meson runs this suite alone.
+ * Sanitizer builds run the flood and check everything but the figures. */
 #include "e2e.h"
 
 #include <errno.h>
@@ -319,12 +320,18 @@ Test(e2e_net, ping_stays_fast_while_two_tokenless_clients_send_lz4_bombs)
     cr_assert(failed == 0, "%zu Pings failed", failed);
     cr_assert(n >= 100, "only %zu Pings", n);
     cr_assert(sent >= 10 && refused == sent, "%lu sent, %lu refused", sent, refused);
+#ifdef __SANITIZE_ADDRESS__
+    /* AddressSanitizer keeps up to 256 MB of freed memory in quarantine and
+     * slows every call several times: the figures mean nothing here. */
+    fprintf(stderr, "e2e: sanitizer build: p99 and memory not checked\n");
+#else
     /* 100 ms over what the machine gives without the flood: on an idle
      * machine that is ~1 ms; a shared one was seen at 114 ms. */
     cr_assert(p99 < 100 + quiet_p99, "Ping p99 %.1f ms under the flood (%.1f ms without)",
               p99, quiet_p99);
     cr_assert(hwm1 - hwm0 < 64 * 1024, "the worker's peak RSS grew by %ld KiB",
               hwm1 - hwm0);
+#endif
     cr_assert(lines >= 1 && lines <= 2 + FLOOD_S / 10 + 1,
               "%zu refusal lines for %lu refusals:\n%.3000s", lines, refused, log);
     free(log);
