@@ -269,6 +269,24 @@ int rpc_server_port(const rpc_server *s);
  * thread. */
 uint64_t rpc_server_refused(const rpc_server *s);
 
+/* Bounds on connections, which cost a file descriptor each: one that has
+ * not finished its HTTP/2 handshake in RPC_HANDSHAKE_TIMEOUT_MS, or has had
+ * no call for RPC_MAX_CONNECTION_IDLE_MS, is closed (a client reconnects on
+ * its next call); one carries at most RPC_MAX_CONCURRENT_STREAMS calls at
+ * once (more wait in the client). */
+#define RPC_HANDSHAKE_TIMEOUT_MS   10000
+#define RPC_MAX_CONNECTION_IDLE_MS 60000
+#define RPC_MAX_CONCURRENT_STREAMS 1024
+
+/* Whether the server still accepts connections: connects to its own port
+ * (on loopback for a wildcard address) and waits up to timeout_ms for the
+ * HTTP/2 greeting. gRPC 1.51 stops accepting for good once accept() fails
+ * with EMFILE, even after descriptors are free again; a daemon that sees
+ * this should exit and be restarted. Returns 0 (it answered),
+ * FERRY_EUNAVAIL (it did not), or -errno when no probe could be made (out
+ * of descriptors: no verdict). Blocks; any thread. */
+int rpc_server_probe(const rpc_server *s, int timeout_ms);
+
 /* Whether a server could listen on `listen` now: 0, FERRY_EADDRINUSE when
  * something else holds the port, FERRY_EINVAL for a bad address, or -errno.
  * Lets a launcher say which port is taken before it starts anything. */

@@ -173,7 +173,8 @@ struct rpc_server {
     size_t n_methods;
     size_t max_payload;
     int port;
-    char *token; /* NULL: none needed */
+    char host[256]; /* as listened on, without brackets; "" for any */
+    char *token;    /* NULL: none needed */
     size_t token_len;
     rpc_log_fn log;
     void *log_arg;

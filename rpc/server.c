@@ -4,6 +4,8 @@
  * never holds up other calls. */
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +286,7 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     uv_cond_init(&s->lane_work.cond);
     uv_cond_init(&s->drained);
     s->max_payload = max_payload;
+    snprintf(s->host, sizeof s->host, "%s", host);
     s->shutdown_tag.done = shutdown_done;
     s->log = opts->log;
     s->log_arg = opts->log_arg;
@@ -316,6 +319,19 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
         {.type = GRPC_ARG_INTEGER,
          .key = GRPC_ARG_HTTP2_BDP_PROBE,
          .value.integer = opts->token ? 0 : 1},
+        /* Connections cost a file descriptor each: one that never speaks
+         * HTTP/2, or opens no call for a while, is closed (a master's
+         * channel reconnects on its next call), and one connection carries
+         * at most so many calls at once. */
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+         .value.integer = RPC_HANDSHAKE_TIMEOUT_MS},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+         .value.integer = RPC_MAX_CONNECTION_IDLE_MS},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_CONCURRENT_STREAMS,
+         .value.integer = RPC_MAX_CONCURRENT_STREAMS},
     };
     rpc_grpc_size_args(args, max_payload);
     grpc_channel_args srv_args = {.num_args = sizeof args / sizeof args[0], .args = args};
@@ -396,6 +412,59 @@ fail:
 int rpc_server_port(const rpc_server *s)
 {
     return s->port;
+}
+
+/* ---- is the listener still accepting? ----------------------------------- */
+
+static int probe_fail(int fd, int rc)
+{
+    close(fd);
+    return rc;
+}
+
+int rpc_server_probe(const rpc_server *s, int timeout_ms)
+{
+    /* A wildcard address is probed on loopback. */
+    const char *host = s->host;
+    if (!host[0] || strcmp(host, "0.0.0.0") == 0)
+        host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        host = "::1";
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *ai;
+    if (getaddrinfo(host, port, &hints, &ai) != 0)
+        return FERRY_EINVAL;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int rc = -errno; /* out of descriptors ourselves: no verdict */
+        freeaddrinfo(ai);
+        return rc;
+    }
+    int c = connect(fd, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    if (c != 0 && errno != EINPROGRESS)
+        return probe_fail(fd, FERRY_EUNAVAIL);
+    uint64_t end = uv_hrtime() + (uint64_t)timeout_ms * 1000000u;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    if (poll(&p, 1, timeout_ms) != 1 || (p.revents & (POLLERR | POLLHUP)))
+        return probe_fail(fd, FERRY_EUNAVAIL);
+    /* The client preface and an empty SETTINGS frame: a live server
+     * answers with its own SETTINGS at once. The kernel completes the TCP
+     * handshake from its backlog even when nobody accepts, so only an
+     * answer tells. */
+    static const char hello[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                "\0\0\0\x04\0\0\0\0\0";
+    if (send(fd, hello, sizeof hello - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof hello - 1))
+        return probe_fail(fd, FERRY_EUNAVAIL);
+    uint64_t now = uv_hrtime();
+    p = (struct pollfd){.fd = fd, .events = POLLIN};
+    if (now >= end || poll(&p, 1, (int)((end - now) / 1000000u)) != 1)
+        return probe_fail(fd, FERRY_EUNAVAIL);
+    char buf[64];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    return probe_fail(fd, n > 0 ? 0 : FERRY_EUNAVAIL);
 }
 
 void rpc_server_shutdown(rpc_server *s, int64_t grace_ms)
