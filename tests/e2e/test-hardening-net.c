@@ -5,6 +5,10 @@
  * holds a few summary lines instead of one line per refusal. The figures
  * are printed.
  *
+ * And (finding 2) a worker whose descriptors ran out, and whose listener
+ * gRPC 1.51 then gave up on for good, is back serving once the flood ends:
+ * it notices, exits, and its supervisor restarts it.
+ *
  * In the e2e suite because it times things: meson runs this suite alone.
  * Sanitizer builds run the flood and check everything but the figures. */
 #include "e2e.h"
@@ -15,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -337,4 +344,90 @@ Test(e2e_net, ping_stays_fast_while_two_tokenless_clients_send_lz4_bombs)
     free(log);
     free(bomb);
     bomb = NULL;
+}
+
+/* The pid in a Ping's reply, or 0 when Ping failed. */
+static pid_t ping_pid(rpc_channel *ch)
+{
+    Ferry__PingRequest req = FERRY__PING_REQUEST__INIT;
+    rpc_msg_out out = {.head = &req.base};
+    rpc_call call;
+    memset(&call, 0, sizeof call);
+    cr_assert(rpc_call_start(ch, &call, RT_METHOD_PING, &out, 2000, NULL) == 0);
+    pid_t pid = 0;
+    if (rpc_call_wait(&call) == 0) {
+        Ferry__PingReply *r = NULL;
+        if (rpc_msg_unpack(&call.reply, &ferry__ping_reply__descriptor,
+                           (ProtobufCMessage **)&r) == 0) {
+            pid = r->pid;
+            ferry__ping_reply__free_unpacked(r, NULL);
+        }
+    }
+    rpc_call_fini(&call);
+    return pid;
+}
+
+Test(e2e_net, a_worker_out_of_descriptors_is_serving_again_once_the_flood_ends)
+{
+    e2e_start(1);
+    conf_cluster c;
+    char state[600], err[CONF_ERR_LEN] = "";
+    snprintf(state, sizeof state, "%s/cluster.ini", e2e_home);
+    conf_defaults(&c);
+    cr_assert(conf_load(&c, state, err, sizeof err) == 0, "%s", err);
+    char target[256];
+    snprintf(target, sizeof target, "%s", c.workers[0].address);
+    int port = c.workers[0].port;
+    conf_fini(&c);
+    pid_t worker = e2e_worker_pid_file(0);
+    cr_assert(worker > 0 && e2e_alive(worker));
+
+    /* 20,000 connections on a default limit; 300 on a limit of 128. */
+    struct rlimit r = {128, 128};
+    cr_assert(prlimit(worker, RLIMIT_NOFILE, &r, NULL) == 0, "prlimit: %s",
+              strerror(errno));
+    enum { CONNS = 300 };
+    int fds[CONNS];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < CONNS; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert(fds[i] >= 0, "socket: %s", strerror(errno));
+        connect(fds[i], (struct sockaddr *)&a, sizeof a);
+    }
+    usleep(500 * 1000);
+    for (int i = 0; i < CONNS; i++)
+        close(fds[i]);
+
+    uv_loop_t loop;
+    rpc_client *client;
+    rpc_channel *ch;
+    cr_assert(uv_loop_init(&loop) == 0);
+    cr_assert(rpc_client_create(&loop, &client) == 0);
+    cr_assert(rpc_channel_create(client, target, NULL, &ch) == 0);
+    uint64_t t0 = uv_hrtime();
+    pid_t now = 0;
+    while ((now = ping_pid(ch)) == 0 && uv_hrtime() - t0 < 45 * (uint64_t)1000000000)
+        usleep(200 * 1000);
+    double secs = (double)(uv_hrtime() - t0) / 1e9;
+    rpc_channel_destroy(ch);
+    rpc_client_close(client);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert(uv_loop_close(&loop) == 0);
+
+    char log_path[700];
+    snprintf(log_path, sizeof log_path, "%s/logs/worker-0.log", e2e_home);
+    char *log = e2e_slurp(log_path);
+    fprintf(
+        stderr,
+        "e2e: worker (pid %ld, 128 descriptors) after %d idle connections: serving again "
+        "after %.1f s as pid %ld\n",
+        (long)worker, CONNS, secs, (long)now);
+    cr_assert(now != 0, "the worker does not answer %.0f s after the flood ended:\n%s",
+              secs, log ? log : "");
+    cr_assert(now != worker, "pid %ld answers: the same worker, yet its listener died?",
+              (long)now);
+    cr_assert(log && e2e_has(log, "no longer accepts connections"), "log:\n%s",
+              log ? log : "");
+    free(log);
 }

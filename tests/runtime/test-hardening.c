@@ -13,12 +13,16 @@
  * its memory can be read in /proc/PID/status. */
 #include "rth.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,9 +144,16 @@ typedef struct wjob {
 
 static wjob WJ;
 
+static rlim_t worker_nofile; /* 0: the test's own limit */
+
 static int run_worker(void *arg)
 {
     wjob *j = arg;
+    if (worker_nofile) {
+        struct rlimit r = {worker_nofile, worker_nofile};
+        if (setrlimit(RLIMIT_NOFILE, &r) != 0)
+            return 99;
+    }
     return rt_worker_main(j->argc, j->argv);
 }
 
@@ -263,6 +274,52 @@ Test(rt_hardening, a_tokenless_lz4_bomb_is_refused_at_once_without_allocating)
 
     rth_disconnect();
     stop_worker_process();
+}
+
+/* ---- file descriptors ---------------------------------------------------------- */
+
+/* Finding 2: idle connections exhaust the worker's descriptors; gRPC 1.51's
+ * listener then fails accept() with EMFILE and never accepts again, even
+ * once they are closed. The worker notices that its own port no longer
+ * answers and exits with status 4, for its supervisor to restart it. */
+Test(rt_hardening, a_worker_whose_listener_died_of_emfile_exits_to_be_restarted,
+     .timeout = 90)
+{
+    worker_nofile = 128;
+    int port = start_worker_process();
+    worker_nofile = 0;
+    enum { CONNS = 300 };
+    int fds[CONNS];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < CONNS; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert(fds[i] >= 0, "socket: %s", strerror(errno));
+        /* The kernel completes the handshake from the backlog either way. */
+        connect(fds[i], (struct sockaddr *)&a, sizeof a);
+    }
+    usleep(500 * 1000);
+    for (int i = 0; i < CONNS; i++)
+        close(fds[i]);
+
+    /* The flood is over; the worker must not stay alive and deaf. */
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 300 && got == 0; i++) {
+        got = waitpid(worker_pid, &status, WNOHANG);
+        if (got == 0)
+            usleep(100 * 1000);
+    }
+    char *log = rth_read_file(worker_out.err, NULL);
+    fprintf(stderr, "worker log after %d idle connections with 128 descriptors:\n%s",
+            CONNS, log ? log : "");
+    cr_assert(got == worker_pid, "the worker is still running 30 s after the flood");
+    worker_pid = 0;
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 4,
+              "the worker ended with status %d, expected exit status 4", status);
+    cr_assert(log && strstr(log, "no longer accepts connections"), "log: %s",
+              log ? log : "");
+    free(log);
 }
 
 /* ---- garbage, with and without the token ------------------------------------- */
