@@ -217,6 +217,7 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
 typedef struct decoder {
     rpc_wire_reader w;
     size_t max_payload;
+    size_t defer_above; /* a payload declared larger: RPC_DECODE_DEFER */
     uint8_t *head;
     size_t head_len, head_cap;
     bool has_info, has_payload;
@@ -344,6 +345,8 @@ static int read_payload(decoder *d, uint64_t wire_len, rpc_msg *out)
     if (d->raw_size > d->max_payload)
         FAIL(d, FERRY_EMSGSIZE, "payload of %llu bytes is over the limit of %zu",
              (unsigned long long)d->raw_size, d->max_payload);
+    if (d->raw_size > d->defer_above)
+        return RPC_DECODE_DEFER; /* nothing allocated yet */
 
     uint8_t *dst = rpc_buf_alloc(d->raw_size);
     if (!dst)
@@ -403,12 +406,23 @@ static int copy_field(decoder *d, uint64_t tag)
 int rpc_codec_decode(grpc_byte_buffer *bb, size_t max_payload, rpc_msg *out, char *err,
                      size_t errlen)
 {
-    decoder d = {.max_payload = max_payload, .err = err, .errlen = errlen};
+    return rpc_codec_decode_capped(bb, max_payload, SIZE_MAX, out, err, errlen);
+}
+
+int rpc_codec_decode_capped(grpc_byte_buffer *bb, size_t max_payload, size_t defer_above,
+                            rpc_msg *out, char *err, size_t errlen)
+{
+    decoder d = {.max_payload = max_payload,
+                 .defer_above = defer_above,
+                 .err = err,
+                 .errlen = errlen};
     int rc;
 
     memset(out, 0, sizeof *out);
     if (errlen)
         err[0] = '\0';
+    if (defer_above != SIZE_MAX && grpc_byte_buffer_length(bb) > defer_above)
+        return RPC_DECODE_DEFER;
     rc = rpc_wire_reader_init(&d.w, bb);
     if (rc) {
         snprintf(err, errlen, "unreadable message buffer");

@@ -38,9 +38,17 @@ extern "C" {
  * pays (sparse tensors), raw otherwise (dense float32 does not compress). */
 typedef enum { RPC_CODEC_RAW = 0, RPC_CODEC_LZ4 = 1, RPC_CODEC_AUTO = 2 } rpc_codec;
 
-/* Default and largest per-message payload limits. */
+/* Default and largest per-message payload limits (max_message_bytes): every
+ * declared payload size is checked against the limit before anything is
+ * allocated, and an lz4 payload must decode to exactly its declared size. */
 #define RPC_DEFAULT_MAX_PAYLOAD ((size_t)1 << 30)
 #define RPC_MAX_PAYLOAD_LIMIT   ((size_t)2047 << 20)
+/* Largest request payload of a method that is served without the token
+ * (RPC_METHOD_PUBLIC): anyone can send one, so it stays small. */
+#define RPC_PUBLIC_MAX_PAYLOAD ((size_t)64 << 10)
+/* Most bytes of a request (on the wire, and its payload once decoded) that
+ * the completion-queue thread decodes itself; see RPC_METHOD_INLINE. */
+#define RPC_INLINE_DECODE_MAX ((size_t)64 << 10)
 
 /* Called when rpc no longer needs a payload it was given ownership of. May
  * run on any thread. */
@@ -197,9 +205,20 @@ typedef struct rpc_srv_call rpc_srv_call;
 typedef void (*rpc_handler)(rpc_srv_call *sc, rpc_msg *req, void *data);
 
 enum {
-    /* Run the handler on the completion-queue thread itself: for handlers
-     * that never block (ping, echo). Others run on the handler pool. */
+    /* Run the handler without queuing behind the handler pool: for handlers
+     * that never block (ping, echo, a collective's chunks). A request of at
+     * most RPC_INLINE_DECODE_MAX bytes, on the wire and decoded, is decoded
+     * and handled on the completion-queue thread itself; a larger one is
+     * decoded and handled on the server's one "lane" thread, in arrival
+     * order, so the queue thread never spends more than that cap's worth of
+     * copying or decompression on one message. Others are decoded and
+     * handled on the handler pool. The handler always gets its request
+     * decoded. */
     RPC_METHOD_INLINE = 1u << 0,
+    /* Served without the token on a server that has one (Ping). Its request
+     * is read before anything is checked, so its payload is capped at
+     * RPC_PUBLIC_MAX_PAYLOAD. Meaningless on a server without a token. */
+    RPC_METHOD_PUBLIC = 1u << 1,
 };
 
 typedef struct rpc_method {
@@ -209,20 +228,64 @@ typedef struct rpc_method {
     unsigned flags;
 } rpc_method;
 
+/* Receives one line of the server's log (no newline): refusals, summarised.
+ * Runs on the completion-queue thread: must not block. */
+typedef void (*rpc_log_fn)(void *arg, const char *line);
+
 typedef struct rpc_server_opts {
     const char *listen;  /* "127.0.0.1:0", "[::1]:5000"; port 0 picks a free one */
     size_t max_payload;  /* 0: RPC_DEFAULT_MAX_PAYLOAD */
     int handler_threads; /* 0: two per core, at least 4 */
+    /* NULL: no token. Otherwise every method not flagged RPC_METHOD_PUBLIC
+     * needs metadata RPC_TOKEN_KEY equal to it (compared in constant time).
+     * It is checked from the call's metadata on arrival, before the request
+     * message is read, decoded or decompressed; a call without it, or with
+     * a wrong one, ends with UNAUTHENTICATED. Copied. */
+    const char *token;
+    /* Where refusals are reported; NULL: nowhere. The first refusal after a
+     * quiet interval gets a line of its own; the rest are counted and
+     * summarised once per interval ("refused N calls ... in the last 10 s"). */
+    rpc_log_fn log;
+    void *log_arg;
+    int log_interval_ms; /* 0: 10000 */
 } rpc_server_opts;
 
 /* Binds, registers `methods` (copied; name strings must outlive the server)
- * and starts serving. Calls to any other method get UNIMPLEMENTED. Returns 0,
- * FERRY_EADDRINUSE when the address is taken, FERRY_EINVAL for a bad one. */
+ * and starts serving. Calls to any other method get UNIMPLEMENTED.
+ *
+ * Status codes, following gRPC's conventions: a missing or wrong token
+ * UNAUTHENTICATED (before anything else is looked at); a request that is
+ * not a valid message INVALID_ARGUMENT; one over the payload limit
+ * RESOURCE_EXHAUSTED. Names from the wire reach status texts escaped
+ * (rpc_escape). Returns 0, FERRY_EADDRINUSE when the address is taken,
+ * FERRY_EINVAL for a bad one. */
 int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
                       size_t n_methods, rpc_server **out);
 
 /* The bound port. */
 int rpc_server_port(const rpc_server *s);
+
+/* How many calls the server refused for a missing or wrong token. Any
+ * thread. */
+uint64_t rpc_server_refused(const rpc_server *s);
+
+/* Bounds on connections, which cost a file descriptor each: one that has
+ * not finished its HTTP/2 handshake in RPC_HANDSHAKE_TIMEOUT_MS, or has had
+ * no call for RPC_MAX_CONNECTION_IDLE_MS, is closed (a client reconnects on
+ * its next call); one carries at most RPC_MAX_CONCURRENT_STREAMS calls at
+ * once (more wait in the client). */
+#define RPC_HANDSHAKE_TIMEOUT_MS   10000
+#define RPC_MAX_CONNECTION_IDLE_MS 60000
+#define RPC_MAX_CONCURRENT_STREAMS 1024
+
+/* Whether the server still accepts connections: connects to its own port
+ * (on loopback for a wildcard address) and waits up to timeout_ms for the
+ * HTTP/2 greeting. gRPC 1.51 stops accepting for good once accept() fails
+ * with EMFILE, even after descriptors are free again; a daemon that sees
+ * this should exit and be restarted. Returns 0 (it answered),
+ * FERRY_EUNAVAIL (it did not), or -errno when no probe could be made (out
+ * of descriptors: no verdict). Blocks; any thread. */
+int rpc_server_probe(const rpc_server *s, int timeout_ms);
 
 /* Whether a server could listen on `listen` now: 0, FERRY_EADDRINUSE when
  * something else holds the port, FERRY_EINVAL for a bad address, or -errno.
@@ -258,6 +321,15 @@ const char *rpc_srv_peer(const rpc_srv_call *sc);
 /* Value of request metadata `key` (lower case), or NULL; lives as long as the
  * call. */
 const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *len);
+
+/* ---- text from the wire ----------------------------------------------- */
+
+/* Writes `src` (srclen bytes, NULs included) into dst[dstlen] as one line of
+ * printable ASCII: a backslash as "\\", any other byte outside 0x20..0x7e
+ * as "\xNN". What does not fit is cut and marked "...(N bytes)". Always
+ * NUL-terminates (dstlen >= 32). Returns dst. For names that come from the
+ * network before they reach a log or a status. */
+char *rpc_escape(char *dst, size_t dstlen, const char *src, size_t srclen);
 
 /* ---- errors ----------------------------------------------------------- */
 

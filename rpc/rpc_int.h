@@ -110,6 +110,15 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
 int rpc_codec_decode(grpc_byte_buffer *bb, size_t max_payload, rpc_msg *out, char *err,
                      size_t errlen);
 
+/* rpc_codec_decode() that gives up, before it allocates or decompresses
+ * anything, with RPC_DECODE_DEFER when the message is over `defer_above`
+ * bytes on the wire or declares a payload over it: the caller decodes it
+ * again elsewhere. Limits and malformed framing met first are reported as
+ * rpc_codec_decode() reports them. */
+#define RPC_DECODE_DEFER 1
+int rpc_codec_decode_capped(grpc_byte_buffer *bb, size_t max_payload, size_t defer_above,
+                            rpc_msg *out, char *err, size_t errlen);
+
 /* ---- wire reader: protobuf varints across slice boundaries -------------- */
 typedef struct rpc_wire_reader {
     grpc_byte_buffer_reader r;
@@ -135,11 +144,22 @@ typedef struct rpc_srv_entry {
     void *handle; /* grpc_server_register_method */
 } rpc_srv_entry;
 
-typedef struct rpc_work rpc_work;
-struct rpc_work {
-    rpc_srv_call *sc;
-    rpc_work *next;
-};
+/* A queue of calls for threads to decode and handle: the handler pool's, or
+ * the inline lane's. Guarded by the server's lock. */
+typedef struct rpc_srv_queue {
+    rpc_srv_call *head, *tail;
+    uv_cond_t cond; /* work queued, or pool_exit */
+} rpc_srv_queue;
+
+/* Refusals of calls without the token, kept by the completion-queue thread
+ * alone (no lock): counted, and logged as a summary once per interval. */
+typedef struct rpc_refusals {
+    uint64_t interval_ns;
+    uint64_t last_line_ns; /* when a line was last logged; 0: never */
+    uint64_t pending;      /* refused since that line, not yet logged */
+    uint64_t pending_since_ns;
+    char first[256]; /* "<method> from <peer>: <why>" of the first pending */
+} rpc_refusals;
 
 struct rpc_server {
     grpc_server *gs;
@@ -147,26 +167,35 @@ struct rpc_server {
     uv_thread_t cq_thread;
     uv_thread_t *pool;
     int n_pool;
+    uv_thread_t lane; /* decodes and handles large inline requests */
+    bool lane_started;
     rpc_srv_entry *methods;
     size_t n_methods;
     size_t max_payload;
     int port;
+    char host[256]; /* as listened on, without brackets; "" for any */
+    char *token;    /* NULL: none needed */
+    size_t token_len;
+    rpc_log_fn log;
+    void *log_arg;
+    rpc_refusals refusals;
+    atomic_uint_fast64_t refused;
 
     uv_mutex_t lock;
-    uv_cond_t cond;    /* handler work queued, or pool_exit */
-    uv_cond_t drained; /* shutdown_done, or live_calls reached 0 while stopping */
-    rpc_srv_call *queue_head, *queue_tail; /* handler work, guarded by lock */
-    size_t live_calls;                     /* guarded by lock */
-    bool stopping;                         /* guarded by lock */
-    bool shutdown_done;                    /* guarded by lock */
-    bool pool_exit;                        /* guarded by lock */
-    bool shut;                             /* rpc_server_shutdown ran */
+    uv_cond_t drained;       /* shutdown_done, or live_calls reached 0 while stopping */
+    rpc_srv_queue work;      /* the handler pool's */
+    rpc_srv_queue lane_work; /* the lane's */
+    size_t live_calls;       /* guarded by lock */
+    bool stopping;           /* guarded by lock */
+    bool shutdown_done;      /* guarded by lock */
+    bool pool_exit;          /* guarded by lock */
+    bool shut;               /* rpc_server_shutdown ran */
     bool started, cq_thread_started;
     rpc_tag shutdown_tag;
 };
 
 struct rpc_srv_call {
-    rpc_tag request_tag, close_tag, reply_tag;
+    rpc_tag request_tag, recv_tag, close_tag, reply_tag;
     rpc_server *srv;
     rpc_srv_entry *method; /* NULL: an unregistered method */
     grpc_call *gc;
@@ -185,14 +214,25 @@ struct rpc_srv_call {
     rpc_srv_call *queue_next;
 };
 
+/* Whether calls of `m` must carry the server's token. */
+static inline bool rpc_srv_needs_token(const rpc_server *s, const rpc_srv_entry *m)
+{
+    return s->token && !(m->m.flags & RPC_METHOD_PUBLIC);
+}
+
 /* Posts one request for a registered method (method != NULL) or for any
  * unregistered one (method == NULL). Returns 0 or an error during shutdown. */
 int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method);
-/* Runs the call's handler inline or queues it for the pool. */
+/* Runs the call's handler inline (CQ thread) or queues it for the pool or
+ * the lane. */
 void rpc_srv_dispatch(rpc_srv_call *sc);
-/* Decodes the request and runs the handler (or fails a bad request). */
-void rpc_srv_call_run(rpc_srv_call *sc);
+/* Decodes the request and runs the handler (or fails a bad request). With
+ * defer_above < SIZE_MAX, returns false without doing anything when the
+ * request is larger than that (see rpc_codec_decode_capped); else true. */
+bool rpc_srv_call_run(rpc_srv_call *sc, size_t defer_above);
 void rpc_server_call_ended(rpc_server *s);
+/* Counts (and maybe logs) a call refused for its token; CQ thread. */
+void rpc_server_refusal(rpc_server *s, rpc_srv_call *sc, const char *why);
 
 /* ---- misc -------------------------------------------------------------- */
 gpr_timespec rpc_deadline(int64_t timeout_ms);

@@ -90,9 +90,20 @@ static int end_call(rpc_srv_call *sc, grpc_byte_buffer *msg, grpc_status_code st
 
 static int fail_v(rpc_srv_call *sc, int err, const char *fmt, va_list ap)
 {
-    char text[1024];
+    char text[1024], safe[1024];
     vsnprintf(text, sizeof text, fmt, ap);
-    sc->status_details = grpc_slice_from_copied_string(text);
+    /* The text may quote the wire (a function's name): no control bytes
+     * reach the client's terminal. UTF-8 stays as it is. */
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p && n + 5 < sizeof safe;
+         p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            n += (size_t)snprintf(safe + n, sizeof safe - n, "\\x%02x", *p);
+        else
+            safe[n++] = (char)*p;
+    }
+    safe[n] = '\0';
+    sc->status_details = grpc_slice_from_copied_string(safe);
     int status = rpc_err_to_status(err);
     return end_call(sc, NULL, status == GRPC_STATUS_OK ? GRPC_STATUS_UNKNOWN : status);
 }
@@ -206,9 +217,49 @@ static void request_done(rpc_tag *tag, bool ok)
 
     /* The failures below come before any handler could end the call. */
     if (!sc->method) {
-        char *method = grpc_slice_to_c_string(sc->details.method);
-        fail_now(sc, FERRY_ENOTSUP, "method %s is not served here", method);
-        gpr_free(method);
+        char safe[160];
+        grpc_slice m = sc->details.method;
+        rpc_escape(safe, sizeof safe, (const char *)GRPC_SLICE_START_PTR(m),
+                   GRPC_SLICE_LENGTH(m));
+        fail_now(sc, FERRY_ENOTSUP, "method %s is not served here", safe);
+        return;
+    }
+    if (rpc_srv_needs_token(s, sc->method)) {
+        /* From the metadata alone: the message is not even read yet. */
+        size_t len = 0;
+        const char *tok = rpc_srv_metadata(sc, RPC_TOKEN_KEY, &len);
+        volatile unsigned char diff = tok && len == s->token_len ? 0 : 1;
+        for (size_t i = 0; !diff && i < len; i++)
+            diff |= (unsigned char)(tok[i] ^ s->token[i]);
+        if (diff) {
+            const char *why = tok ? "wrong cluster token" : "missing cluster token";
+            rpc_server_refusal(s, sc, why);
+            fail_now(sc, FERRY_EUNAUTH, "%s (metadata %s)", why, RPC_TOKEN_KEY);
+            return;
+        }
+        grpc_op op;
+        memset(&op, 0, sizeof op);
+        op.op = GRPC_OP_RECV_MESSAGE;
+        op.data.recv_message.recv_message = &sc->req_bb;
+        if (grpc_call_start_batch(sc->gc, &op, 1, &sc->recv_tag, NULL) != GRPC_CALL_OK)
+            fail_now(sc, FERRY_EINTERNAL, "%s: cannot read the request",
+                     rpc_srv_method(sc));
+        return; /* recv_done goes on */
+    }
+    if (!sc->req_bb) {
+        fail_now(sc, FERRY_EINVAL, "%s: request carried no message", rpc_srv_method(sc));
+        return;
+    }
+    rpc_srv_dispatch(sc);
+}
+
+/* The request of a call whose token was good has arrived. CQ thread. */
+static void recv_done(rpc_tag *tag, bool ok)
+{
+    rpc_srv_call *sc = (rpc_srv_call *)((char *)tag - offsetof(rpc_srv_call, recv_tag));
+    if (!ok) {
+        fail_now(sc, FERRY_ECANCELED, "%s: the request did not arrive",
+                 rpc_srv_method(sc));
         return;
     }
     if (!sc->req_bb) {
@@ -218,21 +269,33 @@ static void request_done(rpc_tag *tag, bool ok)
     rpc_srv_dispatch(sc);
 }
 
-void rpc_srv_call_run(rpc_srv_call *sc)
+bool rpc_srv_call_run(rpc_srv_call *sc, size_t defer_above)
 {
-    /* Decoding copies the whole payload: done here, on the thread that runs
-     * the handler, the queue thread goes straight back to reading the
-     * socket and the next message arrives while this one is copied. */
+    /* Decoding copies the whole payload: done on the thread that runs the
+     * handler, the queue thread goes straight back to reading the socket
+     * and the next message arrives while this one is copied. */
+    rpc_server *s = sc->srv;
+    size_t limit = s->max_payload;
+    if (s->token && (sc->method->m.flags & RPC_METHOD_PUBLIC) &&
+        limit > RPC_PUBLIC_MAX_PAYLOAD)
+        limit = RPC_PUBLIC_MAX_PAYLOAD;
     char err[256];
-    int rc =
-        rpc_codec_decode(sc->req_bb, sc->srv->max_payload, &sc->req, err, sizeof err);
+    int rc = rpc_codec_decode_capped(sc->req_bb, limit, defer_above, &sc->req, err,
+                                     sizeof err);
+    if (rc == RPC_DECODE_DEFER)
+        return false;
     grpc_byte_buffer_destroy(sc->req_bb);
     sc->req_bb = NULL;
     if (rc) {
-        fail_now(sc, rc, "%s: bad request: %s", rpc_srv_method(sc), err);
-        return;
+        /* gRPC's conventions: a message too large is RESOURCE_EXHAUSTED, one
+         * that is not a valid message INVALID_ARGUMENT (DATA_LOSS is for
+         * data lost in the worker's own keeping). */
+        fail_now(sc, rc == FERRY_ECORRUPT ? FERRY_EINVAL : rc, "%s: bad request: %s",
+                 rpc_srv_method(sc), err);
+        return true;
     }
     sc->method->m.handler(sc, &sc->req, sc->method->m.data);
+    return true;
 }
 
 int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method)
@@ -243,6 +306,7 @@ int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method)
     sc->srv = s;
     sc->method = method;
     sc->request_tag.done = request_done;
+    sc->recv_tag.done = recv_done;
     sc->close_tag.done = close_done;
     sc->reply_tag.done = reply_done;
     sc->status_details = grpc_empty_slice();
@@ -252,9 +316,12 @@ int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method)
     uv_mutex_unlock(&s->lock);
     grpc_call_error e;
     if (method) {
-        e = grpc_server_request_registered_call(s->gs, method->handle, &sc->gc,
-                                                &sc->deadline, &sc->md, &sc->req_bb,
-                                                s->cq, s->cq, &sc->request_tag);
+        /* A method that needs the token reads its message only once it is
+         * seen (request_done). */
+        e = grpc_server_request_registered_call(
+            s->gs, method->handle, &sc->gc, &sc->deadline, &sc->md,
+            rpc_srv_needs_token(s, method) ? NULL : &sc->req_bb, s->cq, s->cq,
+            &sc->request_tag);
     } else {
         grpc_call_details_init(&sc->details);
         e = grpc_server_request_call(s->gs, &sc->gc, &sc->details, &sc->md, s->cq, s->cq,

@@ -105,6 +105,9 @@ typedef struct rt_worker_opts {
     /* The device its task functions and trainers compute on: "cpu",
      * "cuda", "cuda:N" or "auto" (NULL: "auto"; see rt_device_open). */
     const char *device;
+    /* How often refusals (calls without the token) are summarised in the
+     * log; 0: every 10 s. */
+    int log_interval_ms;
 } rt_worker_opts;
 
 typedef struct rt_worker rt_worker;

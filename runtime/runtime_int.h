@@ -46,14 +46,10 @@ typedef struct rt_stats {
     atomic_uint in_flight;
 } rt_stats;
 
-/* A method that needs the token: worker.c checks it, then runs `inner`
- * with the worker as its data. */
-typedef struct rt_guard {
-    rt_worker *w;
-    rpc_handler inner;
-    void *data; /* the inner handler's data; NULL: the worker */
-} rt_guard;
+/* Longest module name kept, escaped (rpc_escape), with its cut mark. */
+#define RT_MODULE_NAME_MAX 160
 
+/* Methods that need the token (rpc checks it before reading the request). */
 #define RT_GUARDED_METHODS 7 /* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull */
 
 struct rt_worker {
@@ -61,15 +57,14 @@ struct rt_worker {
     rt_modcache *cache;
     rt_identity id;
     rt_stats stats;
-    char *token;
+    char *token; /* rpc checks callers' (rpc_server_opts.token); peers get it */
     size_t token_len;
     int stop_pipe[2]; /* rt_worker_stop() writes a byte; rt_worker_wait() reads */
     atomic_bool stopped;
     atomic_llong shutdown_grace_ms; /* from a Shutdown call; -1: none came */
-    rt_guard guards[RT_GUARDED_METHODS];
-    ferry_device_t *device; /* what ctx->device points at */
-    rt_hub *hub;            /* collective sessions, fed by ReduceChunk */
-    rt_ps_store *ps;        /* parameter-server shards, fed by Push and Pull */
+    ferry_device_t *device;         /* what ctx->device points at */
+    rt_hub *hub;                    /* collective sessions, fed by ReduceChunk */
+    rt_ps_store *ps;                /* parameter-server shards, fed by Push and Pull */
     /* The one training session this worker runs (train_fn.c), NULL when
      * none; train_lock guards the pointer, not the session's work. */
     pthread_mutex_t train_lock;
@@ -81,8 +76,8 @@ struct rt_worker {
  * worker was stopped, or poll failed). The byte in `fd` is left unread. */
 bool rt_worker_wait_or(rt_worker *w, int fd);
 
-/* The method handlers below take the rt_worker as `data`; worker.c checks
- * the token before it calls them. */
+/* The method handlers below take the rt_worker as `data`; rpc checks the
+ * token before they run. */
 void rt_load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 

@@ -1,9 +1,12 @@
 /* rt_worker: the worker's gRPC service — its method table, the token every
  * method but Ping must carry, Stats and Shutdown.
  *
- * The token check wraps the handlers in one place: each guarded method is
- * registered with guarded() as its handler and an rt_guard naming the real
- * one, so no handler can forget it.
+ * The token is rpc's to check (rpc_server_opts.token): every method but Ping
+ * is registered as needing it, so no handler can forget it, and a call
+ * without it is refused from its metadata, before its message is read,
+ * decoded or decompressed. Refusals reach the log as rate-limited summaries
+ * (log_line). Ping's request, read before any check, is capped at
+ * RPC_PUBLIC_MAX_PAYLOAD.
  *
  * Ping, Stats and Shutdown run inline on the completion-queue thread: the
  * handler pool is the executor, and with as many long Calls as it has
@@ -20,8 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
 #include "config/config.h"
 #include "runtime/device/device.h"
 #include "ferry.pb-c.h"
@@ -30,7 +31,7 @@
 /* One line to stderr in one write(2), taking no stdio lock. */
 static void say(const char *fmt, ...)
 {
-    char line[512];
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line - 1, fmt, ap);
@@ -43,20 +44,49 @@ static void say(const char *fmt, ...)
     (void)w; /* nowhere to report a failed log line */
 }
 
-static void guarded(rpc_srv_call *sc, rpc_msg *req, void *data)
+/* rpc's log: refusals, summarised. On the completion-queue thread. */
+static void log_line(void *arg, const char *line)
 {
-    const rt_guard *g = data;
-    size_t len = 0;
-    const char *tok = rpc_srv_metadata(sc, RPC_TOKEN_KEY, &len);
-    /* Constant time in the token's bytes; its length is no secret. */
-    if (tok && len == g->w->token_len && CRYPTO_memcmp(tok, g->w->token, len) == 0) {
-        g->inner(sc, req, g->data ? g->data : g->w);
+    (void)arg;
+    say("ferry worker: %s", line);
+}
+
+/* A module's name comes from the wire and goes on into logs, the crash
+ * record, `ferry status` and error texts: it is escaped and cut here, where
+ * it enters, by rewriting the request's head. Then the load is logged. */
+static void load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    Ferry__LoadModuleRequest *in = NULL;
+    if (rpc_msg_unpack(req, &ferry__load_module_request__descriptor,
+                       (ProtobufCMessage **)&in)) {
+        rpc_srv_fail(sc, FERRY_EINVAL, "LoadModule: request is not a LoadModuleRequest");
         return;
     }
-    const char *why = tok ? "wrong cluster token" : "missing cluster token";
-    say("ferry worker: refused %s from %s: %s", rpc_srv_method(sc), rpc_srv_peer(sc),
-        why);
-    rpc_srv_fail(sc, FERRY_EUNAUTH, "%s (metadata %s)", why, RPC_TOKEN_KEY);
+    char name[RT_MODULE_NAME_MAX], sha[112];
+    const char *raw = in->name ? in->name : "";
+    rpc_escape(name, sizeof name, raw, strlen(raw));
+    rpc_escape(sha, sizeof sha, in->sha256 ? in->sha256 : "",
+               in->sha256 ? strlen(in->sha256) : 0);
+    if (strcmp(name, raw) != 0) {
+        in->name = name;
+        size_t len = protobuf_c_message_get_packed_size(&in->base);
+        uint8_t *head = malloc(len ? len : 1);
+        if (!head) {
+            in->name = (char *)raw;
+            ferry__load_module_request__free_unpacked(in, NULL);
+            rpc_srv_fail(sc, FERRY_ENOMEM, "LoadModule: out of memory");
+            return;
+        }
+        protobuf_c_message_pack(&in->base, head);
+        free(req->head);
+        req->head = head;
+        req->head_len = len;
+        in->name = (char *)raw; /* freed with the message */
+    }
+    ferry__load_module_request__free_unpacked(in, NULL);
+    say("ferry worker: LoadModule %s (sha256 %s, %zu bytes) from %s", name, sha,
+        req->payload_len, rpc_srv_peer(sc));
+    rt_load_module_handler(sc, req, data);
 }
 
 static void stats_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
@@ -164,13 +194,14 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         goto fail;
 
     /* LoadModule writes a file and dlopens, so it stays on the pool and,
-     * like Call, queues behind Calls that occupy every pool thread. */
+     * like Call, queues behind Calls that occupy every pool thread. Every
+     * method but Ping needs the token (rpc checks it). */
     static const struct {
         const char *name;
-        rpc_handler inner;
+        rpc_handler handler;
         unsigned flags;
     } guarded_methods[RT_GUARDED_METHODS] = {
-        {RT_METHOD_LOAD_MODULE, rt_load_module_handler, 0},
+        {RT_METHOD_LOAD_MODULE, load_module_handler, 0},
         {RT_METHOD_CALL, rt_call_handler, 0},
         {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
         {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
@@ -181,23 +212,23 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         {RT_METHOD_PULL, rt_ps_pull_handler, 0},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
-        {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE},
+        {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE | RPC_METHOD_PUBLIC},
     };
     for (int i = 0; i < RT_GUARDED_METHODS; i++) {
         /* ReduceChunk's data is the hub, Push's and Pull's the store. */
-        rpc_handler inner = guarded_methods[i].inner;
-        void *data = inner == rt_reduce_chunk_handler ? (void *)w->hub
-                     : inner == rt_ps_push_handler || inner == rt_ps_pull_handler
-                         ? (void *)w->ps
-                         : NULL;
-        w->guards[i] = (rt_guard){.w = w, .inner = inner, .data = data};
-        methods[1 + i] = (rpc_method){guarded_methods[i].name, guarded, &w->guards[i],
-                                      guarded_methods[i].flags};
+        rpc_handler h = guarded_methods[i].handler;
+        void *data = h == rt_reduce_chunk_handler                      ? (void *)w->hub
+                     : h == rt_ps_push_handler || h == rt_ps_pull_handler ? (void *)w->ps
+                                                                          : (void *)w;
+        methods[1 + i] = (rpc_method){guarded_methods[i].name, h, data, guarded_methods[i].flags};
     }
     rpc_server_opts so = {
         .listen = opts->listen,
         .max_payload = opts->max_payload,
         .handler_threads = opts->threads,
+        .token = opts->token,
+        .log = log_line,
+        .log_interval_ms = opts->log_interval_ms,
     };
     if ((rc = rpc_server_create(&so, methods, 1 + RT_GUARDED_METHODS, &w->srv)))
         goto fail;
@@ -253,6 +284,7 @@ void rt_worker_destroy(rt_worker *w, int64_t grace_ms)
     if (!w)
         return;
     long long asked = atomic_load(&w->shutdown_grace_ms);
+    rt_ps_store_shutdown(w->ps);
     rpc_server_shutdown(w->srv, asked >= 0 ? asked : grace_ms);
     worker_free(w);
 }

@@ -2,16 +2,20 @@
  *
  * Exit status: 0 after Shutdown, SIGTERM or SIGINT; 1 when it cannot start
  * (no token, state directory); 2 for a usage mistake; 3 when the port is in
- * use, so that a launcher can tell that case apart without parsing text. */
+ * use, so that a launcher can tell that case apart without parsing text; 4
+ * when its listener stopped accepting connections (gRPC 1.51 gives up for
+ * good once file descriptors ran out), so that a supervisor restarts it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,7 +25,19 @@
 #include "runtime/device/device.h"
 #include "runtime_int.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_PORT_IN_USE = 3 };
+enum {
+    EXIT_OK = 0,
+    EXIT_FAIL = 1,
+    EXIT_USAGE = 2,
+    EXIT_PORT_IN_USE = 3,
+    EXIT_DEAF = 4,
+};
+
+/* The listener is probed this often; this many failed probes in a row (each
+ * given PROBE_TIMEOUT_MS) and the worker exits to be restarted. */
+#define PROBE_EVERY_MS   2000
+#define PROBE_TIMEOUT_MS 2000
+#define PROBE_FAILURES   3
 
 /* SIGTERM and SIGINT give calls in flight this long, as a Shutdown with the
  * default grace would. */
@@ -53,7 +69,8 @@ static const char usage[] =
     "  -V, --version          ferry's version\n"
     "\n"
     "Exit status: 0 after Shutdown or a signal, 1 when it cannot start,\n"
-    "2 for a usage mistake, 3 when the port is in use.\n"
+    "2 for a usage mistake, 3 when the port is in use, 4 when it stopped\n"
+    "accepting connections (file descriptors ran out): restart it.\n"
     "\n"
     "Environment: FERRY_HOME (default ~/.ferry) holds the default state and token.\n";
 
@@ -184,6 +201,59 @@ static void *stuck_watch(void *arg)
     _exit(EXIT_FAIL);
 }
 
+/* Every connection costs a descriptor: take all the kernel allows. */
+static void raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
+/* Probes the listener (rpc_server_probe) until the worker stops; after
+ * PROBE_FAILURES failures in a row it says so and stops the worker, and
+ * main exits with EXIT_DEAF. */
+typedef struct watch {
+    rt_worker *w;
+    pthread_t thread;
+    atomic_bool quit, deaf;
+} watch;
+
+static bool nap(watch *wt, int ms)
+{
+    for (int slept = 0; slept < ms && !atomic_load(&wt->quit); slept += 100) {
+        struct timespec ts = {.tv_nsec = 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return !atomic_load(&wt->quit);
+}
+
+static void *listener_watch(void *arg)
+{
+    watch *wt = arg;
+    int failures = 0;
+    while (nap(wt, PROBE_EVERY_MS)) {
+        int rc = rpc_server_probe(wt->w->srv, PROBE_TIMEOUT_MS);
+        if (rc == 0)
+            failures = 0;
+        else if (rc == FERRY_EUNAVAIL)
+            failures++;
+        /* else: no descriptor to probe with; no verdict */
+        if (failures >= PROBE_FAILURES) {
+            fprintf(stderr,
+                    "ferry worker: port %d no longer accepts connections (%d probes of "
+                    "%d ms went unanswered; file descriptors ran out?): exiting to be "
+                    "restarted\n",
+                    rt_worker_port(wt->w), failures, PROBE_TIMEOUT_MS);
+            atomic_store(&wt->deaf, true);
+            rt_worker_stop(wt->w);
+            break;
+        }
+    }
+    return NULL;
+}
+
 /* Installs the handlers, then unblocks SIGTERM and SIGINT: a launcher may
  * block them across fork and exec so that none lands (and kills) before
  * the handlers are in place; one that came meanwhile is delivered now.
@@ -269,6 +339,7 @@ int rt_worker_main(int argc, char **argv)
         return EXIT_PORT_IN_USE;
     }
     rpc_tune_malloc();
+    raise_nofile();
     rt_worker_opts wo = {
         .listen = o.listen,
         .state_dir = state_dir,
@@ -317,17 +388,26 @@ int rt_worker_main(int argc, char **argv)
     if (w->id.last_crash[0])
         fprintf(stderr, "ferry worker: the last run crashed: %s\n", w->id.last_crash);
 
+    static watch wt;
+    wt = (watch){.w = w};
+    bool watching = pthread_create(&wt.thread, NULL, listener_watch, &wt) == 0;
+
     /* A signal that came during start-up left its byte: this returns at
      * once. */
     if (rt_worker_wait_or(w, signal_pipe[0]))
         fprintf(stderr, "ferry worker rank %d: stopping on a signal\n", o.rank);
-    long long grace = atomic_load(&w->shutdown_grace_ms);
+    atomic_store(&wt.quit, true);
+    if (watching)
+        pthread_join(wt.thread, NULL);
+    bool deaf = atomic_load(&wt.deaf);
+    long long grace = deaf ? 0 : atomic_load(&w->shutdown_grace_ms);
     static long long stuck_ms;
     stuck_ms = (grace >= 0 ? grace : STOP_GRACE_MS) + STUCK_EXTRA_MS;
     pthread_t watch;
     if (pthread_create(&watch, NULL, stuck_watch, &stuck_ms) == 0)
         pthread_detach(watch);
-    rt_worker_destroy(w, STOP_GRACE_MS);
+    /* Deaf, nobody can reach the calls in flight: no grace for them. */
+    rt_worker_destroy(w, deaf ? 0 : STOP_GRACE_MS);
     fprintf(stderr, "ferry worker rank %d stopped\n", o.rank);
-    return EXIT_OK;
+    return deaf ? EXIT_DEAF : EXIT_OK;
 }
