@@ -296,9 +296,14 @@ void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     rt_shard *sh = acquire(st, sc, "Push", in->job, in->shard, in->from_rank);
     if (sh) {
+        pthread_mutex_lock(&st->mu);
+        bool shut = st->shut;
+        pthread_mutex_unlock(&st->mu);
         if (req->payload_len % sizeof(float))
             rpc_srv_fail(sc, FERRY_EINVAL, "Push: %zu payload bytes is not whole floats",
                          req->payload_len);
+        else if (shut && in->pull)
+            rpc_srv_fail(sc, FERRY_EUNAVAIL, "Push: this worker is shutting down");
         else
             rt_shard_push(sh, sc,
                           &(rt_push_in){.from = (int)in->from_rank,
