@@ -265,11 +265,12 @@ TPS_TEST(ps_refuse, a_push_or_pull_whose_head_is_not_its_message)
 TPS_TEST(ps_refuse, a_push_or_pull_whose_head_is_not_protobuf)
 {
     start();
-    /* Field 1 as a varint that never ends: rpc itself refuses it. */
+    /* Field 1 as a varint that never ends: rpc itself refuses it, as
+     * INVALID_ARGUMENT (gRPC's code for a malformed request). */
     static const uint8_t head[] = {0x08, 0xff, 0xff, 0xff};
-    garbage(tps_channel(1), RT_METHOD_PUSH, head, sizeof head, FERRY_ECORRUPT,
+    garbage(tps_channel(1), RT_METHOD_PUSH, head, sizeof head, FERRY_EINVAL,
             "bad varint");
-    garbage(tps_channel(1), RT_METHOD_PULL, head, sizeof head, FERRY_ECORRUPT,
+    garbage(tps_channel(1), RT_METHOD_PULL, head, sizeof head, FERRY_EINVAL,
             "bad varint");
     assert_untouched("the garbage");
     assert_still_works();
