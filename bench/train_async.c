@@ -15,7 +15,6 @@
 #include "train_async.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -74,22 +73,6 @@ typedef struct async_run {
     char json[8192]; /* the submit's --json object */
     char skipped[256];
 } async_run;
-
-static void no_lines(void *arg, int stream, char *line, double t_s)
-{
-    (void)arg, (void)stream, (void)line, (void)t_s;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
 
 /* Seconds from launch to the first epoch line at ACC_GOAL; NaN if none. */
 static double time_to_goal(const async_run *r)
@@ -215,7 +198,7 @@ static void run_one(const bench_async_cfg *c, async_run *r)
 
     char *start[] = {(char *)c->ferry, "start", ks,  "--base-port", "0",
                      "--device",       "cpu",   NULL};
-    int code = bench_watch(start, env, 0, 60, no_lines, NULL);
+    int code = bench_watch(start, env, 0, 60, NULL, NULL);
     if (code != 0) {
         snprintf(r->skipped, sizeof r->skipped, "ferry start %d exited %d", WORKERS,
                  code);
@@ -282,13 +265,13 @@ static void run_one(const bench_async_cfg *c, async_run *r)
                  r->json[0] ? "" : ", no JSON");
 shutdown:
     bench_duty_stop(); /* a no-op unless a step above failed mid-way */
-    if (bench_watch(stop, env, 0, 30, no_lines, NULL) != 0) {
+    if (bench_watch(stop, env, 0, 30, NULL, NULL) != 0) {
         sleep(1);
-        if (bench_watch(stop, env, 0, 30, no_lines, NULL) != 0)
+        if (bench_watch(stop, env, 0, 30, NULL, NULL) != 0)
             stop_by_pids(home);
     }
     bench_duty_on_signal(NULL, NULL, NULL);
-    nftw(home, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_remove_tree(home);
 }
 
 /* ---- the lines -------------------------------------------------------------------- */

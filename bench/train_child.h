@@ -24,4 +24,7 @@ double bench_json_number(const char *line, const char *key);
 /* The string after "key": into buf ("" when absent); \" and \\ unescaped. */
 void bench_json_string(const char *line, const char *key, char *buf, size_t len);
 
+/* Removes `dir` and everything under it (a run's FERRY_HOME); quietly. */
+void bench_remove_tree(const char *dir);
+
 #endif

@@ -1,7 +1,6 @@
 /* bench/train — `ferry submit MODULE.so --json` end to end, on one local
  * worker under a private FERRY_HOME. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,17 +53,6 @@ static int run_ferry(const char *ferry, const char *home, const char *const *arg
     return bench_proc_wait(&p);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
 int bench_submit_train(const char *ferry, const char *so, const bench_run_opts *o,
                        bench_submit *out)
 {
@@ -108,6 +96,6 @@ int bench_submit_train(const char *ferry, const char *so, const bench_run_opts *
     const char *shutdown[] = {"shutdown", "--grace-ms", "2000", NULL};
     run_ferry(ferry, home, shutdown, NULL, 0);
 out:
-    nftw(home, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_remove_tree(home);
     return 0;
 }

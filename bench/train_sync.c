@@ -9,7 +9,6 @@
 #include "train_sync.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,22 +46,6 @@ typedef struct sync_run {
     char json[8192];              /* ferry's --json object */
     char skipped[256];
 } sync_run;
-
-static void no_lines(void *arg, int stream, char *line, double t_s)
-{
-    (void)arg, (void)stream, (void)line, (void)t_s;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
 
 /* Seconds from launch to the first epoch at ACC_GOAL; NaN if none. */
 static double time_to_goal(const sync_run *r)
@@ -116,7 +99,7 @@ static void ferry_run(const bench_sync_cfg *c, int k, sync_run *r)
     char *start[] = {(char *)c->ferry, "start", ks,  "--base-port", "0",
                      "--device",       "cpu",   NULL};
     uint64_t t0 = bench_now_ns();
-    int code = bench_watch(start, env, 0, 60, no_lines, NULL);
+    int code = bench_watch(start, env, 0, 60, NULL, NULL);
     r->start_s = (double)(bench_now_ns() - t0) / 1e9;
     if (code != 0) {
         snprintf(r->skipped, sizeof r->skipped, "ferry start %d exited %d", k, code);
@@ -168,8 +151,8 @@ static void ferry_run(const bench_sync_cfg *c, int k, sync_run *r)
                   r->mode);
 shutdown:;
     char *stop[] = {(char *)c->ferry, "shutdown", "--grace-ms", "2000", NULL};
-    bench_watch(stop, env, 0, 30, no_lines, NULL);
-    nftw(home, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bench_watch(stop, env, 0, 30, NULL, NULL);
+    bench_remove_tree(home);
 }
 
 /* ---- DDP ------------------------------------------------------------------------- */

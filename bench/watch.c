@@ -71,12 +71,14 @@ static bool drain(stream *s, int no, bench_line_fn fn, void *arg, uint64_t t0)
     char *nl;
     while ((nl = strchr(s->buf, '\n'))) {
         *nl = '\0';
-        fn(arg, no, s->buf, t);
+        if (fn)
+            fn(arg, no, s->buf, t);
         s->at -= (size_t)(nl + 1 - s->buf);
         memmove(s->buf, nl + 1, s->at + 1);
     }
     if (s->at == sizeof s->buf - 1) { /* a line this long is not one we read */
-        fn(arg, no, s->buf, t);
+        if (fn)
+            fn(arg, no, s->buf, t);
         s->at = 0;
     }
     return true;

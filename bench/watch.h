@@ -16,8 +16,8 @@ enum {
 typedef void (*bench_line_fn)(void *arg, int stream, char *line, double t_s);
 
 /* Runs argv[0] (a path) with `env` applied ("K=V" sets, a bare "K" unsets;
- * NULL-terminated, or NULL) in its own process group, and calls fn for
- * every line of the streams `flags` names. Past `deadline_s` the group is
+ * NULL-terminated, or NULL) in its own process group, and calls fn (NULL:
+ * none) for every line of the streams `flags` names. Past `deadline_s` the group is
  * killed. Returns the exit status, 128 + the signal, 124 at the deadline,
  * or -1 when it could not be started (errno says why). Leave both streams
  * unread for a command that leaves daemons behind (`ferry start`): they
