@@ -286,6 +286,15 @@ static void release_ref(rt_ps_store *st, rt_shard *sh)
     pthread_mutex_unlock(&st->mu);
 }
 
+/* Whether rt_ps_store_shutdown has run: reads that could park are refused. */
+static bool store_shut(rt_ps_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    bool shut = st->shut;
+    pthread_mutex_unlock(&st->mu);
+    return shut;
+}
+
 void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_ps_store *st = data;
@@ -296,9 +305,7 @@ void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     rt_shard *sh = acquire(st, sc, "Push", in->job, in->shard, in->from_rank);
     if (sh) {
-        pthread_mutex_lock(&st->mu);
-        bool shut = st->shut;
-        pthread_mutex_unlock(&st->mu);
+        bool shut = store_shut(st);
         if (req->payload_len % sizeof(float))
             rpc_srv_fail(sc, FERRY_EINVAL, "Push: %zu payload bytes is not whole floats",
                          req->payload_len);
@@ -330,10 +337,7 @@ void rt_ps_pull_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     rt_shard *sh = acquire(st, sc, "Pull", in->job, in->shard, in->from_rank);
     if (sh) {
-        pthread_mutex_lock(&st->mu);
-        bool shut = st->shut;
-        pthread_mutex_unlock(&st->mu);
-        if (shut)
+        if (store_shut(st))
             rpc_srv_fail(sc, FERRY_EUNAVAIL, "Pull: this worker is shutting down");
         else
             rt_shard_pull(sh, sc, (int)in->from_rank, in->worker_step, in->until_samples);

@@ -179,7 +179,7 @@ static int upload(rt_trainer *t, float *dev, const float *host)
 }
 
 /* Pulls every shard into the parameters (downpour) or the centre (easgd). */
-static int pull(rt_trainer *t, rt_async *a, float *host, uint64_t step, uint64_t until,
+static int pull(rt_async *a, float *host, uint64_t step, uint64_t until,
                 rt_epoch_stats *st, bool (*cancelled)(void *), void *arg, char *err,
                 size_t errlen)
 {
@@ -194,7 +194,6 @@ static int pull(rt_trainer *t, rt_async *a, float *host, uint64_t step, uint64_t
     }
     if (seen.samples > a->seen)
         a->seen = seen.samples;
-    (void)t;
     return 0;
 }
 
@@ -240,7 +239,7 @@ static int push(rt_trainer *t, rt_async *a, int kind, float *pull_into, uint64_t
 static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_stats *st,
                     bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
 {
-    int rc = pull(t, a, a->centre_host, a->clock, until, st, cancelled, arg, err, errlen);
+    int rc = pull(a, a->centre_host, a->clock, until, st, cancelled, arg, err, errlen);
     if (rc)
         return rc;
     size_t n = t->plen;
@@ -299,7 +298,7 @@ int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
         bool pull_due = a->clock % (uint64_t)a->pull_every == 0 && a->pulled != a->clock + 1;
         if (easgd ? a->clock % (uint64_t)a->tau == 0 : pull_due) {
             rc = easgd ? exchange(t, a, target, st, cancelled, arg, err, errlen)
-                       : pull(t, a, a->host, a->clock, target, st, cancelled, arg, err, errlen);
+                       : pull(a, a->host, a->clock, target, st, cancelled, arg, err, errlen);
             if (rc == 0 && !easgd)
                 rc = upload(t, t->params, a->host);
             if (rc)
@@ -368,7 +367,7 @@ int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
      * rank's slice of the test set. */
     float *eval = easgd ? a->centre : t->params;
     float *eval_host = easgd ? a->centre_host : a->host;
-    if ((rc = pull(t, a, eval_host, 0, 0, st, cancelled, arg, err, errlen)) ||
+    if ((rc = pull(a, eval_host, 0, 0, st, cancelled, arg, err, errlen)) ||
         (rc = upload(t, eval, eval_host)) ||
         (rc = rt_trainer_evaluate(t, eval, st, err, errlen)))
         return rc;
