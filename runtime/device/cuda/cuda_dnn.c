@@ -281,6 +281,13 @@ int cuda_maxpool_grad(ferry_device_t *dev, const ferry_pool_t *s, const float *x
     return e == cudaSuccess ? 0 : cuda_rt_fail(d, "maxpool_grad kernel", e);
 }
 
+void cuda_dnn_forget_algos(cuda_dev_t *d)
+{
+    for (int i = 0; i < CUDA_PLANS; i++)
+        for (int dir = 0; dir < 3; dir++)
+            d->conv[i].algo[dir].have = false;
+}
+
 void cuda_dnn_fini(cuda_dev_t *d)
 {
     for (int i = 0; i < CUDA_PLANS; i++) {

@@ -13,6 +13,8 @@
  *   cuda_algo.c     which cuDNN convolution algorithm runs (the rule itself
  *                   in cuda_algo_rule.c, tested without a GPU)
  *   cuda_ops.c      the ops that run kernels of cuda_kernels.cu
+ *   cuda_ext.c      the runtime's extension table (memory info, gather,
+ *                   precision): ferry_cuda_ext
  *
  * Every op runs on the device's one stream, in issue order. Ops that return
  * void keep their first failure on the device; sync (and download) return
@@ -77,6 +79,7 @@ typedef struct cuda_pool_plan {
 typedef struct cuda_dev {
     ferry_device_t pub; /* first: a ferry_device_t * is a cuda_dev_t * */
     int index;
+    int cc_major, cc_minor; /* compute capability */
     cudaStream_t stream;
     cublasHandle_t blas;
     cudnnHandle_t dnn;
@@ -191,6 +194,8 @@ int cuda_maxpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *x
                       const float *y, const float *dy, float *dx);
 /* Destroys the cached descriptors. */
 void cuda_dnn_fini(cuda_dev_t *d);
+/* Forgets every plan's chosen algorithms (the precision changed). */
+void cuda_dnn_forget_algos(cuda_dev_t *d);
 
 /* ---- cuda_algo.c ---- */
 
