@@ -91,6 +91,8 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
     json_str(stdout, task);
     printf(",\"device\":");
     json_str(stdout, b->device);
+    printf(",\"precision\":");
+    json_str(stdout, o->precision ? o->precision : "fp32");
     printf(",\"mode\":\"%s\",\"workers\":%d", mode, workers);
     printf(",\"epochs\":%d,\"batch\":%d,\"optimizer\":", o->epochs, o->batch);
     json_str(stdout, o->optimizer);
@@ -205,6 +207,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         a->epochs = (uint32_t)o->epochs;
         a->schedule = (char *)o->schedule;
         a->data_dir = (char *)(o->data_dir ? o->data_dir : "");
+        a->precision = (char *)(o->precision ? o->precision : "");
         if (k > 1) {
             a->rank = (uint32_t)r;
             a->world = (uint32_t)k;

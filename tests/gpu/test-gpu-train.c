@@ -1,8 +1,9 @@
 /* Training on a GPU through the real `ferry` command: the accuracy targets
  * of the MLP and the CNN after 5 epochs at batch 128, and the same seed
  * giving bit-identical parameters on one GPU (with the data set held on the
- * device and batches gathered there). With no GPU visible, each test says
- * why and skips; tests/gpu/run.sh runs them on a GPU machine. */
+ * device and batches gathered there), in fp32 and tf32. With no GPU
+ * visible, each GPU test says why and skips; tests/gpu/run.sh runs them on a
+ * GPU machine. The cpu's refusal of tf32 and bf16 runs everywhere. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,14 @@ Test(gpu_train, the_mlp_reaches_088_and_the_cnn_090_in_5_epochs)
     reaches("cnn", 0.90, NULL);
 }
 
+Test(gpu_train, with_tf32_the_mlp_reaches_088_and_the_cnn_090_in_5_epochs)
+{
+    start_on_gpu();
+    const char *tf32[] = {"--precision", "tf32", NULL};
+    reaches("mlp", 0.88, tf32);
+    reaches("cnn", 0.90, tf32);
+}
+
 Test(gpu_train, the_same_seed_gives_bit_identical_parameters)
 {
     start_on_gpu();
@@ -97,4 +106,26 @@ Test(gpu_train, the_same_seed_gives_bit_identical_parameters)
         free(a);
         free(b);
     }
+}
+
+/* Runs everywhere: the cpu takes fp32 only, and says so. */
+Test(gpu_train, a_cpu_worker_refuses_tf32_and_bf16_with_a_clear_error)
+{
+    e2e_start(1);
+    const char *precisions[] = {"tf32", "bf16"};
+    for (int i = 0; i < 2; i++) {
+        e2e_run r;
+        e2e_ferry(&r, 60000, "submit", e2e_task("mlp"), "--epochs", "1", "--precision",
+                  precisions[i], NULL);
+        cr_assert_neq(r.status, 0, "--precision %s trained on the cpu:\n%s", precisions[i],
+                      r.out);
+        cr_assert(e2e_has(r.err, "float32 only") && e2e_has(r.err, precisions[i]),
+                  "not a clear error: %s", r.err);
+        e2e_run_fini(&r);
+    }
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("mlp"), "--precision", "fp16", NULL);
+    cr_assert_eq(r.status, 2, "--precision fp16: exit %d\n%s", r.status, r.err);
+    cr_assert(e2e_has(r.err, "fp32, tf32 or bf16"), "%s", r.err);
+    e2e_run_fini(&r);
 }
