@@ -3,11 +3,13 @@
 # suite (opening cuda), tests/gpu (training on the GPU through `ferry`:
 # accuracy targets, same seed same bits), the e2e GPU sync test, and then
 # (unless --no-train) the MLP and the CNN trained by `ferry start 1 --device
-# cuda` at batch 128 and 1024, their JSON lines kept. Each suite runs straight
+# cuda` at batch 128 and 1024, their JSON lines kept, and (unless --no-bench)
+# `bench/train --device cuda`, ferry against PyTorch eager on the same GPU
+# with the first python3 on PATH that imports torch. Each suite runs straight
 # from its executable with the variables meson would set: no meson, no -dev
 # package needed.
 #
-#   tests/gpu/run.sh [--require-gpu] [--no-train] [DIR]
+#   tests/gpu/run.sh [--require-gpu] [--no-train] [--no-bench] [DIR]
 #
 # DIR: a meson build folder (default: build) or an unpacked pack.sh bundle
 # (default when run from one). Logs go to $OUT (default: a new folder under
@@ -16,12 +18,13 @@
 # With no GPU visible every GPU test prints why and skips, and the run
 # passes unless --require-gpu.
 set -u
-require=0 train=1 dir=
+require=0 train=1 bench=1 dir=
 for a in "$@"; do
   case $a in
     --require-gpu) require=1 ;;
     --no-train) train=0 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-bench) bench=0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run.sh: unknown option $a" >&2; exit 2 ;;
     *) dir=$a ;;
   esac
@@ -128,6 +131,17 @@ if [ "$train" -eq 1 ]; then
   fi
   cp -r "$FERRY_HOME/logs" "$OUT/worker-logs" 2>/dev/null
   rm -rf "$FERRY_HOME"
+fi
+
+if [ "$bench" -eq 1 ] && [ -x "$D/bench/train" ]; then
+  py=/usr/bin/python3
+  for p in $(command -v -a python3 2>/dev/null) /usr/bin/python3; do
+    if "$p" -c 'import torch, numpy' 2>/dev/null; then py=$p; break; fi
+  done
+  echo "== bench/train --device cuda (PyTorch from $py): JSON lines in $OUT/bench.jsonl"
+  "$D/bench/train" --device cuda --python "$py" > "$OUT/bench.jsonl" 2> "$OUT/bench.log" ||
+    { echo "   bench/train failed: see $OUT/bench.log"; fail=1; }
+  grep -E 'ferry_vs_pytorch|test_accuracy.*target' "$OUT/bench.jsonl" | cut -c1-260
 fi
 
 echo "== logs in $OUT"
