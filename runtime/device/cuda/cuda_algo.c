@@ -113,7 +113,7 @@ static const int fallback[3][4] = {
                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, -1},
 };
 
-static const char *const dir_name[3] = {
+static const char *const no_algo_text[3] = {
     [CUDA_CONV_FWD] = "conv2d: no forward algorithm for this shape",
     [CUDA_CONV_DATA] = "conv2d_grad: no backward-data algorithm for this shape",
     [CUDA_CONV_FILTER] = "conv2d_grad: no backward-filter algorithm for this shape",
@@ -153,7 +153,7 @@ int cuda_conv_choose(cuda_dev_t *d, cuda_conv_plan_t *p, cuda_conv_dir_t dir)
     for (int i = 0; fallback[dir][i] >= 0; i++)
         if (take(d, p, dir, fallback[dir][i], base) == 0)
             return 0;
-    rc = cuda_dnn_fail(d, dir_name[dir], CUDNN_STATUS_NOT_SUPPORTED);
+    rc = cuda_dnn_fail(d, no_algo_text[dir], CUDNN_STATUS_NOT_SUPPORTED);
 out:
     return rc;
 }
