@@ -2,7 +2,8 @@
  *
  * A task function that faults takes the whole worker down; nothing can be
  * sent to the master from a signal handler. So the handler leaves one line
- * in <state_dir>/crash, "<crash_id> module M function F: signal N (NAME)",
+ * in <state_dir>/crash, "<crash_id> module M function F: signal N (NAME)"
+ * ("module M while loading: ..." when it died in the module's constructors),
  * and the worker the supervisor starts next reads it and reports it in
  * Ping and Stats. The handler uses async-signal-safe calls only (open,
  * write, close, clock_gettime, raise): no stdio, no malloc, its own number
@@ -109,8 +110,12 @@ static void on_fatal(int sig)
     if (module) {
         put_str(&rec, "module ");
         put_str(&rec, module);
-        put_str(&rec, " function ");
-        put_str(&rec, function ? function : "?");
+        if (function) {
+            put_str(&rec, " function ");
+            put_str(&rec, function);
+        } else {
+            put_str(&rec, " while loading"); /* its constructors run in dlopen */
+        }
     } else {
         put_str(&rec, "outside any call");
     }

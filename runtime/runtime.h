@@ -6,6 +6,7 @@
  *   worker.c      rt_worker: the server, its method table, token check, stats
  *   worker_main.c `ferry worker`: options, signals, crash recorder install
  *   module.c      rt_module: validate, dlopen, check the descriptor
+ *   module_check.c  every pointer of a descriptor bounded by the module
  *   modcache.c    content-addressed module cache of one worker
  *   call.c        Call: run a function on the executor with its ferry_ctx_t
  *   crash.c       crash record: written from a signal handler, read at start
@@ -82,6 +83,15 @@ typedef struct rt_module {
 int rt_module_open(rt_module *m, const char *path, const char *name, char *err,
                    size_t errlen);
 
+/* Checks that every pointer in the descriptor `t` of the dlopened module
+ * `handle` (name, function table and its terminator, driver, model) points
+ * into the module's own loaded segments, code where it is code, before
+ * anything follows it. Returns 0, or FERRY_EINVAL with `err` naming the
+ * module and the pointer ("demo.so: function 'x' points outside the module's
+ * code (0x1234)"). rt_module_open() calls it. */
+int rt_module_check_descriptor(void *handle, const ferry_task_t *t, const char *name,
+                               char *err, size_t errlen);
+
 /* The function `fn` of the module, or NULL. */
 ferry_fn_t rt_module_function(const rt_module *m, const char *fn);
 
@@ -149,7 +159,9 @@ int rt_worker_main(int argc, char **argv);
 int rt_crash_install(const char *path);
 
 /* Marks the calling thread as running `module`/`function` (NULLs: idle);
- * the strings must live until the mark is cleared. The first mark on a
+ * the strings must live until the mark is cleared. A module with a NULL
+ * function marks a module being loaded ("module M while loading"): its
+ * constructors run then. The first mark on a
  * thread gives it an alternate signal stack, unless it has one, so that a
  * call that overflows its stack is recorded too; it is freed when the thread
  * ends. */
