@@ -1,6 +1,6 @@
 /* tests/e2e — plugin code never runs unguarded in `ferry submit`, and a
  * descriptor that would crash a worker is refused before it is shipped
- * (issue 11, findings 5 and 6: the descriptor's bounds). Every module is built here from its source;
+ * (issue 11, findings 5 and 6). Every module is built here from its source;
  * every scenario ends with `ferry shutdown` and nothing of the test left
  * running (checked through /proc). */
 #include "e2e.h"
@@ -41,6 +41,45 @@ static void expect_refused(const char *name, const char *source, const char *say
     free(so);
 }
 
+Test(e2e_plugin, a_constructor_that_aborts_is_named_and_submit_survives)
+{
+    expect_refused("ctorabort",
+                   HEAD "__attribute__((constructor)) static void boom(void) { abort(); }\n"
+                        "FERRY_TASK(.name = \"demo\", .driver = drive,\n"
+                        "           .functions = FERRY_FUNCTIONS({\"echo\", echo}));\n",
+                   "ctorabort.so: constructor aborted (SIGABRT) while loading");
+    e2e_expect_no_descendants(5000);
+}
+
+Test(e2e_plugin, a_constructor_that_calls_exit_0_is_no_success)
+{
+    expect_refused("ctorexit",
+                   HEAD "__attribute__((constructor)) static void bye(void) { exit(0); }\n"
+                        "FERRY_TASK(.name = \"demo\", .driver = drive,\n"
+                        "           .functions = FERRY_FUNCTIONS({\"echo\", echo}));\n",
+                   "ctorexit.so: constructor called exit(0)");
+    e2e_expect_no_descendants(5000);
+}
+
+Test(e2e_plugin, a_constructor_that_hangs_runs_out_of_time_with_what_it_forked)
+{
+    /* It forks a helper first: the time limit takes that one too. */
+    char *so = e2e_build_module(
+        "ctorloop",
+        HEAD "__attribute__((constructor)) static void spin(void)\n"
+             "{ if (fork() == 0) for (;;) pause(); for (;;) sleep(1); }\n"
+             "FERRY_TASK(.name = \"demo\", .driver = drive,\n"
+             "           .functions = FERRY_FUNCTIONS({\"echo\", echo}));\n");
+    e2e_run r;
+    submit(&r, 15000, so, "--load-timeout-ms", "1000");
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "ctorloop.so: loading did not finish within 1 s"), "%s", r.err);
+    cr_assert(r.ms < 8000, "took %.0f ms", r.ms);
+    e2e_run_fini(&r);
+    free(so);
+    e2e_expect_no_descendants(5000);
+}
+
 Test(e2e_plugin, garbage_function_and_driver_pointers_are_refused_by_name)
 {
     e2e_start(1);
@@ -65,6 +104,56 @@ Test(e2e_plugin, garbage_function_and_driver_pointers_are_refused_by_name)
              "int unused_drive(ferry_driver_t *d) { return drive(d); }\n",
         "baddrv.so: the driver points outside the module's code (0x1234)");
     cr_assert(e2e_worker_pid(cl, 0) == worker, "the worker was restarted");
+    e2e_shutdown_leaves_nothing();
+}
+
+Test(e2e_plugin, a_driver_that_crashes_is_reported_like_a_worker_death)
+{
+    e2e_start(1);
+    char *so = e2e_build_module(
+        "drvsegv",
+        HEAD "static int crash(ferry_driver_t *d)\n"
+             "{ d->ops->print(d, \"about to crash\");\n"
+             "  *(volatile int *)(uintptr_t)16 = 1; return 0; }\n"
+             "FERRY_TASK(.name = \"demo\", .driver = crash,\n"
+             "           .functions = FERRY_FUNCTIONS({\"echo\", echo}));\n"
+             "int unused_drive(ferry_driver_t *d);\n"
+             "int unused_drive(ferry_driver_t *d) { return drive(d); }\n");
+    /* A sanitizer build's own SEGV handler would make the crash an abort
+     * and print its report last: the fault itself is what is checked. */
+    char asan[512];
+    const char *was = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof asan, "%s%shandle_segv=0", was ? was : "", was ? ":" : "");
+    cr_assert(setenv("ASAN_OPTIONS", asan, 1) == 0);
+    e2e_run r;
+    submit(&r, E2E_CMD_MS, so, NULL, NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "drvsegv.so: the driver's process died: signal 11 (SIGSEGV)"),
+              "%s", r.err);
+    cr_assert(e2e_has(r.err, "| about to crash"), "no last lines:\n%s", r.err);
+    cr_assert(e2e_has(r.out, "about to crash"), "the driver's output was lost:\n%s", r.out);
+    e2e_run_fini(&r);
+    free(so);
+    e2e_shutdown_leaves_nothing();
+}
+
+Test(e2e_plugin, a_driver_that_calls_exit_0_does_not_succeed)
+{
+    e2e_start(1);
+    char *so = e2e_build_module(
+        "drvexit",
+        HEAD "static int leave(ferry_driver_t *d)\n"
+             "{ drive(d); d->ops->log(d, FERRY_LOG_INFO, \"leaving early\"); exit(0); }\n"
+             "FERRY_TASK(.name = \"demo\", .driver = leave,\n"
+             "           .functions = FERRY_FUNCTIONS({\"echo\", echo}));\n");
+    e2e_run r;
+    submit(&r, E2E_CMD_MS, so, NULL, NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "drvexit.so: the driver called exit(0) instead of returning"),
+              "%s", r.err);
+    cr_assert(e2e_has(r.err, "leaving early"), "%s", r.err);
+    e2e_run_fini(&r);
+    free(so);
     e2e_shutdown_leaves_nothing();
 }
 
