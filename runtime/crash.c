@@ -135,6 +135,9 @@ static void on_fatal(int sig)
     put_str(&msg, rec.buf + text);
     write_line(STDERR_FILENO, &msg);
 
+    /* What the tasks forked dies with the worker (reap.c). */
+    rt_reap_descendants();
+
     /* SA_RESETHAND restored the default action; the signal is blocked until
      * this handler returns, and then kills the process with the same
      * status (a fault re-executes the faulting instruction anyway). */

@@ -10,6 +10,7 @@
  *   modcache.c    content-addressed module cache of one worker
  *   call.c        Call: run a function on the executor with its ferry_ctx_t
  *   crash.c       crash record: written from a signal handler, read at start
+ *   reap.c        the worker as subreaper: nothing a task forks outlives it
  *   sha256.c      SHA-256 of module bytes (OpenSSL's libcrypto)
  *
  * A worker needs no libuv loop: the rpc server's handler pool is the
@@ -149,6 +150,16 @@ void rt_worker_destroy(rt_worker *w, int64_t grace_ms);
 int rt_worker_main(int argc, char **argv);
 
 /* ---- crash records -------------------------------------------------------- */
+
+/* Makes this process a child subreaper, so that whatever a task forks stays
+ * its descendant (reap.c). Process-wide: only `ferry worker` calls it.
+ * Returns 0 or -errno. */
+int rt_reap_init(void);
+
+/* Kills and reaps every child of this process until none is left (a child
+ * killed hands its children to a subreaper). Async-signal-safe. Returns how
+ * many it killed. */
+int rt_reap_descendants(void);
 
 /* Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that
  * write "module M function F: signal N (SIGNAME)" for the call running on the

@@ -198,6 +198,7 @@ static void *stuck_watch(void *arg)
             "ferry worker: calls still running %lld ms after the stop; exiting "
             "without them\n",
             ms);
+    rt_reap_descendants();
     _exit(EXIT_FAIL);
 }
 
@@ -340,6 +341,9 @@ int rt_worker_main(int argc, char **argv)
     }
     rpc_tune_malloc();
     raise_nofile();
+    if ((rc = rt_reap_init()))
+        fprintf(stderr, "ferry worker: not a subreaper (what tasks fork may outlive "
+                        "it): %s\n", ferry_strerror(rc));
     rt_worker_opts wo = {
         .listen = o.listen,
         .state_dir = state_dir,
@@ -408,6 +412,10 @@ int rt_worker_main(int argc, char **argv)
         pthread_detach(watch);
     /* Deaf, nobody can reach the calls in flight: no grace for them. */
     rt_worker_destroy(w, deaf ? 0 : STOP_GRACE_MS);
+    int orphans = rt_reap_descendants();
+    if (orphans)
+        fprintf(stderr, "ferry worker rank %d: killed %d process(es) its tasks left\n",
+                o.rank, orphans);
     fprintf(stderr, "ferry worker rank %d stopped\n", o.rank);
     return deaf ? EXIT_DEAF : EXIT_OK;
 }
