@@ -123,6 +123,11 @@ rt_worker *rt_call_worker(ferry_ctx_t *ctx)
     return ((call_ctx *)ctx)->w;
 }
 
+const char *rt_call_peer(ferry_ctx_t *ctx)
+{
+    return rpc_srv_peer(((call_ctx *)ctx)->sc);
+}
+
 const rt_module *rt_call_module(ferry_ctx_t *ctx)
 {
     return ((call_ctx *)ctx)->m;

@@ -21,6 +21,21 @@
 
 TestSuite(e2e_worker, .init = e2e_setup, .fini = e2e_teardown, .timeout = 120);
 
+static void load(cluster *cl, const char *path, const char *name, cluster_module *m)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    size_t len = (size_t)ftell(f);
+    rewind(f);
+    void *bytes = malloc(len);
+    cr_assert(bytes && fread(bytes, 1, len, f) == len);
+    fclose(f);
+    int rc = cluster_load_module(cl, name, bytes, len, m);
+    free(bytes);
+    cr_assert(rc == 0, "loading %s: %s", name, cluster_error(cl));
+}
+
 /* ---- finding 9: a task that forks ---------------------------------------- */
 
 Test(e2e_worker, what_a_task_forks_is_gone_after_shutdown)
@@ -61,4 +76,118 @@ Test(e2e_worker, what_a_task_forks_is_gone_after_shutdown)
     e2e_shutdown_leaves_nothing();
     for (int i = 0; i < 2; i++)
         cr_assert(!e2e_proc_alive(kids[i]), "child %d survived", (int)kids[i]);
+}
+
+/* ---- finding 10: training sessions have an owner -------------------------- */
+
+static int train_call(cluster *cl, const cluster_module *m, const char *fn,
+                      ProtobufCMessage *msg)
+{
+    ferry_bytes_t in = {0}, out = {0};
+    in.len = protobuf_c_message_get_packed_size(msg);
+    in.data = malloc(in.len ? in.len : 1);
+    cr_assert(in.data);
+    protobuf_c_message_pack(msg, in.data);
+    int rc = cluster_call(cl, m, 0, fn, &in, &out);
+    free(in.data);
+    cluster_free_bytes(&out);
+    return rc;
+}
+
+static int begin(cluster *cl, const cluster_module *m, uint64_t session, const char *who,
+                 uint32_t idle_ms)
+{
+    Ferry__TrainBegin b = FERRY__TRAIN_BEGIN__INIT;
+    b.session = session;
+    b.epochs = 2;
+    b.submitter = (char *)who;
+    b.idle_ms = idle_ms;
+    return train_call(cl, m, "ferry.train.begin", &b.base);
+}
+
+static int epoch(cluster *cl, const cluster_module *m, uint64_t session)
+{
+    Ferry__TrainEpoch e = FERRY__TRAIN_EPOCH__INIT;
+    e.session = session;
+    return train_call(cl, m, "ferry.train.epoch", &e.base);
+}
+
+static int end(cluster *cl, const cluster_module *m, uint64_t session)
+{
+    Ferry__TrainEnd e = FERRY__TRAIN_END__INIT;
+    e.session = session;
+    return train_call(cl, m, "ferry.train.end", &e.base);
+}
+
+Test(e2e_worker, a_second_begin_between_epochs_is_refused_naming_the_owner)
+{
+    e2e_start(1);
+    cluster *cl = e2e_cluster(NULL, 60000);
+    cluster_module m;
+    load(cl, e2e_task("linreg"), "linreg.so", &m);
+    const uint64_t a = 0xa11ce, b = 0xb0b;
+    cr_assert(begin(cl, &m, a, "owner-A (pid 1)", 0) == 0, "%s", cluster_error(cl));
+    cr_assert(epoch(cl, &m, a) == 0, "%s", cluster_error(cl));
+
+    /* Between two epochs of A: B is refused, and told whose it is. */
+    cr_assert(begin(cl, &m, b, "intruder-B", 0) != 0, "B replaced A's session");
+    const char *why = cluster_error(cl);
+    cr_assert(e2e_has(why, "session 00000000000a11ce") && e2e_has(why, "owner-A (pid 1)") &&
+                  e2e_has(why, "linreg.so") && e2e_has(why, "between epochs"),
+              "%s", why);
+
+    cr_assert(epoch(cl, &m, a) == 0, "A lost its session: %s", cluster_error(cl));
+    cr_assert(end(cl, &m, a) == 0, "%s", cluster_error(cl));
+    cr_assert(begin(cl, &m, b, "intruder-B", 0) == 0, "%s", cluster_error(cl));
+    cr_assert(end(cl, &m, b) == 0, "%s", cluster_error(cl));
+    cluster_module_fini(&m);
+
+    /* And the command line, as a user meets it: a run after these works. */
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--epochs", "1", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    e2e_shutdown_leaves_nothing();
+}
+
+Test(e2e_worker, a_session_whose_submitter_is_gone_is_reclaimed)
+{
+    e2e_start(1);
+    cluster *cl = e2e_cluster(NULL, 60000);
+    cluster_module m;
+    load(cl, e2e_task("linreg"), "linreg.so", &m);
+    const uint64_t a = 0xa11ce, b = 0xb0b;
+    cr_assert(begin(cl, &m, a, "owner-A", 400) == 0, "%s", cluster_error(cl));
+    cr_assert(epoch(cl, &m, a) == 0, "%s", cluster_error(cl));
+    cr_assert(begin(cl, &m, b, "B", 0) != 0, "B took a live session");
+    /* A says nothing for longer than it said it might idle: it is gone. */
+    usleep(700 * 1000);
+    cr_assert(begin(cl, &m, b, "B", 0) == 0, "%s", cluster_error(cl));
+    cr_assert(epoch(cl, &m, a) != 0, "A's session outlived its reclaim");
+    cr_assert(e2e_has(cluster_error(cl), "no training session"), "%s", cluster_error(cl));
+    cr_assert(epoch(cl, &m, b) == 0, "%s", cluster_error(cl));
+    cr_assert(end(cl, &m, b) == 0, "%s", cluster_error(cl));
+    cluster_module_fini(&m);
+    e2e_shutdown_leaves_nothing();
+}
+
+Test(e2e_worker, a_cli_submit_is_refused_while_another_trains)
+{
+    e2e_start(1);
+    cluster *cl = e2e_cluster(NULL, 60000);
+    cluster_module m;
+    load(cl, e2e_task("linreg"), "linreg.so", &m);
+    cr_assert(begin(cl, &m, 0x5e55, "ferry submit (pid 4242, user ann, host vm)", 0) == 0,
+              "%s", cluster_error(cl));
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--epochs", "1", NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "this worker is training linreg.so for another submitter") &&
+                  e2e_has(r.err, "ferry submit (pid 4242, user ann, host vm)"),
+              "%s", r.err);
+    e2e_run_fini(&r);
+    cr_assert(epoch(cl, &m, 0x5e55) == 0, "%s", cluster_error(cl));
+    cr_assert(end(cl, &m, 0x5e55) == 0, "%s", cluster_error(cl));
+    cluster_module_fini(&m);
+    e2e_shutdown_leaves_nothing();
 }
