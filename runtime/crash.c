@@ -227,6 +227,22 @@ void rt_crash_mark(const char *module, const char *function)
     }
 }
 
+void rt_crash_note(const char *text)
+{
+    if (!record_path[0])
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    FILE *f = fopen(record_path, "we");
+    if (!f)
+        return;
+    char one[480]; /* one line, as rt_crash_read takes it */
+    snprintf(one, sizeof one, "%s", text);
+    one[strcspn(one, "\n")] = '\0';
+    fprintf(f, "%llu %s\n", (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec, one);
+    fclose(f);
+}
+
 void rt_crash_read(const char *path, rt_identity *id)
 {
     id->last_crash[0] = '\0';

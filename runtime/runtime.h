@@ -169,6 +169,10 @@ int rt_reap_descendants(void);
  * `ferry worker` calls it. Returns 0 or -errno. */
 int rt_crash_install(const char *path);
 
+/* Writes `text` as the crash record, for an end that is no signal (a wedged
+ * worker). Not for signal handlers. After rt_crash_install(). */
+void rt_crash_note(const char *text);
+
 /* Marks the calling thread as running `module`/`function` (NULLs: idle);
  * the strings must live until the mark is cleared. A module with a NULL
  * function marks a module being loaded ("module M while loading"): its

@@ -21,6 +21,13 @@
 
 TestSuite(e2e_worker, .init = e2e_setup, .fini = e2e_teardown, .timeout = 120);
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static void load(cluster *cl, const char *path, const char *name, cluster_module *m)
 {
     FILE *f = fopen(path, "rb");
@@ -34,6 +41,99 @@ static void load(cluster *cl, const char *path, const char *name, cluster_module
     int rc = cluster_load_module(cl, name, bytes, len, m);
     free(bytes);
     cr_assert(rc == 0, "loading %s: %s", name, cluster_error(cl));
+}
+
+/* ---- finding 8: calls that ignore cancellation -------------------------- */
+
+Test(e2e_worker, calls_that_ignore_cancellation_are_named_refuse_more_and_wedge_it)
+{
+    char *so = e2e_build_module(
+        "spin", "#include <unistd.h>\n#include <ferry/task.h>\n"
+                "static int spin(ferry_ctx_t *c, const ferry_bytes_t *in, ferry_bytes_t *o)\n"
+                "{ (void)c, (void)in, (void)o; for (;;) usleep(20000); }\n"
+                "static int echo(ferry_ctx_t *c, const ferry_bytes_t *in, ferry_bytes_t *o)\n"
+                "{ (void)c; *o = *in; return 0; }\n"
+                "FERRY_TASK(.name = \"spin\",\n"
+                "           .functions = FERRY_FUNCTIONS({\"spin\", spin}, {\"echo\", echo}));\n");
+    /* A worker of its own: two executor threads, a wedge grace of 3 s. */
+    char token_file[600], port_file[600], state[600], crash[700];
+    snprintf(token_file, sizeof token_file, "%s-token", e2e_home);
+    snprintf(port_file, sizeof port_file, "%s-port", e2e_home);
+    snprintf(state, sizeof state, "%s-state", e2e_home);
+    snprintf(crash, sizeof crash, "%s/crash", state);
+    cr_assert(conf_token_create(token_file) == 0);
+    pid_t worker = e2e_spawn("worker", "--listen", "127.0.0.1:0", "--token-file", token_file,
+                             "--port-file", port_file, "--state-dir", state, "--threads",
+                             "2", "--wedge-grace-ms", "3000", NULL);
+    char *port = NULL;
+    for (int i = 0; i < 1000 && !(port = e2e_slurp(port_file)); i++)
+        usleep(10000);
+    cr_assert(port, "the worker never wrote its port");
+    char target[64], token[CONF_TOKEN_LEN + 1], err[CONF_ERR_LEN];
+    snprintf(target, sizeof target, "127.0.0.1:%d", atoi(port));
+    free(port);
+    cr_assert(conf_token_read(token_file, token, sizeof token, err, sizeof err) == 0, "%s",
+              err);
+    const char *targets[] = {target};
+    cluster_opts o = {.token = token, .call_timeout_ms = 1000, .heartbeat_ms = 200};
+    cluster *cl;
+    cr_assert(cluster_create(targets, 1, &o, &cl) == 0);
+    cr_assert(cluster_wait_ready(cl, 10000) == 0, "%s", cluster_error(cl));
+    cluster_module m;
+    load(cl, so, "spin.so", &m);
+    free(so);
+
+    /* Both slots taken; their deadline passes and they go on. */
+    ferry_bytes_t out[2] = {{0}};
+    cr_assert(cluster_call_any(cl, &m, "spin", 2, NULL, out, 0) != 0);
+    usleep(1500 * 1000);
+
+    const cluster_worker *w;
+    cluster_survey(cl, true, &w);
+    cr_assert(w[0].ping && w[0].stats, "no Ping or Stats: %s", cluster_error(cl));
+    cr_assert(w[0].ping->slots == 2 && w[0].ping->busy_slots == 2 &&
+                  w[0].ping->stuck_calls == 2 && w[0].ping->oldest_call_s >= 2.0,
+              "Ping: %u slots, %u busy, %u stuck, oldest %.1f s", w[0].ping->slots,
+              w[0].ping->busy_slots, w[0].ping->stuck_calls, w[0].ping->oldest_call_s);
+    cr_assert(e2e_has(w[0].stats->slot_holders, "Call spin.so spin for ") &&
+                  e2e_has(w[0].stats->slot_holders, "cancelled"),
+              "Stats: '%s'", w[0].stats->slot_holders);
+    cr_assert(e2e_has(w[0].stats->oldest_call, "Call spin.so spin"), "'%s'",
+              w[0].stats->oldest_call);
+
+    /* A later call fails at once, naming what holds the slots. */
+    ferry_bytes_t one = {0};
+    double t0 = now_ms();
+    int rc = cluster_call(cl, &m, 0, "echo", NULL, &one);
+    double took = now_ms() - t0;
+    cr_assert(rc != 0, "echo got a slot");
+    const char *why = cluster_error(cl);
+    cr_assert(e2e_has(why, "RESOURCE_EXHAUSTED") || e2e_has(why, "no executor slot"), "%s",
+              why);
+    cr_assert(e2e_has(why, "no executor slot: all 2 are held by calls that were cancelled") &&
+                  e2e_has(why, "Call spin.so spin for "),
+              "%s", why);
+    cr_assert(took < 800, "the refusal took %.0f ms", took);
+    cluster_module_fini(&m);
+    cluster_destroy(cl);
+
+    /* Past the grace the worker is wedged: it exits with status 5 and
+     * leaves a record naming the calls. */
+    int status = 0;
+    pid_t gone = 0;
+    for (int i = 0; i < 200 && gone == 0; i++) {
+        gone = waitpid(worker, &status, WNOHANG);
+        if (!gone)
+            usleep(50000);
+    }
+    cr_assert(gone == worker, "the wedged worker still runs");
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 5, "status 0x%x", status);
+    char *record = e2e_slurp(crash);
+    cr_assert(record && e2e_has(record, "wedged: 2 of 2 executor slots") &&
+                  e2e_has(record, "Call spin.so spin"),
+              "record: %s", record ? record : "(none)");
+    free(record);
+    e2e_expect_no_descendants(5000);
 }
 
 /* ---- finding 9: a task that forks ---------------------------------------- */
