@@ -318,6 +318,32 @@ const char *rpc_srv_method(const rpc_srv_call *sc);
  * for the life of the call. */
 const char *rpc_srv_peer(const rpc_srv_call *sc);
 
+/* ---- the handler pool's slots (slots.c) ------------------------------- */
+
+/* What occupies the handler pool. A call "stuck" was cancelled (client gone,
+ * deadline passed) and its handler has not returned. */
+typedef struct rpc_slots_info {
+    int slots, busy, stuck, queued;
+    double oldest_s;  /* age of the oldest call running; 0: none */
+    double stuck_s;   /* longest time since a running call was cancelled */
+    char oldest[160]; /* what the oldest runs: "Call sleep.so spin" */
+} rpc_slots_info;
+
+/* Fills `out`. Takes the server's lock briefly: fine on the CQ thread. */
+void rpc_server_slots(rpc_server *s, rpc_slots_info *out);
+/* The same, for the server of the call `sc` (for inline handlers). */
+void rpc_srv_slots(const rpc_srv_call *sc, rpc_slots_info *out);
+/* "Call sleep.so spin for 41 s, cancelled 30 s ago; ..." for every busy slot. */
+void rpc_server_holders(rpc_server *s, char *buf, size_t len);
+/* When every slot is held by a cancelled call, fails the calls queued for
+ * the pool with RESOURCE_EXHAUSTED naming the holders (a call arriving then
+ * is failed the same way at once). Returns how many. Any thread. */
+int rpc_server_shed(rpc_server *s);
+/* Says what the handler of `sc`, running on a pool thread, is doing, for the
+ * slot's description ("Call sleep.so spin"). Elsewhere a no-op. */
+void rpc_srv_describe(rpc_srv_call *sc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Value of request metadata `key` (lower case), or NULL; lives as long as the
  * call. */
 const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *len);

@@ -146,6 +146,14 @@ typedef struct rpc_srv_entry {
 
 /* A queue of calls for threads to decode and handle: the handler pool's, or
  * the inline lane's. Guarded by the server's lock. */
+/* One thread of the handler pool and the call it runs (slots.c). */
+#define RPC_SLOT_WHAT 160
+typedef struct rpc_slot {
+    rpc_srv_call *sc; /* NULL: idle; else holds a reference */
+    uint64_t since_ns;
+    char what[RPC_SLOT_WHAT]; /* the method, or what the handler said (rpc_srv_describe) */
+} rpc_slot;
+
 typedef struct rpc_srv_queue {
     rpc_srv_call *head, *tail;
     uv_cond_t cond; /* work queued, or pool_exit */
@@ -184,6 +192,9 @@ struct rpc_server {
     uv_mutex_t lock;
     uv_cond_t drained;       /* shutdown_done, or live_calls reached 0 while stopping */
     rpc_srv_queue work;      /* the handler pool's */
+    rpc_slot *slots;         /* one per pool thread; guarded by lock */
+    int n_slots;
+    atomic_int next_slot;    /* the index the next pool thread takes */
     rpc_srv_queue lane_work; /* the lane's */
     size_t live_calls;       /* guarded by lock */
     bool stopping;           /* guarded by lock */
@@ -209,6 +220,7 @@ struct rpc_srv_call {
     int cancelled_flag;   /* written by RECV_CLOSE_ON_SERVER */
     bool close_pending;   /* a separate close batch watches for cancellation */
     atomic_bool cancelled;
+    _Atomic uint64_t cancelled_ns; /* when it was seen cancelled; 0: not */
     atomic_bool ended; /* reply or fail started */
     atomic_int refs;
     rpc_srv_call *queue_next;
@@ -231,6 +243,18 @@ void rpc_srv_dispatch(rpc_srv_call *sc);
  * request is larger than that (see rpc_codec_decode_capped); else true. */
 bool rpc_srv_call_run(rpc_srv_call *sc, size_t defer_above);
 void rpc_server_call_ended(rpc_server *s);
+/* A reference more on a call, and giving one back (the last frees it; never
+ * under the server's lock). */
+void rpc_srv_call_ref(rpc_srv_call *sc);
+void rpc_srv_call_unref(rpc_srv_call *sc);
+/* A pool thread takes `sc` into its slot, and leaves it (returning the call
+ * whose reference the caller then gives back). Under the server's lock. */
+void rpc_slot_enter(rpc_slot *slot, rpc_srv_call *sc);
+rpc_srv_call *rpc_slot_leave(rpc_slot *slot);
+/* Fails `sc` with FERRY_EAGAIN naming the holders when every slot is held
+ * by a cancelled call; returns whether it did. Any thread but one holding
+ * the lock. */
+bool rpc_slots_refuse(rpc_server *s, rpc_srv_call *sc);
 /* Counts (and maybe logs) a call refused for its token; CQ thread. */
 void rpc_server_refusal(rpc_server *s, rpc_srv_call *sc, const char *why);
 

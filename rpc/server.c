@@ -97,7 +97,7 @@ static void cq_thread(void *arg)
 
 /* A thread of the handler pool, or the lane: takes calls off its queue,
  * decodes them and runs their handlers. */
-static void queue_thread(rpc_server *s, rpc_srv_queue *q)
+static void queue_thread(rpc_server *s, rpc_srv_queue *q, rpc_slot *slot)
 {
     uv_mutex_lock(&s->lock);
     for (;;) {
@@ -109,9 +109,17 @@ static void queue_thread(rpc_server *s, rpc_srv_queue *q)
         q->head = sc->queue_next;
         if (!q->head)
             q->tail = NULL;
+        if (slot)
+            rpc_slot_enter(slot, sc);
         uv_mutex_unlock(&s->lock);
         rpc_srv_call_run(sc, SIZE_MAX);
         uv_mutex_lock(&s->lock);
+        if (slot) {
+            rpc_slot_leave(slot);
+            uv_mutex_unlock(&s->lock);
+            rpc_srv_call_unref(sc); /* may free it, taking the lock */
+            uv_mutex_lock(&s->lock);
+        }
     }
     uv_mutex_unlock(&s->lock);
 }
@@ -120,14 +128,15 @@ static void pool_thread(void *arg)
 {
     rpc_server *s = arg;
     pthread_setname_np(pthread_self(), "ferry-handler");
-    queue_thread(s, &s->work);
+    int i = atomic_fetch_add(&s->next_slot, 1);
+    queue_thread(s, &s->work, i < s->n_slots ? &s->slots[i] : NULL);
 }
 
 static void lane_thread(void *arg)
 {
     rpc_server *s = arg;
     pthread_setname_np(pthread_self(), "ferry-srv-lane");
-    queue_thread(s, &s->lane_work);
+    queue_thread(s, &s->lane_work, NULL);
 }
 
 static void enqueue(rpc_server *s, rpc_srv_queue *q, rpc_srv_call *sc)
@@ -153,6 +162,9 @@ void rpc_srv_dispatch(rpc_srv_call *sc)
             enqueue(s, &s->lane_work, sc);
         return;
     }
+    /* A pool whose every thread is held by a cancelled call never frees. */
+    if (rpc_slots_refuse(s, sc))
+        return;
     enqueue(s, &s->work, sc);
 }
 
@@ -249,6 +261,7 @@ static void server_free(rpc_server *s)
         grpc_completion_queue_destroy(s->cq);
     }
     free(s->pool);
+    free(s->slots);
     free(s->methods);
     if (s->token) {
         explicit_bzero(s->token, s->token_len);
@@ -376,7 +389,9 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     s->n_pool = opts->handler_threads > 0 ? opts->handler_threads
                                           : (int)(ncpu > 2 ? 2 * ncpu : 4);
     s->pool = calloc((size_t)s->n_pool, sizeof *s->pool);
-    if (!s->pool) {
+    s->slots = calloc((size_t)s->n_pool, sizeof *s->slots);
+    s->n_slots = s->slots ? s->n_pool : 0;
+    if (!s->pool || !s->slots) {
         rc = FERRY_ENOMEM;
         goto fail;
     }

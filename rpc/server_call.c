@@ -44,11 +44,23 @@ static void sc_unref(rpc_srv_call *sc)
         sc_release(sc);
 }
 
+void rpc_srv_call_ref(rpc_srv_call *sc)
+{
+    atomic_fetch_add(&sc->refs, 1);
+}
+
+void rpc_srv_call_unref(rpc_srv_call *sc)
+{
+    sc_unref(sc);
+}
+
 static void close_done(rpc_tag *tag, bool ok)
 {
     rpc_srv_call *sc = (rpc_srv_call *)((char *)tag - offsetof(rpc_srv_call, close_tag));
-    if (!ok || sc->cancelled_flag)
+    if (!ok || sc->cancelled_flag) {
+        atomic_store(&sc->cancelled_ns, uv_hrtime());
         atomic_store(&sc->cancelled, true);
+    }
     sc_unref(sc);
 }
 

@@ -71,6 +71,7 @@ int rpc_err_to_status(int err)
     case FERRY_EUNAUTH:
         return GRPC_STATUS_UNAUTHENTICATED;
     case FERRY_EMSGSIZE:
+    case FERRY_EAGAIN:
     case FERRY_ENOMEM:
     case FERRY_ENOSPC:
         return GRPC_STATUS_RESOURCE_EXHAUSTED;

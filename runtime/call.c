@@ -123,6 +123,11 @@ rt_worker *rt_call_worker(ferry_ctx_t *ctx)
     return ((call_ctx *)ctx)->w;
 }
 
+const char *rt_call_peer(ferry_ctx_t *ctx)
+{
+    return rpc_srv_peer(((call_ctx *)ctx)->sc);
+}
+
 const rt_module *rt_call_module(ferry_ctx_t *ctx)
 {
     return ((call_ctx *)ctx)->m;
@@ -207,6 +212,9 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
     ferry_bytes_t arg = {.data = req->payload, .len = req->payload_len};
     ferry_bytes_t out = {0};
     uint64_t t0 = uv_hrtime();
+    char fname[128]; /* from the wire */
+    rpc_srv_describe(sc, "Call %s %s", m->name,
+                     rpc_escape(fname, sizeof fname, in->function, strlen(in->function)));
     rt_crash_mark(m->name, in->function);
     int rc = fn(&c.pub, &arg, &out);
     rt_crash_mark(NULL, NULL);

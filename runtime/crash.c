@@ -2,7 +2,8 @@
  *
  * A task function that faults takes the whole worker down; nothing can be
  * sent to the master from a signal handler. So the handler leaves one line
- * in <state_dir>/crash, "<crash_id> module M function F: signal N (NAME)",
+ * in <state_dir>/crash, "<crash_id> module M function F: signal N (NAME)"
+ * ("module M while loading: ..." when it died in the module's constructors),
  * and the worker the supervisor starts next reads it and reports it in
  * Ping and Stats. The handler uses async-signal-safe calls only (open,
  * write, close, clock_gettime, raise): no stdio, no malloc, its own number
@@ -109,8 +110,12 @@ static void on_fatal(int sig)
     if (module) {
         put_str(&rec, "module ");
         put_str(&rec, module);
-        put_str(&rec, " function ");
-        put_str(&rec, function ? function : "?");
+        if (function) {
+            put_str(&rec, " function ");
+            put_str(&rec, function);
+        } else {
+            put_str(&rec, " while loading"); /* its constructors run in dlopen */
+        }
     } else {
         put_str(&rec, "outside any call");
     }
@@ -129,6 +134,9 @@ static void on_fatal(int sig)
     put_str(&msg, "ferry worker: crashed: ");
     put_str(&msg, rec.buf + text);
     write_line(STDERR_FILENO, &msg);
+
+    /* What the tasks forked dies with the worker (reap.c). */
+    rt_reap_descendants();
 
     /* SA_RESETHAND restored the default action; the signal is blocked until
      * this handler returns, and then kills the process with the same
@@ -217,6 +225,22 @@ void rt_crash_mark(const char *module, const char *function)
         atomic_signal_fence(memory_order_seq_cst);
         cur_function = NULL;
     }
+}
+
+void rt_crash_note(const char *text)
+{
+    if (!record_path[0])
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    FILE *f = fopen(record_path, "we");
+    if (!f)
+        return;
+    char one[480]; /* one line, as rt_crash_read takes it */
+    snprintf(one, sizeof one, "%s", text);
+    one[strcspn(one, "\n")] = '\0';
+    fprintf(f, "%llu %s\n", (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec, one);
+    fclose(f);
 }
 
 void rt_crash_read(const char *path, rt_identity *id)

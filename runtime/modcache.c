@@ -179,7 +179,10 @@ int rt_modcache_load(rt_modcache *c, const char *sha, const char *name, const vo
         rc = FERRY_ENOMEM;
         goto done;
     }
-    if ((rc = rt_module_open(&e->m, path, name, err, errlen))) {
+    rt_crash_mark(name, NULL);
+    rc = rt_module_open(&e->m, path, name, err, errlen);
+    rt_crash_mark(NULL, NULL);
+    if (rc) {
         /* Nothing keeps a module that cannot run. */
         unlink(path);
         free(e);

@@ -143,11 +143,14 @@ static int check_task(rt_module *m, const char *name, char *err, size_t errlen)
         return fail(err, errlen, name,
                     "task descriptor of %u bytes (symbol %zu), this ferry needs %zu",
                     t->size, (size_t)es->st_size, sizeof(ferry_task_t));
-    if (!t->name || !t->name[0])
+    if (!t->name)
         return fail(err, errlen, name, "the task descriptor has no name");
-    for (const ferry_function_t *f = t->functions; f && f->name; f++)
-        if (!f->fn)
-            return fail(err, errlen, name, "function '%s' has no code", f->name);
+    /* Walking the rest follows the module's pointers: each is bounded first. */
+    int rc = rt_module_check_descriptor(m->handle, t, name, err, errlen);
+    if (rc)
+        return rc;
+    if (!t->name[0])
+        return fail(err, errlen, name, "the task descriptor has no name");
     m->task = t;
     return 0;
 }

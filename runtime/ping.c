@@ -54,6 +54,12 @@ void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     out.last_crash = id ? (char *)id->last_crash : "";
     out.crash_id = id ? id->crash_id : 0;
     out.restarts = id ? id->restarts : 0;
+    rpc_slots_info slots;
+    rpc_srv_slots(sc, &slots);
+    out.slots = (uint32_t)slots.slots;
+    out.busy_slots = (uint32_t)slots.busy;
+    out.stuck_calls = (uint32_t)slots.stuck;
+    out.oldest_call_s = slots.oldest_s;
     ferry__ping_request__free_unpacked(in, NULL);
 
     rpc_msg_out reply = {.head = &out.base};

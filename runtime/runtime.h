@@ -6,9 +6,11 @@
  *   worker.c      rt_worker: the server, its method table, token check, stats
  *   worker_main.c `ferry worker`: options, signals, crash recorder install
  *   module.c      rt_module: validate, dlopen, check the descriptor
+ *   module_check.c  every pointer of a descriptor bounded by the module
  *   modcache.c    content-addressed module cache of one worker
  *   call.c        Call: run a function on the executor with its ferry_ctx_t
  *   crash.c       crash record: written from a signal handler, read at start
+ *   reap.c        the worker as subreaper: nothing a task forks outlives it
  *   sha256.c      SHA-256 of module bytes (OpenSSL's libcrypto)
  *
  * A worker needs no libuv loop: the rpc server's handler pool is the
@@ -82,6 +84,15 @@ typedef struct rt_module {
 int rt_module_open(rt_module *m, const char *path, const char *name, char *err,
                    size_t errlen);
 
+/* Checks that every pointer in the descriptor `t` of the dlopened module
+ * `handle` (name, function table and its terminator, driver, model) points
+ * into the module's own loaded segments, code where it is code, before
+ * anything follows it. Returns 0, or FERRY_EINVAL with `err` naming the
+ * module and the pointer ("demo.so: function 'x' points outside the module's
+ * code (0x1234)"). rt_module_open() calls it. */
+int rt_module_check_descriptor(void *handle, const ferry_task_t *t, const char *name,
+                               char *err, size_t errlen);
+
 /* The function `fn` of the module, or NULL. */
 ferry_fn_t rt_module_function(const rt_module *m, const char *fn);
 
@@ -140,6 +151,16 @@ int rt_worker_main(int argc, char **argv);
 
 /* ---- crash records -------------------------------------------------------- */
 
+/* Makes this process a child subreaper, so that whatever a task forks stays
+ * its descendant (reap.c). Process-wide: only `ferry worker` calls it.
+ * Returns 0 or -errno. */
+int rt_reap_init(void);
+
+/* Kills and reaps every child of this process until none is left (a child
+ * killed hands its children to a subreaper). Async-signal-safe. Returns how
+ * many it killed. */
+int rt_reap_descendants(void);
+
 /* Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that
  * write "module M function F: signal N (SIGNAME)" for the call running on the
  * faulting thread to `path`, then die by the same signal. They run on the
@@ -148,8 +169,14 @@ int rt_worker_main(int argc, char **argv);
  * `ferry worker` calls it. Returns 0 or -errno. */
 int rt_crash_install(const char *path);
 
+/* Writes `text` as the crash record, for an end that is no signal (a wedged
+ * worker). Not for signal handlers. After rt_crash_install(). */
+void rt_crash_note(const char *text);
+
 /* Marks the calling thread as running `module`/`function` (NULLs: idle);
- * the strings must live until the mark is cleared. The first mark on a
+ * the strings must live until the mark is cleared. A module with a NULL
+ * function marks a module being loaded ("module M while loading"): its
+ * constructors run then. The first mark on a
  * thread gives it an alternate signal stack, unless it has one, so that a
  * call that overflows its stack is recorded too; it is freed when the thread
  * ends. */

@@ -88,6 +88,8 @@ ferry_fn_t rt_builtin_function(const rt_module *m, const char *name);
 /* The worker and the module of the call a built-in function runs in. */
 rt_worker *rt_call_worker(ferry_ctx_t *ctx);
 const rt_module *rt_call_module(ferry_ctx_t *ctx);
+/* The caller's address, "ipv4:127.0.0.1:41234"; valid during the call. */
+const char *rt_call_peer(ferry_ctx_t *ctx);
 /* Ends the worker's training session, if any. No call may be running. */
 void rt_train_session_free(rt_worker *w);
 

@@ -101,6 +101,17 @@ static void stats_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     out.uptime_s = (double)uv_hrtime() / 1e9 - w->id.started;
     out.restarts = w->id.restarts;
     out.last_crash = w->id.last_crash;
+    rpc_slots_info slots;
+    char holders[1024];
+    rpc_server_slots(w->srv, &slots);
+    rpc_server_holders(w->srv, holders, sizeof holders);
+    out.slots = (uint32_t)slots.slots;
+    out.busy_slots = (uint32_t)slots.busy;
+    out.stuck_calls = (uint32_t)slots.stuck;
+    out.oldest_call_s = slots.oldest_s;
+    out.oldest_call = slots.oldest;
+    out.slot_holders = holders;
+    out.queued_calls = (uint32_t)slots.queued;
     rpc_msg_out reply = {.head = &out.base};
     rpc_srv_reply(sc, &reply);
 }

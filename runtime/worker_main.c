@@ -4,7 +4,10 @@
  * (no token, state directory); 2 for a usage mistake; 3 when the port is in
  * use, so that a launcher can tell that case apart without parsing text; 4
  * when its listener stopped accepting connections (gRPC 1.51 gives up for
- * good once file descriptors ran out), so that a supervisor restarts it. */
+ * good once file descriptors ran out), so that a supervisor restarts it; 5
+ * when it is wedged: a call cancelled --wedge-grace-ms ago still holds its
+ * executor slot (a function that ignores cancellation), so that a supervisor
+ * restarts it; the crash record says which call. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -31,7 +34,11 @@ enum {
     EXIT_USAGE = 2,
     EXIT_PORT_IN_USE = 3,
     EXIT_DEAF = 4,
+    EXIT_WEDGED = 5,
 };
+
+/* A call cancelled this long ago that still runs wedges the worker. */
+#define WEDGE_GRACE_MS 60000
 
 /* The listener is probed this often; this many failed probes in a row (each
  * given PROBE_TIMEOUT_MS) and the worker exits to be restarted. */
@@ -65,12 +72,16 @@ static const char usage[] =
     "                         GPU when one is visible, else the cpu)\n"
     "      --restarts N       how often a supervisor restarted this worker\n"
     "  -p, --port-file FILE   once listening, write the bound port to FILE\n"
+    "      --wedge-grace-ms MS  a call still running this long after it was\n"
+    "                         cancelled wedges the worker: it exits (status 5)\n"
+    "                         to be restarted (default 60000; 0: never)\n"
     "  -h, --help             this text\n"
     "  -V, --version          ferry's version\n"
     "\n"
     "Exit status: 0 after Shutdown or a signal, 1 when it cannot start,\n"
     "2 for a usage mistake, 3 when the port is in use, 4 when it stopped\n"
-    "accepting connections (file descriptors ran out): restart it.\n"
+    "accepting connections (file descriptors ran out), 5 when a cancelled call\n"
+    "never returned (see --wedge-grace-ms): restart it.\n"
     "\n"
     "Environment: FERRY_HOME (default ~/.ferry) holds the default state and token.\n";
 
@@ -78,6 +89,7 @@ typedef struct options {
     const char *listen, *state_dir, *token_file, *port_file, *device;
     int rank, threads;
     uint32_t restarts;
+    long wedge_grace_ms;
 } options;
 
 /* SIGTERM and SIGINT may land on any thread (gRPC's included) at any time,
@@ -115,11 +127,12 @@ static int parse(int argc, char **argv, options *o)
         {"device", required_argument, NULL, 'd'},
         {"restarts", required_argument, NULL, 'R'},
         {"port-file", required_argument, NULL, 'p'},
+        {"wedge-grace-ms", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
     };
-    *o = (options){.rank = -1};
+    *o = (options){.rank = -1, .wedge_grace_ms = WEDGE_GRACE_MS};
     optind = 0; /* GNU: start afresh, whatever parsed argv before */
     opterr = 0;
     int c;
@@ -162,6 +175,11 @@ static int parse(int argc, char **argv, options *o)
                                    optarg);
             o->restarts = (uint32_t)v;
             break;
+        case 'W':
+            if (!conf_parse_long(optarg, 0, 24L * 3600 * 1000, &o->wedge_grace_ms))
+                return usage_error(
+                    "--wedge-grace-ms: expected a time from 0 to a day, got '%s'", optarg);
+            break;
         case 'h':
             fputs(usage, stdout);
             return EXIT_OK;
@@ -198,6 +216,7 @@ static void *stuck_watch(void *arg)
             "ferry worker: calls still running %lld ms after the stop; exiting "
             "without them\n",
             ms);
+    rt_reap_descendants();
     _exit(EXIT_FAIL);
 }
 
@@ -216,9 +235,33 @@ static void raise_nofile(void)
  * main exits with EXIT_DEAF. */
 typedef struct watch {
     rt_worker *w;
+    long wedge_grace_ms;
     pthread_t thread;
     atomic_bool quit, deaf;
 } watch;
+
+/* Calls queued behind a pool that every slot's stuck call holds are failed
+ * (rpc_server_shed); a call stuck past the grace wedges the worker: nothing
+ * can free its thread but the end of the process. The record names what
+ * held the slots, and what the tasks forked goes first. */
+static void check_slots(watch *wt)
+{
+    rpc_server_shed(wt->w->srv);
+    rpc_slots_info si;
+    rpc_server_slots(wt->w->srv, &si);
+    if (!wt->wedge_grace_ms || !si.stuck || si.stuck_s * 1000 < wt->wedge_grace_ms)
+        return;
+    char held[1024], text[1400];
+    rpc_server_holders(wt->w->srv, held, sizeof held);
+    snprintf(text, sizeof text,
+             "wedged: %d of %d executor slots held by calls cancelled up to %.0f s ago "
+             "that never returned (%s)",
+             si.stuck, si.slots, si.stuck_s, held);
+    rt_crash_note(text);
+    fprintf(stderr, "ferry worker: %s: exiting to be restarted\n", text);
+    rt_reap_descendants();
+    _exit(EXIT_WEDGED);
+}
 
 static bool nap(watch *wt, int ms)
 {
@@ -234,6 +277,7 @@ static void *listener_watch(void *arg)
     watch *wt = arg;
     int failures = 0;
     while (nap(wt, PROBE_EVERY_MS)) {
+        check_slots(wt);
         int rc = rpc_server_probe(wt->w->srv, PROBE_TIMEOUT_MS);
         if (rc == 0)
             failures = 0;
@@ -340,6 +384,9 @@ int rt_worker_main(int argc, char **argv)
     }
     rpc_tune_malloc();
     raise_nofile();
+    if ((rc = rt_reap_init()))
+        fprintf(stderr, "ferry worker: not a subreaper (what tasks fork may outlive "
+                        "it): %s\n", ferry_strerror(rc));
     rt_worker_opts wo = {
         .listen = o.listen,
         .state_dir = state_dir,
@@ -389,7 +436,7 @@ int rt_worker_main(int argc, char **argv)
         fprintf(stderr, "ferry worker: the last run crashed: %s\n", w->id.last_crash);
 
     static watch wt;
-    wt = (watch){.w = w};
+    wt = (watch){.w = w, .wedge_grace_ms = o.wedge_grace_ms};
     bool watching = pthread_create(&wt.thread, NULL, listener_watch, &wt) == 0;
 
     /* A signal that came during start-up left its byte: this returns at
@@ -408,6 +455,10 @@ int rt_worker_main(int argc, char **argv)
         pthread_detach(watch);
     /* Deaf, nobody can reach the calls in flight: no grace for them. */
     rt_worker_destroy(w, deaf ? 0 : STOP_GRACE_MS);
+    int orphans = rt_reap_descendants();
+    if (orphans)
+        fprintf(stderr, "ferry worker rank %d: killed %d process(es) its tasks left\n",
+                o.rank, orphans);
     fprintf(stderr, "ferry worker rank %d stopped\n", o.rank);
     return deaf ? EXIT_DEAF : EXIT_OK;
 }

@@ -1,5 +1,7 @@
-/* `ferry submit MODULE.so`: check the module here, ship it to every worker,
- * run its driver on this process with the cluster. */
+/* `ferry submit MODULE.so`: check the module in a child process (inspect.c),
+ * then either train its model from here or run its driver in a child
+ * process (drive.c) that ships it to every worker: plugin code never runs
+ * in this process. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -11,7 +13,7 @@
 #include <ferry/ferry.h>
 
 #include "cli.h"
-#include "runtime/runtime.h"
+#include "cli_plugin.h"
 
 static const char usage[] =
     "usage: ferry submit MODULE.so [OPTIONS] [-- ARGS...]\n"
@@ -27,6 +29,8 @@ static const char usage[] =
     "options:\n"
     "      --json              one JSON object on stdout at the end (progress\n"
     "                          lines go to stderr)\n"
+    "      --load-timeout-ms MS  how long loading the module here to check it\n"
+    "                          may take, constructors included (default 10000)\n"
     "  -h, --help              this text\n"
     "  -V, --version           ferry's version\n"
     "\n"
@@ -118,6 +122,7 @@ static bool parse_double(const char *s, double lo, double hi, double *out)
 }
 
 enum {
+    OPT_LOAD_TIMEOUT = 254,
     OPT_SCHEDULE = 255,
     OPT_OPTIMIZER = 256,
     OPT_LR,
@@ -144,10 +149,11 @@ enum {
 /* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
  * is then the first operand; *trained says whether a training option was
  * given), or the exit status. */
-static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
+static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *load_ms)
 {
     static const struct option longs[] = {
         {"json", no_argument, NULL, 'j'},
+        {"load-timeout-ms", required_argument, NULL, OPT_LOAD_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"epochs", required_argument, NULL, 'e'},
@@ -193,10 +199,16 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
     long v;
     while ((c = getopt_long(argc, argv, ":hVe:b:", longs, NULL)) != -1) {
         const char *bad = NULL, *name = "";
-        *trained |= c != 'j' && c != 'h' && c != 'V' && c != '?' && c != ':';
+        *trained |= c != 'j' && c != 'h' && c != 'V' && c != '?' && c != ':' &&
+                    c != OPT_LOAD_TIMEOUT;
         switch (c) {
         case 'j':
             o->json = true;
+            break;
+        case OPT_LOAD_TIMEOUT:
+            name = "--load-timeout-ms";
+            if (!conf_parse_long(optarg, 100, 3600L * 1000, load_ms))
+                bad = "a time from 100 ms to an hour";
             break;
         case 'h':
             fputs(usage, stdout);
@@ -381,7 +393,8 @@ int cli_submit(int argc, char **argv)
     }
     cli_train_opts topts;
     bool training_options;
-    int parsed = parse(dashes, argv, &topts, &training_options);
+    long load_ms = 10000;
+    int parsed = parse(dashes, argv, &topts, &training_options, &load_ms);
     if (parsed >= 0)
         return parsed;
     bool json = topts.json;
@@ -406,10 +419,11 @@ int cli_submit(int argc, char **argv)
     int status = CLI_FAIL;
     void *bytes = NULL;
     size_t len = 0;
-    rt_module mod = {0};
     cli_running r = {0};
     cluster_module m = {0};
-    char err[512] = "";
+    cli_module_info info;
+    char err[1024] = "";
+    const char *shown = base_name(path);
     cli_home h;
     if (cli_home_init(&h, "submit"))
         goto out;
@@ -418,28 +432,27 @@ int cli_submit(int argc, char **argv)
         cli_err("submit", "cannot read %s: %s", path, ferry_strerror(rc));
         goto out;
     }
-    /* Checked here first: a module that cannot load is a mistake to report
+    /* Checked first: a module that cannot load is a mistake to report
      * before anything is shipped. dlopen searches the library path for a
      * name without a slash: give it the file the user named. */
     char *abs = realpath(path, NULL);
-    rc = abs ? rt_module_open(&mod, abs, base_name(path), err, sizeof err) : -errno;
-    free(abs);
+    rc = abs ? cli_inspect(abs, shown, (int)load_ms, &info, err, sizeof err) : -errno;
     if (rc) {
         if (!err[0])
             snprintf(err, sizeof err, "%s: %s", path, ferry_strerror(rc));
         cli_err("submit", "%s", err);
+        free(abs);
         goto out;
     }
-    bool train = !mod.task->driver && mod.task->model;
-    if (!mod.task->driver && !mod.task->model) {
-        char fns[512];
-        rt_module_list(&mod, fns, sizeof fns);
+    bool train = !info.driver && info.model;
+    if (!info.driver && !info.model) {
         cli_err(
             "submit",
             "%s: task '%s' has no driver and no model, so there is nothing to run; it "
             "exports the functions: %s",
-            base_name(path), mod.task->name, fns);
+            shown, info.task, info.functions);
         status = CLI_USAGE;
+        free(abs);
         goto out;
     }
     if (!train && training_options) {
@@ -447,50 +460,45 @@ int cli_submit(int argc, char **argv)
             "submit",
             "%s: task '%s' has its own driver: training options do not apply (pass its "
             "arguments after --)",
-            base_name(path), mod.task->name);
+            shown, info.task);
         status = CLI_USAGE;
+        free(abs);
         goto out;
     }
     if (train && drv_argc > 1) {
         cli_err("submit",
                 "%s: a model takes no arguments after --, only training options",
-                base_name(path));
+                shown);
         status = CLI_USAGE;
+        free(abs);
         goto out;
     }
+    if (!train) {
+        cli_drive_opts d = {.home = &h, .path = abs, .shown = shown, .bytes = bytes,
+                            .len = len, .argc = drv_argc, .argv = drv_argv, .json = json};
+        status = cli_drive(&d);
+        free(abs);
+        goto out;
+    }
+    free(abs);
     if (cli_running_open(&r, &h, "submit", false, false))
         goto out;
     if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3)) {
         cli_err("submit", "%s", cluster_error(r.cl));
         goto out;
     }
-    if (cluster_load_module(r.cl, base_name(path), bytes, len, &m)) {
+    if (cluster_load_module(r.cl, shown, bytes, len, &m)) {
         cli_err("submit", "%s", cluster_error(r.cl));
         goto out;
     }
     free(bytes);
     bytes = NULL;
-    if (train) {
-        topts.classifier = mod.task->model->kind == FERRY_MODEL_CLASSIFIER;
-        status = cli_train(r.cl, &m, base_name(path), mod.task->name, &topts) ? CLI_FAIL
-                                                                              : CLI_OK;
-        goto out;
-    }
-    rc = cluster_run_driver(r.cl, &m, mod.task, drv_argc, drv_argv, json);
-    fflush(stdout);
-    if (rc) {
-        const char *why = cluster_error(r.cl);
-        cli_err("submit", "%s: the driver failed: %s%s%s", base_name(path),
-                ferry_strerror(rc), why[0] ? ": " : "", why);
-        goto out;
-    }
-    status = CLI_OK;
+    topts.classifier = info.classifier;
+    status = cli_train(r.cl, &m, shown, info.task, &topts) ? CLI_FAIL : CLI_OK;
 out:
     cluster_module_fini(&m);
     if (r.cl)
         cli_running_close(&r);
-    if (mod.handle)
-        rt_module_close(&mod);
     free(bytes);
     free(drv_argv);
     return status;

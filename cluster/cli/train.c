@@ -3,10 +3,12 @@
  * so every epoch's reply is the progress line the user sees as it happens.
  * The data never crosses the network: the worker reads its own copy. */
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "json.h"
@@ -64,6 +66,16 @@ static int call(cluster *cl, const cluster_module *m, int n, const char *fn,
     if (rc)
         free_replies(reply, n);
     return rc;
+}
+
+/* How a worker names this process when it refuses another submitter. */
+static void describe_submitter(char *buf, size_t len)
+{
+    char host[128] = "?";
+    gethostname(host, sizeof host - 1);
+    struct passwd *pw = getpwuid(getuid());
+    snprintf(buf, len, "ferry submit (pid %ld, user %s, host %s)", (long)getpid(),
+             pw && pw->pw_name ? pw->pw_name : "?", host);
 }
 
 static uint64_t new_session_id(void)
@@ -192,6 +204,8 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     const char *peers[k];
     for (int r = 0; r < k; r++)
         peers[r] = cluster_target(cl, r);
+    char submitter[256];
+    describe_submitter(submitter, sizeof submitter);
     Ferry__TrainBegin begin[k];
     ProtobufCMessage *msgs[k];
     for (int r = 0; r < k; r++) {
@@ -208,6 +222,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         a->schedule = (char *)o->schedule;
         a->data_dir = (char *)(o->data_dir ? o->data_dir : "");
         a->precision = (char *)(o->precision ? o->precision : "");
+        a->submitter = submitter; /* idle_ms 0: the workers' default */
         if (k > 1) {
             a->rank = (uint32_t)r;
             a->world = (uint32_t)k;
@@ -233,6 +248,17 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                   (ProtobufCMessage **)b);
     if (rc) {
         cli_err("submit", "%s: cannot start training: %s", module, cluster_error(cl));
+        /* The workers that did begin would hold their session, refusing
+         * other submitters until it idles out: each is asked to end it. */
+        Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
+        end.session = session;
+        for (int r = 0; r < k; r++) {
+            ferry_bytes_t in = {0}, out = {0};
+            if (cli_pack(&end.base, &in) == 0 &&
+                cluster_call(cl, m, r, "ferry.train.end", &in, &out) == 0)
+                cluster_free_bytes(&out);
+            free(in.data);
+        }
         return rc;
     }
     char optim[128];

@@ -4,12 +4,21 @@
  * the worker's executor like any task function, so deadlines, cancellation,
  * crash records and diagnosis apply to training as they do to calls.
  *
- * A worker trains one session at a time. A session whose master went away
- * (killed between two epochs) would otherwise hold the worker forever, so a
- * new begin replaces a session that is not running an epoch. */
+ * A worker trains one session at a time, and the session has an owner: the
+ * submitter that began it (named by the begin's `submitter` and the peer
+ * address it called from). A second begin while the session lives is
+ * refused with a message naming both. A session whose owner is gone is
+ * reclaimed by the next begin: one left idle (no call of its own) for its
+ * `idle_ms` (30 s by default: epochs follow each other within milliseconds
+ * while a submitter lives), or one whose last epoch failed or was cancelled
+ * (a submitter never goes on with a session after that: sync mode stops
+ * with the step, async mode drops the worker, and a caller that hung up is
+ * gone). A begin for the same session id is its owner's and replaces it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <uv.h>
 
 #include "ferry.pb-c.h"
 #include "runtime/runtime_int.h"
@@ -20,12 +29,20 @@
 #define FN_END   "ferry.train.end"
 #define FN_LEAVE "ferry.train.leave"
 
+#define IDLE_MS_DEFAULT 30000
+
 typedef struct rt_train_session {
     uint64_t id;
     const rt_module *m;
     rt_trainer *t;
     rt_comm *comm; /* sync mode: the collectives between the ranks */
     bool busy; /* an epoch is running; under the worker's train_lock */
+    /* Ownership, under train_lock: who began it, when it last finished a
+     * call of its own, how long it may idle, whether its owner hung up. */
+    char owner[512];
+    uint64_t idle_since_ns, started_ns;
+    uint32_t idle_ms;
+    bool abandoned;
 } rt_train_session;
 
 static void session_free(rt_train_session *s)
@@ -69,6 +86,31 @@ static int reply(ferry_ctx_t *ctx, const ProtobufCMessage *msg, ferry_bytes_t *o
 static int as_function_error(int rc)
 {
     return rc == FERRY_EUNAVAIL || rc == FERRY_ETIMEDOUT ? FERRY_EPIPE : rc;
+}
+
+/* Whether `s`, not running a call, may be taken by another begin; else
+ * fails the call with a text naming the session and its owner. Under
+ * train_lock. */
+static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
+{
+    if (!s || s->id == id)
+        return 0;
+    uint64_t now = uv_hrtime();
+    double idle_s = (double)(now - s->idle_since_ns) / 1e9;
+    if (!s->busy && (s->abandoned || idle_s * 1000 >= s->idle_ms))
+        return 0;
+    char state[96];
+    if (s->busy)
+        snprintf(state, sizeof state, "running an epoch");
+    else
+        snprintf(state, sizeof state, "between epochs, idle %.1f s of the %.0f s after which "
+                                      "it is reclaimed",
+                 idle_s, s->idle_ms / 1000.0);
+    return ctx->ops->fail(ctx, FERRY_EBUSY,
+                          "this worker is training %s for another submitter: session "
+                          "%016llx, begun %.0f s ago by %s; %s",
+                          s->m->name, (unsigned long long)s->id,
+                          (double)(now - s->started_ns) / 1e9, s->owner, state);
 }
 
 static int bad_argument(ferry_ctx_t *ctx, const char *what)
@@ -155,6 +197,10 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
              pull_every = a->pull_every, tau = a->tau;
     int staleness = a->staleness;
     float alpha = a->alpha;
+    uint32_t idle_ms = a->idle_ms ? a->idle_ms : IDLE_MS_DEFAULT;
+    char submitter[256];
+    const char *who = a->submitter[0] ? a->submitter : "an unnamed submitter";
+    rpc_escape(submitter, sizeof submitter, who, strlen(who)); /* from the wire */
     ferry__train_begin__free_unpacked(a, NULL);
     if (rc) {
         free_peers(peers, co.world);
@@ -163,11 +209,15 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
 
     pthread_mutex_lock(&w->train_lock);
     rt_train_session *old = w->session;
-    if (old && old->busy) {
+    if (old && old->busy && old->id == id) {
         pthread_mutex_unlock(&w->train_lock);
-        return ctx->ops->fail(ctx, FERRY_EBUSY,
-                              "this worker is training %s (session %llu) right now",
-                              old->m->name, (unsigned long long)old->id);
+        return ctx->ops->fail(ctx, FERRY_EBUSY, "session %016llx is busy",
+                              (unsigned long long)id);
+    }
+    if ((rc = may_reclaim(ctx, old, id))) {
+        pthread_mutex_unlock(&w->train_lock);
+        free_peers(peers, co.world);
+        return rc;
     }
     /* Marked busy while the new one is built, so that no other begin or
      * epoch slips in; the old one goes first, freeing its memory. */
@@ -176,14 +226,19 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         pthread_mutex_unlock(&w->train_lock);
         return FERRY_ENOMEM;
     }
-    *s = (rt_train_session){.id = id, .m = m, .busy = true};
+    uint64_t now = uv_hrtime();
+    *s = (rt_train_session){.id = id, .m = m, .busy = true, .idle_ms = idle_ms,
+                            .started_ns = now, .idle_since_ns = now};
+    snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
     w->session = s;
     pthread_mutex_unlock(&w->train_lock);
     co.token = w->token; /* peers check it like any caller's */
     if (old)
-        ctx->ops->log(ctx, FERRY_LOG_WARN,
-                      "session %llu of %s replaced: it was left idle",
-                      (unsigned long long)old->id, old->m->name);
+        ctx->ops->log(ctx, FERRY_LOG_WARN, "session %016llx of %s (%s) reclaimed: %s",
+                      (unsigned long long)old->id, old->m->name, old->owner,
+                      old->id == id        ? "its owner began it again"
+                      : old->abandoned     ? "its last epoch failed or was cancelled"
+                                           : "it was left idle");
     session_free(old);
 
     char err[1024] = "";
@@ -215,6 +270,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     free_peers(peers, co.world);
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
+    s->idle_since_ns = uv_hrtime();
     if (rc) {
         w->session = NULL;
         pthread_mutex_unlock(&w->train_lock);
@@ -259,11 +315,15 @@ static rt_train_session *take(ferry_ctx_t *ctx, uint64_t id, int *rc)
     return s;
 }
 
-static void give_back(ferry_ctx_t *ctx, rt_train_session *s)
+static void give_back(ferry_ctx_t *ctx, rt_train_session *s, bool failed)
 {
     rt_worker *w = rt_call_worker(ctx);
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
+    s->idle_since_ns = uv_hrtime();
+    /* A failed epoch ends the run for its submitter; a caller that hung up
+     * or gave up never goes on with the session either. */
+    s->abandoned |= failed || ctx->ops->cancelled(ctx);
     pthread_mutex_unlock(&w->train_lock);
 }
 
@@ -287,7 +347,7 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rt_epoch_stats st;
     char err[1024] = "";
     rc = rt_trainer_epoch(s->t, &st, call_cancelled, ctx, err, sizeof err);
-    give_back(ctx, s);
+    give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
     Ferry__TrainEpochReply r = FERRY__TRAIN_EPOCH_REPLY__INIT;
