@@ -78,9 +78,9 @@ typedef struct conf_cluster {
 /* At most this many workers in one cluster: a typo ("1100") must not start
  * a thousand processes. */
 #define CONF_MAX_WORKERS 256
-/* The bounds of max_message_bytes and max_module_bytes: rpc's largest
- * payload (RPC_MAX_PAYLOAD_LIMIT), and a floor that still carries a small
- * model's gradient. */
+/* The bounds of max_message_bytes (and the top of max_module_bytes, whose
+ * floor is 4096): rpc's largest payload (RPC_MAX_PAYLOAD_LIMIT), and a
+ * floor that still carries a small model's gradient. */
 #define CONF_MAX_BYTES_LIMIT ((int64_t)2047 << 20)
 #define CONF_MIN_BYTES_LIMIT ((int64_t)64 << 10)
 

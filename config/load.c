@@ -60,7 +60,7 @@ static const key KEYS[] = {
      MS_MAX, "a whole number of milliseconds"},
     {"cluster", "max_message_bytes", K_I64, FIELD(max_message_bytes),
      CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT, "a number of bytes"},
-    {"cluster", "max_module_bytes", K_I64, FIELD(max_module_bytes), CONF_MIN_BYTES_LIMIT,
+    {"cluster", "max_module_bytes", K_I64, FIELD(max_module_bytes), 4096,
      CONF_MAX_BYTES_LIMIT, "a number of bytes"},
     {"cluster", "log_max_bytes", K_I64, FIELD(log_max_bytes), 4096, INT64_C(1) << 40,
      "a number of bytes"},

@@ -251,7 +251,7 @@ ParameterizedTestParameters(conf_load, every_mistake_names_its_file_and_line)
          "max_message_bytes: expected a number of bytes from 65536 to 2146435072, got "
          "'1000'"},
         {"module limit too big", "[cluster]\nmax_module_bytes = 4294967296\n", 2,
-         "max_module_bytes: expected a number of bytes from 65536 to 2146435072, got "
+         "max_module_bytes: expected a number of bytes from 4096 to 2146435072, got "
          "'4294967296'"},
         {"negative liveness", "[cluster]\nliveness_timeout_ms = -1\n", 2,
          "liveness_timeout_ms: expected a whole number of milliseconds >= 0, got '-1'"},
