@@ -92,6 +92,18 @@ void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf
  * stderr for anything else. */
 int cli_parse_json_flag(int argc, char **argv, const char *usage, bool *json);
 
+/* ---- module files (modfile.c) ---------------------------------------------- */
+
+/* Reads the module file at path into *out (malloc'd) without blocking on a
+ * FIFO. Returns 0, or an error with `err` saying what path is instead
+ * ("... is a directory, not a module file"). */
+int cli_read_module(const char *path, void **out, size_t *len, char *err, size_t errlen);
+
+/* FERRY_EMSGSIZE, with `err` naming the size and the limit, when a module
+ * of len bytes is over conf->max_module_bytes. */
+int cli_check_module_size(const char *name, size_t len, const conf_cluster *conf,
+                          char *err, size_t errlen);
+
 /* ---- FERRY_HOME ----------------------------------------------------------- */
 
 typedef struct cli_home {

@@ -41,7 +41,8 @@ static const char usage[] =
     "      --weight-decay WD   L2 weight decay (default 0)\n"
     "      --seed S            seeds the parameters and the shuffle (default 1)\n"
     "      --data DIR          where the workers find Fashion-MNIST (default\n"
-    "                          /usr/share/datasets/fashion-mnist)\n"
+    "                          /usr/share/datasets/fashion-mnist); a relative\n"
+    "                          DIR is taken from the current directory\n"
     "\n"
     "distributed training:\n"
     "      --mode MODE         sync: synchronous data parallelism, each worker\n"
@@ -75,33 +76,6 @@ static const char usage[] =
     "      --pull-every N      steps between pulls (default 1)\n"
     "      --alpha A           easgd's elastic coefficient (default 0.9 / workers)\n"
     "      --tau T             easgd's steps between exchanges (default 4)\n";
-
-static int read_file(const char *path, void **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    int rc = 0;
-    if (fseek(f, 0, SEEK_END) != 0 || ftell(f) < 0) {
-        rc = -errno;
-        goto out;
-    }
-    *len = (size_t)ftell(f);
-    rewind(f);
-    *out = malloc(*len ? *len : 1);
-    if (!*out) {
-        rc = FERRY_ENOMEM;
-        goto out;
-    }
-    if (fread(*out, 1, *len, f) != *len) {
-        rc = FERRY_EIO;
-        free(*out);
-        *out = NULL;
-    }
-out:
-    fclose(f);
-    return rc;
-}
 
 /* Parses all of s as a finite number in lo..hi. */
 static bool parse_double(const char *s, double lo, double hi, double *out)
@@ -242,7 +216,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
         case OPT_SEED:
             name = "--seed";
             if (!conf_parse_long(optarg, 0, LONG_MAX, &v))
-                bad = "a seed from 0 up";
+                bad = "a seed from 0 to 9223372036854775807";
             o->seed = (uint64_t)v;
             break;
         case OPT_DATA:
@@ -401,9 +375,9 @@ int cli_submit(int argc, char **argv)
     cli_home h;
     if (cli_home_init(&h, "submit"))
         goto out;
-    int rc = read_file(path, &bytes, &len);
+    int rc = cli_read_module(path, &bytes, &len, err, sizeof err);
     if (rc) {
-        cli_err("submit", "cannot read %s: %s", path, ferry_strerror(rc));
+        cli_err("submit", "%s", err);
         goto out;
     }
     /* Checked here first: a module that cannot load is a mistake to report
@@ -448,6 +422,10 @@ int cli_submit(int argc, char **argv)
     }
     if (cli_running_open(&r, &h, "submit", false, false))
         goto out;
+    if (cli_check_module_size(base_name(path), len, &r.conf, err, sizeof err)) {
+        cli_err("submit", "%s", err);
+        goto out;
+    }
     if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3)) {
         cli_err("submit", "%s", cluster_error(r.cl));
         goto out;

@@ -380,6 +380,43 @@ Test(e2e_ops, a_worker_killed_by_sigkill_is_named_so_not_with_no_crash_record)
     cluster_module_fini(&m);
 }
 
+/* ---- 15: --data ------------------------------------------------------------ */
+
+Test(e2e_ops, a_relative_data_dir_is_submits_and_a_fifo_in_it_fails_at_once)
+{
+    /* The cluster starts in one directory, submit runs in another: only
+     * submit's holds "data", and its files are FIFOs. */
+    char dir[600], here[600];
+    cr_assert(getcwd(here, sizeof here));
+    snprintf(dir, sizeof dir, "%s-start", e2e_home);
+    cr_assert(mkdir(dir, 0700) == 0 && chdir(dir) == 0);
+    e2e_start(1);
+    snprintf(dir, sizeof dir, "%s-submit", e2e_home);
+    cr_assert(mkdir(dir, 0700) == 0 && chdir(dir) == 0 && mkdir("data", 0700) == 0);
+    const char *names[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "data/%s", names[i]);
+        cr_assert(mkfifo(path, 0600) == 0);
+    }
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("mlp"), "--epochs", "1", "--data", "data",
+              NULL);
+    cr_assert(chdir(here) == 0);
+    E2E_EXPECT(&r, 1);
+    char want[700];
+    snprintf(want, sizeof want, "%s/data/train-images-idx3-ubyte.gz", dir);
+    cr_assert(e2e_has(r.err, want) && e2e_has(r.err, "not a regular file"),
+              "stdout:\n%s\nstderr:\n%s", r.out, r.err);
+    e2e_run_fini(&r);
+    /* The worker is not stuck: it serves the next call. */
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    shutdown_leaves_nothing(e2e_supervisor_pid(), NULL, 0);
+}
+
 /* ---- logs rotate -------------------------------------------------------------- */
 
 static long file_size(const char *path)
@@ -432,5 +469,42 @@ Test(e2e_ops, worker_logs_rotate_at_their_size_keeping_the_configured_number)
         free(text);
     }
     cr_assert(last_seen, "the newest lines are in no kept log");
+    shutdown_leaves_nothing(sup, NULL, 0);
+}
+
+/* ---- 17: submit's messages ---------------------------------------------------- */
+
+Test(e2e_ops, submit_names_a_directory_a_fifo_an_oversized_module_and_a_bad_seed)
+{
+    start_with("1", "max_module_bytes = 8192\n");
+    pid_t sup = e2e_supervisor_pid();
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_home, NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "is a directory, not a module file"), "%s", r.err);
+    e2e_run_fini(&r);
+
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s-module.so", e2e_home);
+    cr_assert(mkfifo(fifo, 0600) == 0);
+    e2e_ferry(&r, 10000, "submit", fifo, NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "is a FIFO, not a module file"), "%s", r.err);
+    e2e_run_fini(&r);
+
+    /* hello.so is some 30 KB. */
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "hello.so is ") &&
+                  e2e_has(r.err, "over the cluster's max_module_bytes, 8192 bytes"),
+              "%s", r.err);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("mlp"), "--seed", "99999999999999999999",
+              NULL);
+    E2E_EXPECT(&r, 2);
+    cr_assert(e2e_has(r.err, "--seed: expected a seed from 0 to 9223372036854775807"), "%s",
+              r.err);
+    e2e_run_fini(&r);
     shutdown_leaves_nothing(sup, NULL, 0);
 }
