@@ -64,7 +64,7 @@ typedef struct cli_train_opts {
      * than one worker. */
     const char *mode;
     int workers;
-    const char *grad_compression; /* "none", "lz4", "fp16" */
+    const char *grad_compression;               /* "none", "lz4", "fp16" */
     long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
     /* Async mode ("async"): the parameter server's shards, the staleness
      * bound (-1: unbounded), DOWNPOUR's push and pull intervals, the

@@ -16,8 +16,9 @@
 
 static int open_log(cli_log *l, bool truncate)
 {
-    int fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0),
-                  0600);
+    int fd =
+        open(l->path,
+             O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
     if (fd < 0)
         return -errno;
     struct stat st;

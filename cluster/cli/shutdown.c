@@ -115,7 +115,8 @@ int cli_shutdown(int argc, char **argv)
         if (k) {
             char list[2048];
             cli_leftovers_list(ranks, left, k, list, sizeof list);
-            fprintf(stderr, "ferry shutdown: stopping workers an earlier cluster left: %s\n",
+            fprintf(stderr,
+                    "ferry shutdown: stopping workers an earlier cluster left: %s\n",
                     list);
             if (cli_leftovers_stop(left, k, (double)(grace >= 0 ? grace : 5000)) < k) {
                 cli_err("shutdown", "some of them could not be stopped");

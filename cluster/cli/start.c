@@ -344,7 +344,8 @@ static int stop_leftovers(const cli_home *h)
             n, list);
     size_t gone = cli_leftovers_stop(pids, n, 3000);
     if (gone < n) {
-        cli_err("start", "%zu of them could not be stopped: see `ferry status`", n - gone);
+        cli_err("start", "%zu of them could not be stopped: see `ferry status`",
+                n - gone);
         return CLI_FAIL;
     }
     return 0;

@@ -114,11 +114,13 @@ static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
         if (crash_loop(h, &w[i], &r)) {
             char loop[160];
             cli_restarts_describe(&r, cli_wall_ms(), loop, sizeof loop);
-            printf(",\"crash_loop\":{\"crashes\":%d,\"window_s\":%.1f,\"next_try_s\":%.1f,"
-                   "\"text\":",
-                   r.crashes, (double)r.window_ms / 1e3,
-                   r.next_try_ms > cli_wall_ms() ? (double)(r.next_try_ms - cli_wall_ms()) / 1e3
-                                                 : 0.0);
+            printf(
+                ",\"crash_loop\":{\"crashes\":%d,\"window_s\":%.1f,\"next_try_s\":%.1f,"
+                "\"text\":",
+                r.crashes, (double)r.window_ms / 1e3,
+                r.next_try_ms > cli_wall_ms()
+                    ? (double)(r.next_try_ms - cli_wall_ms()) / 1e3
+                    : 0.0);
             json_str(stdout, loop);
             printf(",\"last_crash\":");
             json_str(stdout, r.last_crash);
@@ -137,23 +139,26 @@ static void no_cluster(const cli_home *h, bool json)
 {
     int ranks[CONF_MAX_WORKERS];
     pid_t pids[CONF_MAX_WORKERS];
-    size_t n = conf_lock_held(h->dir) ? 0 : cli_leftovers(h, ranks, pids, CONF_MAX_WORKERS);
+    size_t n =
+        conf_lock_held(h->dir) ? 0 : cli_leftovers(h, ranks, pids, CONF_MAX_WORKERS);
     char list[2048] = "", why[CLI_PATH_MAX + 2600];
     cli_leftovers_list(ranks, pids, n, list, sizeof list);
     if (conf_lock_held(h->dir))
-        snprintf(why, sizeof why,
-                 "a cluster is starting or stopping under FERRY_HOME=%s: its state is not "
-                 "there (yet)",
-                 h->dir);
+        snprintf(
+            why, sizeof why,
+            "a cluster is starting or stopping under FERRY_HOME=%s: its state is not "
+            "there (yet)",
+            h->dir);
     else if (n)
         snprintf(why, sizeof why,
                  "no cluster is running under FERRY_HOME=%s: its supervisor is gone, but "
                  "%zu of its workers still run: %s; `ferry shutdown` stops them",
                  h->dir, n, list);
     else
-        snprintf(why, sizeof why,
-                 "no cluster is running under FERRY_HOME=%s: start one with `ferry start N`",
-                 h->dir);
+        snprintf(
+            why, sizeof why,
+            "no cluster is running under FERRY_HOME=%s: start one with `ferry start N`",
+            h->dir);
     if (json) {
         printf("{\"ferry_home\":");
         json_str(stdout, h->dir);

@@ -34,8 +34,7 @@ void sv_log(supervisor *sv, const char *fmt, ...)
     time_t t = time(NULL);
     struct tm tm;
     char line[1024];
-    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S",
-                          localtime_r(&t, &tm));
+    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
     n += snprintf(line + n, sizeof line - (size_t)n, " supervisor[%d]: ", (int)getpid());
     va_list ap;
     va_start(ap, fmt);
@@ -348,7 +347,8 @@ static int spawn_worker(sv_worker *w)
     rc = uv_spawn(&sv->loop, proc, &po);
     close(fd);
     if (rc) {
-        sv_log(sv, "worker %d: cannot start %s: %s", w->rank, sv->o->exe, uv_strerror(rc));
+        sv_log(sv, "worker %d: cannot start %s: %s", w->rank, sv->o->exe,
+               uv_strerror(rc));
         /* uv_spawn leaves a handle to close even when it fails. */
         uv_close((uv_handle_t *)proc, free_handle);
         close_output(w);

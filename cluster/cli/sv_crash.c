@@ -66,7 +66,8 @@ void sv_last_log_line(const sv_worker *w, char *buf, size_t len)
 static void why_killed(int signo, char *buf, size_t len)
 {
     if (signo == SIGKILL)
-        snprintf(buf, len, "killed by SIGKILL, not by ferry: the OOM killer or a kill -9");
+        snprintf(buf, len,
+                 "killed by SIGKILL, not by ferry: the OOM killer or a kill -9");
     else
         snprintf(buf, len, "killed by signal %d (SIG%s)", signo, sigabbrev_np(signo));
 }
@@ -107,7 +108,8 @@ void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t
      * had none. */
     if (!signo && !w->silent_ms) {
         sv_last_log_line(w, last, sizeof last);
-        snprintf(text, len, "%s; its log's last line: %s", what, last[0] ? last : "(none)");
+        snprintf(text, len, "%s; its log's last line: %s", what,
+                 last[0] ? last : "(none)");
     } else {
         snprintf(text, len, "%s", what);
     }

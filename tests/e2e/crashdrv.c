@@ -90,6 +90,6 @@ static int drive(ferry_driver_t *drv)
 
 FERRY_TASK(.name = "crashdrv",
            .functions = FERRY_FUNCTIONS({"echo", echo}, {"segv", segv}, {"abort", die},
-                                        {"exit", quit}, {"exit0", quit0}, {"shout", shout},
-                                        {"fail", fail}),
+                                        {"exit", quit}, {"exit0", quit0},
+                                        {"shout", shout}, {"fail", fail}),
            .driver = drive);

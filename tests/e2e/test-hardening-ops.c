@@ -205,7 +205,8 @@ static void interrupt_start(int sig)
 {
     /* A worker that never answers keeps start waiting: the attached one. */
     char text[256];
-    snprintf(text, sizeof text, "[workers]\nworker = 127.0.0.1:%d\nattach = 127.0.0.1:%d\n",
+    snprintf(text, sizeof text,
+             "[workers]\nworker = 127.0.0.1:%d\nattach = 127.0.0.1:%d\n",
              tcom_free_port(), tcom_free_port());
     const char *cfg = e2e_write_file(sig == SIGINT ? "int.ini" : "term.ini", text);
     pid_t start = e2e_spawn("start", "--config", cfg, "--timeout-ms", "60000", NULL);
@@ -285,8 +286,9 @@ Test(e2e_ops, two_names_of_one_worker_are_refused_naming_both_lines)
     e2e_ferry(&r, E2E_CMD_MS, "start", "--config", cfg, NULL);
     E2E_EXPECT(&r, 2);
     char want[700];
-    snprintf(want, sizeof want, "%s:3: worker 'localhost:%d' is worker '127.0.0.1:%d' of line 2",
-             cfg, port, port);
+    snprintf(want, sizeof want,
+             "%s:3: worker 'localhost:%d' is worker '127.0.0.1:%d' of line 2", cfg, port,
+             port);
     cr_assert(e2e_has(r.err, want), "%s", r.err);
     e2e_run_fini(&r);
     cr_assert(e2e_supervisor_pid() == 0, "something started");
@@ -335,7 +337,8 @@ Test(e2e_ops, operator_mistakes_get_messages_that_name_them)
 Test(e2e_ops, a_start_that_times_out_names_its_timeout_and_prints_no_worker_lines)
 {
     char text[256];
-    snprintf(text, sizeof text, "[workers]\nworker = 127.0.0.1:%d\nattach = 127.0.0.1:%d\n",
+    snprintf(text, sizeof text,
+             "[workers]\nworker = 127.0.0.1:%d\nattach = 127.0.0.1:%d\n",
              tcom_free_port(), tcom_free_port());
     const char *cfg = e2e_write_file("timeout.ini", text);
     e2e_run r;
@@ -401,8 +404,8 @@ Test(e2e_ops, a_relative_data_dir_is_submits_and_a_fifo_in_it_fails_at_once)
         cr_assert(mkfifo(path, 0600) == 0);
     }
     e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("mlp"), "--epochs", "1", "--data", "data",
-              NULL);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("mlp"), "--epochs", "1", "--data",
+              "data", NULL);
     cr_assert(chdir(here) == 0);
     E2E_EXPECT(&r, 1);
     char want[700];
@@ -503,8 +506,8 @@ Test(e2e_ops, submit_names_a_directory_a_fifo_an_oversized_module_and_a_bad_seed
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("mlp"), "--seed", "99999999999999999999",
               NULL);
     E2E_EXPECT(&r, 2);
-    cr_assert(e2e_has(r.err, "--seed: expected a seed from 0 to 9223372036854775807"), "%s",
-              r.err);
+    cr_assert(e2e_has(r.err, "--seed: expected a seed from 0 to 9223372036854775807"),
+              "%s", r.err);
     e2e_run_fini(&r);
     shutdown_leaves_nothing(sup, NULL, 0);
 }
