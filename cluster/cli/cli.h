@@ -13,6 +13,7 @@
  *   procs.c       pid and port files, liveness, stopping a supervisor
  *   status.c      `ferry status`
  *   submit.c      `ferry submit`: ship a module, run its driver
+ *   modfile.c     reading the module file submit was given, and its size limit
  *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up
  *
  * FERRY_HOME layout (see home.c):

@@ -218,8 +218,12 @@ static void on_exit_(uv_process_t *proc, int64_t status, int signo)
         maybe_finish(sv);
         return;
     }
-    if (signo == 0 && status == 0 && sv_asked_to_stop(w)) {
-        sv_log(sv, "worker %d stopped as asked", w->rank);
+    /* Asked to stop, it is not restarted however it ended: a worker whose
+     * calls ignored the cancellation exits with status 1 at the end of the
+     * grace, and that is still the stop someone wanted. */
+    if (sv_asked_to_stop(w)) {
+        sv_log(sv, "worker %d stopped as asked (status %d, signal %d)", w->rank,
+               (int)status, signo);
         /* The last of a `ferry shutdown`: a crash-looping worker's pending
          * restart would outlive its cluster. */
         if (sv->running == 0)
