@@ -30,6 +30,7 @@
 #include "stats.h"
 #include "train_blas.h"
 #include "train_async.h"
+#include "train_gpu.h"
 #include "train_run.h"
 #include "train_sync.h"
 
@@ -37,6 +38,9 @@
 
 #ifndef BENCH_TORCH_SCRIPT
 #define BENCH_TORCH_SCRIPT "bench/train_torch.py"
+#endif
+#ifndef BENCH_TORCH_GPU_SCRIPT
+#define BENCH_TORCH_GPU_SCRIPT "bench/train_torch_gpu.py"
 #endif
 #ifndef BENCH_DDP_SCRIPT
 #define BENCH_DDP_SCRIPT "bench/train_ddp.py"
@@ -59,6 +63,7 @@ typedef struct bench_cfg {
     bool cnn_on, torch_on, submit_on, sync, async;
     int period_ms; /* --async: the straggler's duty-cycle period */
     int epochs;    /* --epochs, 0: the default */
+    const char *device; /* --device: NULL (the cpu benchmark) or "cuda[:N]" */
     const char *python, *script;
     char mlp_so[PATH_MAX], cnn_so[PATH_MAX], ferry_bin[PATH_MAX];
 } bench_cfg;
@@ -67,7 +72,8 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: train [--quick] [--sync | --async [--period-ms MS]] [--epochs N]\n"
+        "usage: train [--quick] [--sync | --async [--period-ms MS] | --device cuda]\n"
+        "             [--epochs N]\n"
         "             [--no-cnn] [--no-pytorch] [--python PATH] [--help]\n"
         "\n"
         "Trains ferry's tasks/mlp (784-256-128-10) on Fashion-MNIST in this process\n"
@@ -95,6 +101,12 @@ static void usage(FILE *f)
         "                rank 3 stopped 2/3 of every period (SIGSTOP/SIGCONT): time to\n"
         "                0.84 test accuracy, accuracy after 3 epochs (with --quick:\n"
         "                1 epoch, sync and async only, a few minutes)\n"
+        "  --device cuda instead: ferry against PyTorch eager on the same GPU, mlp\n"
+        "                and cnn at batch 128 and 1024, fp32 and bf16 (PyTorch AMP),\n"
+        "                both holding the data on the GPU (bench/train_torch_gpu.py,\n"
+        "                cudnn.benchmark on): samples/s and the ratios; every line\n"
+        "                skipped, with the reason, where no GPU is visible (with\n"
+        "                --quick: fp32 at batch 128, 1 epoch)\n"
         "  --period-ms MS  the straggler's duty-cycle period (default 30)\n"
         "  --epochs N    MLP and CNN epochs (default 5; --async: 3)\n"
         "  --no-cnn      skip the CNN\n"
@@ -112,6 +124,12 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
             c->quick = true;
         } else if (strcmp(a, "--sync") == 0) {
             c->sync = true;
+        } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
+            c->device = argv[++i];
+            if (strcmp(c->device, "cpu") == 0)
+                c->device = NULL; /* the default benchmark */
+            else if (strncmp(c->device, "cuda", 4) != 0)
+                bench_die("--device takes cpu, cuda or cuda:N");
         } else if (strcmp(a, "--async") == 0) {
             c->async = true;
         } else if (strcmp(a, "--period-ms") == 0 && i + 1 < argc) {
@@ -345,6 +363,29 @@ int main(int argc, char **argv)
     setenv("OMP_NUM_THREADS", "1", 1);
     openblas_set_num_threads(1);
 
+    if (c.device) {
+        /* A bundle (tests/gpu/pack.sh) carries the script beside this
+         * executable, away from the source tree it was built from. */
+        char script[PATH_MAX] = BENCH_TORCH_GPU_SCRIPT;
+        if (access(script, R_OK) != 0)
+            build_path(script, "bench/train_torch_gpu.py");
+        bench_gpu_cfg g = {
+            .quick = c.quick,
+            .epochs = c.epochs  ? c.epochs
+                      : c.quick ? 1
+                                : TARGET_EPOCHS,
+            .device = c.device,
+            .mlp_so = c.mlp_so,
+            .cnn_so = c.cnn_so,
+            .python = c.python,
+            .script = script,
+            .torch_on = c.torch_on,
+        };
+        int n = bench_train_gpu(&g);
+        bench_log("bench/train --device %s: %d target(s) missed; %.1f s", c.device, n,
+                  (double)(bench_now_ns() - t_start) * 1e-9);
+        return 0;
+    }
     if (c.async) {
         bench_async_cfg a = {
             .quick = c.quick,

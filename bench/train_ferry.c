@@ -1,7 +1,9 @@
-/* bench/train — ferry's trainer, in process, on the cpu device: what
+/* bench/train — ferry's trainer, in process, on the cpu or a GPU: what
  * `ferry submit` runs on its worker, without the network around it. */
 #include <stdio.h>
 #include <string.h>
+
+#include <ferry/error.h>
 
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
@@ -31,6 +33,7 @@ static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_op
         /* `ferry submit`'s default recipe: the rate decays over the run. */
         .epochs = o->epochs,
         .cosine = true,
+        .precision = (rt_precision)o->precision,
     };
     int rc = 0;
     if (o->train_samples || o->test_samples) {
@@ -48,6 +51,10 @@ static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_op
     rt_trainer *t;
     if ((rc = rt_trainer_create(m, dev, &to, &t, err, sizeof err))) {
         bench_log("bench/train: cannot create the trainer: %s", err);
+        if (rc == FERRY_ENOTSUP) { /* a precision this device lacks */
+            snprintf(out->skipped, sizeof out->skipped, "%s", err);
+            rc = 0;
+        }
         goto out;
     }
     if (between)
@@ -96,8 +103,9 @@ int bench_ferry_train(const char *so, const bench_run_opts *o, void (*between)(v
     ferry_device_t *dev = NULL;
     if (!m) {
         bench_log("bench/train: %s has no model", so);
-    } else if (rt_device_open("cpu", &dev, err, sizeof err)) {
-        bench_log("bench/train: cpu device: %s", err);
+    } else if (rt_device_open(o->device ? o->device : "cpu", &dev, err, sizeof err)) {
+        snprintf(out->skipped, sizeof out->skipped, "%s", err);
+        rc = 0;
     } else {
         snprintf(out->device, sizeof out->device, "%s", dev->description);
         rc = train(m, dev, o, between, arg, out);

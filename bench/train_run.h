@@ -10,6 +10,8 @@
 #define BENCH_MAX_EPOCHS 32
 
 typedef struct bench_run_opts {
+    const char *device; /* what ferry trains on: NULL or "cpu", "cuda" */
+    int precision;      /* ferry's rt_precision (0: fp32) */
     int epochs;
     int batch;
     float lr, momentum;
@@ -33,9 +35,10 @@ typedef struct bench_run {
     char skipped[256];
 } bench_run;
 
-/* Trains the model of the task module at `so` with ferry's trainer on the
- * cpu device in this process, SGD with momentum. The BLAS thread count is the
- * caller's. `between` (NULL: none) runs before the first epoch and after
+/* Trains the model of the task module at `so` with ferry's trainer on
+ * o->device (NULL: the cpu) in this process, SGD with momentum, at
+ * o->precision. The BLAS thread count is the caller's. A device that cannot
+ * be opened gives 0 with out->skipped saying why. `between` (NULL: none) runs before the first epoch and after
  * each, outside the timed parts: a baseline measured there sees the same
  * machine as the epochs beside it. Returns 0, or -1 with the reason printed. */
 int bench_ferry_train(const char *so, const bench_run_opts *o, void (*between)(void *),
@@ -48,6 +51,13 @@ int bench_ferry_train(const char *so, const bench_run_opts *o, void (*between)(v
  * epochs, or -1 when the script failed otherwise. */
 int bench_pytorch_train(const char *python, const char *script, int threads,
                         const bench_run_opts *o, bench_run *out);
+
+/* Runs `script` (bench/train_torch_gpu.py) with `python` on the GPU for
+ * `model` ("mlp" or "cnn"), under bfloat16 autocast when `amp`, and reads
+ * its epochs. Returns as bench_pytorch_train (out->skipped: no interpreter,
+ * no torch, or no GPU). */
+int bench_pytorch_gpu_train(const char *python, const char *script, const char *model,
+                            bool amp, const bench_run_opts *o, bench_run *out);
 
 /* What `ferry submit MODULE --epochs E --json` reported, and how long the
  * whole command took (connect, ship, load the data, train, evaluate). */

@@ -58,6 +58,7 @@ typedef struct cli_train_opts {
     double lr, momentum, weight_decay;
     uint64_t seed;
     const char *data_dir; /* NULL: the worker's default */
+    const char *precision; /* "fp32" (the default), "tf32" or "bf16" */
     bool json;
     bool classifier; /* the model's kind: reports accuracy */
     /* Where it trains: "single" (worker 0), "sync" (data-parallel over the

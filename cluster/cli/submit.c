@@ -43,6 +43,8 @@ static const char usage[] =
     "      --data DIR          where the workers find Fashion-MNIST (default\n"
     "                          /usr/share/datasets/fashion-mnist); a relative\n"
     "                          DIR is taken from the current directory\n"
+    "      --precision P       fp32 (the default), tf32 (a GPU's TF32 tensor\n"
+    "                          cores) or bf16; the cpu takes fp32 only\n"
     "\n"
     "distributed training:\n"
     "      --mode MODE         sync: synchronous data parallelism, each worker\n"
@@ -97,6 +99,7 @@ enum {
     OPT_WEIGHT_DECAY,
     OPT_SEED,
     OPT_DATA,
+    OPT_PRECISION,
     OPT_MODE,
     OPT_WORKERS,
     OPT_GRAD_COMPRESSION,
@@ -130,6 +133,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
         {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
         {"seed", required_argument, NULL, OPT_SEED},
         {"data", required_argument, NULL, OPT_DATA},
+        {"precision", required_argument, NULL, OPT_PRECISION},
         {"mode", required_argument, NULL, OPT_MODE},
         {"workers", required_argument, NULL, OPT_WORKERS},
         {"grad-compression", required_argument, NULL, OPT_GRAD_COMPRESSION},
@@ -152,6 +156,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
                           .momentum = 0.9,
                           .seed = 1,
                           .grad_compression = "none",
+                          .precision = "fp32",
                           .staleness = -1,
                           .algo = "downpour"};
     *trained = false;
@@ -221,6 +226,13 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained)
             break;
         case OPT_DATA:
             o->data_dir = optarg;
+            break;
+        case OPT_PRECISION:
+            name = "--precision";
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 &&
+                strcmp(optarg, "bf16") != 0)
+                bad = "fp32, tf32 or bf16";
+            o->precision = optarg;
             break;
         case OPT_MODE:
             name = "--mode";

@@ -92,9 +92,9 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
     json_str(stdout, task);
     printf(",\"device\":");
     json_str(stdout, b->device);
-    printf(",\"mode\":\"%s\",\"workers\":%d,\"grad_compression\":", mode, workers);
-    json_str(stdout, o->grad_compression);
-    printf(",\"buckets\":%u", b->buckets);
+    printf(",\"precision\":");
+    json_str(stdout, o->precision ? o->precision : "fp32");
+    printf(",\"mode\":\"%s\",\"workers\":%d", mode, workers);
     printf(",\"epochs\":%d,\"batch\":%d,\"optimizer\":", o->epochs, o->batch);
     json_str(stdout, o->optimizer);
     printf(",\"schedule\":");
@@ -106,9 +106,15 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
            last->train_loss, last->test_loss, last->test_accuracy);
     printf(",\"samples_per_s\":%.1f,\"train_s\":%.3f,\"wall_s\":%.3f",
            t->train_s > 0 ? t->samples / t->train_s : 0.0, t->train_s, wall_s);
-    printf(",\"allreduce_s\":%.3f,\"compute_s\":%.3f,\"allreduce_share\":%.4f",
-           t->allreduce_s, t->compute_s, t->train_s > 0 ? t->allreduce_s / t->train_s : 0.0);
-    if (arun) {
+    if (!arun) {
+        /* The all-reduce fields mean nothing in async mode, which has none. */
+        printf(",\"grad_compression\":");
+        json_str(stdout, o->grad_compression);
+        printf(",\"buckets\":%u", b->buckets);
+        printf(",\"allreduce_s\":%.3f,\"compute_s\":%.3f,\"allreduce_share\":%.4f",
+               t->allreduce_s, t->compute_s,
+               t->train_s > 0 ? t->allreduce_s / t->train_s : 0.0);
+    } else {
         uint64_t smin, smed, smax;
         cli_async_staleness(arun, &smin, &smed, &smax);
         printf(",\"algo\":");
@@ -213,6 +219,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         a->epochs = (uint32_t)o->epochs;
         a->schedule = (char *)o->schedule;
         a->data_dir = data;
+        a->precision = (char *)(o->precision ? o->precision : "");
         if (k > 1) {
             a->rank = (uint32_t)r;
             a->world = (uint32_t)k;

@@ -7,6 +7,8 @@
  *   loader.c   sharding by rank, per-epoch shuffling from a seed, and a
  *              prefetch thread that gathers the next batch while the model
  *              computes on the current one
+ *   devset.c   the loader's device side: a set copied to a device once,
+ *              batches gathered there
  *   dataset.c  a set by name; freeing one
  *   rng.c      the seeded generator the shuffles and the linear set draw
  *              from (data_int.h)
@@ -18,6 +20,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <ferry/device.h>
 
 /* Where Debian's dataset-fashion-mnist puts the files. */
 #define RT_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -88,9 +92,17 @@ void rt_dataset_free(rt_dataset *ds);
  * 64-byte aligned. */
 typedef struct rt_batch_host {
     int n;
-    const float *x;
-    const int32_t *labels; /* NULL for a regression set */
-    const float *targets;  /* NULL for a classification set */
+    const float *x;        /* NULL from an index_only loader */
+    const int32_t *labels; /* NULL for a regression set (or index_only) */
+    const float *targets;  /* NULL for a classification set (or index_only) */
+    /* Where the batch lies in its set, for a copy of the set held elsewhere
+     * (rt_devset): its samples are perm[pos .. pos + n) of the epoch's
+     * permutation of `set` (perm_n entries, rewritten by the next
+     * rt_loader_begin, which also changes epoch_id). */
+    const rt_dataset *set;
+    const uint32_t *perm;
+    size_t perm_n, pos;
+    uint64_t epoch_id;
 } rt_batch_host;
 
 typedef struct rt_loader_opts {
@@ -98,6 +110,9 @@ typedef struct rt_loader_opts {
     int rank, world; /* this rank takes its slice of every global batch */
     uint64_t seed;   /* the shuffle of epoch e is drawn from (seed, e) */
     bool shuffle;    /* false: dataset order (evaluation) */
+    /* Batches carry their positions only (x, labels, targets NULL): the
+     * samples are gathered elsewhere, from a copy of the set (rt_devset). */
+    bool index_only;
 } rt_loader_opts;
 
 /* Global batch i of epoch e holds the samples at positions
@@ -127,5 +142,33 @@ int rt_loader_begin(rt_loader *l, int epoch);
 const rt_batch_host *rt_loader_next(rt_loader *l);
 /* Stops the prefetch thread and frees. NULL: no-op. */
 void rt_loader_destroy(rt_loader *l);
+
+/* ---- the loader's device side ------------------------------------------------ */
+
+/* A copy of a set in a device's memory, with the epoch's permutation beside
+ * it, from which batches are gathered on the device (a gather kernel on a
+ * GPU) by the positions an index_only loader hands out: the data crosses
+ * to the device once per session, not once per step. */
+typedef struct rt_devset rt_devset;
+
+/* Bytes a device copy of `ds` takes (samples, labels or targets, and the
+ * permutation). */
+size_t rt_devset_bytes(const rt_dataset *ds);
+/* Copies `ds` (borrowed: it must outlive the devset) to `dev` when it fits:
+ * rt_devset_bytes at most half the device's free memory, the rest left to
+ * the model, its workspace and other processes. FERRY_ENOSPC (with the
+ * sizes in err) when it does not, FERRY_ENOMEM, or the device's error. */
+int rt_devset_create(ferry_device_t *dev, const rt_dataset *ds, rt_devset **out, char *err,
+                     size_t errlen);
+/* Whether the batch `hb` comes from the set this devset copies. */
+bool rt_devset_serves(const rt_devset *s, const rt_batch_host *hb);
+/* Gathers `hb` (from an index_only loader over the devset's set) into the
+ * device buffers x (n x features) and labels or targets; the epoch's
+ * permutation is uploaded when hb starts a new one. Issued on the device;
+ * 0 or the device's error. */
+int rt_devset_batch(rt_devset *s, const rt_batch_host *hb, float *x, int32_t *labels,
+                    float *targets);
+/* Frees the device memory. NULL: no-op. */
+void rt_devset_destroy(rt_devset *s);
 
 #endif

@@ -89,6 +89,10 @@ static void gather(rt_loader *l, size_t step, slot *s)
         ds->n - gstart < (size_t)l->o.batch ? ds->n - gstart : (size_t)l->o.batch;
     size_t start, len;
     rank_slice(gsize, l->o.rank, l->o.world, &start, &len);
+    s->batch.n = (int)len;
+    s->batch.pos = gstart + start;
+    if (l->o.index_only)
+        return;
     const uint32_t *idx = l->perm + gstart + start;
     size_t f = (size_t)ds->features, out = (size_t)ds->outputs;
     for (size_t i = 0; i < len; i++)
@@ -100,7 +104,6 @@ static void gather(rt_loader *l, size_t step, slot *s)
         for (size_t i = 0; i < len; i++)
             memcpy(s->targets + i * out, ds->targets + (size_t)idx[i] * out,
                    out * sizeof(float));
-    s->batch.n = (int)len;
 }
 
 static void *prefetch_main(void *arg)
@@ -156,8 +159,16 @@ static int alloc_slots(rt_loader *l)
 {
     const rt_dataset *ds = l->ds;
     size_t rows = l->rows_max ? l->rows_max : 1;
+    l->perm = malloc((ds->n ? ds->n : 1) * sizeof *l->perm);
+    if (!l->perm)
+        return FERRY_ENOMEM;
     for (int i = 0; i < LOADER_SLOTS; i++) {
         slot *s = &l->slots[i];
+        s->batch.set = ds;
+        s->batch.perm = l->perm;
+        s->batch.perm_n = ds->n;
+        if (l->o.index_only)
+            continue;
         s->x = rt_data_alloc(rows * (size_t)ds->features * sizeof(float));
         if (!s->x)
             return FERRY_ENOMEM;
@@ -170,8 +181,7 @@ static int alloc_slots(rt_loader *l)
         s->batch.labels = s->labels;
         s->batch.targets = s->targets;
     }
-    l->perm = malloc((ds->n ? ds->n : 1) * sizeof *l->perm);
-    return l->perm ? 0 : FERRY_ENOMEM;
+    return 0;
 }
 
 /* The prefetch thread takes no asynchronous signal: those belong to the
@@ -280,6 +290,7 @@ const rt_batch_host *rt_loader_next(rt_loader *l)
     while (l->ready[k % LOADER_SLOTS] != k + 1)
         pthread_cond_wait(&l->to_caller, &l->mu);
     l->taken = k + 1;
+    s->batch.epoch_id = l->gen;
     pthread_mutex_unlock(&l->mu);
     return &s->batch;
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ferry/error.h>
+
 #include "cuda_backend.h"
 #include "device.h"
 #include "config/config.h"
@@ -21,6 +23,7 @@ static struct {
     pthread_once_t once;
     rt_cuda_open_fn open;
     rt_cuda_close_fn close;
+    const rt_device_ext_t *ext;
     char why[512]; /* why it could not be loaded */
 } cuda = {.once = PTHREAD_ONCE_INIT};
 
@@ -36,10 +39,22 @@ static bool try_load(const char *path)
     }
     cuda.open = (rt_cuda_open_fn)(uintptr_t)dlsym(h, RT_CUDA_OPEN_SYMBOL);
     cuda.close = (rt_cuda_close_fn)(uintptr_t)dlsym(h, RT_CUDA_CLOSE_SYMBOL);
-    if (!cuda.open || !cuda.close) {
-        snprintf(cuda.why, sizeof cuda.why, "%s: not a ferry cuda backend (no %s)", path,
-                 RT_CUDA_OPEN_SYMBOL);
+    cuda.ext = dlsym(h, RT_CUDA_EXT_SYMBOL);
+    if (cuda.ext && (cuda.ext->version != RT_DEVICE_EXT_VERSION ||
+                     cuda.ext->size != sizeof(rt_device_ext_t))) {
+        snprintf(cuda.why, sizeof cuda.why,
+                 "%s: a cuda backend of another ferry (extension version %u size %u)",
+                 path, cuda.ext->version, cuda.ext->size);
         cuda.open = NULL;
+        cuda.ext = NULL;
+        dlclose(h);
+        return false;
+    }
+    if (!cuda.open || !cuda.close || !cuda.ext) {
+        snprintf(cuda.why, sizeof cuda.why, "%s: not a ferry cuda backend (no %s, %s or %s)",
+                 path, RT_CUDA_OPEN_SYMBOL, RT_CUDA_CLOSE_SYMBOL, RT_CUDA_EXT_SYMBOL);
+        cuda.open = NULL;
+        cuda.ext = NULL;
         dlclose(h);
         return false;
     }
@@ -119,6 +134,32 @@ int rt_device_open(const char *want, ferry_device_t **out, char *err, size_t err
     snprintf(err, errlen, "unknown device '%s' (expected cpu, cuda, cuda:N or auto)",
              want);
     return FERRY_EINVAL;
+}
+
+const rt_device_ext_t *rt_device_ext(const ferry_device_t *dev)
+{
+    /* A cuda device exists only once the backend loaded, ext with it. */
+    return dev->kind == FERRY_DEVICE_CUDA && cuda.ext ? cuda.ext : &rt_cpu_ext;
+}
+
+static const char *const precision_names[] = {
+    [RT_PREC_FP32] = "fp32", [RT_PREC_TF32] = "tf32", [RT_PREC_BF16] = "bf16"};
+
+int rt_precision_parse(const char *name, rt_precision *out)
+{
+    for (int i = 0; i < (int)(sizeof precision_names / sizeof *precision_names); i++)
+        if (name && strcmp(name, precision_names[i]) == 0) {
+            *out = (rt_precision)i;
+            return 0;
+        }
+    return FERRY_EINVAL;
+}
+
+const char *rt_precision_name(rt_precision p)
+{
+    return (unsigned)p < sizeof precision_names / sizeof *precision_names
+               ? precision_names[p]
+               : "?";
 }
 
 void rt_device_close(ferry_device_t *dev)

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <ferry/device.h>
 
@@ -32,17 +33,57 @@ bool rt_device_name_ok(const char *name);
 /* Frees the device and everything it allocated. NULL: no-op. */
 void rt_device_close(ferry_device_t *dev);
 
+/* ---- what the runtime asks of a device beyond <ferry/device.h> ------------ */
+
+/* What products and convolutions compute in (`--precision`). fp32 is plain
+ * float32 everywhere; tf32 lets cuBLAS and cuDNN use TF32 tensor cores
+ * (inputs rounded to 10 mantissa bits, float32 sums); bf16 is mixed
+ * precision (not implemented yet: every device refuses it). */
+typedef enum rt_precision { RT_PREC_FP32 = 0, RT_PREC_TF32 = 1, RT_PREC_BF16 = 2 } rt_precision;
+
+/* "fp32", "tf32", "bf16" -> 0 with *out set; FERRY_EINVAL for anything else. */
+int rt_precision_parse(const char *name, rt_precision *out);
+const char *rt_precision_name(rt_precision p);
+
+/* Ops only the runtime uses (the loader's device side, the trainer's
+ * precision), kept out of the plugin ABI. Same rules as the ops table: one
+ * thread at a time, issued in order with the device's other work. */
+typedef struct rt_device_ext {
+    uint32_t version, size;
+    /* Free and total bytes of the device's memory (the cpu: the host's
+     * available and physical memory). 0 or FERRY_E*. */
+    int (*mem_info)(ferry_device_t *dev, size_t *free_bytes, size_t *total_bytes);
+    /* Row i of dst = row idx[i] of src, for i < rows, rows of row_bytes each
+     * (a multiple of 4); dst, src and idx are the device's memory, and the
+     * indices are trusted to lie in src. Asynchronous like the ops: returns
+     * a failure to issue (FERRY_EINVAL for a row_bytes not a multiple of 4),
+     * later failures come with sync. */
+    int (*gather)(ferry_device_t *dev, void *dst, const void *src, const uint32_t *idx,
+                  size_t rows, size_t row_bytes);
+    /* Sets the precision of every later gemm and convolution. 0, or
+     * FERRY_ENOTSUP with the reason in err when the device cannot. */
+    int (*set_precision)(ferry_device_t *dev, rt_precision p, char *err, size_t errlen);
+} rt_device_ext_t;
+
+#define RT_DEVICE_EXT_VERSION 1u
+
+/* The extension table of an open device; never NULL. */
+const rt_device_ext_t *rt_device_ext(const ferry_device_t *dev);
+
 /* ---- the backends' entry points (device.c calls them) --------------------- */
 
 /* cpu/: never fails but for memory. */
 int rt_cpu_open(ferry_device_t **out, char *err, size_t errlen);
 void rt_cpu_close(ferry_device_t *dev);
+extern const rt_device_ext_t rt_cpu_ext;
 
 /* cuda/: exported by ferry-cuda.so under these names (dlsym). open returns
  * FERRY_ENODEV with a reason ("no GPU visible: cudaGetDeviceCount: ...")
  * when the device cannot be used; it never crashes for want of a GPU. */
 #define RT_CUDA_OPEN_SYMBOL  "ferry_cuda_open"
 #define RT_CUDA_CLOSE_SYMBOL "ferry_cuda_close"
+/* The backend's rt_device_ext_t, a data symbol. */
+#define RT_CUDA_EXT_SYMBOL "ferry_cuda_ext"
 typedef int (*rt_cuda_open_fn)(int index, ferry_device_t **out, char *err, size_t errlen);
 typedef void (*rt_cuda_close_fn)(ferry_device_t *dev);
 

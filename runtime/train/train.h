@@ -27,6 +27,7 @@
 #include "runtime/data/data_int.h"
 #include "runtime/collective/collective.h"
 #include "runtime/ps/ps.h"
+#include "runtime/device/device.h"
 
 /* ---- the model's context ---------------------------------------------------- */
 
@@ -132,6 +133,13 @@ typedef struct rt_train_opts {
     /* Training and test sets to use instead of loading the model's dataset
      * (tests); both or neither. Not owned. */
     const rt_dataset *train_set, *test_set;
+    /* What products and convolutions compute in (RT_PREC_FP32, the zero
+     * value, by default); a device that cannot is an error saying why. */
+    rt_precision precision;
+    /* A GPU holds the sets in its memory when they fit (see rt_devset) and
+     * gathers batches there; true keeps them on the host and uploads each
+     * batch (benchmarks, tests). The cpu always reads them in place. */
+    bool host_batches;
 
     /* Asynchronous training (with a store and world > 1): this rank holds
      * its shards of the parameters in `ps_store` (not owned) and pulls from

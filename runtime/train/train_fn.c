@@ -99,6 +99,9 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         .eval_batch = (int)(a->eval_batch > 1 << 16 ? 1 << 16 : a->eval_batch),
     };
     o.epochs = (int)(a->epochs > 1000000 ? 1000000 : a->epochs);
+    if (a->precision[0] && rt_precision_parse(a->precision, &o.precision) != 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown precision '%s' (fp32, tf32 or bf16)",
+                            a->precision);
     o.cosine = strcmp(a->schedule, "cosine") == 0;
     if (a->schedule[0] && !o.cosine && strcmp(a->schedule, "constant") != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,

@@ -139,6 +139,21 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     return rc;
 }
 
+/* A GPU keeps each set in its memory when it fits (rt_devset): the steps
+ * then gather their batches on the device instead of waiting on a copy from
+ * the host. When one does not fit, its batches are uploaded as before. */
+static void keep_sets_on_device(rt_trainer *t)
+{
+    if (t->dev->kind == FERRY_DEVICE_CPU || t->o.host_batches)
+        return;
+    for (int i = 0; i < 2; i++) {
+        char why[256] = "";
+        int rc = rt_devset_create(t->dev, t->set[i], &t->dset[i], why, sizeof why);
+        fprintf(stderr, "train: the %s set %s%s\n", i ? "test" : "training",
+                rc ? "stays on the host: " : "is held on the device", rc ? why : "");
+    }
+}
+
 int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_train_opts *o,
                       rt_trainer **out, char *err, size_t errlen)
 {
@@ -158,7 +173,9 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     rt_optim_defaults(&t->o.optim);
     int local = (t->o.batch + t->o.world - 1) / t->o.world;
     int batch_max = local > t->o.eval_batch ? local : t->o.eval_batch;
-    int rc = rt_model_ctx_init(&t->mc, m, dev, batch_max, o->seed, err, errlen);
+    int rc = rt_device_ext(dev)->set_precision(dev, o->precision, err, errlen);
+    if (rc == 0)
+        rc = rt_model_ctx_init(&t->mc, m, dev, batch_max, o->seed, err, errlen);
     if (rc == 0)
         rc = load_sets(t, err, errlen);
     if (rc == 0)
@@ -168,11 +185,14 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     if (rc == 0 && (rc = rt_optim_create(dev, &t->o.optim, t->plen, &t->opt)))
         snprintf(err, errlen, "cannot create the %s optimizer: %s",
                  rt_optim_name(t->o.optim.kind), ferry_strerror(rc));
+    if (rc == 0)
+        keep_sets_on_device(t);
     rt_loader_opts lo = {.batch = t->o.batch,
                          .rank = t->o.rank,
                          .world = t->o.world,
                          .seed = o->seed,
-                         .shuffle = true};
+                         .shuffle = true,
+                         .index_only = t->dset[0] != NULL};
     if (rc == 0 && (rc = rt_loader_create(t->set[0], &lo, &t->train)))
         snprintf(err, errlen, "cannot create the training loader: %s",
                  ferry_strerror(rc));
@@ -181,7 +201,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     lo = (rt_loader_opts){.batch = t->o.eval_batch * t->o.world,
                           .rank = t->o.rank,
                           .world = t->o.world,
-                          .seed = o->seed};
+                          .seed = o->seed,
+                          .index_only = t->dset[1] != NULL};
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
         snprintf(err, errlen, "cannot create the test loader: %s", ferry_strerror(rc));
     if (rc) {
@@ -200,6 +221,14 @@ int rt_trainer_to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *
         .n = hb->n, .x = hb->x, .labels = hb->labels, .targets = hb->targets};
     if (t->dev->kind == FERRY_DEVICE_CPU)
         return 0;
+    for (int i = 0; i < 2; i++)
+        if (rt_devset_serves(t->dset[i], hb)) {
+            bool labels = hb->set->labels != NULL;
+            b->x = t->x;
+            b->labels = labels ? t->labels : NULL;
+            b->targets = labels ? NULL : t->targets;
+            return rt_devset_batch(t->dset[i], hb, t->x, t->labels, t->targets);
+        }
     const ferry_device_ops_t *ops = t->dev->ops;
     size_t n = (size_t)hb->n;
     int rc =
@@ -412,6 +441,8 @@ void rt_trainer_destroy(rt_trainer *t)
         return;
     rt_loader_destroy(t->train);
     rt_loader_destroy(t->test);
+    rt_devset_destroy(t->dset[0]);
+    rt_devset_destroy(t->dset[1]);
     rt_optim_destroy(t->opt);
     rt_sync_destroy(t->sync);
     rt_async_destroy(t);

@@ -18,6 +18,9 @@ struct rt_trainer {
     /* Device copies of a batch (not used on the cpu). */
     float *x, *targets;
     int32_t *labels;
+    /* The training and test sets held on a GPU (NULL: batches uploaded from
+     * the host). */
+    rt_devset *dset[2];
     rt_optim *opt;
     rt_sync *sync; /* with a comm of more than one rank */
     struct rt_async *async; /* with a parameter-server store and more than one rank */

@@ -1,5 +1,6 @@
 /* Convolutions and max pooling on the GPU (cuDNN, and our maxpool_grad)
- * against direct double-precision loops. */
+ * against direct double-precision loops (tref.c), at small and odd shapes;
+ * test-cnn-shapes.c checks the CNN's own. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,34 +8,7 @@
 #include <ferry/error.h>
 
 #include "tcuda.h"
-
-/* y += conv(x, w), dx += w * dy, dw += x * dy by direct loops over every
- * (output, filter tap) pair that touches the input. */
-static void ref_conv(const ferry_conv_t *s, const double *x, const double *w,
-                     const double *dy, double *y, double *dx, double *dw)
-{
-    for (int n = 0; n < s->n; n++)
-        for (int k = 0; k < s->k; k++)
-            for (int oy = 0; oy < s->oh; oy++)
-                for (int ox = 0; ox < s->ow; ox++) {
-                    size_t yi = (((size_t)n * s->k + k) * s->oh + oy) * s->ow + ox;
-                    for (int c = 0; c < s->c; c++)
-                        for (int r = 0; r < s->r; r++)
-                            for (int q = 0; q < s->s; q++) {
-                                int iy = oy * s->stride + r - s->pad;
-                                int ix = ox * s->stride + q - s->pad;
-                                if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
-                                    continue;
-                                size_t xi =
-                                    (((size_t)n * s->c + c) * s->h + iy) * s->w + ix;
-                                size_t wi =
-                                    (((size_t)k * s->c + c) * s->r + r) * s->s + q;
-                                y[yi] += x[xi] * w[wi];
-                                dx[xi] += w[wi] * dy[yi];
-                                dw[wi] += x[xi] * dy[yi];
-                            }
-                }
-}
+#include "tref.h"
 
 static void check_conv(ferry_conv_t s, bool with_bias, uint64_t seed)
 {
@@ -56,12 +30,7 @@ static void check_conv(ferry_conv_t s, bool with_bias, uint64_t seed)
         dy[i] = (float)dy[i];
     for (int k = 0; k < s.k; k++)
         b[k] = (float)b[k];
-    size_t plane = (size_t)s.oh * s.ow;
-    for (size_t i = 0; i < ny; i++)
-        y[i] = with_bias ? b[(i / plane) % s.k] : 0;
-    ref_conv(&s, x, w, dy, y, dx, dw);
-    for (size_t i = 0; i < ny; i++)
-        db[(i / ((size_t)s.oh * s.ow)) % s.k] += dy[i];
+    tref_conv(&s, x, w, with_bias ? b : NULL, dy, y, dx, dw, db);
 
     float *gx = tc_put(G, x, nx), *gw = tc_put(G, w, nw), *gb = tc_put(G, b, s.k);
     float *gdy = tc_put(G, dy, ny);

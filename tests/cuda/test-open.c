@@ -92,7 +92,7 @@ Test(cuda_open, a_library_that_is_not_a_backend_is_refused)
 
 /* The built module, dlopened as device.c does: only the two entry points are
  * visible, and they have the signatures device.c calls them with. */
-Test(cuda_open, the_backend_exports_only_its_two_entry_points)
+Test(cuda_open, the_backend_exports_only_its_entry_points_and_extension_table)
 {
     const char *path = getenv("FERRY_TEST_CUDA_BACKEND");
     if (!path || !path[0]) {
@@ -104,8 +104,14 @@ Test(cuda_open, the_backend_exports_only_its_two_entry_points)
     rt_cuda_open_fn open = (rt_cuda_open_fn)(uintptr_t)dlsym(h, RT_CUDA_OPEN_SYMBOL);
     rt_cuda_close_fn close = (rt_cuda_close_fn)(uintptr_t)dlsym(h, RT_CUDA_CLOSE_SYMBOL);
     cr_assert(open && close);
-    const char *hidden[] = {"cuda_ops", "cuda_gemm", "cuda_alloc", "cuda_k_fill",
-                            "cuda_rt_fail"};
+    const rt_device_ext_t *ext = dlsym(h, RT_CUDA_EXT_SYMBOL);
+    cr_assert_not_null(ext, "no %s", RT_CUDA_EXT_SYMBOL);
+    cr_assert_eq(ext->version, RT_DEVICE_EXT_VERSION);
+    cr_assert_eq(ext->size, sizeof(rt_device_ext_t));
+    cr_assert(ext->mem_info && ext->gather && ext->set_precision);
+    const char *hidden[] = {"cuda_ops",     "cuda_gemm",    "cuda_alloc",
+                            "cuda_k_fill",  "cuda_rt_fail", "cuda_k_gather",
+                            "cuda_gather",  "cuda_conv_choose"};
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
         cr_assert_null(dlsym(h, hidden[i]), "%s is exported", hidden[i]);
 

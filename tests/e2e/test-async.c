@@ -98,6 +98,8 @@ static void expect_async_json(const e2e_run *r, int workers, const char *algo)
     cr_assert(e2e_json_number(j, "staleness_max") >= e2e_json_number(j, "staleness_min"),
               "%s", j);
     cr_assert(e2e_json_number(j, "samples_per_s") > 0, "%s", j);
+    cr_assert(!strstr(j, "\"allreduce_s\"") && !strstr(j, "\"buckets\""),
+              "async mode reports no all-reduce: %s", j);
     for (int w = 0; w < workers; w++)
         cr_assert(json_array_at(j, "steps_by_worker", w) > 0, "%s", j);
 }

@@ -2,9 +2,10 @@
  * descriptors and chosen algorithms in a small cache, so a training step
  * asks cuDNN's heuristics once per layer, not once per call.
  *
- * The convolutions run in CUDNN_FMA_MATH: plain float32, no TF32 tensor
- * cores, so the cuda and cpu backends agree to float rounding (the way
- * gemm keeps cuBLAS's default math).
+ * Which algorithm runs each direction is cuda_algo.c's choice: never a
+ * transform (FFT, Winograd) on float32, deterministic first. At the default
+ * precision (fp32) the convolutions run in CUDNN_FMA_MATH: plain float32, no
+ * TF32 tensor cores, so the cuda and cpu backends agree to float rounding.
  *
  * maxpool_grad is a kernel of ours: cuDNN sends a window's gradient to one
  * of its maxima, not documented which, and the contract is the first. */
@@ -106,128 +107,22 @@ static int conv_plan(cuda_dev_t *d, const ferry_conv_t *s, cuda_conv_plan_t **ou
     return 0;
 }
 
-/* What the ranking reads of the three kinds of perf results. */
-typedef struct perf_view {
-    cudnnStatus_t status;
-    cudnnDeterminism_t determinism;
-    cudnnMathType_t math;
-} perf_view_t;
-
-#define VIEW_PERFS(perf, got, view)                                                      \
-    for (int i_ = 0; i_ < (got); i_++)                                                   \
-        (view)[i_] = (perf_view_t)                                                       \
-        {                                                                                \
-            (perf)[i_].status, (perf)[i_].determinism, (perf)[i_].mathType               \
-        }
-
-/* The order to try the heuristics' answers in: those that ran, without
- * tensor-core math, deterministic ones first (same inputs, same bits), each
- * group in the heuristics' order. Returns how many. */
-static int rank_perfs(const perf_view_t *v, int got, int *order)
-{
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < got; i++)
-            if (v[i].status == CUDNN_STATUS_SUCCESS &&
-                v[i].math != CUDNN_TENSOR_OP_MATH &&
-                v[i].math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
-                (v[i].determinism == CUDNN_DETERMINISTIC) == (pass == 0))
-                order[n++] = i;
-    return n;
-}
-
-static int no_algo(cuda_dev_t *d, const char *what)
-{
-    return cuda_dnn_fail(d, what, CUDNN_STATUS_NOT_SUPPORTED);
-}
-
-static int choose_fwd(cuda_dev_t *d, cuda_conv_plan_t *p)
-{
-    int rc = 0, got = 0, order[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CUDA_DNN_TRY(d,
-                 cudnnGetConvolutionForwardAlgorithm_v7(d->dnn, p->x, p->w, p->conv, p->y,
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                        &got, perf),
-                 out);
-    perf_view_t view[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    VIEW_PERFS(perf, got, view);
-    int n = rank_perfs(view, got, order);
-    for (int i = 0; i < n; i++) {
-        size_t ws = 0;
-        cudnnConvolutionFwdAlgo_t algo = perf[order[i]].algo;
-        if (cudnnGetConvolutionForwardWorkspaceSize(d->dnn, p->x, p->w, p->conv, p->y,
-                                                    algo, &ws) == CUDNN_STATUS_SUCCESS) {
-            p->fwd = algo;
-            p->fwd_ws = ws;
-            p->have_fwd = true;
-            return 0;
-        }
-    }
-    rc = no_algo(d, "conv2d: no forward algorithm for this shape");
-out:
-    return rc;
-}
-
-static int choose_data(cuda_dev_t *d, cuda_conv_plan_t *p)
-{
-    int rc = 0, got = 0, order[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    CUDA_DNN_TRY(d,
-                 cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                     d->dnn, p->w, p->y, p->conv, p->x,
-                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
-                 out);
-    perf_view_t view[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    VIEW_PERFS(perf, got, view);
-    int n = rank_perfs(view, got, order);
-    for (int i = 0; i < n; i++) {
-        size_t ws = 0;
-        cudnnConvolutionBwdDataAlgo_t algo = perf[order[i]].algo;
-        if (cudnnGetConvolutionBackwardDataWorkspaceSize(
-                d->dnn, p->w, p->y, p->conv, p->x, algo, &ws) == CUDNN_STATUS_SUCCESS) {
-            p->data = algo;
-            p->data_ws = ws;
-            p->have_data = true;
-            return 0;
-        }
-    }
-    rc = no_algo(d, "conv2d_grad: no backward-data algorithm for this shape");
-out:
-    return rc;
-}
-
-static int choose_filter(cuda_dev_t *d, cuda_conv_plan_t *p)
-{
-    int rc = 0, got = 0, order[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CUDA_DNN_TRY(d,
-                 cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                     d->dnn, p->x, p->y, p->conv, p->w,
-                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
-                 out);
-    perf_view_t view[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    VIEW_PERFS(perf, got, view);
-    int n = rank_perfs(view, got, order);
-    for (int i = 0; i < n; i++) {
-        size_t ws = 0;
-        cudnnConvolutionBwdFilterAlgo_t algo = perf[order[i]].algo;
-        if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                d->dnn, p->x, p->y, p->conv, p->w, algo, &ws) == CUDNN_STATUS_SUCCESS) {
-            p->filter = algo;
-            p->filter_ws = ws;
-            p->have_filter = true;
-            return 0;
-        }
-    }
-    rc = no_algo(d, "conv2d_grad: no backward-filter algorithm for this shape");
-out:
-    return rc;
-}
-
 static int workspace(cuda_dev_t *d, size_t bytes)
 {
     return cuda_grow(d, &d->ws, &d->ws_bytes, bytes);
+}
+
+/* The direction's algorithm, chosen on first use, with the descriptor set
+ * to its math type and the workspace grown to fit. */
+static int ready(cuda_dev_t *d, cuda_conv_plan_t *p, cuda_conv_dir_t dir)
+{
+    int rc = 0;
+    if (!p->algo[dir].have && (rc = cuda_conv_choose(d, p, dir)) != 0)
+        return rc;
+    CUDA_DNN_TRY(d, cudnnSetConvolutionMathType(p->conv, p->algo[dir].math), out);
+    rc = workspace(d, p->algo[dir].ws);
+out:
+    return rc;
 }
 
 int cuda_conv2d(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
@@ -238,13 +133,13 @@ int cuda_conv2d(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
     int rc = cuda_enter(d);
     if (rc != 0 || (rc = conv_plan(d, s, &p)) != 0)
         return rc;
-    if (!p->have_fwd && (rc = choose_fwd(d, p)) != 0)
-        return rc;
-    if ((rc = workspace(d, p->fwd_ws)) != 0)
+    if ((rc = ready(d, p, CUDA_CONV_FWD)) != 0)
         return rc;
     CUDA_DNN_TRY(d,
-                 cudnnConvolutionForward(d->dnn, &one, p->x, x, p->w, w, p->conv, p->fwd,
-                                         d->ws, d->ws_bytes, &zero, p->y, y),
+                 cudnnConvolutionForward(
+                     d->dnn, &one, p->x, x, p->w, w, p->conv,
+                     (cudnnConvolutionFwdAlgo_t)p->algo[CUDA_CONV_FWD].algo, d->ws,
+                     d->ws_bytes, &zero, p->y, y),
                  out);
     if (bias)
         CUDA_DNN_TRY(d, cudnnAddTensor(d->dnn, &one, p->bias, bias, &one, p->y, y), out);
@@ -261,25 +156,23 @@ int cuda_conv2d_grad(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
     if (rc != 0 || (rc = conv_plan(d, s, &p)) != 0)
         return rc;
     if (dx) {
-        if (!p->have_data && (rc = choose_data(d, p)) != 0)
-            return rc;
-        if ((rc = workspace(d, p->data_ws)) != 0)
+        if ((rc = ready(d, p, CUDA_CONV_DATA)) != 0)
             return rc;
         CUDA_DNN_TRY(d,
-                     cudnnConvolutionBackwardData(d->dnn, &one, p->w, w, p->y, dy,
-                                                  p->conv, p->data, d->ws, d->ws_bytes,
-                                                  &zero, p->x, dx),
+                     cudnnConvolutionBackwardData(
+                         d->dnn, &one, p->w, w, p->y, dy, p->conv,
+                         (cudnnConvolutionBwdDataAlgo_t)p->algo[CUDA_CONV_DATA].algo,
+                         d->ws, d->ws_bytes, &zero, p->x, dx),
                      out);
     }
     if (dw) {
-        if (!p->have_filter && (rc = choose_filter(d, p)) != 0)
-            return rc;
-        if ((rc = workspace(d, p->filter_ws)) != 0)
+        if ((rc = ready(d, p, CUDA_CONV_FILTER)) != 0)
             return rc;
         CUDA_DNN_TRY(d,
-                     cudnnConvolutionBackwardFilter(d->dnn, &one, p->x, x, p->y, dy,
-                                                    p->conv, p->filter, d->ws,
-                                                    d->ws_bytes, &zero, p->w, dw),
+                     cudnnConvolutionBackwardFilter(
+                         d->dnn, &one, p->x, x, p->y, dy, p->conv,
+                         (cudnnConvolutionBwdFilterAlgo_t)p->algo[CUDA_CONV_FILTER].algo,
+                         d->ws, d->ws_bytes, &zero, p->w, dw),
                      out);
     }
     if (dbias)
@@ -386,6 +279,13 @@ int cuda_maxpool_grad(ferry_device_t *dev, const ferry_pool_t *s, const float *x
     cudaError_t e = cuda_k_maxpool_grad(d->stream, t.n, t.c, t.h, t.w, t.size, t.stride,
                                         t.oh, t.ow, x, y, dy, dx);
     return e == cudaSuccess ? 0 : cuda_rt_fail(d, "maxpool_grad kernel", e);
+}
+
+void cuda_dnn_forget_algos(cuda_dev_t *d)
+{
+    for (int i = 0; i < CUDA_PLANS; i++)
+        for (int dir = 0; dir < 3; dir++)
+            d->conv[i].algo[dir].have = false;
 }
 
 void cuda_dnn_fini(cuda_dev_t *d)

@@ -10,7 +10,11 @@
  *                   copies, sync, the device-owned scratch buffers
  *   cuda_blas.c     gemm, scale, axpy, bias_grad on cuBLAS
  *   cuda_dnn.c      convolutions and pooling on cuDNN
+ *   cuda_algo.c     which cuDNN convolution algorithm runs (the rule itself
+ *                   in cuda_algo_rule.c, tested without a GPU)
  *   cuda_ops.c      the ops that run kernels of cuda_kernels.cu
+ *   cuda_ext.c      the runtime's extension table (memory info, gather,
+ *                   precision): ferry_cuda_ext
  *
  * Every op runs on the device's one stream, in issue order. Ops that return
  * void keep their first failure on the device; sync (and download) return
@@ -29,6 +33,7 @@
 #include <ferry/device.h>
 #include <ferry/error.h>
 
+#include "cuda_algo_rule.h"
 #include "cuda_kernels.h"
 
 #define CUDA_EXPORT __attribute__((visibility("default")))
@@ -45,19 +50,23 @@ typedef struct cuda_ptrset {
  * that differs from the training batch doubles them. */
 #define CUDA_PLANS 8
 
+/* One direction's algorithm, with the math type the descriptor must carry
+ * when it runs (one descriptor serves the three directions). */
+typedef struct cuda_conv_algo {
+    bool have;
+    int algo; /* the direction's cudnnConvolution*Algo_t */
+    cudnnMathType_t math;
+    size_t ws; /* workspace bytes */
+} cuda_conv_algo_t;
+
 typedef struct cuda_conv_plan {
     bool used;
     ferry_conv_t shape;
     cudnnTensorDescriptor_t x, y, bias;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
-    /* Chosen on first use, each with the math type it was chosen for. */
-    bool have_fwd, have_data, have_filter;
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t data;
-    cudnnConvolutionBwdFilterAlgo_t filter;
-    cudnnMathType_t fwd_math, data_math, filter_math;
-    size_t fwd_ws, data_ws, filter_ws;
+    /* Chosen on first use by cuda_conv_choose, indexed by cuda_conv_dir_t. */
+    cuda_conv_algo_t algo[3];
 } cuda_conv_plan_t;
 
 typedef struct cuda_pool_plan {
@@ -70,10 +79,12 @@ typedef struct cuda_pool_plan {
 typedef struct cuda_dev {
     ferry_device_t pub; /* first: a ferry_device_t * is a cuda_dev_t * */
     int index;
+    int cc_major, cc_minor; /* compute capability */
     cudaStream_t stream;
     cublasHandle_t blas;
     cudnnHandle_t dnn;
     bool pools;            /* stream-ordered allocation (cudaMallocAsync) works */
+    cuda_precision_t precision; /* fp32 unless the trainer asks for more */
     cudaMemPool_t mempool; /* then: the device's default pool */
 
     int err;           /* first failure of a void op, 0 when none */
@@ -183,6 +194,14 @@ int cuda_maxpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *x
                       const float *y, const float *dy, float *dx);
 /* Destroys the cached descriptors. */
 void cuda_dnn_fini(cuda_dev_t *d);
+/* Forgets every plan's chosen algorithms (the precision changed). */
+void cuda_dnn_forget_algos(cuda_dev_t *d);
+
+/* ---- cuda_algo.c ---- */
+
+/* Chooses p->algo[dir] by the rule documented in cuda_algo.c. 0, or
+ * FERRY_ENOTSUP when no allowed algorithm can run the shape. */
+int cuda_conv_choose(cuda_dev_t *d, cuda_conv_plan_t *p, cuda_conv_dir_t dir);
 
 /* ---- cuda_ops.c ---- */
 

@@ -275,6 +275,19 @@ __global__ void adam_kernel(float *p, const float *g, float *m, float *v, size_t
     }
 }
 
+// One thread a word: consecutive threads copy consecutive words of a row,
+// so both the reads (within a source row) and the writes coalesce.
+__global__ void gather_kernel(uint32_t *dst, const uint32_t *src, const uint32_t *idx,
+                              size_t rows, size_t words)
+{
+    size_t total = rows * words;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / words, c = i - r * words;
+        dst[i] = src[(size_t)idx[r] * words + c];
+    }
+}
+
 } // namespace
 
 extern "C" cudaError_t cuda_k_fill(cudaStream_t stream, float *x, float value, size_t n)
@@ -377,5 +390,16 @@ extern "C" cudaError_t cuda_k_adam(cudaStream_t stream, float *p, const float *g
         return cudaSuccess;
     adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, g, m, v, n, b1, b2, eps, wd,
                                                         step, bc2_sqrt);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_gather(cudaStream_t stream, uint32_t *dst,
+                                     const uint32_t *src, const uint32_t *idx,
+                                     size_t rows, size_t words)
+{
+    if (rows == 0 || words == 0)
+        return cudaSuccess;
+    gather_kernel<<<blocks_for(rows * words), kThreads, 0, stream>>>(dst, src, idx, rows,
+                                                                    words);
     return cudaGetLastError();
 }

@@ -61,6 +61,11 @@ cudaError_t cuda_k_adam(cudaStream_t stream, float *p, const float *g, float *m,
                         size_t n, float b1, float b2, float eps, float wd, float step,
                         float bc2_sqrt);
 
+/* Row i of dst = row idx[i] of src, rows of `words` 32-bit words each (the
+ * loader's batches: float pixels, int32 labels). */
+cudaError_t cuda_k_gather(cudaStream_t stream, uint32_t *dst, const uint32_t *src,
+                          const uint32_t *idx, size_t rows, size_t words);
+
 #ifdef __cplusplus
 }
 #endif

@@ -125,6 +125,8 @@ static int start(cuda_dev_t *d)
     struct cudaDeviceProp prop;
     CUDA_RT_TRY(d, cudaGetDeviceProperties(&prop, d->index), out);
     describe(d, &prop);
+    d->cc_major = prop.major;
+    d->cc_minor = prop.minor;
     int pools = 0;
     CUDA_RT_TRY(d,
                 cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, d->index),

@@ -1,0 +1,219 @@
+/* Training through rt_trainer on a GPU: the set held on the device and
+ * batches gathered there give the same bits as batches uploaded from the
+ * host; the gather kernel agrees with the cpu's row copy; tf32 trains. And
+ * on the cpu (in CI): --precision tf32 and bf16 are refused with a clear
+ * error. The models are the bundled mlp and cnn (FERRY_TEST_TASKS). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ferry/error.h>
+
+#include "runtime/runtime.h"
+#include "runtime/train/train.h"
+#include "tcommon.h"
+#include "tcuda.h"
+
+static void open_model(rt_module *mod, const char *name)
+{
+    const char *dir = getenv("FERRY_TEST_TASKS");
+    cr_assert(dir && dir[0], "FERRY_TEST_TASKS is not set (run through meson test)");
+    char path[4096], file[64], err[512] = "";
+    snprintf(file, sizeof file, "%s.so", name);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int rc = rt_module_open(mod, path, file, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s: %s", path, err);
+    cr_assert_not_null(mod->task->model);
+}
+
+/* n Fashion-MNIST-shaped samples with labels in [0, 10) from `seed`. */
+static rt_dataset random_set(size_t n, uint64_t seed)
+{
+    rt_dataset ds = {.n = n, .features = 784, .c = 1, .h = 28, .w = 28, .classes = 10};
+    double *x = tc_new(n * 784);
+    tc_rand(x, n * 784, -1, 1, &seed);
+    ds.x = malloc(n * 784 * sizeof(float));
+    ds.labels = malloc(n * sizeof(int32_t));
+    cr_assert(ds.x && ds.labels);
+    for (size_t i = 0; i < n * 784; i++)
+        ds.x[i] = (float)x[i];
+    for (size_t i = 0; i < n; i++)
+        ds.labels[i] = (int32_t)((uint64_t)(x[i * 784] * 1e6 + 1e6) % 10);
+    free(x);
+    return ds;
+}
+
+/* Trains `model` on `dev` for 2 epochs of 1000 samples at batch 128 (the
+ * last batch short) and returns its parameters (malloc'ed, *len floats). */
+static float *train(ferry_device_t *dev, const ferry_model_t *model, bool host_batches,
+                    rt_precision prec, size_t *len)
+{
+    rt_dataset tr = random_set(1000, 5), te = random_set(300, 6);
+    rt_train_opts o = {.batch = 128,
+                       .optim = {.kind = RT_OPT_SGD, .lr = 0.05f, .momentum = 0.9f},
+                       .seed = 3,
+                       .train_set = &tr,
+                       .test_set = &te,
+                       .precision = prec,
+                       .host_batches = host_batches};
+    rt_trainer *t = NULL;
+    char err[512] = "";
+    int rc = rt_trainer_create(model, dev, &o, &t, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s: %s", dev->name, err);
+    for (int e = 0; e < 2; e++) {
+        rt_epoch_stats st;
+        rc = rt_trainer_epoch(t, &st, NULL, NULL, err, sizeof err);
+        cr_assert_eq(rc, 0, "%s: %s", dev->name, err);
+        cr_assert(isfinite(st.train_loss));
+        cr_assert_eq(st.eval_samples, 300);
+    }
+    *len = rt_trainer_params_len(t);
+    float *p = malloc(*len * sizeof *p);
+    cr_assert(p);
+    cr_assert_eq(rt_trainer_params(t, p), 0);
+    rt_trainer_destroy(t);
+    rt_dataset_free(&tr);
+    rt_dataset_free(&te);
+    return p;
+}
+
+Test(cuda_train, sets_held_on_the_gpu_give_the_bits_of_uploaded_batches, .timeout = 600)
+{
+    tc_gpu();
+    const char *names[] = {"mlp", "cnn"};
+    for (int m = 0; m < 2; m++) {
+        rt_module mod;
+        open_model(&mod, names[m]);
+        size_t n1, n2, n3;
+        float *held = train(G, mod.task->model, false, RT_PREC_FP32, &n1);
+        float *again = train(G, mod.task->model, false, RT_PREC_FP32, &n2);
+        float *uploaded = train(G, mod.task->model, true, RT_PREC_FP32, &n3);
+        cr_assert(n1 == n2 && n1 == n3);
+        cr_assert_eq(memcmp(held, again, n1 * sizeof(float)), 0,
+                     "%s: two runs with the same seed differ", names[m]);
+        cr_assert_eq(memcmp(held, uploaded, n1 * sizeof(float)), 0,
+                     "%s: the set held on the GPU changed the training", names[m]);
+        free(held);
+        free(again);
+        free(uploaded);
+        rt_module_close(&mod);
+    }
+    tc_finish();
+}
+
+Test(cuda_train, tf32_trains_close_to_fp32, .timeout = 600)
+{
+    tc_gpu();
+    rt_module mod;
+    open_model(&mod, "cnn");
+    size_t n1, n2;
+    float *fp32 = train(G, mod.task->model, false, RT_PREC_FP32, &n1);
+    float *tf32 = train(G, mod.task->model, false, RT_PREC_TF32, &n2);
+    double *a = tc_new(n1), *b = tc_new(n1);
+    for (size_t i = 0; i < n1; i++) {
+        a[i] = fp32[i];
+        b[i] = tf32[i];
+    }
+    /* TF32 rounds products' inputs to 10 mantissa bits: 2 epochs stay near
+     * the fp32 run, not on it. */
+    tc_close(b, a, n1, 0.05, "cnn parameters, tf32 against fp32");
+    free(a);
+    free(b);
+    free(fp32);
+    free(tf32);
+    rt_module_close(&mod);
+    tc_finish();
+}
+
+Test(cuda_train, the_gather_kernel_copies_the_rows_the_cpu_copies)
+{
+    tc_gpu();
+    tc_cpu();
+    const size_t rows = 1000, words = 784, picks = 333;
+    double *h = tc_new(rows * words);
+    uint64_t seed = 9;
+    tc_rand(h, rows * words, -5, 5, &seed);
+    float *gs = tc_put(G, h, rows * words), *cs = tc_put(C, h, rows * words);
+    uint32_t idx[333];
+    for (size_t i = 0; i < picks; i++)
+        idx[i] = (uint32_t)((i * 7919 + 13) % rows);
+    uint32_t *gi = G->ops->alloc(G, sizeof idx);
+    cr_assert_eq(G->ops->upload(G, gi, idx, sizeof idx), 0);
+    float *gd = G->ops->alloc(G, picks * words * sizeof(float));
+    float *cd = C->ops->alloc(C, picks * words * sizeof(float));
+    const rt_device_ext_t *ge = rt_device_ext(G), *ce = rt_device_ext(C);
+    cr_assert_eq(ge->gather(G, gd, gs, gi, picks, words * sizeof(float)), 0);
+    cr_assert_eq(ce->gather(C, cd, cs, idx, picks, words * sizeof(float)), 0);
+    cr_assert_eq(ge->gather(G, gd, gs, gi, picks, 6), FERRY_EINVAL);
+    double *got = tc_new(picks * words), *want = tc_new(picks * words);
+    tc_get(G, got, gd, picks * words);
+    tc_get(C, want, cd, picks * words);
+    tc_close(got, want, picks * words, 0, "gather");
+    size_t free_b = 0, total_b = 0;
+    cr_assert_eq(ge->mem_info(G, &free_b, &total_b), 0);
+    cr_assert(free_b > 0 && free_b <= total_b);
+    G->ops->free(G, gs);
+    G->ops->free(G, gi);
+    G->ops->free(G, gd);
+    C->ops->free(C, cs);
+    C->ops->free(C, cd);
+    free(h);
+    free(got);
+    free(want);
+    tc_finish();
+}
+
+Test(cpu_precision, the_cpu_refuses_tf32_and_bf16_with_a_clear_error)
+{
+    tc_cpu();
+    rt_module mod;
+    open_model(&mod, "mlp");
+    rt_dataset tr = random_set(64, 1), te = random_set(32, 2);
+    const rt_precision bad[] = {RT_PREC_TF32, RT_PREC_BF16};
+    for (int i = 0; i < 2; i++) {
+        rt_train_opts o = {.batch = 32,
+                           .optim = {.kind = RT_OPT_SGD, .lr = 0.05f},
+                           .seed = 1,
+                           .train_set = &tr,
+                           .test_set = &te,
+                           .precision = bad[i]};
+        rt_trainer *t = (rt_trainer *)1;
+        char err[512] = "";
+        int rc = rt_trainer_create(mod.task->model, C, &o, &t, err, sizeof err);
+        cr_assert_eq(rc, FERRY_ENOTSUP, "%s: %d %s", rt_precision_name(bad[i]), rc, err);
+        cr_assert_null(t);
+        cr_assert(strstr(err, rt_precision_name(bad[i])) && strstr(err, "float32 only") &&
+                      strstr(err, "cpu"),
+                  "not a clear error: '%s'", err);
+    }
+    /* fp32, the default, trains. */
+    rt_train_opts o = {.batch = 32,
+                       .optim = {.kind = RT_OPT_SGD, .lr = 0.05f},
+                       .seed = 1,
+                       .train_set = &tr,
+                       .test_set = &te};
+    rt_trainer *t = NULL;
+    char err[512] = "";
+    cr_assert_eq(rt_trainer_create(mod.task->model, C, &o, &t, err, sizeof err), 0, "%s",
+                 err);
+    rt_trainer_destroy(t);
+    rt_dataset_free(&tr);
+    rt_dataset_free(&te);
+    rt_module_close(&mod);
+    tc_finish();
+}
+
+Test(cpu_precision, precision_names_parse_and_print)
+{
+    rt_precision p;
+    const char *names[] = {"fp32", "tf32", "bf16"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(rt_precision_parse(names[i], &p), 0);
+        cr_assert_eq((int)p, i);
+        cr_assert_str_eq(rt_precision_name(p), names[i]);
+    }
+    cr_assert_eq(rt_precision_parse("fp16", &p), FERRY_EINVAL);
+    cr_assert_eq(rt_precision_parse("FP32", &p), FERRY_EINVAL);
+    cr_assert_eq(rt_precision_parse(NULL, &p), FERRY_EINVAL);
+}

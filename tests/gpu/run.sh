@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Runs ferry's GPU checks in one step: every tests/cuda test, the device
+# suite (opening cuda), tests/gpu (training on the GPU through `ferry`:
+# accuracy targets, same seed same bits), the e2e GPU sync test, and then
+# (unless --no-train) the MLP and the CNN trained by `ferry start 1 --device
+# cuda` at batch 128 and 1024, their JSON lines kept, and (unless --no-bench)
+# `bench/train --device cuda`, ferry against PyTorch eager on the same GPU
+# with the first python3 on PATH that imports torch. Each suite runs straight
+# from its executable with the variables meson would set: no meson, no -dev
+# package needed.
+#
+#   tests/gpu/run.sh [--require-gpu] [--no-train] [--no-bench] [DIR]
+#
+# DIR: a meson build folder (default: build) or an unpacked pack.sh bundle
+# (default when run from one). Logs go to $OUT (default: a new folder under
+# /tmp, printed). --require-gpu makes a skipped GPU test a failure (the "none
+# skipped" run a GPU machine owes). Exit status 0 when every suite passed.
+# With no GPU visible every GPU test prints why and skips, and the run
+# passes unless --require-gpu.
+set -u
+require=0 train=1 bench=1 dir=
+for a in "$@"; do
+  case $a in
+    --require-gpu) require=1 ;;
+    --no-train) train=0 ;;
+    --no-bench) bench=0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "run.sh: unknown option $a" >&2; exit 2 ;;
+    *) dir=$a ;;
+  esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -z "$dir" ]; then
+  if [ -f "$here/../../BUNDLE" ]; then dir=$here/../..; else dir=$here/../../build; fi
+fi
+D=$(cd "$dir" 2>/dev/null && pwd) || { echo "run.sh: no folder $dir" >&2; exit 2; }
+if [ ! -f "$D/BUNDLE" ] && [ ! -f "$D/build.ninja" ]; then
+  echo "run.sh: $D is neither a meson build folder nor a pack.sh bundle" >&2; exit 2
+fi
+OUT=${OUT:-$(mktemp -d /tmp/ferry-gpu.XXXXXX)}; mkdir -p "$OUT"
+
+# A bundle mirrors the build folder's layout, plus lib/ (the libraries a
+# machine without -dev packages lacks) and data/ (Fashion-MNIST).
+backend=$D/runtime/device/cuda/ferry-cuda.so
+[ -d "$D/lib" ] && export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A GPU machine's CUDA libraries may lie outside the loader's path (in a
+# pip-installed PyTorch, say): find the ones the backend links.
+if [ -f "$backend" ] && ldd "$backend" 2>/dev/null | grep -q 'not found'; then
+  extra=$( (ls -d /usr/local/cuda/lib64 2>/dev/null
+            find / -xdev \( -name 'libcublas.so.1[0-9]' -o -name 'libcudnn.so.9' -o \
+                 -name 'libcudart.so.1[0-9]' \) 2>/dev/null | xargs -r -n1 dirname) |
+          sort -u | tr '\n' ':')
+  export LD_LIBRARY_PATH="${extra}${LD_LIBRARY_PATH:-}"
+fi
+data=/usr/share/datasets/fashion-mnist
+if [ -d "$D/data" ] && [ ! -e "$data" ]; then
+  # The e2e suite's workers read the default folder; the root of a GPU box
+  # may create it, anyone else gets the warning below.
+  mkdir -p "$(dirname "$data")" 2>/dev/null && ln -sfn "$D/data" "$data" 2>/dev/null
+fi
+[ -d "$D/data" ] && export FERRY_TEST_DATA=$D/data
+[ -e "$data" ] || [ -d "$D/data" ] || echo "run.sh: no Fashion-MNIST at $data: training tests will fail" >&2
+[ -f "$backend" ] || echo "run.sh: no $backend: ferry was built without CUDA, every GPU test skips" >&2
+
+export FERRY_CUDA_BACKEND=$backend FERRY_TEST_CUDA_BACKEND=$backend
+export FERRY_TEST_BIN=$D/ferry FERRY_TEST_TASKS=$D/tasks FERRY_TEST_MODULES=$D/tests/modules
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-4}
+# What the suites' meson.build set: the CUDA driver maps memory where ASan's
+# shadow gap would be (read only by sanitizer builds).
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=protect_shadow_gap=0:halt_on_error=1:abort_on_error=1:print_summary=1
+
+{ echo "== $(date -u +%FT%TZ) $D"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 ||
+    echo "nvidia-smi: not found"
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  [ -f "$backend" ] && ldd "$backend" 2>&1 | grep -E 'not found|cudnn|cublas|cudart'; } \
+  > "$OUT/env.log"
+cat "$OUT/env.log"
+
+fail=0
+# suite FOLDER [criterion args...]: runs tests/FOLDER/test-FOLDER from its
+# build folder (as meson does: FERRY_TEST_E2E is that folder), keeps the
+# log, prints every skip with its reason, each failure and the synthesis.
+suite() {
+  local name=$1; shift
+  local exe=$D/tests/$name/test-$name
+  if [ ! -x "$exe" ]; then echo "== test-$name: MISSING ($exe)"; fail=1; return; fi
+  echo "== test-$name $*"
+  (cd "$D/tests/$name" && FERRY_TEST_E2E=$D/tests/$name "$exe" --verbose -j1 "$@") \
+    > "$OUT/test-$name.log" 2>&1
+  local rc=$? syn
+  # Skips, counted by reason (the names are in the log).
+  grep -E '^\[SKIP\]' "$OUT/test-$name.log" | grep -v 'Test is disabled' |
+    sed 's/^\[SKIP\] [^ ]*: //' | sort | uniq -c | sed 's/^ */   skipped /'
+  grep -E '^\[FAIL\]|^\[----\] .*:[0-9]+: ' "$OUT/test-$name.log" | sed 's/^/   /' | head -40
+  syn=$(grep -a 'Synthesis' "$OUT/test-$name.log" | tail -1)
+  echo "   ${syn:-no synthesis line (exit $rc): see $OUT/test-$name.log}"
+  [ "$rc" -eq 0 ] && [ -n "$syn" ] || fail=1
+  # Criterion's synthesis leaves skips out: find them by the line they print.
+  if [ "$require" -eq 1 ] &&
+     grep -v 'Test is disabled' "$OUT/test-$name.log" | grep -q '^\[SKIP\]'; then
+    echo "   --require-gpu: tests were skipped"; fail=1
+  fi
+}
+
+suite cuda
+suite device --filter 'open/*'
+suite gpu
+suite e2e --filter 'e2e_gpu_sync/*'
+
+if [ "$train" -eq 1 ]; then
+  echo "== ferry start 1 --device cuda: mlp and cnn, batch 128 and 1024, 5 epochs"
+  export FERRY_HOME; FERRY_HOME=$(mktemp -d /tmp/ferry-gpu-home.XXXXXX)
+  F=$D/ferry
+  dataopt=(); [ -n "${FERRY_TEST_DATA:-}" ] && dataopt=(--data "$FERRY_TEST_DATA")
+  if timeout 120 "$F" start 1 --device cuda --base-port 0 > "$OUT/train.log" 2>&1; then
+    for m in mlp cnn; do
+      for b in 128 1024; do
+        lr=0.05; [ "$b" = 1024 ] && lr=0.1
+        timeout 900 "$F" submit "$D/tasks/$m.so" --epochs 5 --batch "$b" --lr "$lr" \
+          "${dataopt[@]}" --json 2>> "$OUT/train.log" | tee -a "$OUT/train.jsonl" |
+          cut -c1-300 || fail=1
+      done
+    done
+    "$F" shutdown >> "$OUT/train.log" 2>&1
+  elif [ "$require" -eq 1 ]; then
+    echo "   cannot start a GPU worker: $(tail -1 "$OUT/train.log")"; fail=1
+  else
+    echo "   skipped: $(tail -1 "$OUT/train.log")"
+  fi
+  cp -r "$FERRY_HOME/logs" "$OUT/worker-logs" 2>/dev/null
+  rm -rf "$FERRY_HOME"
+fi
+
+if [ "$bench" -eq 1 ] && [ -x "$D/bench/train" ]; then
+  py=/usr/bin/python3
+  for p in $(command -v -a python3 2>/dev/null) /usr/bin/python3; do
+    if "$p" -c 'import torch, numpy' 2>/dev/null; then py=$p; break; fi
+  done
+  echo "== bench/train --device cuda (PyTorch from $py): JSON lines in $OUT/bench.jsonl"
+  "$D/bench/train" --device cuda --python "$py" > "$OUT/bench.jsonl" 2> "$OUT/bench.log" ||
+    { echo "   bench/train failed: see $OUT/bench.log"; fail=1; }
+  grep -E 'ferry_vs_pytorch|test_accuracy.*target' "$OUT/bench.jsonl" | cut -c1-260
+fi
+
+echo "== logs in $OUT"
+if [ "$fail" -eq 0 ]; then echo "== GPU checks: passed"; else echo "== GPU checks: FAILED"; fi
+exit "$fail"
