@@ -8,6 +8,7 @@
  *                 restarts crashed ones, holds the cluster lock (with sv_crash.c,
  *                 sv_live.c; supervisor_int.h)
  *   restarts.c    the supervisor's account of a worker's crashes, for status
+ *   stopped_by.c  a submit whose cluster was shut down under it says so
  *   logfile.c     logs that rotate at a size
  *   leftovers.c   workers an earlier cluster left running
  *   procs.c       pid and port files, liveness, stopping a supervisor
@@ -25,7 +26,8 @@
  *                         .1 .. .N (kept after shutdown)
  *   workers/<rank>/       a local worker's state: cache/, crash, port, pid,
  *                         stopped (it was asked to stop), restarts
- *   start-error           why the supervisor gave up while starting */
+ *   start-error           why the supervisor gave up while starting
+ *   shutdown-at           when the last `ferry shutdown` began (kept) */
 #ifndef FERRY_CLI_H
 #define FERRY_CLI_H
 
@@ -221,6 +223,14 @@ void cli_restarts_describe(const cli_restarts *r, int64_t now_ms, char *buf, siz
 
 /* Milliseconds since the epoch. */
 int64_t cli_wall_ms(void);
+
+/* ---- shutdown under a submit (stopped_by.c) ---------------------------------- */
+
+/* `ferry shutdown` notes when it began ($FERRY_HOME/shutdown-at). */
+int cli_shutdown_mark(const cli_home *h);
+/* Says, for `cmd`, that the cluster was shut down, when that began at or
+ * after since_ms (wall clock): the reason a command's calls failed. */
+void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms);
 
 /* ---- the supervisor ------------------------------------------------------- */
 

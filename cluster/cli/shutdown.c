@@ -150,6 +150,8 @@ int cli_shutdown(int argc, char **argv)
     }
 
     int status = CLI_OK;
+    /* Before the workers go: a submit they fail under must find it. */
+    cli_shutdown_mark(&h);
     if (cluster_shutdown_all(r.cl, (uint32_t)grace))
         fprintf(stderr, "ferry shutdown: %s; stopping the rest by signal\n",
                 cluster_error(r.cl));

@@ -344,6 +344,7 @@ static const char *base_name(const char *path)
 
 int cli_submit(int argc, char **argv)
 {
+    int64_t began = cli_wall_ms();
     /* submit's own options and the module come before "--", the driver's
      * arguments after it. */
     int dashes = argc;
@@ -465,6 +466,8 @@ int cli_submit(int argc, char **argv)
     status = CLI_OK;
 out:
     cluster_module_fini(&m);
+    if (r.cl && status != CLI_OK)
+        cli_shutdown_explain(&h, "submit", began);
     if (r.cl)
         cli_running_close(&r);
     if (mod.handle)

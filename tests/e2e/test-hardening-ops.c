@@ -552,3 +552,47 @@ Test(e2e_ops, max_message_bytes_from_the_cluster_file_is_each_workers_limit)
     free(payload);
     cluster_module_fini(&m);
 }
+
+/* ---- 17: shutdown under a submit ------------------------------------------------ */
+
+Test(e2e_ops, a_submit_whose_cluster_is_shut_down_says_so)
+{
+    e2e_start(1);
+    pid_t sup = e2e_supervisor_pid();
+    /* A long call, and a log of what submit said. */
+    char err_path[600];
+    snprintf(err_path, sizeof err_path, "%s-submit.err", e2e_home);
+    const char *bin = getenv("FERRY_TEST_BIN"), *sleep_so = e2e_task("sleep");
+    cr_assert(bin);
+    fflush(NULL);
+    pid_t submit = fork();
+    cr_assert(submit >= 0);
+    if (submit == 0) {
+        if (!freopen(err_path, "w", stderr) || !freopen("/dev/null", "w", stdout))
+            _exit(127);
+        execl(bin, "ferry", "submit", sleep_so, "--", "60000", "1", (char *)NULL);
+        _exit(127);
+    }
+    bool running = false;
+    for (int i = 0; i < 500 && !running; i++) {
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
+        running = e2e_has(r.out, "\"in_flight\":1");
+        e2e_run_fini(&r);
+        if (!running)
+            usleep(20000);
+    }
+    cr_assert(running, "the sleep never started");
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "200", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    int status;
+    cr_assert(waitpid(submit, &status, 0) == submit);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "submit: status %d", status);
+    char *said = e2e_slurp(err_path);
+    cr_assert(e2e_has(said, "the cluster was shut down (`ferry shutdown` at "), "%s",
+              said);
+    free(said);
+    e2e_expect_nothing_left(sup, NULL, 0, 5000);
+}
