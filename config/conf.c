@@ -30,6 +30,13 @@ void conf_defaults(conf_cluster *c)
     c->start_timeout_ms = 10000;
     c->shutdown_grace_ms = 5000;
     c->threads = 0;
+    c->liveness_timeout_ms = 30000;
+    c->restart_backoff_ms = 1000;
+    c->restart_backoff_max_ms = 60000;
+    c->max_message_bytes = (int64_t)1 << 30;
+    c->max_module_bytes = (int64_t)256 << 20;
+    c->log_max_bytes = (int64_t)10 << 20;
+    c->log_keep = 3;
 }
 
 static void worker_fini(conf_worker *w)
@@ -71,6 +78,10 @@ int conf_add_worker(conf_cluster *c, const char *address, char *err, size_t errl
     int rc = conf_parse_address(address, host, sizeof host, &port, 1, err, errlen);
     if (rc)
         return rc;
+    if (c->n_workers >= CONF_MAX_WORKERS)
+        return conf_errf(FERRY_EINVAL, err, errlen,
+                         "more than %d workers: a cluster has at most %d",
+                         CONF_MAX_WORKERS, CONF_MAX_WORKERS);
     conf_worker *ws = realloc(c->workers, (c->n_workers + 1) * sizeof *ws);
     if (!ws)
         return conf_errf(FERRY_ENOMEM, err, errlen, "out of memory");
@@ -110,6 +121,8 @@ int conf_copy(conf_cluster *dst, const conf_cluster *src)
             const conf_worker *w = &src->workers[i];
             if (worker_set(&dst->workers[i], w->address, w->host, w->port))
                 goto fail;
+            dst->workers[i].attach = w->attach;
+            dst->workers[i].line = w->line;
             dst->n_workers++;
         }
     }

@@ -12,6 +12,14 @@
  *     start_timeout_ms = 10000
  *     shutdown_grace_ms = 5000
  *     threads = 0                 ; executor threads per worker; 0: default
+ *     liveness_timeout_ms = 30000 ; a worker silent this long is killed and
+ *                                 ; restarted; 0: never
+ *     restart_backoff_ms = 1000   ; first delay once a worker crash-loops
+ *     restart_backoff_max_ms = 60000 ; the delay doubles up to this
+ *     max_message_bytes = 1073741824 ; largest payload of one call
+ *     max_module_bytes = 268435456   ; largest task module
+ *     log_max_bytes = 10485760    ; a log is rotated past this size
+ *     log_keep = 3                ; rotated logs kept (NAME.log.1 is newest)
  *
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
@@ -40,6 +48,7 @@ typedef struct conf_worker {
     int port;
     bool local;  /* host is a loopback address or "localhost" */
     bool attach; /* listed with `attach =`: never started by `ferry start` */
+    int line;    /* the cluster file's line that listed it; 0: not from a file */
 } conf_worker;
 
 typedef struct conf_cluster {
@@ -52,6 +61,13 @@ typedef struct conf_cluster {
     int64_t start_timeout_ms;
     int64_t shutdown_grace_ms;
     int threads;
+    int64_t liveness_timeout_ms; /* 0: no liveness check */
+    int64_t restart_backoff_ms;
+    int64_t restart_backoff_max_ms;
+    int64_t max_message_bytes;
+    int64_t max_module_bytes;
+    int64_t log_max_bytes;
+    int log_keep;
     conf_worker *workers; /* rank order */
     size_t n_workers;
     int supervisor_pid; /* [state]; 0 when absent */
@@ -59,6 +75,14 @@ typedef struct conf_cluster {
 
 #define CONF_DEFAULT_BASE_PORT 7100
 #define CONF_ERR_LEN           512
+/* At most this many workers in one cluster: a typo ("1100") must not start
+ * a thousand processes. */
+#define CONF_MAX_WORKERS 256
+/* The bounds of max_message_bytes (and the top of max_module_bytes, whose
+ * floor is 4096): rpc's largest payload (RPC_MAX_PAYLOAD_LIMIT), and a
+ * floor that still carries a small model's gradient. */
+#define CONF_MAX_BYTES_LIMIT ((int64_t)2047 << 20)
+#define CONF_MIN_BYTES_LIMIT ((int64_t)64 << 10)
 
 /* Fills `c` with the defaults above and no workers. */
 void conf_defaults(conf_cluster *c);
@@ -68,7 +92,8 @@ void conf_defaults(conf_cluster *c);
  * it cannot be opened), or FERRY_EINVAL with `err` set to "PATH:LINE: <what
  * was expected>" for a mistake: an unknown section or key, a key set twice, a
  * value that is not a number in range, a worker address that is not
- * host:port, a duplicate worker, a line that is neither `key = value`, a
+ * host:port, a duplicate worker, more than CONF_MAX_WORKERS workers, a
+ * line that is neither `key = value`, a
  * section nor a comment, a line longer than inih reads (199 characters).
  * `err` is set on every failure. On failure `c` is left as it was.
  * Indentation means nothing (inih's continuation lines are not used). The
@@ -85,8 +110,18 @@ int conf_load(conf_cluster *c, const char *path, char *err, size_t errlen);
 int conf_save(const conf_cluster *c, const char *path);
 
 /* Appends a worker at "host:port". Returns 0, or FERRY_EINVAL with `err` set
- * when the address is not host:port with a port in 1..65535. */
+ * when the address is not host:port with a port in 1..65535, or when `c`
+ * already has CONF_MAX_WORKERS. */
 int conf_add_worker(conf_cluster *c, const char *address, char *err, size_t errlen);
+
+/* Resolves every worker's host (getaddrinfo) and refuses two entries that
+ * reach the same address and port ("localhost:7100" and "127.0.0.1:7100" are
+ * one worker): returns FERRY_EINVAL with `err` set to "PATH:LINE: worker 'B'
+ * is worker 'A' of line L: both reach ADDR" (PATH: `path`, or "worker N"
+ * when the entries come from no file). A host that does not resolve is
+ * skipped: it cannot be compared, and waiting for it reports it. Blocks on
+ * name resolution. */
+int conf_check_aliases(const conf_cluster *c, const char *path, char *err, size_t errlen);
 
 /* Frees what `c` holds and zeroes it. */
 void conf_fini(conf_cluster *c);

@@ -52,6 +52,19 @@ static const key KEYS[] = {
     {"cluster", "shutdown_grace_ms", K_I64, FIELD(shutdown_grace_ms), 0, MS_MAX,
      "a whole number of milliseconds"},
     {"cluster", "threads", K_INT, FIELD(threads), 0, 1024, "a number of threads"},
+    {"cluster", "liveness_timeout_ms", K_I64, FIELD(liveness_timeout_ms), 0, MS_MAX,
+     "a whole number of milliseconds"},
+    {"cluster", "restart_backoff_ms", K_I64, FIELD(restart_backoff_ms), 1, MS_MAX,
+     "a whole number of milliseconds"},
+    {"cluster", "restart_backoff_max_ms", K_I64, FIELD(restart_backoff_max_ms), 1, MS_MAX,
+     "a whole number of milliseconds"},
+    {"cluster", "max_message_bytes", K_I64, FIELD(max_message_bytes),
+     CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT, "a number of bytes"},
+    {"cluster", "max_module_bytes", K_I64, FIELD(max_module_bytes), 4096,
+     CONF_MAX_BYTES_LIMIT, "a number of bytes"},
+    {"cluster", "log_max_bytes", K_I64, FIELD(log_max_bytes), 4096, INT64_C(1) << 40,
+     "a number of bytes"},
+    {"cluster", "log_keep", K_INT, FIELD(log_keep), 0, 100, "a number of old logs"},
     {"state", "supervisor_pid", K_INT, FIELD(supervisor_pid), 1, INT32_MAX,
      "a process id"},
 };
@@ -275,6 +288,7 @@ static int worker(parse *p, const char *name, const char *value)
     if (conf_add_worker(&p->next, value, why, sizeof why))
         return fail(p, "%s: %s", name, why);
     p->next.workers[p->next.n_workers - 1].attach = strcmp(name, "attach") == 0;
+    p->next.workers[p->next.n_workers - 1].line = p->line;
     return 1;
 }
 

@@ -131,6 +131,13 @@ static int format(const conf_cluster *c, char **text, size_t *len)
     fprintf(f, "start_timeout_ms = %" PRId64 "\n", c->start_timeout_ms);
     fprintf(f, "shutdown_grace_ms = %" PRId64 "\n", c->shutdown_grace_ms);
     fprintf(f, "threads = %d\n", c->threads);
+    fprintf(f, "liveness_timeout_ms = %" PRId64 "\n", c->liveness_timeout_ms);
+    fprintf(f, "restart_backoff_ms = %" PRId64 "\n", c->restart_backoff_ms);
+    fprintf(f, "restart_backoff_max_ms = %" PRId64 "\n", c->restart_backoff_max_ms);
+    fprintf(f, "max_message_bytes = %" PRId64 "\n", c->max_message_bytes);
+    fprintf(f, "max_module_bytes = %" PRId64 "\n", c->max_module_bytes);
+    fprintf(f, "log_max_bytes = %" PRId64 "\n", c->log_max_bytes);
+    fprintf(f, "log_keep = %d\n", c->log_keep);
     fprintf(f, "\n[workers]\n");
     for (size_t i = 0; i < c->n_workers; i++)
         fprintf(f, "%s = %s\n", c->workers[i].attach ? "attach" : "worker",

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,8 +76,14 @@ static const char usage[] =
     "      --wedge-grace-ms MS  a call still running this long after it was\n"
     "                         cancelled wedges the worker: it exits (status 5)\n"
     "                         to be restarted (default 60000; 0: never)\n"
+    "      --parent-pid PID   exit (as on SIGTERM) when process PID, the parent\n"
+    "                         that started this worker, is gone\n"
+    "      --max-message-bytes N  largest payload of one call (default 1 GiB)\n"
     "  -h, --help             this text\n"
     "  -V, --version          ferry's version\n"
+    "\n"
+    "Before a deliberate exit (Shutdown, SIGTERM, SIGINT) it writes the file\n"
+    "`stopped` in its state directory: any other exit is a crash to a supervisor.\n"
     "\n"
     "Exit status: 0 after Shutdown or a signal, 1 when it cannot start,\n"
     "2 for a usage mistake, 3 when the port is in use, 4 when it stopped\n"
@@ -90,6 +97,8 @@ typedef struct options {
     int rank, threads;
     uint32_t restarts;
     long wedge_grace_ms;
+    long parent_pid;
+    long max_message_bytes;
 } options;
 
 /* SIGTERM and SIGINT may land on any thread (gRPC's included) at any time,
@@ -128,6 +137,8 @@ static int parse(int argc, char **argv, options *o)
         {"restarts", required_argument, NULL, 'R'},
         {"port-file", required_argument, NULL, 'p'},
         {"wedge-grace-ms", required_argument, NULL, 'W'},
+        {"parent-pid", required_argument, NULL, 'P'},
+        {"max-message-bytes", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -180,6 +191,18 @@ static int parse(int argc, char **argv, options *o)
                 return usage_error(
                     "--wedge-grace-ms: expected a time from 0 to a day, got '%s'", optarg);
             break;
+        case 'P':
+            if (!conf_parse_long(optarg, 1, INT32_MAX, &o->parent_pid))
+                return usage_error("--parent-pid: expected a process id, got '%s'",
+                                   optarg);
+            break;
+        case 'M':
+            if (!conf_parse_long(optarg, CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT,
+                                 &o->max_message_bytes))
+                return usage_error(
+                    "--max-message-bytes: expected 65536 to 2146435072, got '%s'",
+                    optarg);
+            break;
         case 'h':
             fputs(usage, stdout);
             return EXIT_OK;
@@ -204,6 +227,14 @@ static int write_port_file(const char *path, int port)
     char text[16];
     int len = snprintf(text, sizeof text, "%d\n", port);
     return conf_write_atomic(path, text, (size_t)len, false);
+}
+
+/* Tells a supervisor this exit was asked for: any other is a crash. */
+static void write_stopped(const char *state_dir)
+{
+    char path[4096 + 16];
+    snprintf(path, sizeof path, "%s/stopped", state_dir);
+    conf_write_atomic(path, "stopped\n", 8, false);
 }
 
 static void *stuck_watch(void *arg)
@@ -343,6 +374,15 @@ int rt_worker_main(int argc, char **argv)
         fprintf(stderr, "ferry worker: cannot handle SIGTERM: %s\n", ferry_strerror(rc));
         return EXIT_FAIL;
     }
+    /* A worker must not outlive the supervisor that restarts it: SIGTERM
+     * when the parent dies; a parent already gone before that was set is
+     * seen by getppid(). */
+    if (o.parent_pid &&
+        (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != (pid_t)o.parent_pid)) {
+        fprintf(stderr, "ferry worker: its parent (pid %ld) is gone: exiting\n",
+                o.parent_pid);
+        return EXIT_FAIL;
+    }
     char home[4096] = "", state_dir[4096], token_file[4096];
     if ((!o.state_dir || !o.token_file) && conf_home(home, sizeof home) != 0) {
         fputs("ferry worker: no FERRY_HOME or HOME to keep state in: pass --state-dir "
@@ -395,6 +435,7 @@ int rt_worker_main(int argc, char **argv)
         .threads = o.threads,
         .restarts = o.restarts,
         .device = o.device,
+        .max_payload = (size_t)o.max_message_bytes,
     };
     rt_worker *w;
     rc = rt_worker_create(&wo, &w);
@@ -447,6 +488,8 @@ int rt_worker_main(int argc, char **argv)
     if (watching)
         pthread_join(wt.thread, NULL);
     bool deaf = atomic_load(&wt.deaf);
+    if (!deaf)
+        write_stopped(state_dir);
     long long grace = deaf ? 0 : atomic_load(&w->shutdown_grace_ms);
     static long long stuck_ms;
     stuck_ms = (grace >= 0 ? grace : STOP_GRACE_MS) + STUCK_EXTRA_MS;

@@ -5,10 +5,16 @@
  *   home.c        FERRY_HOME layout and the running cluster's state
  *   start.c       `ferry start`: token, supervisor, wait until every worker answers
  *   supervisor.c  the daemon `ferry start` leaves behind: spawns local workers,
- *                 restarts crashed ones, holds the cluster lock
+ *                 restarts crashed ones, holds the cluster lock (with sv_crash.c,
+ *                 sv_live.c; supervisor_int.h)
+ *   restarts.c    the supervisor's account of a worker's crashes, for status
+ *   stopped_by.c  a submit whose cluster was shut down under it says so
+ *   logfile.c     logs that rotate at a size
+ *   leftovers.c   workers an earlier cluster left running
  *   procs.c       pid and port files, liveness, stopping a supervisor
  *   status.c      `ferry status`
  *   submit.c      `ferry submit`: ship a module, run its driver
+ *   modfile.c     reading the module file submit was given, and its size limit
  *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up
  *
  * FERRY_HOME layout (see home.c):
@@ -16,9 +22,12 @@
  *   supervisor.pid        the supervisor, written by it first thing
  *   cluster.ini           the running cluster (a config file plus [state])
  *   token                 the cluster token, 0600
- *   logs/                 supervisor.log, worker-<rank>.log (kept after shutdown)
- *   workers/<rank>/       a local worker's state: cache/, crash, port, pid
- *   start-error           why the supervisor gave up while starting */
+ *   logs/                 supervisor.log, worker-<rank>.log and their rotated
+ *                         .1 .. .N (kept after shutdown)
+ *   workers/<rank>/       a local worker's state: cache/, crash, port, pid,
+ *                         stopped (it was asked to stop), restarts
+ *   start-error           why the supervisor gave up while starting
+ *   shutdown-at           when the last `ferry shutdown` began (kept) */
 #ifndef FERRY_CLI_H
 #define FERRY_CLI_H
 
@@ -59,7 +68,7 @@ typedef struct cli_train_opts {
      * than one worker. */
     const char *mode;
     int workers;
-    const char *grad_compression; /* "none", "lz4", "fp16" */
+    const char *grad_compression;               /* "none", "lz4", "fp16" */
     long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
     /* Async mode ("async"): the parameter server's shards, the staleness
      * bound (-1: unbounded), DOWNPOUR's push and pull intervals, the
@@ -86,6 +95,18 @@ void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf
  * printing `usage` for --help (exit 0), or CLI_USAGE after printing it to
  * stderr for anything else. */
 int cli_parse_json_flag(int argc, char **argv, const char *usage, bool *json);
+
+/* ---- module files (modfile.c) ---------------------------------------------- */
+
+/* Reads the module file at path into *out (malloc'd) without blocking on a
+ * FIFO. Returns 0, or an error with `err` saying what path is instead
+ * ("... is a directory, not a module file"). */
+int cli_read_module(const char *path, void **out, size_t *len, char *err, size_t errlen);
+
+/* FERRY_EMSGSIZE, with `err` naming the size and the limit, when a module
+ * of len bytes is over conf->max_module_bytes. */
+int cli_check_module_size(const char *name, size_t len, const conf_cluster *conf,
+                          char *err, size_t errlen);
 
 /* ---- FERRY_HOME ----------------------------------------------------------- */
 
@@ -149,6 +170,68 @@ bool cli_wait_unlocked(const cli_home *h, double ms);
  * Returns whether it is gone. */
 bool cli_stop_supervisor(const cli_home *h, pid_t sup, double wait_ms);
 
+/* ---- leftovers (leftovers.c) ------------------------------------------------ */
+
+/* Workers of an earlier cluster under this home that still run although
+ * no supervisor holds the lock (it was SIGKILLed and they did not follow):
+ * found by the pids the supervisor recorded, checked to be `ferry worker`s
+ * of this home. Fills ranks/pids (up to max) and returns how many. */
+size_t cli_leftovers(const cli_home *h, int *ranks, pid_t *pids, size_t max);
+
+/* Writes "worker 0 (pid 123), worker 1 (pid 124)" into buf. */
+void cli_leftovers_list(const int *ranks, const pid_t *pids, size_t n, char *buf,
+                        size_t len);
+
+/* SIGTERM, up to wait_ms, then SIGKILL to each. Returns how many are gone. */
+size_t cli_leftovers_stop(const pid_t *pids, size_t n, double wait_ms);
+
+/* ---- logs (logfile.c) ------------------------------------------------------- */
+
+/* A log that rotates: past max_bytes, NAME becomes NAME.1 (NAME.1 NAME.2, up
+ * to `keep` old files) and a new NAME starts. */
+typedef struct cli_log {
+    char path[CLI_FILE_MAX];
+    int fd; /* -1: closed */
+    int64_t size, max_bytes;
+    int keep;
+    bool dup_to_stdio; /* the process's stdout and stderr follow the file */
+} cli_log;
+
+/* Opens (appends to) path. Returns 0 or -errno. */
+int cli_log_open(cli_log *l, const char *path, int64_t max_bytes, int keep, bool stdio);
+/* Appends, rotating first when the file would pass max_bytes. */
+void cli_log_write(cli_log *l, const void *data, size_t len);
+void cli_log_close(cli_log *l);
+
+/* ---- crash loops (restarts.c) ------------------------------------------------ */
+
+/* The most of a crash record a worker keeps and reports. */
+#define CLI_CRASH_MAX 256
+
+typedef struct cli_restarts {
+    int crashes;         /* in a row, each within 30 s of the one before */
+    int64_t window_ms;   /* from the first of them to the last */
+    int64_t next_try_ms; /* wall clock (ms since the epoch); 0: restarted at once */
+    char last_crash[CLI_CRASH_MAX];
+} cli_restarts;
+
+/* workers/<rank>/restarts, written by the supervisor at every crash. */
+int cli_restarts_write(const cli_home *h, int rank, const cli_restarts *r);
+bool cli_restarts_read(const cli_home *h, int rank, cli_restarts *r);
+/* "crash loop: N crashes in T s, next try in S s" into buf. */
+void cli_restarts_describe(const cli_restarts *r, int64_t now_ms, char *buf, size_t len);
+
+/* Milliseconds since the epoch. */
+int64_t cli_wall_ms(void);
+
+/* ---- shutdown under a submit (stopped_by.c) ---------------------------------- */
+
+/* `ferry shutdown` notes when it began ($FERRY_HOME/shutdown-at). */
+int cli_shutdown_mark(const cli_home *h);
+/* Says, for `cmd`, that the cluster was shut down, when that began at or
+ * after since_ms (wall clock): the reason a command's calls failed. */
+void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms);
+
 /* ---- the supervisor ------------------------------------------------------- */
 
 /* A worker the supervisor runs on this host. */
@@ -167,12 +250,15 @@ typedef struct cli_supervisor_opts {
     int threads;
     const char *device; /* every worker's --device */
     int lock_fd;        /* the cluster lock, inherited; held until exit */
+    /* Liveness timeout, restart back-off, message limit, log rotation. */
+    const conf_cluster *conf;
 } cli_supervisor_opts;
 
 /* Runs in the process `ferry start` forked: spawns every worker of
- * o->workers (logs under logs/), restarts a worker that a signal
- * killed, gives up on one that exits with an error, and returns once every
- * worker has exited (after `ferry shutdown`) or on SIGTERM, after stopping
+ * o->workers (logs under logs/), restarts every worker that exits without
+ * being asked to stop or stops answering pings (backing off when it crashes
+ * in a loop), leaves one that fails at its start, and returns once every
+ * worker has stopped (after `ferry shutdown`) or on SIGTERM, after stopping
  * them. Returns the process exit status. */
 int cli_supervise(const cli_supervisor_opts *o);
 

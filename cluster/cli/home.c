@@ -56,7 +56,8 @@ int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartb
                       .call_timeout_ms = conf->call_timeout_ms,
                       .ping_timeout_ms = conf->ping_timeout_ms,
                       .heartbeat_ms =
-                          heartbeat && conf->heartbeat_ms ? conf->heartbeat_ms : -1};
+                          heartbeat && conf->heartbeat_ms ? conf->heartbeat_ms : -1,
+                      .max_payload = (size_t)conf->max_message_bytes};
     int rc = cluster_create(targets, conf->n_workers, &o, out);
     free(targets);
     return rc;

@@ -20,7 +20,9 @@ static const char usage[] =
     "Stops every worker of the cluster running under $FERRY_HOME, then its\n"
     "supervisor, and removes the cluster's state (the logs stay in\n"
     "$FERRY_HOME/logs). Calls still running get the grace period, then are\n"
-    "cancelled. Running it when no cluster runs is harmless.\n"
+    "cancelled. Workers an earlier cluster left running (its supervisor\n"
+    "died) are stopped too, found by the pids it recorded. Running it when\n"
+    "no cluster runs is harmless.\n"
     "\n"
     "options:\n"
     "      --grace-ms MS  time calls in flight get before they are cancelled\n"
@@ -106,6 +108,21 @@ int cli_shutdown(int argc, char **argv)
                     "ferry shutdown: stopped a cluster whose state was missing\n");
             return CLI_OK;
         }
+        /* No state, no supervisor: workers it left may still run. */
+        int ranks[CONF_MAX_WORKERS];
+        pid_t left[CONF_MAX_WORKERS];
+        size_t k = cli_leftovers(&h, ranks, left, CONF_MAX_WORKERS);
+        if (k) {
+            char list[2048];
+            cli_leftovers_list(ranks, left, k, list, sizeof list);
+            fprintf(stderr,
+                    "ferry shutdown: stopping workers an earlier cluster left: %s\n",
+                    list);
+            if (cli_leftovers_stop(left, k, (double)(grace >= 0 ? grace : 5000)) < k) {
+                cli_err("shutdown", "some of them could not be stopped");
+                return CLI_FAIL;
+            }
+        }
         clean_state(&h, NULL);
         fprintf(stderr, "ferry shutdown: no cluster is running under FERRY_HOME=%s\n",
                 h.dir);
@@ -133,6 +150,8 @@ int cli_shutdown(int argc, char **argv)
     }
 
     int status = CLI_OK;
+    /* Before the workers go: a submit they fail under must find it. */
+    cli_shutdown_mark(&h);
     if (cluster_shutdown_all(r.cl, (uint32_t)grace))
         fprintf(stderr, "ferry shutdown: %s; stopping the rest by signal\n",
                 cluster_error(r.cl));

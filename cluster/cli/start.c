@@ -1,9 +1,12 @@
 /* `ferry start N`: a token, a supervisor that runs the local workers, and a
- * wait until every worker (local or listed remote) answers Ping. */
+ * wait until every worker (local or listed remote) answers Ping. Ctrl-C,
+ * SIGTERM or SIGHUP while it waits stops what it started. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +26,15 @@ static const char usage[] =
     "\n"
     "Starts N local worker daemons (or the workers a config file lists), waits\n"
     "until every one answers, prints one line per worker and exits. A supervisor\n"
-    "stays behind: it restarts a worker that crashes. Stop it all with\n"
-    "`ferry shutdown`.\n"
+    "stays behind: it restarts a worker that crashes, exits unasked or stops\n"
+    "answering, and the workers exit if it dies. Stop it all with\n"
+    "`ferry shutdown`. Interrupted (Ctrl-C, SIGTERM), start stops what it\n"
+    "started. N is at most 256 (a cluster's most workers).\n"
     "\n"
     "options:\n"
-    "  -c, --config FILE     cluster file (INI): workers, timeouts, token file\n"
+    "  -c, --config FILE     cluster file (INI): workers, timeouts, token file,\n"
+    "                        liveness timeout, restart back-off, message and\n"
+    "                        module limits, log rotation (see the README)\n"
     "  -p, --base-port P     first worker's port; worker i listens on P+i\n"
     "                        (default 7100; 0: each worker picks a free port)\n"
     "  -l, --listen HOST     address local workers listen on (default 127.0.0.1)\n"
@@ -43,6 +50,49 @@ static const char usage[] =
     "and token.\n";
 
 #define POLL_MS 10
+
+/* The signal that interrupted start; 0: none. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+}
+
+/* Ctrl-C, SIGTERM or a hang-up while start waits must not leave a
+ * supervisor and its workers behind: the handlers only note the signal and
+ * every wait checks it. No SA_RESTART: a sleep ends at once. */
+static void catch_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* The child must not keep start's handlers: the supervisor takes its own. */
+static void default_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static bool say_interrupted(void)
+{
+    if (!interrupted)
+        return false;
+    cli_err("start", "interrupted by SIG%s: stopping what it started",
+            sigabbrev_np(interrupted));
+    return true;
+}
 
 typedef struct start_args {
     long n; /* -1: not given */
@@ -67,6 +117,16 @@ static int parse(int argc, char **argv, start_args *a)
         {NULL, 0, NULL, 0},
     };
     *a = (start_args){.n = -1, .base_port = -1, .threads = -1, .timeout_ms = -1};
+    /* "-1" is a number given as N, not an option: say so. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        long ignored;
+        if (argv[i][0] == '-' && conf_parse_long(argv[i], LONG_MIN, -1, &ignored) &&
+            (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '='))) {
+            cli_err("start", "N: expected a number of workers 1..%d, got '%s'",
+                    CONF_MAX_WORKERS, argv[i]);
+            return CLI_USAGE;
+        }
+    }
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "c:p:l:t:d:h", opts, NULL)) != -1) {
@@ -113,9 +173,14 @@ static int parse(int argc, char **argv, start_args *a)
             return CLI_USAGE;
         }
     }
-    if (optind < argc && !conf_parse_long(argv[optind++], 1, 1024, &a->n)) {
-        cli_err("start", "N: expected a number of workers 1..1024, got '%s'",
-                argv[optind - 1]);
+    if (optind < argc && !conf_parse_long(argv[optind++], 1, CONF_MAX_WORKERS, &a->n)) {
+        long big;
+        if (conf_parse_long(argv[optind - 1], CONF_MAX_WORKERS + 1, LONG_MAX, &big))
+            cli_err("start", "N: %s workers is over the cap: a cluster has at most %d",
+                    argv[optind - 1], CONF_MAX_WORKERS);
+        else
+            cli_err("start", "N: expected a number of workers 1..%d, got '%s'",
+                    CONF_MAX_WORKERS, argv[optind - 1]);
         return CLI_USAGE;
     }
     if (optind < argc) {
@@ -158,6 +223,20 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
                         size_t *n_local)
 {
     bool generated = conf->n_workers == 0;
+    if (generated && a->n < 0) {
+        cli_err("start",
+                "%s lists no workers: add a [workers] section with `worker = host:port` "
+                "lines, or give N",
+                a->config);
+        return CLI_USAGE;
+    }
+    if (!generated) {
+        char err[CONF_ERR_LEN];
+        if (conf_check_aliases(conf, a->config, err, sizeof err)) {
+            cli_err("start", "%s", err);
+            return CLI_USAGE;
+        }
+    }
     if (generated) {
         for (long i = 0; i < a->n; i++) {
             /* A placeholder port for a worker that picks its own: replaced
@@ -228,19 +307,50 @@ static int check_ports(const cli_local *local, size_t n)
     return 0;
 }
 
-/* Old state from a cluster that did not shut down cleanly. */
-static void clear_state(const cli_home *h, size_t n_workers)
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+/* Old state from a cluster that did not shut down cleanly: its pids, ports,
+ * crash records and crash-loop counts must never pass for this cluster's. */
+static void clear_state(const cli_home *h)
 {
     unlink(h->state);
     unlink(h->start_error);
     unlink(h->supervisor_pid);
-    for (size_t i = 0; i < n_workers; i++) {
-        char path[CLI_FILE_MAX];
-        cli_worker_file(h, (int)i, "port", path, sizeof path);
-        unlink(path);
-        cli_worker_file(h, (int)i, "pid", path, sizeof path);
-        unlink(path);
+    nftw(h->workers, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Workers whose supervisor died without them (see leftovers.c): named and
+ * stopped before anything new starts. */
+static int stop_leftovers(const cli_home *h)
+{
+    int ranks[CONF_MAX_WORKERS];
+    pid_t pids[CONF_MAX_WORKERS];
+    size_t n = cli_leftovers(h, ranks, pids, CONF_MAX_WORKERS);
+    if (!n)
+        return 0;
+    char list[2048];
+    cli_leftovers_list(ranks, pids, n, list, sizeof list);
+    fprintf(stderr,
+            "ferry start: an earlier cluster's supervisor is gone but %zu of its workers "
+            "still run: %s; stopping them\n",
+            n, list);
+    size_t gone = cli_leftovers_stop(pids, n, 3000);
+    if (gone < n) {
+        cli_err("start", "%zu of them could not be stopped: see `ferry status`",
+                n - gone);
+        return CLI_FAIL;
     }
+    return 0;
 }
 
 static pid_t fork_supervisor(const cli_supervisor_opts *so)
@@ -252,6 +362,7 @@ static pid_t fork_supervisor(const cli_supervisor_opts *so)
     /* The daemon: its own session, so a terminal's hang-up or Ctrl-C does not
      * reach it, and no descriptor of the caller's (a pipe a test reads to
      * its end) kept open. */
+    default_interrupts();
     setsid();
     char log[CLI_FILE_MAX];
     snprintf(log, sizeof log, "%s/supervisor.log", so->home->logs);
@@ -312,6 +423,8 @@ static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, s
         }
         if (known == n)
             return 0;
+        if (say_interrupted())
+            return FERRY_ECANCELED;
         char why[CLI_FILE_MAX + 128];
         if (supervisor_failed(h, sup, why, sizeof why)) {
             cli_err("start", "%s", why);
@@ -327,7 +440,8 @@ static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, s
 }
 
 /* Pings until every worker answers, failing early if the supervisor gives up. */
-static int wait_ready(const cli_home *h, cluster *cl, pid_t *sup, double deadline)
+static int wait_ready(const cli_home *h, cluster *cl, pid_t *sup, double deadline,
+                      long long timeout_ms)
 {
     for (;;) {
         double left = deadline - (double)uv_hrtime() / 1e6;
@@ -335,13 +449,18 @@ static int wait_ready(const cli_home *h, cluster *cl, pid_t *sup, double deadlin
             cluster_wait_ready(cl, left < 200 ? (left > 1 ? (int64_t)left : 1) : 200);
         if (rc == 0)
             return 0;
+        if (say_interrupted())
+            return FERRY_ECANCELED;
         char why[CLI_FILE_MAX + 128];
         if (supervisor_failed(h, sup, why, sizeof why)) {
             cli_err("start", "%s", why);
             return FERRY_EUNAVAIL;
         }
         if ((double)uv_hrtime() / 1e6 >= deadline) {
-            cli_err("start", "%s", cluster_error(cl));
+            /* Each wait above was a slice: the error names the whole. */
+            const char *e = cluster_error(cl), *which = strchr(e, ';');
+            cli_err("start", "not every worker answered within %lld ms (--timeout-ms)%s",
+                    timeout_ms, which ? which : "");
             return rc;
         }
     }
@@ -353,17 +472,15 @@ static int report_workers(cluster *cl, double t0)
 {
     const cluster_worker *w = NULL;
     int rc = cluster_survey(cl, true, &w);
-    for (size_t i = 0; w && i < cluster_size(cl); i++) {
-        if (w[i].ping)
-            printf("worker %d  %s  pid %d  %s\n", w[i].rank, w[i].target, w[i].ping->pid,
-                   w[i].ping->device);
-        else
-            printf("worker %d  %s  (not answering)\n", w[i].rank, w[i].target);
-    }
+    /* A start that fails prints no worker lines: they would read as a
+     * cluster that runs, and start is about to stop it. */
     if (rc) {
         cli_err("start", "%s", cluster_error(cl));
         return rc;
     }
+    for (size_t i = 0; w && i < cluster_size(cl); i++)
+        printf("worker %d  %s  pid %d  %s\n", w[i].rank, w[i].target, w[i].ping->pid,
+               w[i].ping->device);
     printf("%zu worker(s) ready in %.2f s\n", cluster_size(cl),
            ((double)uv_hrtime() / 1e6 - t0) / 1e3);
     return 0;
@@ -380,6 +497,8 @@ int cli_start(int argc, char **argv)
     cli_home h;
     if (cli_home_init(&h, "start"))
         return CLI_FAIL;
+    interrupted = 0;
+    catch_interrupts();
     conf_cluster conf;
     conf_defaults(&conf);
     cli_local *local = NULL;
@@ -412,7 +531,13 @@ int cli_start(int argc, char **argv)
     }
 
     if ((rc = conf_mkdirs(h.logs, 0700)) || (rc = conf_mkdirs(h.workers, 0700))) {
-        cli_err("start", "cannot create %s: %s", h.dir, ferry_strerror(rc));
+        if (rc == -ENOTDIR)
+            cli_err("start",
+                    "FERRY_HOME=%s is not a directory (or a part of that path is a "
+                    "file): set FERRY_HOME to a directory",
+                    h.dir);
+        else
+            cli_err("start", "cannot create %s: %s", h.dir, ferry_strerror(rc));
         goto out;
     }
     lock = conf_lock_take(h.dir);
@@ -430,9 +555,15 @@ int cli_start(int argc, char **argv)
                 ferry_strerror(lock));
         goto out;
     }
+    if (stop_leftovers(&h))
+        goto out;
     if (check_ports(local, n_local))
         goto out;
-    clear_state(&h, conf.n_workers);
+    clear_state(&h);
+    if (conf_mkdirs(h.workers, 0700) != 0) {
+        cli_err("start", "cannot create %s", h.workers);
+        goto out;
+    }
 
     const char *token_file = conf.token_file ? conf.token_file : h.token;
     if (!conf.token_file || access(token_file, F_OK) != 0) {
@@ -464,7 +595,8 @@ int cli_start(int argc, char **argv)
                               .n_workers = n_local,
                               .threads = conf.threads,
                               .device = a.device ? a.device : "auto",
-                              .lock_fd = lock};
+                              .lock_fd = lock,
+                              .conf = &conf};
     sup = fork_supervisor(&so);
     if (sup < 0) {
         cli_err("start", "cannot fork the supervisor: %s", strerror(errno));
@@ -472,6 +604,8 @@ int cli_start(int argc, char **argv)
         goto out;
     }
     forked = true;
+    if (say_interrupted())
+        goto out;
     /* From here the supervisor alone holds the lock. */
     close(lock);
     lock = -1;
@@ -488,7 +622,7 @@ int cli_start(int argc, char **argv)
         cli_err("start", "cannot connect to the workers: %s", ferry_strerror(rc));
         goto out;
     }
-    if (wait_ready(&h, cl, &sup, deadline))
+    if (wait_ready(&h, cl, &sup, deadline, (long long)conf.start_timeout_ms))
         goto out;
     if (report_workers(cl, t0))
         goto out;
@@ -500,6 +634,8 @@ out:
         unlink(h.state);
         unlink(h.supervisor_pid);
     }
+    if (interrupted && status != CLI_OK)
+        status = 128 + interrupted;
     if (lock >= 0)
         close(lock);
     free(local);

@@ -1,4 +1,6 @@
-/* `ferry status`: one row per worker, from a Ping and a Stats call to each. */
+/* `ferry status`: one row per worker, from a Ping and a Stats call to each,
+ * and from the supervisor's account of a worker that is down (a crash
+ * loop). With no cluster, it names workers an earlier one left running. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,8 +12,11 @@ static const char usage[] =
     "usage: ferry status [--json]\n"
     "\n"
     "Shows every worker of the cluster running under $FERRY_HOME: rank, address,\n"
-    "pid, device, calls served, calls in flight, uptime and health. Exits 1 when\n"
-    "no cluster runs or a worker does not answer.\n"
+    "pid, device, calls served, calls in flight, uptime and health, and a worker's\n"
+    "last crash. A worker that crashes in a loop is restarted after a growing\n"
+    "delay; its row then says \"crash loop: N crashes in T s, next try in S s\".\n"
+    "Exits 1 when no cluster runs (naming workers of an earlier cluster that\n"
+    "still run) or a worker does not answer.\n"
     "\n"
     "options:\n"
     "      --json     one JSON object instead of the table\n"
@@ -29,9 +34,18 @@ static void format_uptime(double s, char *buf, size_t len)
         snprintf(buf, len, "%ldh%02ldm", t / 3600, (t / 60) % 60);
 }
 
-static void health_text(const cluster_worker *w, char *buf, size_t len)
+/* A down worker's crash loop, from the supervisor; false if none. */
+static bool crash_loop(const cli_home *h, const cluster_worker *w, cli_restarts *r)
 {
-    if (!w->ping)
+    return !w->ping && cli_restarts_read(h, w->rank, r) && r->next_try_ms > 0;
+}
+
+static void health_text(const cli_home *h, const cluster_worker *w, char *buf, size_t len)
+{
+    cli_restarts r;
+    if (crash_loop(h, w, &r))
+        snprintf(buf, len, "DOWN (crash loop)");
+    else if (!w->ping)
         snprintf(buf, len, "DOWN");
     else if (w->ping->restarts)
         snprintf(buf, len, "ok (restarted %ux)", w->ping->restarts);
@@ -39,13 +53,13 @@ static void health_text(const cluster_worker *w, char *buf, size_t len)
         snprintf(buf, len, "ok");
 }
 
-static void print_table(const cluster_worker *w, size_t n)
+static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
 {
     printf("%-4s  %-21s  %-7s  %-34s  %8s  %9s  %7s  %s\n", "RANK", "ADDRESS", "PID",
            "DEVICE", "CALLS", "IN FLIGHT", "UPTIME", "HEALTH");
     for (size_t i = 0; i < n; i++) {
         char up[32] = "-", health[64], pid[16] = "-", calls[24] = "-", inflight[16] = "-";
-        health_text(&w[i], health, sizeof health);
+        health_text(h, &w[i], health, sizeof health);
         if (w[i].ping) {
             format_uptime(w[i].ping->uptime_s, up, sizeof up);
             snprintf(pid, sizeof pid, "%d", w[i].ping->pid);
@@ -57,8 +71,14 @@ static void print_table(const cluster_worker *w, size_t n)
         }
         printf("%-4d  %-21s  %-7s  %-34.34s  %8s  %9s  %7s  %s\n", w[i].rank, w[i].target,
                pid, w[i].ping ? w[i].ping->device : "-", calls, inflight, up, health);
-        if (w[i].ping && w[i].ping->last_crash && w[i].ping->last_crash[0])
+        cli_restarts r;
+        if (crash_loop(h, &w[i], &r)) {
+            char loop[160];
+            cli_restarts_describe(&r, cli_wall_ms(), loop, sizeof loop);
+            printf("      %s\n      last crash: %s\n", loop, r.last_crash);
+        } else if (w[i].ping && w[i].ping->last_crash && w[i].ping->last_crash[0]) {
             printf("      last crash: %s\n", w[i].ping->last_crash);
+        }
     }
 }
 
@@ -66,10 +86,10 @@ static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
 {
     printf("{\"ferry_home\":");
     json_str(stdout, h->dir);
-    printf(",\"workers\":[");
+    printf(",\"running\":true,\"workers\":[");
     for (size_t i = 0; i < n; i++) {
         char health[64];
-        health_text(&w[i], health, sizeof health);
+        health_text(h, &w[i], health, sizeof health);
         printf("%s{\"rank\":%d,\"address\":", i ? "," : "", w[i].rank);
         json_str(stdout, w[i].target);
         printf(",\"alive\":%s", w[i].ping ? "true" : "false");
@@ -90,11 +110,66 @@ static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
                    (unsigned long long)w[i].stats->calls_served,
                    (unsigned long long)w[i].stats->calls_failed, w[i].stats->in_flight,
                    w[i].stats->modules_loaded);
+        cli_restarts r;
+        if (crash_loop(h, &w[i], &r)) {
+            char loop[160];
+            cli_restarts_describe(&r, cli_wall_ms(), loop, sizeof loop);
+            printf(
+                ",\"crash_loop\":{\"crashes\":%d,\"window_s\":%.1f,\"next_try_s\":%.1f,"
+                "\"text\":",
+                r.crashes, (double)r.window_ms / 1e3,
+                r.next_try_ms > cli_wall_ms()
+                    ? (double)(r.next_try_ms - cli_wall_ms()) / 1e3
+                    : 0.0);
+            json_str(stdout, loop);
+            printf(",\"last_crash\":");
+            json_str(stdout, r.last_crash);
+            printf("}");
+        }
         printf(",\"health\":");
         json_str(stdout, health);
         printf("}");
     }
     printf("]}\n");
+}
+
+/* Why there is nothing to show, and what of an earlier cluster still runs:
+ * its state is never shown as current. */
+static void no_cluster(const cli_home *h, bool json)
+{
+    int ranks[CONF_MAX_WORKERS];
+    pid_t pids[CONF_MAX_WORKERS];
+    size_t n =
+        conf_lock_held(h->dir) ? 0 : cli_leftovers(h, ranks, pids, CONF_MAX_WORKERS);
+    char list[2048] = "", why[CLI_PATH_MAX + 2600];
+    cli_leftovers_list(ranks, pids, n, list, sizeof list);
+    if (conf_lock_held(h->dir))
+        snprintf(
+            why, sizeof why,
+            "a cluster is starting or stopping under FERRY_HOME=%s: its state is not "
+            "there (yet)",
+            h->dir);
+    else if (n)
+        snprintf(why, sizeof why,
+                 "no cluster is running under FERRY_HOME=%s: its supervisor is gone, but "
+                 "%zu of its workers still run: %s; `ferry shutdown` stops them",
+                 h->dir, n, list);
+    else
+        snprintf(
+            why, sizeof why,
+            "no cluster is running under FERRY_HOME=%s: start one with `ferry start N`",
+            h->dir);
+    if (json) {
+        printf("{\"ferry_home\":");
+        json_str(stdout, h->dir);
+        printf(",\"running\":false,\"error\":");
+        json_str(stdout, why);
+        printf(",\"leftover_workers\":[");
+        for (size_t i = 0; i < n; i++)
+            printf("%s{\"rank\":%d,\"pid\":%d}", i ? "," : "", ranks[i], (int)pids[i]);
+        printf("],\"workers\":[]}\n");
+    }
+    cli_err("status", "%s", why);
 }
 
 int cli_status(int argc, char **argv)
@@ -109,15 +184,20 @@ int cli_status(int argc, char **argv)
     }
     cli_home h;
     cli_running r;
-    if (cli_home_init(&h, "status") || cli_running_open(&r, &h, "status", false, false))
+    if (cli_home_init(&h, "status"))
         return CLI_FAIL;
+    if ((rc = cli_running_open(&r, &h, "status", true, false))) {
+        if (rc == FERRY_ENOENT)
+            no_cluster(&h, json);
+        return CLI_FAIL;
+    }
     const cluster_worker *w = NULL;
     rc = cluster_survey(r.cl, true, &w);
     size_t n = cluster_size(r.cl);
     if (w && json)
         print_json(&h, w, n);
     else if (w)
-        print_table(w, n);
+        print_table(&h, w, n);
     if (rc)
         cli_err("status", "%s", cluster_error(r.cl));
     cli_running_close(&r);

@@ -45,7 +45,8 @@ static const char usage[] =
     "      --weight-decay WD   L2 weight decay (default 0)\n"
     "      --seed S            seeds the parameters and the shuffle (default 1)\n"
     "      --data DIR          where the workers find Fashion-MNIST (default\n"
-    "                          /usr/share/datasets/fashion-mnist)\n"
+    "                          /usr/share/datasets/fashion-mnist); a relative\n"
+    "                          DIR is taken from the current directory\n"
     "      --precision P       fp32 (the default), tf32 (a GPU's TF32 tensor\n"
     "                          cores) or bf16; the cpu takes fp32 only\n"
     "\n"
@@ -81,33 +82,6 @@ static const char usage[] =
     "      --pull-every N      steps between pulls (default 1)\n"
     "      --alpha A           easgd's elastic coefficient (default 0.9 / workers)\n"
     "      --tau T             easgd's steps between exchanges (default 4)\n";
-
-static int read_file(const char *path, void **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    int rc = 0;
-    if (fseek(f, 0, SEEK_END) != 0 || ftell(f) < 0) {
-        rc = -errno;
-        goto out;
-    }
-    *len = (size_t)ftell(f);
-    rewind(f);
-    *out = malloc(*len ? *len : 1);
-    if (!*out) {
-        rc = FERRY_ENOMEM;
-        goto out;
-    }
-    if (fread(*out, 1, *len, f) != *len) {
-        rc = FERRY_EIO;
-        free(*out);
-        *out = NULL;
-    }
-out:
-    fclose(f);
-    return rc;
-}
 
 /* Parses all of s as a finite number in lo..hi. */
 static bool parse_double(const char *s, double lo, double hi, double *out)
@@ -259,7 +233,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         case OPT_SEED:
             name = "--seed";
             if (!conf_parse_long(optarg, 0, LONG_MAX, &v))
-                bad = "a seed from 0 up";
+                bad = "a seed from 0 to 9223372036854775807";
             o->seed = (uint64_t)v;
             break;
         case OPT_DATA:
@@ -382,6 +356,7 @@ static const char *base_name(const char *path)
 
 int cli_submit(int argc, char **argv)
 {
+    int64_t began = cli_wall_ms();
     /* submit's own options and the module come before "--", the driver's
      * arguments after it. */
     int dashes = argc;
@@ -427,9 +402,9 @@ int cli_submit(int argc, char **argv)
     cli_home h;
     if (cli_home_init(&h, "submit"))
         goto out;
-    int rc = read_file(path, &bytes, &len);
+    int rc = cli_read_module(path, &bytes, &len, err, sizeof err);
     if (rc) {
-        cli_err("submit", "cannot read %s: %s", path, ferry_strerror(rc));
+        cli_err("submit", "%s", err);
         goto out;
     }
     /* Checked first: a module that cannot load is a mistake to report
@@ -483,6 +458,10 @@ int cli_submit(int argc, char **argv)
     free(abs);
     if (cli_running_open(&r, &h, "submit", false, false))
         goto out;
+    if (cli_check_module_size(base_name(path), len, &r.conf, err, sizeof err)) {
+        cli_err("submit", "%s", err);
+        goto out;
+    }
     if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3)) {
         cli_err("submit", "%s", cluster_error(r.cl));
         goto out;
@@ -497,6 +476,8 @@ int cli_submit(int argc, char **argv)
     status = cli_train(r.cl, &m, shown, info.task, &topts) ? CLI_FAIL : CLI_OK;
 out:
     cluster_module_fini(&m);
+    if (r.cl && status != CLI_OK)
+        cli_shutdown_explain(&h, "submit", began);
     if (r.cl)
         cli_running_close(&r);
     free(bytes);

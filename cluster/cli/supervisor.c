@@ -1,16 +1,20 @@
 /* The supervisor: the one process `ferry start` leaves behind besides the
- * workers. It spawns the local workers on a libuv loop and restarts one
- * that a signal killed (a task module crashed it, or someone sent SIGKILL)
- * or that exited with an error after it had been up (a task called exit());
- * one that fails right at its start (a port taken, a bad option) is left:
- * restarting would fail the same way. It holds the cluster lock until every
- * worker is gone, so that `ferry status` and a second `ferry start` can tell
- * that a cluster runs. Exit status 0 is a worker's answer to Shutdown or
- * SIGTERM: never restarted. */
+ * workers. It spawns the local workers on a libuv loop, copies their output
+ * into rotating logs, and restarts every worker that exits without being
+ * asked to (see sv_crash.c) or stops answering (sv_live.c). A worker that
+ * fails right at its start (a port taken, a bad option) is left: restarting
+ * would fail the same way. Crashes in a row are restarted at once at first,
+ * then after a delay that doubles up to a cap: a crash loop is slowed, never
+ * given up on, and `ferry status` says so from workers/<rank>/restarts. It
+ * holds the cluster lock until every worker is gone, so that `ferry status`
+ * and a second `ferry start` can tell that a cluster runs. Each worker gets
+ * --parent-pid: it exits when the supervisor dies, so a SIGKILLed
+ * supervisor leaves nothing running. */
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,99 +24,27 @@
 
 #include <uv.h>
 
-#include "cli.h"
+#include "supervisor_int.h"
 
-/* More restarts than this within RESTART_WINDOW_S is a crash loop: stop. */
-#define RESTART_BURST    5
-#define RESTART_WINDOW_S 30.0
 /* A worker that ignores SIGTERM this long gets SIGKILL. */
 #define STOP_KILL_MS 5000
 
-typedef struct sv_worker {
-    /* One handle per run: a handle is only free after its close callback,
-     * and a restart cannot wait for that. */
-    uv_process_t *proc;
-    int rank;
-    int port; /* the bound port, once known (asked 0: from its port file) */
-    char host[256];
-    uint32_t restarts;
-    double window_start;        /* start of the current restart burst */
-    struct timespec spawned_at; /* wall clock, to compare with file times */
-    int burst;
-    bool running;
-    struct supervisor *sv;
-} sv_worker;
-
-typedef struct supervisor {
-    uv_loop_t loop;
-    uv_signal_t sigterm, sigint;
-    uv_timer_t kill_timer;
-    const cli_supervisor_opts *o;
-    sv_worker *w;
-    size_t n;
-    size_t running;
-    bool stopping;
-} supervisor;
-
-static double now_s(void)
-{
-    return (double)uv_hrtime() / 1e9;
-}
-
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...)
+void sv_log(supervisor *sv, const char *fmt, ...)
 {
     time_t t = time(NULL);
     struct tm tm;
-    char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
-    fprintf(stderr, "%s supervisor[%d]: ", stamp, (int)getpid());
+    char line[1024];
+    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
+    n += snprintf(line + n, sizeof line - (size_t)n, " supervisor[%d]: ", (int)getpid());
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (n < (int)sizeof line)
+        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    fflush(stderr);
-}
-
-/* The last non-empty line of a worker's log: usually why it exited. */
-static void last_log_line(const cli_home *h, int rank, char *buf, size_t len)
-{
-    char path[CLI_FILE_MAX];
-    snprintf(path, sizeof path, "%s/worker-%d.log", h->logs, rank);
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        if (line[0])
-            snprintf(buf, len, "%s", line);
-    }
-    fclose(f);
-}
-
-static int read_port_file(const cli_home *h, int rank)
-{
-    char path[CLI_FILE_MAX];
-    cli_worker_file(h, rank, "port", path, sizeof path);
-    long port;
-    return cli_read_number(path, 1, 65535, &port) ? (int)port : 0;
-}
-
-/* Whether this run of the worker got as far as listening: it writes its
- * port file once bound. One that did not failed to start. */
-static bool became_ready(const sv_worker *w)
-{
-    char path[CLI_FILE_MAX];
-    struct stat st;
-    cli_worker_file(w->sv->o->home, w->rank, "port", path, sizeof path);
-    if (stat(path, &st) != 0)
-        return false;
-    return st.st_mtim.tv_sec > w->spawned_at.tv_sec ||
-           (st.st_mtim.tv_sec == w->spawned_at.tv_sec &&
-            st.st_mtim.tv_nsec >= w->spawned_at.tv_nsec);
+    if (n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    cli_log_write(&sv->log, line, (size_t)n);
 }
 
 static void write_start_error(const cli_home *h, const char *text)
@@ -128,18 +60,138 @@ static void write_start_error(const cli_home *h, const char *text)
 
 static int spawn_worker(sv_worker *w);
 
+static bool restarts_pending(const supervisor *sv)
+{
+    for (size_t i = 0; i < sv->n; i++)
+        if (sv->w[i].waiting)
+            return true;
+    return false;
+}
+
 static void maybe_finish(supervisor *sv)
 {
-    if (sv->running > 0)
+    if (sv->finished || sv->running > 0 || restarts_pending(sv))
         return;
+    sv->finished = true;
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
     uv_close((uv_handle_t *)&sv->sigint, NULL);
     uv_close((uv_handle_t *)&sv->kill_timer, NULL);
+    for (size_t i = 0; i < sv->n; i++)
+        uv_close((uv_handle_t *)&sv->w[i].restart_timer, NULL);
+    sv_live_stop(sv);
+}
+
+static void cancel_restarts(supervisor *sv)
+{
+    for (size_t i = 0; i < sv->n; i++) {
+        if (sv->w[i].waiting) {
+            uv_timer_stop(&sv->w[i].restart_timer);
+            sv->w[i].waiting = false;
+        }
+    }
 }
 
 static void free_handle(uv_handle_t *h)
 {
     free(h);
+}
+
+/* ---- the workers' output ---------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    static char chunk[65536];
+    (void)suggested;
+    buf->base = chunk;
+    buf->len = sizeof chunk;
+}
+
+static void close_output(sv_worker *w)
+{
+    if (!w->out)
+        return;
+    uv_read_stop((uv_stream_t *)w->out);
+    uv_close((uv_handle_t *)w->out, free_handle);
+    w->out = NULL;
+}
+
+static void on_output(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    sv_worker *w = s->data;
+    if (n > 0)
+        cli_log_write(&w->log, buf->base, (size_t)n);
+    else if (n < 0 && w->out == (uv_pipe_t *)s)
+        close_output(w);
+}
+
+/* Copies what the exited run left in its pipe, so that its last words are
+ * in the log before anything reads them. */
+static void drain_output(sv_worker *w)
+{
+    uv_os_fd_t fd;
+    if (!w->out || uv_fileno((uv_handle_t *)w->out, &fd) != 0)
+        return;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        cli_log_write(&w->log, buf, (size_t)n);
+}
+
+/* ---- exits and restarts ------------------------------------------------ */
+
+static void on_restart_timer(uv_timer_t *t)
+{
+    sv_worker *w = t->data;
+    w->waiting = false;
+    if (w->sv->stopping || spawn_worker(w) != 0)
+        maybe_finish(w->sv);
+}
+
+/* How long to wait before the restart of a crash that is number `streak` in
+ * a row: none for the first few, then restart_backoff_ms doubling up to
+ * restart_backoff_max_ms. */
+static uint64_t backoff_ms(const supervisor *sv, int streak)
+{
+    if (streak <= SV_RESTART_AT_ONCE)
+        return 0;
+    uint64_t d = (uint64_t)sv->o->conf->restart_backoff_ms;
+    uint64_t cap = (uint64_t)sv->o->conf->restart_backoff_max_ms;
+    for (int i = SV_RESTART_AT_ONCE + 1; i < streak && d < cap; i++)
+        d *= 2;
+    return d < cap ? d : cap;
+}
+
+static void restart_after_crash(sv_worker *w, int64_t status, int signo)
+{
+    supervisor *sv = w->sv;
+    uint64_t now = uv_now(&sv->loop);
+    if (w->streak == 0 || now - w->last_crash_ms > SV_STREAK_MS) {
+        w->streak = 0;
+        w->streak_start_ms = now;
+    }
+    w->streak++;
+    w->last_crash_ms = now;
+
+    cli_restarts r = {.crashes = w->streak,
+                      .window_ms = (int64_t)(now - w->streak_start_ms)};
+    sv_record_crash(w, status, signo, r.last_crash, sizeof r.last_crash);
+    uint64_t delay = backoff_ms(sv, w->streak);
+    r.next_try_ms = delay ? cli_wall_ms() + (int64_t)delay : 0;
+    cli_restarts_write(sv->o->home, w->rank, &r);
+    w->restarts++;
+    if (delay) {
+        char loop[160];
+        cli_restarts_describe(&r, cli_wall_ms(), loop, sizeof loop);
+        sv_log(sv, "worker %d crashed: %s; %s", w->rank, r.last_crash, loop);
+        w->waiting = true;
+        uv_timer_start(&w->restart_timer, on_restart_timer, delay, 0);
+        return;
+    }
+    sv_log(sv, "worker %d crashed: %s; restarting it (restart %u)", w->rank, r.last_crash,
+           w->restarts);
+    if (spawn_worker(w) != 0)
+        maybe_finish(sv);
 }
 
 static void on_exit_(uv_process_t *proc, int64_t status, int signo)
@@ -150,65 +202,109 @@ static void on_exit_(uv_process_t *proc, int64_t status, int signo)
     sv->running--;
     w->proc = NULL;
     uv_close((uv_handle_t *)proc, free_handle);
-    if (!w->port)
-        w->port = read_port_file(sv->o->home, w->rank);
+    drain_output(w);
+    close_output(w);
+    if (!w->port) {
+        char path[CLI_FILE_MAX];
+        long port;
+        cli_worker_file(sv->o->home, w->rank, "port", path, sizeof path);
+        if (sv_became_ready(w) && cli_read_number(path, 1, 65535, &port))
+            w->port = (int)port;
+    }
 
-    if (sv->stopping || (signo == 0 && status == 0)) {
-        logf_("worker %d exited (status %d%s)", w->rank, (int)status,
-              sv->stopping ? ", stopping" : "");
+    if (sv->stopping) {
+        sv_log(sv, "worker %d exited (status %d, signal %d): stopping", w->rank,
+               (int)status, signo);
         maybe_finish(sv);
         return;
     }
-    if (signo == 0 && !became_ready(w)) {
+    /* Asked to stop, it is not restarted however it ended: a worker whose
+     * calls ignored the cancellation exits with status 1 at the end of the
+     * grace, and that is still the stop someone wanted. */
+    if (sv_asked_to_stop(w)) {
+        sv_log(sv, "worker %d stopped as asked (status %d, signal %d)", w->rank,
+               (int)status, signo);
+        /* The last of a `ferry shutdown`: a crash-looping worker's pending
+         * restart would outlive its cluster. */
+        if (sv->running == 0)
+            cancel_restarts(sv);
+        maybe_finish(sv);
+        return;
+    }
+    if (signo == 0 && !w->silent_ms && !sv_became_ready(w)) {
         char line[400], text[600];
-        last_log_line(sv->o->home, w->rank, line, sizeof line);
+        sv_last_log_line(w, line, sizeof line);
         snprintf(text, sizeof text, "worker %d exited with status %d: %s", w->rank,
                  (int)status, line[0] ? line : "(its log is empty)");
-        logf_("%s; not restarting it", text);
+        sv_log(sv, "%s; not restarting it", text);
         write_start_error(sv->o->home, text);
+        w->given_up = true;
         maybe_finish(sv);
         return;
     }
-    double t = now_s();
-    if (t - w->window_start > RESTART_WINDOW_S) {
-        w->window_start = t;
-        w->burst = 0;
+    restart_after_crash(w, status, signo);
+}
+
+static int open_output(sv_worker *w, int *child_end)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -errno;
+    uv_pipe_t *p = calloc(1, sizeof *p);
+    if (!p || uv_pipe_init(&w->sv->loop, p, 0) != 0) {
+        free(p);
+        close(fds[0]);
+        close(fds[1]);
+        return FERRY_ENOMEM;
     }
-    if (++w->burst > RESTART_BURST) {
-        logf_("worker %d died %d times in %.0f s (last: %s %d): giving up on it", w->rank,
-              w->burst, RESTART_WINDOW_S, signo ? "signal" : "status",
-              signo ? signo : (int)status);
-        maybe_finish(sv);
-        return;
+    p->data = w;
+    if (uv_pipe_open(p, fds[0]) != 0 ||
+        uv_read_start((uv_stream_t *)p, on_alloc, on_output) != 0) {
+        uv_close((uv_handle_t *)p, free_handle);
+        close(fds[1]);
+        return FERRY_EIO;
     }
-    w->restarts++;
-    logf_("worker %d killed by signal %d (%s): restarting it (restart %u)", w->rank,
-          signo, strsignal(signo), w->restarts);
-    if (spawn_worker(w) != 0)
-        maybe_finish(sv);
+    w->out = p;
+    *child_end = fds[1];
+    return 0;
 }
 
 static int spawn_worker(sv_worker *w)
 {
     supervisor *sv = w->sv;
     const cli_home *h = sv->o->home;
+    const conf_cluster *conf = sv->o->conf;
     char listen[300], rank[16], restarts[16], threads[16], dir[CLI_FILE_MAX],
-        port_file[CLI_FILE_MAX], log[CLI_FILE_MAX];
+        port_file[CLI_FILE_MAX], parent[16], max_msg[24];
     /* A restarted worker keeps its address, so the master's channel to it
      * reconnects by itself. */
     conf_format_address(listen, sizeof listen, w->host, w->port);
     snprintf(rank, sizeof rank, "%d", w->rank);
     snprintf(restarts, sizeof restarts, "%u", w->restarts);
     snprintf(threads, sizeof threads, "%d", sv->o->threads);
+    snprintf(parent, sizeof parent, "%d", (int)getpid());
+    snprintf(max_msg, sizeof max_msg, "%" PRId64, conf->max_message_bytes);
     cli_worker_dir(h, w->rank, dir, sizeof dir);
     cli_worker_file(h, w->rank, "port", port_file, sizeof port_file);
-    snprintf(log, sizeof log, "%s/worker-%d.log", h->logs, w->rank);
+    if (conf_mkdirs(dir, 0700) != 0)
+        sv_log(sv, "worker %d: cannot create %s", w->rank, dir);
+    sv_forget_stop(w);
 
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        int err = errno;
-        logf_("worker %d: cannot open its log %s: %s", w->rank, log, strerror(err));
-        return -err;
+    if (w->log.fd < 0) {
+        char log[CLI_FILE_MAX];
+        snprintf(log, sizeof log, "%s/worker-%d.log", h->logs, w->rank);
+        int rc = cli_log_open(&w->log, log, conf->log_max_bytes, conf->log_keep, false);
+        if (rc) {
+            sv_log(sv, "worker %d: cannot open its log %s: %s", w->rank, log,
+                   ferry_strerror(rc));
+            return rc;
+        }
+    }
+    int fd = -1;
+    int rc = open_output(w, &fd);
+    if (rc) {
+        sv_log(sv, "worker %d: no pipe for its output: %s", w->rank, ferry_strerror(rc));
+        return rc;
     }
     char *args[] = {(char *)sv->o->exe,
                     "worker",
@@ -228,6 +324,10 @@ static int spawn_worker(sv_worker *w)
                     threads,
                     "--device",
                     (char *)sv->o->device,
+                    "--parent-pid",
+                    parent,
+                    "--max-message-bytes",
+                    max_msg,
                     NULL};
     uv_stdio_container_t stdio[3] = {
         {.flags = UV_IGNORE},
@@ -244,15 +344,18 @@ static int spawn_worker(sv_worker *w)
     uv_process_t *proc = calloc(1, sizeof *proc);
     if (!proc) {
         close(fd);
+        close_output(w);
         return FERRY_ENOMEM;
     }
     proc->data = w;
-    int rc = uv_spawn(&sv->loop, proc, &po);
+    rc = uv_spawn(&sv->loop, proc, &po);
     close(fd);
     if (rc) {
-        logf_("worker %d: cannot start %s: %s", w->rank, sv->o->exe, uv_strerror(rc));
+        sv_log(sv, "worker %d: cannot start %s: %s", w->rank, sv->o->exe,
+               uv_strerror(rc));
         /* uv_spawn leaves a handle to close even when it fails. */
         uv_close((uv_handle_t *)proc, free_handle);
+        close_output(w);
         return rc;
     }
     w->proc = proc;
@@ -261,12 +364,12 @@ static int spawn_worker(sv_worker *w)
      * could be later than the mtime of a file written after it. */
     clock_gettime(CLOCK_REALTIME_COARSE, &w->spawned_at);
     sv->running++;
+    sv_live_spawned(w);
     /* What `ferry shutdown` checks is gone, rather than a pid a Ping claims. */
     char pid_file[CLI_FILE_MAX];
     cli_worker_file(h, w->rank, "pid", pid_file, sizeof pid_file);
-    if (conf_mkdirs(dir, 0700) == 0)
-        cli_write_number(pid_file, proc->pid);
-    logf_("worker %d started: pid %d, listening on %s", w->rank, proc->pid, listen);
+    cli_write_number(pid_file, proc->pid);
+    sv_log(sv, "worker %d started: pid %d, listening on %s", w->rank, proc->pid, listen);
     return 0;
 }
 
@@ -275,8 +378,8 @@ static void on_kill_timer(uv_timer_t *t)
     supervisor *sv = t->data;
     for (size_t i = 0; i < sv->n; i++) {
         if (sv->w[i].running) {
-            logf_("worker %d ignored SIGTERM for %d ms: SIGKILL", sv->w[i].rank,
-                  STOP_KILL_MS);
+            sv_log(sv, "worker %d ignored SIGTERM for %d ms: SIGKILL", sv->w[i].rank,
+                   STOP_KILL_MS);
             uv_process_kill(sv->w[i].proc, SIGKILL);
         }
     }
@@ -288,13 +391,14 @@ static void on_signal(uv_signal_t *s, int signo)
     if (sv->stopping)
         return;
     sv->stopping = true;
-    logf_("signal %d (%s): stopping %zu worker(s)", signo, strsignal(signo), sv->running);
+    sv_log(sv, "signal %d (%s): stopping %zu worker(s)", signo, strsignal(signo),
+           sv->running);
+    cancel_restarts(sv);
     for (size_t i = 0; i < sv->n; i++)
         if (sv->w[i].running)
             uv_process_kill(sv->w[i].proc, SIGTERM);
     uv_timer_start(&sv->kill_timer, on_kill_timer, STOP_KILL_MS, 0);
-    if (sv->running == 0)
-        maybe_finish(sv);
+    maybe_finish(sv);
 }
 
 /* Local workers share this host's cores: each OpenBLAS left to its default
@@ -319,9 +423,13 @@ int cli_supervise(const cli_supervisor_opts *o)
     /* First, so that a `ferry start` interrupted before it wrote the
      * cluster state still leaves a way to stop this process. */
     cli_write_number(o->home->supervisor_pid, getpid());
+    char log[CLI_FILE_MAX];
+    snprintf(log, sizeof log, "%s/supervisor.log", o->home->logs);
+    cli_log_open(&sv.log, log, o->conf->log_max_bytes, o->conf->log_keep, true);
     sv.w = calloc(o->n_workers ? o->n_workers : 1, sizeof *sv.w);
     if (!sv.w || uv_loop_init(&sv.loop) != 0) {
         free(sv.w);
+        cli_log_close(&sv.log);
         return CLI_FAIL;
     }
     share_blas_threads(o->n_workers);
@@ -336,10 +444,13 @@ int cli_supervise(const cli_supervisor_opts *o)
         w->sv = &sv;
         w->rank = o->workers[i].rank;
         w->port = o->workers[i].port;
-        w->window_start = now_s();
+        w->log.fd = -1;
         snprintf(w->host, sizeof w->host, "%s", o->workers[i].host);
+        uv_timer_init(&sv.loop, &w->restart_timer);
+        w->restart_timer.data = w;
     }
-    logf_("supervising %zu local worker(s)", sv.n);
+    sv_live_start(&sv);
+    sv_log(&sv, "supervising %zu local worker(s)", sv.n);
     for (size_t i = 0; i < sv.n; i++) {
         if (spawn_worker(&sv.w[i]) != 0) {
             char text[300];
@@ -352,7 +463,10 @@ int cli_supervise(const cli_supervisor_opts *o)
     }
     uv_run(&sv.loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(&sv.loop);
-    logf_("all workers stopped; exiting%s", rc ? " (loop not empty)" : "");
+    sv_log(&sv, "all workers stopped; exiting%s", rc ? " (loop not empty)" : "");
+    for (size_t i = 0; i < sv.n; i++)
+        cli_log_close(&sv.w[i].log);
+    cli_log_close(&sv.log);
     free(sv.w);
     close(o->lock_fd);
     return CLI_OK;

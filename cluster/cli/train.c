@@ -197,6 +197,17 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     int k = training_workers(cl, o, &mode);
     if (k < 0)
         return FERRY_EINVAL;
+    /* A relative --data names a directory where the user typed it, not where
+     * the supervisor (and so every worker) was started: sent absolute. */
+    char data[CLI_PATH_MAX] = "", cwd[CLI_PATH_MAX];
+    if (o->data_dir && o->data_dir[0] == '/')
+        snprintf(data, sizeof data, "%s", o->data_dir);
+    else if (o->data_dir && o->data_dir[0] &&
+             (!getcwd(cwd, sizeof cwd) ||
+              (size_t)snprintf(data, sizeof data, "%s/%s", cwd, o->data_dir) >= sizeof data)) {
+        cli_err("submit", "--data %s: cannot make it an absolute path", o->data_dir);
+        return FERRY_EINVAL;
+    }
     cluster_set_call_timeout(cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
     uint64_t session = new_session_id();
@@ -220,7 +231,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         a->seed = o->seed;
         a->epochs = (uint32_t)o->epochs;
         a->schedule = (char *)o->schedule;
-        a->data_dir = (char *)(o->data_dir ? o->data_dir : "");
+        a->data_dir = data;
         a->precision = (char *)(o->precision ? o->precision : "");
         a->submitter = submitter; /* idle_ms 0: the workers' default */
         if (k > 1) {

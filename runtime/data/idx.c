@@ -58,9 +58,12 @@ static int read_full(gzFile gz, void *buf, size_t len, size_t *got)
     return 0;
 }
 
+/* Opens without blocking, so that a FIFO (or a device) named as data fails
+ * at once instead of waiting forever for a writer; reads then block as
+ * usual. */
 static int open_file(const char *path, int *fd_out, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
         int code = e == ENOENT ? FERRY_ENOENT : e == EACCES ? FERRY_EACCES : FERRY_EIO;
@@ -70,6 +73,12 @@ static int open_file(const char *path, int *fd_out, char *err, size_t errlen)
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return rt_data_fail(err, errlen, FERRY_EIO, "%s: not a regular file", path);
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return rt_data_fail(err, errlen, FERRY_EIO, "%s: %s", path, strerror(e));
     }
     *fd_out = fd;
     return 0;

@@ -21,6 +21,13 @@ static void expect_defaults(const conf_cluster *c)
     cr_expect_eq(c->start_timeout_ms, 10000);
     cr_expect_eq(c->shutdown_grace_ms, 5000);
     cr_expect_eq(c->threads, 0);
+    cr_expect_eq(c->liveness_timeout_ms, 30000);
+    cr_expect_eq(c->restart_backoff_ms, 1000);
+    cr_expect_eq(c->restart_backoff_max_ms, 60000);
+    cr_expect_eq(c->max_message_bytes, 1 << 30);
+    cr_expect_eq(c->max_module_bytes, 256 << 20);
+    cr_expect_eq(c->log_max_bytes, 10 << 20);
+    cr_expect_eq(c->log_keep, 3);
     cr_expect_eq(c->n_workers, 0);
     cr_expect_null(c->workers);
     cr_expect_eq(c->supervisor_pid, 0);
@@ -52,6 +59,13 @@ T_TEST(conf_load, a_full_file_sets_every_field)
                                "start_timeout_ms = 20000\n"
                                "shutdown_grace_ms = 0\n"
                                "threads = 8\n"
+                               "liveness_timeout_ms = 2000\n"
+                               "restart_backoff_ms = 250\n"
+                               "restart_backoff_max_ms = 4000\n"
+                               "max_message_bytes = 1048576\n"
+                               "max_module_bytes = 65536\n"
+                               "log_max_bytes = 4096\n"
+                               "log_keep = 0\n"
                                "\n"
                                "[workers]\n"
                                "worker = 127.0.0.1:7200\n"
@@ -74,6 +88,13 @@ T_TEST(conf_load, a_full_file_sets_every_field)
     cr_expect_eq(c.start_timeout_ms, 20000);
     cr_expect_eq(c.shutdown_grace_ms, 0);
     cr_expect_eq(c.threads, 8);
+    cr_expect_eq(c.liveness_timeout_ms, 2000);
+    cr_expect_eq(c.restart_backoff_ms, 250);
+    cr_expect_eq(c.restart_backoff_max_ms, 4000);
+    cr_expect_eq(c.max_message_bytes, 1048576);
+    cr_expect_eq(c.max_module_bytes, 65536);
+    cr_expect_eq(c.log_max_bytes, 4096);
+    cr_expect_eq(c.log_keep, 0);
     cr_expect_eq(c.supervisor_pid, 4242);
     cr_assert_eq(c.n_workers, 3);
     cr_expect_str_eq(c.workers[0].address, "127.0.0.1:7200");
@@ -223,7 +244,19 @@ ParameterizedTestParameters(conf_load, every_mistake_names_its_file_and_line)
         {"unknown key", "[cluster]\nlisten = ::1\ntokn_file = /x\n", 3,
          "unknown key 'tokn_file' in [cluster] (known: listen, base_port, token_file, "
          "call_timeout_ms, ping_timeout_ms, heartbeat_ms, start_timeout_ms, "
-         "shutdown_grace_ms, threads)"},
+         "shutdown_grace_ms, threads, liveness_timeout_ms, restart_backoff_ms, "
+         "restart_backoff_max_ms, max_message_bytes, max_module_bytes, log_max_bytes, "
+         "log_keep)"},
+        {"message limit too small", "[cluster]\nmax_message_bytes = 1000\n", 2,
+         "max_message_bytes: expected a number of bytes from 65536 to 2146435072, got "
+         "'1000'"},
+        {"module limit too big", "[cluster]\nmax_module_bytes = 4294967296\n", 2,
+         "max_module_bytes: expected a number of bytes from 4096 to 2146435072, got "
+         "'4294967296'"},
+        {"negative liveness", "[cluster]\nliveness_timeout_ms = -1\n", 2,
+         "liveness_timeout_ms: expected a whole number of milliseconds >= 0, got '-1'"},
+        {"log keep", "[cluster]\nlog_keep = 1000\n", 2,
+         "log_keep: expected a number of old logs from 0 to 100, got '1000'"},
         {"unknown key in workers", "[workers]\nworkers = 127.0.0.1:1\n", 2,
          "unknown key 'workers' in [workers] (known: worker, attach)"},
         {"unknown key in state", "[state]\npid = 1\n", 2,

@@ -20,6 +20,13 @@ static void full(conf_cluster *c)
     c->start_timeout_ms = 3;
     c->shutdown_grace_ms = 4;
     c->threads = 1024;
+    c->liveness_timeout_ms = 0;
+    c->restart_backoff_ms = 5;
+    c->restart_backoff_max_ms = 6;
+    c->max_message_bytes = CONF_MAX_BYTES_LIMIT;
+    c->max_module_bytes = CONF_MIN_BYTES_LIMIT;
+    c->log_max_bytes = 4096;
+    c->log_keep = 100;
     c->supervisor_pid = 77;
     cr_assert_eq(conf_add_worker(c, "127.0.0.1:7100", NULL, 0), 0);
     cr_assert_eq(conf_add_worker(c, "[::1]:7101", NULL, 0), 0);
@@ -40,6 +47,13 @@ static void expect_same(const conf_cluster *a, const conf_cluster *b)
     cr_expect_eq(a->start_timeout_ms, b->start_timeout_ms);
     cr_expect_eq(a->shutdown_grace_ms, b->shutdown_grace_ms);
     cr_expect_eq(a->threads, b->threads);
+    cr_expect_eq(a->liveness_timeout_ms, b->liveness_timeout_ms);
+    cr_expect_eq(a->restart_backoff_ms, b->restart_backoff_ms);
+    cr_expect_eq(a->restart_backoff_max_ms, b->restart_backoff_max_ms);
+    cr_expect_eq(a->max_message_bytes, b->max_message_bytes);
+    cr_expect_eq(a->max_module_bytes, b->max_module_bytes);
+    cr_expect_eq(a->log_max_bytes, b->log_max_bytes);
+    cr_expect_eq(a->log_keep, b->log_keep);
     cr_expect_eq(a->supervisor_pid, b->supervisor_pid);
     cr_assert_eq(a->n_workers, b->n_workers);
     for (size_t i = 0; i < a->n_workers; i++) {
@@ -82,6 +96,13 @@ T_TEST(conf_save, every_setting_is_written_even_at_its_default)
     cr_expect_eq(back.start_timeout_ms, c.start_timeout_ms);
     cr_expect_eq(back.shutdown_grace_ms, c.shutdown_grace_ms);
     cr_expect_eq(back.threads, c.threads);
+    cr_expect_eq(back.liveness_timeout_ms, c.liveness_timeout_ms);
+    cr_expect_eq(back.restart_backoff_ms, c.restart_backoff_ms);
+    cr_expect_eq(back.restart_backoff_max_ms, c.restart_backoff_max_ms);
+    cr_expect_eq(back.max_message_bytes, c.max_message_bytes);
+    cr_expect_eq(back.max_module_bytes, c.max_module_bytes);
+    cr_expect_eq(back.log_max_bytes, c.log_max_bytes);
+    cr_expect_eq(back.log_keep, c.log_keep);
     /* An unset token_file, no supervisor and no workers are left out, so
      * they do not override. */
     cr_expect_str_eq(back.token_file, "/var/lib/ferry/token");

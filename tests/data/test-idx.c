@@ -109,6 +109,17 @@ TD_TEST(idx, a_directory_is_an_io_error_naming_it)
     td_expect_err(read_expecting_failure(path, err, sizeof err), FERRY_EIO, err, path);
 }
 
+/* A FIFO blocks an open for reading until a writer comes: the reader must
+ * refuse it at once, not hang its training forever. */
+TD_TEST(idx, a_fifo_is_refused_at_once_not_waited_on)
+{
+    char err[256] = "";
+    const char *path = td_path("train-images-idx3-ubyte.gz");
+    cr_assert(mkfifo(path, 0600) == 0);
+    td_expect_err(read_expecting_failure(path, err, sizeof err), FERRY_EIO, err, path);
+    cr_assert(strstr(err, "not a regular file"), "%s", err);
+}
+
 TD_TEST(idx, an_empty_file_is_corrupt)
 {
     char err[256] = "";

@@ -2,9 +2,12 @@
  * the error it got, then calls "echo" on the same worker to show the cluster
  * still serves: `ferry submit crashdrv.so -- segv`. The driver returns the
  * first call's error. Functions: echo, segv, abort, exit (the worker
- * exits with status 3), fail (returns an error with a text). */
+ * exits with status 3), exit0 (the worker exits with status 0), shout
+ * (writes 400 numbered lines of 100 bytes to stderr), fail (returns an
+ * error with a text). */
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +46,23 @@ static int quit(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
     exit(3);
 }
 
+static int quit0(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    (void)ctx, (void)in, (void)out;
+    exit(0);
+}
+
+static int shout(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    (void)ctx, (void)in, (void)out;
+    char line[101];
+    for (int i = 0; i < 400; i++) {
+        snprintf(line, sizeof line, "shout %04d %-88s\n", i, "");
+        fputs(line, stderr);
+    }
+    return 0;
+}
+
 static int fail(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     (void)in, (void)out;
@@ -70,5 +90,6 @@ static int drive(ferry_driver_t *drv)
 
 FERRY_TASK(.name = "crashdrv",
            .functions = FERRY_FUNCTIONS({"echo", echo}, {"segv", segv}, {"abort", die},
-                                        {"exit", quit}, {"fail", fail}),
+                                        {"exit", quit}, {"exit0", quit0},
+                                        {"shout", shout}, {"fail", fail}),
            .driver = drive);

@@ -3,6 +3,7 @@
 #include "e2e.h"
 #include "tcommon.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -344,4 +345,83 @@ bool e2e_wait_gone(pid_t pid, int ms)
 bool e2e_has(const char *haystack, const char *needle)
 {
     return haystack && strstr(haystack, needle) != NULL;
+}
+
+const char *e2e_write_file(const char *name, const char *text)
+{
+    char *p = NULL;
+    cr_assert(asprintf(&p, "%s/%s", root, name) > 0);
+    keep(p);
+    FILE *f = fopen(p, "w");
+    cr_assert(f, "cannot write %s", p);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+/* Field 6 of /proc/PID/stat, after the command in parentheses. */
+static pid_t session_of(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    char state;
+    int ppid, pgrp, sid;
+    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 ||
+        state == 'Z')
+        return -1;
+    return (pid_t)sid;
+}
+
+size_t e2e_session_procs(pid_t sid, pid_t *pids, size_t max)
+{
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid > 0 && session_of(pid) == sid && n < max)
+            pids[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+void e2e_expect_nothing_left(pid_t sup, const pid_t *also, size_t n_also, int ms)
+{
+    double end = now_ms() + ms;
+    pid_t left[16];
+    size_t n;
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        n = sup > 0 ? e2e_session_procs(sup, left, 16) : 0;
+        for (size_t i = 0; i < n_also && n < 16; i++)
+            if (e2e_alive(also[i]))
+                left[n++] = also[i];
+        if (n == 0 || now_ms() > end)
+            break;
+        usleep(20000);
+    }
+    cr_assert(n == 0, "%zu process(es) of the cluster still run, the first pid %d", n,
+              n ? (int)left[0] : 0);
+}
+
+pid_t e2e_wait_new_worker(int rank, pid_t old, int ms)
+{
+    double end = now_ms() + ms;
+    while (now_ms() < end) {
+        pid_t pid = e2e_worker_pid_file(rank);
+        if (pid > 0 && pid != old && e2e_alive(pid))
+            return pid;
+        usleep(10000);
+    }
+    return 0;
 }

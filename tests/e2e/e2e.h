@@ -89,6 +89,22 @@ bool e2e_wait_gone(pid_t pid, int ms);
 /* Whether `haystack` contains `needle`. */
 bool e2e_has(const char *haystack, const char *needle);
 
+/* Writes `text` to a file beside this test's homes; returns its path
+ * (freed at teardown). */
+const char *e2e_write_file(const char *name, const char *text);
+
+/* The processes of the session `sid` leads (a supervisor calls setsid, and
+ * its workers stay in its session), read from /proc: up to max pids. */
+size_t e2e_session_procs(pid_t sid, pid_t *pids, size_t max);
+
+/* Asserts that within ms no process of the cluster that supervisor `sup`
+ * ran is left, by /proc (its session, and every pid in `also`). */
+void e2e_expect_nothing_left(pid_t sup, const pid_t *also, size_t n_also, int ms);
+
+/* Waits up to ms for worker `rank`'s pid file to name a live pid other than
+ * `old`; returns it, or 0. */
+pid_t e2e_wait_new_worker(int rank, pid_t old, int ms);
+
 /* Reads a whole file (malloc'd, NUL-terminated); NULL if it cannot. */
 char *e2e_slurp(const char *path);
 

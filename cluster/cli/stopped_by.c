@@ -1,0 +1,39 @@
+/* Why a submit's calls failed when the operator shut the cluster down
+ * under it: its workers vanish mid-call, and all the master itself can see
+ * is a lost connection or a ping that went unanswered. `ferry shutdown`
+ * leaves the time it began in $FERRY_HOME/shutdown-at (kept after the
+ * state is gone), and a submit that fails checks it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "cli.h"
+
+static void path_of(const cli_home *h, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/shutdown-at", h->dir);
+}
+
+int cli_shutdown_mark(const cli_home *h)
+{
+    char path[CLI_FILE_MAX];
+    path_of(h, path, sizeof path);
+    return cli_write_number(path, (long)cli_wall_ms());
+}
+
+void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms)
+{
+    char path[CLI_FILE_MAX];
+    long at;
+    path_of(h, path, sizeof path);
+    if (!cli_read_number(path, 1, INT64_MAX, &at) || at < since_ms)
+        return;
+    time_t s = (time_t)(at / 1000);
+    struct tm tm;
+    char when[32];
+    strftime(when, sizeof when, "%H:%M:%S", localtime_r(&s, &tm));
+    cli_err(cmd,
+            "the cluster was shut down (`ferry shutdown` at %s) while this ran: that is "
+            "why its calls failed",
+            when);
+}

@@ -1,0 +1,98 @@
+/* The supervisor's state, shared by its files:
+ *   supervisor.c  spawning, exits, restarts and their back-off, signals
+ *   sv_crash.c    what an exit was: a stop asked for, or a crash and its record
+ *   sv_live.c     the liveness ping that finds wedged or stopped workers
+ * All of it runs on the supervisor's one libuv loop thread. */
+#ifndef FERRY_CLI_SUPERVISOR_INT_H
+#define FERRY_CLI_SUPERVISOR_INT_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <uv.h>
+
+#include "cli.h"
+#include "proxyworker/proxyworker.h"
+
+/* Crashes closer together than this make one streak; a worker that stays up
+ * this long starts a new one. */
+#define SV_STREAK_MS 30000
+/* The first crashes of a streak are restarted at once: a crash is usually a
+ * task's, and the next call should find its worker back. */
+#define SV_RESTART_AT_ONCE 3
+
+typedef struct sv_worker {
+    /* One handle per run: a handle is only free after its close callback,
+     * and a restart cannot wait for that. */
+    uv_process_t *proc;
+    uv_pipe_t *out; /* the run's stdout and stderr, copied into log */
+    cli_log log;
+    uv_timer_t restart_timer; /* a crash loop's delayed restart */
+    bool waiting;             /* restart_timer is armed */
+    int rank;
+    int port; /* the bound port, once known (asked 0: from its port file) */
+    char host[256];
+    uint32_t restarts;
+    struct timespec spawned_at; /* wall clock, to compare with file times */
+    bool running;
+    bool given_up; /* failed at its start: not restarted */
+    /* The current streak of crashes. */
+    int streak;
+    uint64_t streak_start_ms, last_crash_ms; /* loop time */
+    /* Liveness: the last time this run answered a ping (loop time), and,
+     * once the supervisor killed it for silence, for how long. */
+    pw *pw;
+    rpc_call ping;
+    bool pinging;
+    uint64_t last_answer_ms;
+    uint64_t silent_ms;
+    struct supervisor *sv;
+} sv_worker;
+
+typedef struct supervisor {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t kill_timer;
+    uv_timer_t live_timer;
+    rpc_client *client; /* NULL: no liveness check */
+    const cli_supervisor_opts *o;
+    cli_log log;
+    sv_worker *w;
+    size_t n;
+    size_t running;
+    bool stopping;
+    bool finished;
+} supervisor;
+
+void sv_log(supervisor *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- sv_crash.c ---- */
+
+/* Whether this run of w exited because it was asked to (a Shutdown call, or
+ * SIGTERM/SIGINT): the worker leaves a `stopped` file in its directory. */
+bool sv_asked_to_stop(const sv_worker *w);
+/* Removes that file before a run. */
+void sv_forget_stop(const sv_worker *w);
+
+/* Whether this run got as far as listening (it wrote its port file). */
+bool sv_became_ready(const sv_worker *w);
+
+/* The last non-empty line of the worker's log. */
+void sv_last_log_line(const sv_worker *w, char *buf, size_t len);
+
+/* Describes the exit of a crashed run into `text` and makes it the crash
+ * record the next run reports (workers/<rank>/crash), unless the run wrote
+ * its own (a fatal signal in a call): then `text` is that one. */
+void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t len);
+
+/* ---- sv_live.c ---- */
+
+/* Starts the liveness timer when o->conf->liveness_timeout_ms > 0. Returns 0
+ * or an error (logged); without it the cluster still runs. */
+int sv_live_start(supervisor *sv);
+/* A new run of w: it has the liveness timeout from now to answer. */
+void sv_live_spawned(sv_worker *w);
+/* Stops pinging and releases the client; the loop then runs out. */
+void sv_live_stop(supervisor *sv);
+
+#endif

@@ -1,0 +1,125 @@
+/* The liveness ping. A worker whose process exists but does not answer
+ * (wedged as when its descriptors ran out, SIGSTOPped, spinning with the
+ * completion queue stuck) is as gone as a dead one, yet no exit tells the
+ * supervisor. So the supervisor pings every worker it runs; one that has not
+ * answered for liveness_timeout_ms (cluster file) is killed with SIGKILL,
+ * and its exit is then a crash recorded as "unresponsive for N s". Ping
+ * needs no token, and a worker answers it on its completion-queue thread,
+ * however busy its executor is. */
+#include <signal.h>
+#include <string.h>
+
+#include "supervisor_int.h"
+
+/* Pings this often, at most; a shorter timeout pings more often. */
+#define TICK_MAX_MS 1000
+#define TICK_MIN_MS 100
+
+static uint64_t tick_ms(const supervisor *sv)
+{
+    int64_t t = sv->o->conf->liveness_timeout_ms / 4;
+    return (uint64_t)(t < TICK_MIN_MS ? TICK_MIN_MS : t > TICK_MAX_MS ? TICK_MAX_MS : t);
+}
+
+/* Where the supervisor reaches a worker listening on a wildcard address. */
+static const char *reach(const char *host)
+{
+    if (strcmp(host, "0.0.0.0") == 0)
+        return "127.0.0.1";
+    if (strcmp(host, "::") == 0)
+        return "::1";
+    return host;
+}
+
+static void on_pong(rpc_call *call)
+{
+    sv_worker *w = call->data;
+    w->pinging = false;
+    Ferry__PingReply *rep = NULL;
+    /* Anything may listen on a port: only our own process counts. */
+    if (call->result == 0 && pw_ping_reply(call, &rep) == 0) {
+        if (w->running && w->proc && rep->pid == w->proc->pid)
+            w->last_answer_ms = uv_now(&w->sv->loop);
+        protobuf_c_message_free_unpacked(&rep->base, NULL);
+    }
+    rpc_call_fini(call);
+}
+
+static void check(sv_worker *w, uint64_t now)
+{
+    supervisor *sv = w->sv;
+    const cli_home *h = sv->o->home;
+    if (!w->port && sv_became_ready(w)) {
+        char path[CLI_FILE_MAX];
+        long port;
+        cli_worker_file(h, w->rank, "port", path, sizeof path);
+        if (cli_read_number(path, 1, 65535, &port))
+            w->port = (int)port;
+    }
+    uint64_t silent = now - w->last_answer_ms;
+    if (!w->silent_ms && silent > (uint64_t)sv->o->conf->liveness_timeout_ms) {
+        w->silent_ms = silent;
+        sv_log(sv, "worker %d (pid %d) has not answered a ping for %.1f s: SIGKILL",
+               w->rank, w->proc->pid, (double)silent / 1e3);
+        uv_process_kill(w->proc, SIGKILL);
+        return;
+    }
+    if (w->port && !w->pw) {
+        char target[300];
+        conf_format_address(target, sizeof target, reach(w->host), w->port);
+        pw_opts po = {.target = target, .rank = w->rank};
+        if (pw_create(sv->client, &po, &w->pw) != 0)
+            w->pw = NULL;
+    }
+    if (w->pw && !w->pinging) {
+        w->ping.data = w;
+        if (pw_ping(w->pw, &w->ping, now, sv->o->conf->liveness_timeout_ms, on_pong) == 0)
+            w->pinging = true;
+    }
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    supervisor *sv = t->data;
+    uint64_t now = uv_now(&sv->loop);
+    for (size_t i = 0; i < sv->n && !sv->stopping; i++)
+        if (sv->w[i].running)
+            check(&sv->w[i], now);
+}
+
+int sv_live_start(supervisor *sv)
+{
+    uv_timer_init(&sv->loop, &sv->live_timer);
+    sv->live_timer.data = sv;
+    if (sv->o->conf->liveness_timeout_ms <= 0)
+        return 0;
+    int rc = rpc_client_create(&sv->loop, &sv->client);
+    if (rc) {
+        sv_log(sv, "no liveness pings (%s): a wedged worker will not be restarted",
+               ferry_strerror(rc));
+        sv->client = NULL;
+        return rc;
+    }
+    uint64_t tick = tick_ms(sv);
+    return uv_timer_start(&sv->live_timer, on_tick, tick, tick);
+}
+
+void sv_live_spawned(sv_worker *w)
+{
+    w->last_answer_ms = uv_now(&w->sv->loop);
+    w->silent_ms = 0;
+}
+
+void sv_live_stop(supervisor *sv)
+{
+    uv_timer_stop(&sv->live_timer);
+    uv_close((uv_handle_t *)&sv->live_timer, NULL);
+    for (size_t i = 0; i < sv->n; i++) {
+        /* Cancels a ping in flight; its callback still runs. */
+        pw_destroy(sv->w[i].pw);
+        sv->w[i].pw = NULL;
+    }
+    if (sv->client)
+        rpc_client_close(sv->client);
+    sv->client = NULL;
+}
