@@ -42,6 +42,10 @@ static int drive_here(const cli_drive_opts *o)
     char err[512] = "";
     if (cli_running_open(&r, o->home, "submit", false, false))
         goto out;
+    if (cli_check_module_size(o->shown, o->len, &r.conf, err, sizeof err)) {
+        cli_err("submit", "%s", err);
+        goto out;
+    }
     if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3)) {
         cli_err("submit", "%s", cluster_error(r.cl));
         goto out;

@@ -453,6 +453,10 @@ int cli_submit(int argc, char **argv)
                             .len = len, .argc = drv_argc, .argv = drv_argv, .json = json};
         status = cli_drive(&d);
         free(abs);
+        /* The driver's child saw the calls fail; whether a shutdown was
+         * why is for this process to say, as for a training. */
+        if (status != CLI_OK)
+            cli_shutdown_explain(&h, "submit", began);
         goto out;
     }
     free(abs);
