@@ -37,6 +37,7 @@ void conf_defaults(conf_cluster *c)
     c->max_module_bytes = (int64_t)256 << 20;
     c->log_max_bytes = (int64_t)10 << 20;
     c->log_keep = 3;
+    c->wedge_grace_ms = 60000;
 }
 
 static void worker_fini(conf_worker *w)

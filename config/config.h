@@ -20,6 +20,9 @@
  *     max_module_bytes = 268435456   ; largest task module
  *     log_max_bytes = 10485760    ; a log is rotated past this size
  *     log_keep = 3                ; rotated logs kept (NAME.log.1 is newest)
+ *     wedge_grace_ms = 60000      ; a call still running this long after its
+ *                                 ; cancellation wedges its worker: restarted;
+ *                                 ; 0: never
  *
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
@@ -68,6 +71,7 @@ typedef struct conf_cluster {
     int64_t max_module_bytes;
     int64_t log_max_bytes;
     int log_keep;
+    int64_t wedge_grace_ms; /* 0: a wedged worker is left running */
     conf_worker *workers; /* rank order */
     size_t n_workers;
     int supervisor_pid; /* [state]; 0 when absent */

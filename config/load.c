@@ -35,6 +35,7 @@ typedef struct key {
 } key;
 
 #define MS_MAX   INT32_MAX
+#define WEDGE_MS_MAX (INT64_C(24) * 3600 * 1000) /* the worker's --wedge-grace-ms bound */
 #define FIELD(f) offsetof(conf_cluster, f)
 
 static const key KEYS[] = {
@@ -65,6 +66,8 @@ static const key KEYS[] = {
     {"cluster", "log_max_bytes", K_I64, FIELD(log_max_bytes), 4096, INT64_C(1) << 40,
      "a number of bytes"},
     {"cluster", "log_keep", K_INT, FIELD(log_keep), 0, 100, "a number of old logs"},
+    {"cluster", "wedge_grace_ms", K_I64, FIELD(wedge_grace_ms), 0, WEDGE_MS_MAX,
+     "a whole number of milliseconds up to a day"},
     {"state", "supervisor_pid", K_INT, FIELD(supervisor_pid), 1, INT32_MAX,
      "a process id"},
 };
@@ -295,7 +298,7 @@ static int worker(parse *p, const char *name, const char *value)
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
     parse *p = user;
-    char known[256];
+    char known[512];
     p->called = true;
     if (p->err_line)
         return 0;

@@ -11,8 +11,9 @@
  * It finds its children through /proc (the parent field of each process's
  * stat), with open, read, getdents64, kill and waitpid only: async-signal-
  * safe, so the crash handler can do it too. A worker killed by SIGKILL (the
- * OOM killer, an impatient operator) cannot clean up; its orphans go to the
- * next subreaper up, its supervisor or init.
+ * OOM killer, an impatient operator, its supervisor's liveness check)
+ * cannot clean up; its orphans go to the next subreaper up: the
+ * supervisor, a subreaper too, kills them with rt_reap_orphans.
  *
  * Orphans are reaped only here, at the end: reaping them meanwhile would
  * also take the exit status of a child a running task is waiting for. */
@@ -78,8 +79,17 @@ static bool all_digits(const char *s)
     return true;
 }
 
-/* Kills every child of this process; returns how many it found. */
-static int kill_children(void)
+static bool kept(long pid, const pid_t *keep, size_t n_keep)
+{
+    for (size_t i = 0; i < n_keep; i++)
+        if ((long)keep[i] == pid)
+            return true;
+    return false;
+}
+
+/* Kills every child of this process but those in keep; the first `max` of
+ * their pids go to pids. Returns how many it killed. */
+static int kill_children(const pid_t *keep, size_t n_keep, pid_t *pids, int max)
 {
     int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -97,7 +107,11 @@ static int kill_children(void)
             long pid = 0;
             for (const char *p = d->d_name; *p; p++)
                 pid = pid * 10 + (*p - '0');
+            if (kept(pid, keep, n_keep))
+                continue;
             kill((pid_t)pid, SIGKILL);
+            if (found < max)
+                pids[found] = (pid_t)pid;
             found++;
         }
     }
@@ -109,7 +123,7 @@ int rt_reap_descendants(void)
 {
     int saved = errno, killed = 0;
     for (int round = 0; round < ROUNDS; round++) {
-        int found = kill_children();
+        int found = kill_children(NULL, 0, NULL, 0);
         killed += found;
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
@@ -119,5 +133,27 @@ int rt_reap_descendants(void)
         nanosleep(&ts, NULL);
     }
     errno = saved;
+    return killed;
+}
+
+int rt_reap_orphans(const pid_t *keep, size_t n_keep)
+{
+    enum { MAX_AT_ONCE = 256 };
+    pid_t pids[MAX_AT_ONCE];
+    int killed = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        int found = kill_children(keep, n_keep, pids, MAX_AT_ONCE);
+        killed += found;
+        if (!found)
+            break;
+        /* Only the pids killed here: waitpid(-1) would take the exit of a
+         * child the caller still waits for (a worker, for libuv). */
+        int n = found < MAX_AT_ONCE ? found : MAX_AT_ONCE;
+        for (int i = 0; i < n; i++)
+            for (int t = 0; t < ROUNDS && waitpid(pids[i], NULL, WNOHANG) == 0; t++) {
+                struct timespec ts = {.tv_nsec = 1000000};
+                nanosleep(&ts, NULL);
+            }
+    }
     return killed;
 }

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include <ferry/task.h>
@@ -152,14 +153,20 @@ int rt_worker_main(int argc, char **argv);
 /* ---- crash records -------------------------------------------------------- */
 
 /* Makes this process a child subreaper, so that whatever a task forks stays
- * its descendant (reap.c). Process-wide: only `ferry worker` calls it.
- * Returns 0 or -errno. */
+ * its descendant (reap.c). Process-wide: `ferry worker` calls it, and the
+ * supervisor, which adopts what a killed worker's tasks left. Returns 0 or
+ * -errno. */
 int rt_reap_init(void);
 
 /* Kills and reaps every child of this process until none is left (a child
  * killed hands its children to a subreaper). Async-signal-safe. Returns how
  * many it killed. */
 int rt_reap_descendants(void);
+
+/* Kills every child of this process but those in keep (the children the
+ * caller still runs), round after round, and reaps only those it killed.
+ * Returns how many it killed. */
+int rt_reap_orphans(const pid_t *keep, size_t n_keep);
 
 /* Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that
  * write "module M function F: signal N (SIGNAME)" for the call running on the

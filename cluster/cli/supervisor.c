@@ -204,6 +204,7 @@ static void on_exit_(uv_process_t *proc, int64_t status, int signo)
     uv_close((uv_handle_t *)proc, free_handle);
     drain_output(w);
     close_output(w);
+    sv_orphans_kill(sv, w->rank);
     if (!w->port) {
         char path[CLI_FILE_MAX];
         long port;
@@ -275,7 +276,7 @@ static int spawn_worker(sv_worker *w)
     const cli_home *h = sv->o->home;
     const conf_cluster *conf = sv->o->conf;
     char listen[300], rank[16], restarts[16], threads[16], dir[CLI_FILE_MAX],
-        port_file[CLI_FILE_MAX], parent[16], max_msg[24];
+        port_file[CLI_FILE_MAX], parent[16], max_msg[24], wedge[24];
     /* A restarted worker keeps its address, so the master's channel to it
      * reconnects by itself. */
     conf_format_address(listen, sizeof listen, w->host, w->port);
@@ -284,6 +285,7 @@ static int spawn_worker(sv_worker *w)
     snprintf(threads, sizeof threads, "%d", sv->o->threads);
     snprintf(parent, sizeof parent, "%d", (int)getpid());
     snprintf(max_msg, sizeof max_msg, "%" PRId64, conf->max_message_bytes);
+    snprintf(wedge, sizeof wedge, "%" PRId64, conf->wedge_grace_ms);
     cli_worker_dir(h, w->rank, dir, sizeof dir);
     cli_worker_file(h, w->rank, "port", port_file, sizeof port_file);
     if (conf_mkdirs(dir, 0700) != 0)
@@ -328,6 +330,8 @@ static int spawn_worker(sv_worker *w)
                     parent,
                     "--max-message-bytes",
                     max_msg,
+                    "--wedge-grace-ms",
+                    wedge,
                     NULL};
     uv_stdio_container_t stdio[3] = {
         {.flags = UV_IGNORE},
@@ -433,6 +437,7 @@ int cli_supervise(const cli_supervisor_opts *o)
         return CLI_FAIL;
     }
     share_blas_threads(o->n_workers);
+    sv_orphans_adopt(&sv);
     uv_signal_init(&sv.loop, &sv.sigterm);
     uv_signal_init(&sv.loop, &sv.sigint);
     uv_timer_init(&sv.loop, &sv.kill_timer);
@@ -462,6 +467,7 @@ int cli_supervise(const cli_supervisor_opts *o)
         }
     }
     uv_run(&sv.loop, UV_RUN_DEFAULT);
+    sv_orphans_kill(&sv, -1);
     int rc = uv_loop_close(&sv.loop);
     sv_log(&sv, "all workers stopped; exiting%s", rc ? " (loop not empty)" : "");
     for (size_t i = 0; i < sv.n; i++)

@@ -2,6 +2,7 @@
  *   supervisor.c  spawning, exits, restarts and their back-off, signals
  *   sv_crash.c    what an exit was: a stop asked for, or a crash and its record
  *   sv_live.c     the liveness ping that finds wedged or stopped workers
+ *   sv_orphans.c  what a killed worker's tasks left: adopted, killed, reaped
  * All of it runs on the supervisor's one libuv loop thread. */
 #ifndef FERRY_CLI_SUPERVISOR_INT_H
 #define FERRY_CLI_SUPERVISOR_INT_H
@@ -94,5 +95,14 @@ int sv_live_start(supervisor *sv);
 void sv_live_spawned(sv_worker *w);
 /* Stops pinging and releases the client; the loop then runs out. */
 void sv_live_stop(supervisor *sv);
+
+/* ---- sv_orphans.c ---- */
+
+/* Makes the supervisor a child subreaper: what a SIGKILLed worker's tasks
+ * forked becomes its child. */
+void sv_orphans_adopt(supervisor *sv);
+/* Kills and reaps every child that is not a running worker; `rank` names
+ * the worker whose exit prompted it in the log (-1: none). */
+void sv_orphans_kill(supervisor *sv, int rank);
 
 #endif

@@ -28,6 +28,7 @@ static void expect_defaults(const conf_cluster *c)
     cr_expect_eq(c->max_module_bytes, 256 << 20);
     cr_expect_eq(c->log_max_bytes, 10 << 20);
     cr_expect_eq(c->log_keep, 3);
+    cr_expect_eq(c->wedge_grace_ms, 60000);
     cr_expect_eq(c->n_workers, 0);
     cr_expect_null(c->workers);
     cr_expect_eq(c->supervisor_pid, 0);
@@ -66,6 +67,7 @@ T_TEST(conf_load, a_full_file_sets_every_field)
                                "max_module_bytes = 65536\n"
                                "log_max_bytes = 4096\n"
                                "log_keep = 0\n"
+                               "wedge_grace_ms = 1500\n"
                                "\n"
                                "[workers]\n"
                                "worker = 127.0.0.1:7200\n"
@@ -95,6 +97,7 @@ T_TEST(conf_load, a_full_file_sets_every_field)
     cr_expect_eq(c.max_module_bytes, 65536);
     cr_expect_eq(c.log_max_bytes, 4096);
     cr_expect_eq(c.log_keep, 0);
+    cr_expect_eq(c.wedge_grace_ms, 1500);
     cr_expect_eq(c.supervisor_pid, 4242);
     cr_assert_eq(c.n_workers, 3);
     cr_expect_str_eq(c.workers[0].address, "127.0.0.1:7200");
@@ -212,7 +215,7 @@ typedef struct mistake {
     char name[48];
     char text[320];
     int line;
-    char msg[300];
+    char msg[400];
 } mistake;
 
 ParameterizedTestParameters(conf_load, every_mistake_names_its_file_and_line)
@@ -246,7 +249,7 @@ ParameterizedTestParameters(conf_load, every_mistake_names_its_file_and_line)
          "call_timeout_ms, ping_timeout_ms, heartbeat_ms, start_timeout_ms, "
          "shutdown_grace_ms, threads, liveness_timeout_ms, restart_backoff_ms, "
          "restart_backoff_max_ms, max_message_bytes, max_module_bytes, log_max_bytes, "
-         "log_keep)"},
+         "log_keep, wedge_grace_ms)"},
         {"message limit too small", "[cluster]\nmax_message_bytes = 1000\n", 2,
          "max_message_bytes: expected a number of bytes from 65536 to 2146435072, got "
          "'1000'"},
@@ -257,6 +260,9 @@ ParameterizedTestParameters(conf_load, every_mistake_names_its_file_and_line)
          "liveness_timeout_ms: expected a whole number of milliseconds >= 0, got '-1'"},
         {"log keep", "[cluster]\nlog_keep = 1000\n", 2,
          "log_keep: expected a number of old logs from 0 to 100, got '1000'"},
+        {"wedge grace over a day", "[cluster]\nwedge_grace_ms = 86400001\n", 2,
+         "wedge_grace_ms: expected a whole number of milliseconds up to a day from 0 to "
+         "86400000, got '86400001'"},
         {"unknown key in workers", "[workers]\nworkers = 127.0.0.1:1\n", 2,
          "unknown key 'workers' in [workers] (known: worker, attach)"},
         {"unknown key in state", "[state]\npid = 1\n", 2,

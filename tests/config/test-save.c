@@ -27,6 +27,7 @@ static void full(conf_cluster *c)
     c->max_module_bytes = CONF_MIN_BYTES_LIMIT;
     c->log_max_bytes = 4096;
     c->log_keep = 100;
+    c->wedge_grace_ms = 7;
     c->supervisor_pid = 77;
     cr_assert_eq(conf_add_worker(c, "127.0.0.1:7100", NULL, 0), 0);
     cr_assert_eq(conf_add_worker(c, "[::1]:7101", NULL, 0), 0);
@@ -54,6 +55,7 @@ static void expect_same(const conf_cluster *a, const conf_cluster *b)
     cr_expect_eq(a->max_module_bytes, b->max_module_bytes);
     cr_expect_eq(a->log_max_bytes, b->log_max_bytes);
     cr_expect_eq(a->log_keep, b->log_keep);
+    cr_expect_eq(a->wedge_grace_ms, b->wedge_grace_ms);
     cr_expect_eq(a->supervisor_pid, b->supervisor_pid);
     cr_assert_eq(a->n_workers, b->n_workers);
     for (size_t i = 0; i < a->n_workers; i++) {

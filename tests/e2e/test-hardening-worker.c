@@ -136,13 +136,45 @@ Test(e2e_worker, calls_that_ignore_cancellation_are_named_refuse_more_and_wedge_
     e2e_expect_no_descendants(5000);
 }
 
+/* The cluster file's wedge_grace_ms reaches the supervisor's workers: a
+ * call that outlives its cancellation by that long wedges the worker, which
+ * exits and is restarted, and `status` shows why. */
+Test(e2e_worker, a_wedged_worker_is_restarted_by_its_supervisor)
+{
+    char *so = e2e_build_module(
+        "stuck", "#include <unistd.h>\n#include <ferry/task.h>\n"
+                 "static int spin(ferry_ctx_t *c, const ferry_bytes_t *in, ferry_bytes_t *o)\n"
+                 "{ (void)c, (void)in, (void)o; for (;;) usleep(20000); }\n"
+                 "static int drive(ferry_driver_t *d)\n"
+                 "{ ferry_bytes_t out[1] = {{0}};\n"
+                 "  return d->ops->call_all(d, \"spin\", NULL, out); }\n"
+                 "FERRY_TASK(.name = \"stuck\", .driver = drive,\n"
+                 "           .functions = FERRY_FUNCTIONS({\"spin\", spin}));\n");
+    const char *cfg = e2e_write_file("wedge.ini", "[cluster]\nbase_port = 0\nthreads = 1\n"
+                                                  "call_timeout_ms = 500\n"
+                                                  "wedge_grace_ms = 1500\n");
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "1", "--config", cfg, NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    pid_t worker = e2e_worker_pid_file(0);
+    cr_assert(worker > 0);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", so, NULL);
+    E2E_EXPECT(&r, 1);
+    e2e_run_fini(&r);
+    free(so);
+    cr_assert(e2e_wait_new_worker(0, worker, 15000) > 0, "the wedged worker was not restarted");
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    cr_assert(e2e_has(r.out, "wedged"), "status does not say why:\n%s", r.out);
+    e2e_run_fini(&r);
+    e2e_shutdown_leaves_nothing();
+}
+
 /* ---- finding 9: a task that forks ---------------------------------------- */
 
-Test(e2e_worker, what_a_task_forks_is_gone_after_shutdown)
-{
-    e2e_start(2);
-    char *so = e2e_build_module(
-        "forker",
+/* A task whose `spawn` forks a child that setsid()s away and forks again,
+ * both waiting forever; its driver prints each worker's child pid. */
+static const char forker_src[] =
         "#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
         "#include <ferry/task.h>\n"
         "static int spawn(ferry_ctx_t *c, const ferry_bytes_t *in, ferry_bytes_t *o)\n"
@@ -157,7 +189,12 @@ Test(e2e_worker, what_a_task_forks_is_gone_after_shutdown)
         "    d->ops->free_bytes(d, &out[r]); }\n"
         "  return rc; }\n"
         "FERRY_TASK(.name = \"forker\", .driver = drive,\n"
-        "           .functions = FERRY_FUNCTIONS({\"spawn\", spawn}));\n");
+        "           .functions = FERRY_FUNCTIONS({\"spawn\", spawn}));\n";
+
+Test(e2e_worker, what_a_task_forks_is_gone_after_shutdown)
+{
+    e2e_start(2);
+    char *so = e2e_build_module("forker", forker_src);
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", so, NULL);
     E2E_EXPECT(&r, 0);
@@ -176,6 +213,34 @@ Test(e2e_worker, what_a_task_forks_is_gone_after_shutdown)
     e2e_shutdown_leaves_nothing();
     for (int i = 0; i < 2; i++)
         cr_assert(!e2e_proc_alive(kids[i]), "child %d survived", (int)kids[i]);
+}
+
+/* A worker killed by SIGKILL cannot kill what its tasks forked: the
+ * supervisor adopts it and does. */
+Test(e2e_worker, what_a_task_forks_is_gone_when_its_worker_is_killed)
+{
+    e2e_start(1);
+    char *so = e2e_build_module("forker", forker_src);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", so, NULL);
+    E2E_EXPECT(&r, 0);
+    free(so);
+    const char *p = strstr(r.out, "child ");
+    cr_assert(p, "no child pid printed:\n%s", r.out);
+    pid_t kid = (pid_t)atoi(p + 6);
+    e2e_run_fini(&r);
+    cr_assert(kid > 0 && e2e_proc_alive(kid), "child %d is not running", (int)kid);
+    pid_t worker = e2e_worker_pid_file(0);
+    cr_assert(worker > 0 && kill(worker, SIGKILL) == 0);
+    cr_assert(e2e_wait_new_worker(0, worker, 10000) > 0, "the worker was not restarted");
+    /* Gone and reaped: no process, not even a zombie, by that pid. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d", (int)kid);
+    for (int i = 0; i < 100 && access(path, F_OK) == 0; i++)
+        usleep(50000);
+    cr_assert(access(path, F_OK) != 0, "child %d of the killed worker is still there%s",
+              (int)kid, e2e_proc_alive(kid) ? ", running" : " (a zombie)");
+    e2e_shutdown_leaves_nothing();
 }
 
 /* ---- finding 10: training sessions have an owner -------------------------- */
