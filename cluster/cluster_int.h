@@ -129,7 +129,7 @@ struct cluster {
     cluster_worker *survey;
 };
 
-/* ---- cluster.c ------------------------------------------------------------ */
+/* ---- core.c: texts and requests; calls nothing else here ------------------ */
 
 /* Replaces the cluster's error text. */
 void cl_set_error(cluster *cl, const char *fmt, ...)
@@ -139,12 +139,6 @@ void cl_set_error_text(cluster *cl, char *owned);
 char *cl_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Appends printf-style text to the malloc'd string *s (NULL: empty). */
 void cl_append(char **s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Runs the loop until *pending reaches 0, with the heartbeat going. */
-void cl_run(cluster *cl, const size_t *pending);
-/* Runs the loop until `ms` passed (heartbeat going) or *stop became true. */
-void cl_run_for(cluster *cl, int64_t ms, const bool *stop);
-
-/* ---- requests (cluster.c) ------------------------------------------------- */
 
 /* Prepares `r` for a request of `kind` to `node`; `cb` runs once it ended
  * (after a diagnosis, when one is needed). */
@@ -154,8 +148,8 @@ void cl_req_prepare(cl_req *r, cluster *cl, cl_node *node, cl_kind kind,
  * failed with `start_rc`, completes it at once (cb runs before this
  * returns) with a text naming the worker. */
 void cl_req_started(cl_req *r, int start_rc);
-/* The rpc callback every request uses. */
-void cl_req_rpc_done(rpc_call *call);
+/* Takes `r` off its node's list of requests in flight: its rpc ended. */
+void cl_req_unlink(cl_node *node, cl_req *r);
 /* Ends `r` with `result`/`fail` and the text (taken) and runs its cb. */
 void cl_req_finish(cl_req *r, int result, cl_fail fail, char *err);
 /* Frees the reply and error text; the request may be prepared again. */
@@ -165,8 +159,6 @@ char *cl_req_label(const cl_req *r);
 /* Ends the prepared `r` at once (cb runs before this returns): its node is
  * marked dead. */
 void cl_req_down(cl_req *r);
-
-/* ---- one request per worker (cluster.c) ------------------------------------ */
 
 /* Starts the pw_* request for the prepared `r`, with cl_req_rpc_done;
  * returns the start's result. */
@@ -179,24 +171,15 @@ void cl_count_done(cl_req *r);
  * (NULL: every node), counted in *pending (cl_count_done), and sends it. */
 void cl_fanout_start(cluster *cl, cl_req *reqs, const bool *which, cl_kind kind,
                      cl_send_fn send, void *ctx, size_t *pending);
-/* cl_fanout_start, then runs the loop until all those requests ended. */
-void cl_fanout(cluster *cl, cl_req *reqs, const bool *which, cl_kind kind,
-               cl_send_fn send, void *ctx);
 /* The first failure among reqs[0..n) in order, but those where skip[i]:
  * moves its text into the cluster's error and returns its result; 0 when
  * none failed. */
 int cl_first_error(cluster *cl, cl_req *reqs, size_t n, const bool *skip);
 /* cl_req_fini on each of reqs[0..n), then frees the array (NULL: nothing). */
 void cl_reqs_free(cl_req *reqs, size_t n);
-/* A cl_send_fn: Ping, waiting *(int64_t *)timeout_ms. */
-int cl_send_ping(cl_req *r, void *timeout_ms);
 
-/* ---- health.c ------------------------------------------------------------- */
+/* ---- node.c: a worker's state; builds on core ------------------------------ */
 
-void cl_health_init(cluster *cl);
-void cl_health_close(cluster *cl);
-void cl_heartbeat_start(cluster *cl);
-void cl_heartbeat_stop(cluster *cl);
 /* Marks `node` dead with `why` (taken) and cancels its requests in flight. */
 void cl_node_kill(cluster *cl, cl_node *node, char *why);
 /* Notes a ping reply: revives the node, forgets its modules if its process
@@ -206,24 +189,47 @@ void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool 
 /* cl_node_seen with baseline for the reply of the ping `r`, when it
  * succeeded; returns whether it did. */
 bool cl_ping_seen(cl_req *r);
+bool cl_node_has(const cl_node *node, const char *sha256);
+void cl_node_add(cl_node *node, const char *sha256);
+void cl_node_forget_modules(cl_node *node);
+
+/* ---- health.c: heartbeat, ends, diagnosis; builds on core, node ------------ */
+
+void cl_health_init(cluster *cl);
+void cl_health_close(cluster *cl);
+void cl_heartbeat_start(cluster *cl);
+void cl_heartbeat_stop(cluster *cl);
+/* The rpc callback every request uses: judges how it ended (a lost Call
+ * waits for a diagnosis first) and finishes it. */
+void cl_req_rpc_done(rpc_call *call);
 /* A Call lost its connection: holds `r` until the node is known to be back
  * (restarted, with or without a crash record) or gone. */
 void cl_diag_enqueue(cluster *cl, cl_node *node, cl_req *r);
+/* A cl_send_fn: Ping, waiting *(int64_t *)timeout_ms. */
+int cl_send_ping(cl_req *r, void *timeout_ms);
+
+/* ---- run.c: the loop from blocking code; builds on core, health ------------ */
+
+/* Runs the loop until *pending reaches 0, with the heartbeat going. */
+void cl_run(cluster *cl, const size_t *pending);
+/* Runs the loop until `ms` passed (heartbeat going) or *stop became true. */
+void cl_run_for(cluster *cl, int64_t ms, const bool *stop);
+/* cl_fanout_start, then runs the loop until all those requests ended. */
+void cl_fanout(cluster *cl, cl_req *reqs, const bool *which, cl_kind kind,
+               cl_send_fn send, void *ctx);
+
+/* ---- probe.c: builds on all of the above ----------------------------------- */
+
 /* Pings the dead nodes among `which` (NULL: all) once; revives those that
  * answer. Blocking. */
 void cl_probe_dead(cluster *cl, const bool *which);
 
-/* ---- modules.c ------------------------------------------------------------ */
+/* ---- modules.c, admin.c: what cluster.c frees ------------------------------ */
 
-bool cl_node_has(const cl_node *node, const char *sha256);
-void cl_node_forget_modules(cl_node *node);
 /* Loads `m` on each node in `which` (NULL: all) that does not have it in our
  * view. Returns 0 or the first failure in rank order (text set). */
 int cl_ensure_loaded(cluster *cl, const cluster_module *m, const bool *which);
 void cl_modules_free(cluster *cl);
-
-/* ---- admin.c -------------------------------------------------------------- */
-
 void cl_survey_free(cluster *cl);
 
 #endif

@@ -23,60 +23,6 @@ void cl_health_close(cluster *cl)
         uv_close((uv_handle_t *)&cl->nodes[i].diag_timer, NULL);
 }
 
-/* ---- node state ----------------------------------------------------------- */
-
-void cl_node_kill(cluster *cl, cl_node *node, char *why)
-{
-    (void)cl;
-    if (node->dead) {
-        free(why);
-        return;
-    }
-    node->dead = true;
-    free(node->dead_why);
-    node->dead_why = why ? why : strdup("worker is down");
-    /* The completions arrive later, through the loop, as cancelled. */
-    for (cl_req *r = node->inflight; r; r = r->next) {
-        r->killed = true;
-        rpc_call_cancel(&r->call);
-    }
-}
-
-void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline)
-{
-    (void)cl;
-    /* A new process has none of the modules the old one had loaded; and
-     * modules loaded before the worker's pid was known may have been
-     * loaded into any process: asking again is cheap. */
-    if (rep->pid != node->loaded_pid)
-        cl_node_forget_modules(node);
-    node->loaded_pid = rep->pid;
-    /* The first answer is the reference too: a crash record it already
-     * holds is older than anything this cluster asked for. */
-    if (baseline || !node->known) {
-        node->known = true;
-        node->pid = rep->pid;
-        node->crash_id = rep->crash_id;
-    }
-    node->missed = 0;
-    node->shut = false;
-    if (node->dead) {
-        node->dead = false;
-        free(node->dead_why);
-        node->dead_why = NULL;
-    }
-}
-
-bool cl_ping_seen(cl_req *r)
-{
-    Ferry__PingReply *rep;
-    if (r->result || pw_ping_reply(&r->call, &rep))
-        return false;
-    cl_node_seen(r->cl, r->node, rep, true);
-    protobuf_c_message_free_unpacked(&rep->base, NULL);
-    return true;
-}
-
 /* ---- heartbeat ------------------------------------------------------------ */
 
 static void hb_done(rpc_call *call)
@@ -291,25 +237,45 @@ void cl_diag_enqueue(cluster *cl, cl_node *node, cl_req *r)
     diag_probe(node);
 }
 
-/* ---- probing dead workers before using them ------------------------------- */
+/* ---- how a request ended ------------------------------------------------- */
 
-void cl_probe_dead(cluster *cl, const bool *which)
+void cl_req_rpc_done(rpc_call *call)
 {
-    size_t n_dead = 0;
-    for (size_t i = 0; i < cl->n; i++)
-        n_dead += (!which || which[i]) && cl->nodes[i].dead;
-    if (!n_dead)
+    cl_req *r = call->data;
+    cl_node *node = r->node;
+    cluster *cl = r->cl;
+    cl_req_unlink(node, r);
+
+    if (!call->result) {
+        cl_req_finish(r, 0, CL_OK, NULL);
         return;
-    bool *dead = calloc(cl->n, sizeof *dead);
-    cl_req *reqs = calloc(cl->n, sizeof *reqs);
-    if (dead && reqs) {
-        for (size_t i = 0; i < cl->n; i++)
-            dead[i] = (!which || which[i]) && cl->nodes[i].dead;
-        cl_fanout(cl, reqs, dead, CL_REQ_PING, cl_send_ping, &cl->ping_timeout_ms);
-        for (size_t i = 0; i < cl->n; i++)
-            if (dead[i])
-                cl_ping_seen(&reqs[i]);
     }
-    free(dead);
-    cl_reqs_free(reqs, cl->n);
+    char *label = cl_req_label(r);
+    char *err;
+    if (r->killed && !cl->closing) {
+        err = cl_fmt("%s: %s", label, node->dead_why ? node->dead_why : "worker is down");
+        free(label);
+        cl_req_finish(r, FERRY_EUNAVAIL, CL_FAIL_LOST, err);
+        return;
+    }
+    bool lost = call->result == FERRY_EUNAVAIL || call->result == FERRY_ECONNRESET;
+    if (lost && r->kind == CL_REQ_CALL && !cl->closing && !node->shut) {
+        free(label);
+        cl_diag_enqueue(cl, node, r);
+        return;
+    }
+    if (call->result == FERRY_EUNAUTH)
+        err = cl_fmt("%s: the worker refused this cluster's token: %s", label,
+                     call->errmsg);
+    else
+        err = cl_fmt("%s: %s", label,
+                     call->errmsg ? call->errmsg : ferry_strerror(call->result));
+    free(label);
+    cl_req_finish(r, call->result, lost ? CL_FAIL_LOST : CL_FAIL_OWN, err);
+}
+
+int cl_send_ping(cl_req *r, void *timeout_ms)
+{
+    return pw_ping(r->node->pw, &r->call, ++r->cl->nonce, *(const int64_t *)timeout_ms,
+                   cl_req_rpc_done);
 }

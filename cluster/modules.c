@@ -8,34 +8,6 @@
 
 #include "cluster_int.h"
 
-bool cl_node_has(const cl_node *node, const char *sha256)
-{
-    for (size_t i = 0; i < node->n_loaded; i++)
-        if (strcmp(node->loaded[i], sha256) == 0)
-            return true;
-    return false;
-}
-
-static void node_add(cl_node *node, const char *sha256)
-{
-    if (cl_node_has(node, sha256))
-        return;
-    if (node->n_loaded == node->cap_loaded) {
-        size_t cap = node->cap_loaded ? node->cap_loaded * 2 : 4;
-        void *p = realloc(node->loaded, cap * sizeof *node->loaded);
-        if (!p)
-            return; /* only costs an extra "have you got it?" later */
-        node->loaded = p;
-        node->cap_loaded = cap;
-    }
-    memcpy(node->loaded[node->n_loaded++], sha256, RT_SHA256_HEX);
-}
-
-void cl_node_forget_modules(cl_node *node)
-{
-    node->n_loaded = 0;
-}
-
 static cl_stored *store_find(cluster *cl, const char *sha256)
 {
     for (cl_stored *s = cl->modules; s; s = s->next)
@@ -96,7 +68,7 @@ static void load_done(cl_req *r)
             return; /* load_done runs again, with the failure */
         }
         st->replies[r->node->rank] = rep;
-        node_add(r->node, st->sm->sha256);
+        cl_node_add(r->node, st->sm->sha256);
         st->shipped += r->index == PHASE_SEND;
     }
     st->pending--;
