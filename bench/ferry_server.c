@@ -48,8 +48,8 @@ static int server_main(void *arg)
     (void)arg;
     grpc_init();
     static const rpc_method methods[] = {
-        {BENCH_ECHO_METHOD, echo_handler, NULL, RPC_METHOD_INLINE},
-        {BENCH_SINK_METHOD, sink_handler, NULL, 0},
+        {BENCH_ECHO_METHOD, echo_handler, NULL, RPC_METHOD_INLINE, 0},
+        {BENCH_SINK_METHOD, sink_handler, NULL, 0, 0},
     };
     rpc_server_opts opts = {.listen = "127.0.0.1:0"};
     rpc_server *s = NULL;

@@ -226,6 +226,10 @@ typedef struct rpc_method {
     rpc_handler handler;
     void *data;
     unsigned flags;
+    /* The largest request payload of this method, when below the server's
+     * (0: the server's): LoadModule's is the cluster's max_module_bytes.
+     * Checked, like the server's, before anything is allocated. */
+    size_t max_payload;
 } rpc_method;
 
 /* Receives one line of the server's log (no newline): refusals, summarised.

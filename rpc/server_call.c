@@ -291,6 +291,8 @@ bool rpc_srv_call_run(rpc_srv_call *sc, size_t defer_above)
     if (s->token && (sc->method->m.flags & RPC_METHOD_PUBLIC) &&
         limit > RPC_PUBLIC_MAX_PAYLOAD)
         limit = RPC_PUBLIC_MAX_PAYLOAD;
+    if (sc->method->m.max_payload && sc->method->m.max_payload < limit)
+        limit = sc->method->m.max_payload;
     char err[256];
     int rc = rpc_codec_decode_capped(sc->req_bb, limit, defer_above, &sc->req, err,
                                      sizeof err);

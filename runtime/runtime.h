@@ -113,6 +113,7 @@ typedef struct rt_worker_opts {
     int rank;              /* -1: unknown */
     int threads;           /* executor threads; 0: default */
     size_t max_payload;    /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+    size_t max_module;     /* LoadModule's payload limit; 0: max_payload */
     uint32_t restarts;     /* how often the supervisor restarted this worker */
     /* The device its task functions and trainers compute on: "cpu",
      * "cuda", "cuda:N" or "auto" (NULL: "auto"; see rt_device_open). */

@@ -223,7 +223,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         {RT_METHOD_PULL, rt_ps_pull_handler, 0},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
-        {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE | RPC_METHOD_PUBLIC},
+        {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE | RPC_METHOD_PUBLIC, 0},
     };
     for (int i = 0; i < RT_GUARDED_METHODS; i++) {
         /* ReduceChunk's data is the hub, Push's and Pull's the store. */
@@ -231,7 +231,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         void *data = h == rt_reduce_chunk_handler                      ? (void *)w->hub
                      : h == rt_ps_push_handler || h == rt_ps_pull_handler ? (void *)w->ps
                                                                           : (void *)w;
-        methods[1 + i] = (rpc_method){guarded_methods[i].name, h, data, guarded_methods[i].flags};
+        methods[1 + i] = (rpc_method){guarded_methods[i].name, h, data, guarded_methods[i].flags,
+                                      h == load_module_handler ? opts->max_module : 0};
     }
     rpc_server_opts so = {
         .listen = opts->listen,

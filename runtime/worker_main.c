@@ -79,6 +79,8 @@ static const char usage[] =
     "      --parent-pid PID   exit (as on SIGTERM) when process PID, the parent\n"
     "                         that started this worker, is gone\n"
     "      --max-message-bytes N  largest payload of one call (default 1 GiB)\n"
+    "      --max-module-bytes N   largest module LoadModule takes (default: the\n"
+    "                         message limit)\n"
     "  -h, --help             this text\n"
     "  -V, --version          ferry's version\n"
     "\n"
@@ -99,6 +101,7 @@ typedef struct options {
     long wedge_grace_ms;
     long parent_pid;
     long max_message_bytes;
+    long max_module_bytes;
 } options;
 
 /* SIGTERM and SIGINT may land on any thread (gRPC's included) at any time,
@@ -139,6 +142,7 @@ static int parse(int argc, char **argv, options *o)
         {"wedge-grace-ms", required_argument, NULL, 'W'},
         {"parent-pid", required_argument, NULL, 'P'},
         {"max-message-bytes", required_argument, NULL, 'M'},
+        {"max-module-bytes", required_argument, NULL, 'O'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -202,6 +206,11 @@ static int parse(int argc, char **argv, options *o)
                 return usage_error(
                     "--max-message-bytes: expected 65536 to 2146435072, got '%s'",
                     optarg);
+            break;
+        case 'O':
+            if (!conf_parse_long(optarg, 4096, CONF_MAX_BYTES_LIMIT, &o->max_module_bytes))
+                return usage_error(
+                    "--max-module-bytes: expected 4096 to 2146435072, got '%s'", optarg);
             break;
         case 'h':
             fputs(usage, stdout);
@@ -436,6 +445,7 @@ int rt_worker_main(int argc, char **argv)
         .restarts = o.restarts,
         .device = o.device,
         .max_payload = (size_t)o.max_message_bytes,
+        .max_module = (size_t)o.max_module_bytes,
     };
     rt_worker *w;
     rc = rt_worker_create(&wo, &w);

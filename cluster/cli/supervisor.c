@@ -276,7 +276,7 @@ static int spawn_worker(sv_worker *w)
     const cli_home *h = sv->o->home;
     const conf_cluster *conf = sv->o->conf;
     char listen[300], rank[16], restarts[16], threads[16], dir[CLI_FILE_MAX],
-        port_file[CLI_FILE_MAX], parent[16], max_msg[24], wedge[24];
+        port_file[CLI_FILE_MAX], parent[16], max_msg[24], max_mod[24], wedge[24];
     /* A restarted worker keeps its address, so the master's channel to it
      * reconnects by itself. */
     conf_format_address(listen, sizeof listen, w->host, w->port);
@@ -285,6 +285,7 @@ static int spawn_worker(sv_worker *w)
     snprintf(threads, sizeof threads, "%d", sv->o->threads);
     snprintf(parent, sizeof parent, "%d", (int)getpid());
     snprintf(max_msg, sizeof max_msg, "%" PRId64, conf->max_message_bytes);
+    snprintf(max_mod, sizeof max_mod, "%" PRId64, conf->max_module_bytes);
     snprintf(wedge, sizeof wedge, "%" PRId64, conf->wedge_grace_ms);
     cli_worker_dir(h, w->rank, dir, sizeof dir);
     cli_worker_file(h, w->rank, "port", port_file, sizeof port_file);
@@ -330,6 +331,8 @@ static int spawn_worker(sv_worker *w)
                     parent,
                     "--max-message-bytes",
                     max_msg,
+                    "--max-module-bytes",
+                    max_mod,
                     "--wedge-grace-ms",
                     wedge,
                     NULL};

@@ -553,6 +553,30 @@ Test(e2e_ops, max_message_bytes_from_the_cluster_file_is_each_workers_limit)
     cluster_module_fini(&m);
 }
 
+/* max_module_bytes holds on the worker too, for a client that is not
+ * `ferry submit`: the library ships a module over it and the worker refuses
+ * it before allocating, naming the limit. */
+Test(e2e_ops, max_module_bytes_from_the_cluster_file_is_each_workers_limit)
+{
+    start_with("1", "max_module_bytes = 8192\n");
+    cluster *cl = e2e_cluster(NULL, 15000);
+    cr_assert(cluster_wait_ready(cl, 5000) == 0, "%s", cluster_error(cl));
+    FILE *f = fopen(e2e_module("faulty.so"), "rb");
+    cr_assert(f);
+    fseek(f, 0, SEEK_END);
+    size_t len = (size_t)ftell(f);
+    fclose(f);
+    char *bytes = e2e_slurp(e2e_module("faulty.so"));
+    cr_assert(bytes && len > 8192, "faulty.so is %zu bytes", len);
+    cluster_module m = {0};
+    cr_assert(cluster_load_module(cl, "faulty.so", bytes, len, &m) != 0,
+              "a module over max_module_bytes was loaded");
+    cr_assert(e2e_has(cluster_error(cl), "over the limit of 8192"), "%s",
+              cluster_error(cl));
+    free(bytes);
+    cluster_module_fini(&m);
+}
+
 /* ---- 17: shutdown under a submit ------------------------------------------------ */
 
 Test(e2e_ops, a_submit_whose_cluster_is_shut_down_says_so)

@@ -92,8 +92,8 @@ static int serve(int rank, const char *listen)
     /* As the worker registers them: on the pool, the store as data. The
      * name strings are literals, so they outlive the server. */
     rpc_method m[2] = {
-        {RT_METHOD_PUSH, rt_ps_push_handler, T.r[rank].store, 0},
-        {RT_METHOD_PULL, rt_ps_pull_handler, T.r[rank].store, 0},
+        {RT_METHOD_PUSH, rt_ps_push_handler, T.r[rank].store, 0, 0},
+        {RT_METHOD_PULL, rt_ps_pull_handler, T.r[rank].store, 0, 0},
     };
     rpc_server_opts so = {.listen = listen, .handler_threads = 4};
     return rpc_server_create(&so, m, 2, &T.r[rank].server);

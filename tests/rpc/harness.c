@@ -257,15 +257,15 @@ static void h_forward(rpc_srv_call *sc, rpc_msg *req, void *data)
 void *h_ping_data;
 
 static const rpc_method methods_tmpl[] = {
-    {H_ECHO, h_echo, NULL, RPC_METHOD_INLINE},
-    {H_ECHO_POOL, h_echo_pool, NULL, 0},
-    {H_FAIL, h_fail, NULL, RPC_METHOD_INLINE},
-    {H_SLOW, h_slow, NULL, RPC_METHOD_INLINE},
-    {H_BLOCK, h_block, NULL, 0},
-    {H_SIZED, h_sized, NULL, 0},
-    {H_INFO, h_info, NULL, RPC_METHOD_INLINE},
-    {H_FORWARD, h_forward, NULL, 0},
-    {RT_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE},
+    {H_ECHO, h_echo, NULL, RPC_METHOD_INLINE, 0},
+    {H_ECHO_POOL, h_echo_pool, NULL, 0, 0},
+    {H_FAIL, h_fail, NULL, RPC_METHOD_INLINE, 0},
+    {H_SLOW, h_slow, NULL, RPC_METHOD_INLINE, 0},
+    {H_BLOCK, h_block, NULL, 0, 0},
+    {H_SIZED, h_sized, NULL, 0, 0},
+    {H_INFO, h_info, NULL, RPC_METHOD_INLINE, 0},
+    {H_FORWARD, h_forward, NULL, 0, 0},
+    {RT_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
 };
 #define N_METHODS (sizeof methods_tmpl / sizeof methods_tmpl[0])
 static rpc_method methods[N_METHODS];

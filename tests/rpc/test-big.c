@@ -26,7 +26,7 @@ static void sink(rpc_srv_call *sc, rpc_msg *req, void *data)
 
 static void start_sink_server(size_t max_payload)
 {
-    static const rpc_method methods[] = {{SINK, sink, NULL, 0}};
+    static const rpc_method methods[] = {{SINK, sink, NULL, 0, 0}};
     rpc_server_opts o = {.listen = "127.0.0.1:0", .max_payload = max_payload};
     int rc = rpc_server_create(&o, methods, 1, &H.server);
     cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
@@ -79,7 +79,7 @@ H_TEST(rpc_big, one_byte_over_the_default_limit_is_refused_before_sending)
 H_TEST(rpc_big, limit_can_be_raised_to_the_maximum_and_no_further)
 {
     rpc_server *s = NULL;
-    static const rpc_method methods[] = {{SINK, sink, NULL, 0}};
+    static const rpc_method methods[] = {{SINK, sink, NULL, 0, 0}};
     rpc_server_opts o = {.listen = "127.0.0.1:0",
                          .max_payload = RPC_MAX_PAYLOAD_LIMIT + 1};
     cr_assert(rpc_server_create(&o, methods, 1, &s) == FERRY_EINVAL);
@@ -97,5 +97,40 @@ H_TEST(rpc_big, limit_can_be_raised_to_the_maximum_and_no_further)
     cr_assert(rpc_call_start(H.ch, &call, SINK, &out, 10000, NULL) == 0);
     int rc = rpc_call_wait(&call);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), call.errmsg);
+    rpc_call_fini(&call);
+}
+
+/* A method's own limit (LoadModule's max_module_bytes) refuses a payload the
+ * server's would take, before allocating it, and names the limit; one at
+ * the limit goes through. */
+H_TEST(rpc_big, a_methods_own_limit_is_below_the_servers)
+{
+    enum { LIMIT = 4096 };
+    static const rpc_method methods[] = {{SINK, sink, NULL, 0, LIMIT}};
+    rpc_server_opts o = {.listen = "127.0.0.1:0"};
+    int rc = rpc_server_create(&o, methods, 1, &H.server);
+    cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
+    H.port = rpc_server_port(H.server);
+    snprintf(H.target, sizeof H.target, "127.0.0.1:%d", H.port);
+    h_channel_open(NULL);
+    static uint8_t p[LIMIT + 1];
+    p[0] = 0xa5;
+    p[LIMIT / 2] = 0x5a;
+    p[LIMIT - 1] = 0xc3;
+    rpc_msg_out out = {.payload = p, .payload_len = LIMIT, .codec = RPC_CODEC_RAW};
+    rpc_call call = {0};
+    cr_assert(rpc_call_start(H.ch, &call, SINK, &out, 10000, NULL) == 0);
+    rc = rpc_call_wait(&call);
+    cr_assert(rc == 0, "at the limit: %s: %s", ferry_err_name(rc), call.errmsg);
+    rpc_call_fini(&call);
+
+    out.payload_len = LIMIT + 1;
+    call = (rpc_call){0};
+    cr_assert(rpc_call_start(H.ch, &call, SINK, &out, 10000, NULL) == 0);
+    rc = rpc_call_wait(&call);
+    cr_assert(rc == FERRY_EMSGSIZE, "one byte over: %s: %s", ferry_err_name(rc),
+              call.errmsg ? call.errmsg : "");
+    cr_assert(call.errmsg && strstr(call.errmsg, "over the limit of 4096"), "%s",
+              call.errmsg ? call.errmsg : "(no text)");
     rpc_call_fini(&call);
 }
