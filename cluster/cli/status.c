@@ -12,9 +12,13 @@ static const char usage[] =
     "usage: ferry status [--json]\n"
     "\n"
     "Shows every worker of the cluster running under $FERRY_HOME: rank, address,\n"
-    "pid, device, calls served, calls in flight, uptime and health, and a worker's\n"
-    "last crash. A worker that crashes in a loop is restarted after a growing\n"
-    "delay; its row then says \"crash loop: N crashes in T s, next try in S s\".\n"
+    "pid, device, calls served, calls in flight, busy executor slots, uptime and\n"
+    "health, and a worker's last crash. A worker with a call running for a second\n"
+    "or more, or one cancelled that has not returned (stuck), says so under its\n"
+    "row: \"slots 2/4 busy, 1 stuck (oldest: Call sleep.so spin, 12 s)\"; a worker\n"
+    "whose stuck calls outlast its wedge grace is restarted. A worker that\n"
+    "crashes in a loop is restarted after a growing delay; its row then says\n"
+    "\"crash loop: N crashes in T s, next try in S s\".\n"
     "Exits 1 when no cluster runs (naming workers of an earlier cluster that\n"
     "still run) or a worker does not answer.\n"
     "\n"
@@ -40,6 +44,67 @@ static bool crash_loop(const cli_home *h, const cluster_worker *w, cli_restarts 
     return !w->ping && cli_restarts_read(h, w->rank, r) && r->next_try_ms > 0;
 }
 
+/* A call this old gets a line under its worker's row: shorter ones come and
+ * go between two looks, and the worker calls a cancelled call stuck after
+ * the same second. */
+#define OLD_CALL_S 1.0
+
+/* A worker's executor, from Stats (one snapshot, with the oldest call's
+ * name) where it answered, else from Ping (the counts, behind no token). */
+typedef struct slots_view {
+    unsigned slots, busy, stuck, queued;
+    double oldest_s;
+    const char *oldest;  /* "Call sleep.so spin"; "" if unknown or idle */
+    const char *holders; /* every busy slot; "" likewise */
+} slots_view;
+
+/* False when the worker reports no slots (it did not answer, or predates
+ * them). */
+static bool slots_of(const cluster_worker *w, slots_view *v)
+{
+    const Ferry__StatsReply *s = w->stats;
+    const Ferry__PingReply *p = w->ping;
+    if (s && s->slots)
+        *v = (slots_view){.slots = s->slots,
+                          .busy = s->busy_slots,
+                          .stuck = s->stuck_calls,
+                          .queued = s->queued_calls,
+                          .oldest_s = s->oldest_call_s,
+                          .oldest = s->oldest_call,
+                          .holders = s->slot_holders};
+    else if (p && p->slots)
+        *v = (slots_view){.slots = p->slots,
+                          .busy = p->busy_slots,
+                          .stuck = p->stuck_calls,
+                          .oldest_s = p->oldest_call_s};
+    else
+        return false;
+    if (!v->oldest)
+        v->oldest = "";
+    if (!v->holders)
+        v->holders = "";
+    return true;
+}
+
+/* The line under a worker's row, "slots 2/4 busy, 1 stuck, 3 queued
+ * (oldest: Call sleep.so spin, 12 s)"; false when nothing is stuck or old. */
+static bool slots_line(const slots_view *v, char *buf, size_t len)
+{
+    if (!v->stuck && !(v->busy && v->oldest_s >= OLD_CALL_S))
+        return false;
+    char stuck[32] = "", queued[32] = "", oldest[200] = "";
+    if (v->stuck)
+        snprintf(stuck, sizeof stuck, ", %u stuck", v->stuck);
+    if (v->queued)
+        snprintf(queued, sizeof queued, ", %u queued", v->queued);
+    if (v->busy)
+        snprintf(oldest, sizeof oldest, " (oldest: %s%s%.0f s)", v->oldest,
+                 *v->oldest ? ", " : "", v->oldest_s);
+    snprintf(buf, len, "slots %u/%u busy%s%s%s", v->busy, v->slots, stuck, queued,
+             oldest);
+    return true;
+}
+
 static void health_text(const cli_home *h, const cluster_worker *w, char *buf, size_t len)
 {
     cli_restarts r;
@@ -55,10 +120,15 @@ static void health_text(const cli_home *h, const cluster_worker *w, char *buf, s
 
 static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
 {
-    printf("%-4s  %-21s  %-7s  %-34s  %8s  %9s  %7s  %s\n", "RANK", "ADDRESS", "PID",
-           "DEVICE", "CALLS", "IN FLIGHT", "UPTIME", "HEALTH");
+    printf("%-4s  %-21s  %-7s  %-34s  %8s  %9s  %5s  %7s  %s\n", "RANK", "ADDRESS", "PID",
+           "DEVICE", "CALLS", "IN FLIGHT", "SLOTS", "UPTIME", "HEALTH");
     for (size_t i = 0; i < n; i++) {
         char up[32] = "-", health[64], pid[16] = "-", calls[24] = "-", inflight[16] = "-";
+        char busy[32] = "-", line[400];
+        slots_view v;
+        bool has_slots = slots_of(&w[i], &v);
+        if (has_slots)
+            snprintf(busy, sizeof busy, "%u/%u", v.busy, v.slots);
         health_text(h, &w[i], health, sizeof health);
         if (w[i].ping) {
             format_uptime(w[i].ping->uptime_s, up, sizeof up);
@@ -69,8 +139,17 @@ static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
                      (unsigned long long)w[i].stats->calls_served);
             snprintf(inflight, sizeof inflight, "%u", w[i].stats->in_flight);
         }
-        printf("%-4d  %-21s  %-7s  %-34.34s  %8s  %9s  %7s  %s\n", w[i].rank, w[i].target,
-               pid, w[i].ping ? w[i].ping->device : "-", calls, inflight, up, health);
+        printf("%-4d  %-21s  %-7s  %-34.34s  %8s  %9s  %5s  %7s  %s\n", w[i].rank,
+               w[i].target, pid, w[i].ping ? w[i].ping->device : "-", calls, inflight,
+               busy, up, health);
+        if (has_slots && slots_line(&v, line, sizeof line)) {
+            printf("      %s\n", line);
+            /* Which calls are stuck, each with its age and when it was
+             * cancelled: what the operator would otherwise dig out of the
+             * worker's log before the wedge grace restarts it. */
+            if (v.stuck && *v.holders)
+                printf("      held by: %s\n", v.holders);
+        }
         cli_restarts r;
         if (crash_loop(h, &w[i], &r)) {
             char loop[160];
@@ -110,6 +189,20 @@ static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
                    (unsigned long long)w[i].stats->calls_served,
                    (unsigned long long)w[i].stats->calls_failed, w[i].stats->in_flight,
                    w[i].stats->modules_loaded);
+        slots_view v;
+        if (slots_of(&w[i], &v)) {
+            printf(",\"slots\":%u,\"busy_slots\":%u,\"stuck_calls\":%u,\"oldest_call_s\":"
+                   "%.3f",
+                   v.slots, v.busy, v.stuck, v.oldest_s);
+            /* The names come with Stats only: absent rather than "" when the
+             * worker answered a Ping but not Stats. */
+            if (w[i].stats && w[i].stats->slots) {
+                printf(",\"oldest_call\":");
+                json_str(stdout, v.oldest);
+                printf(",\"queued_calls\":%u,\"slot_holders\":", v.queued);
+                json_str(stdout, v.holders);
+            }
+        }
         cli_restarts r;
         if (crash_loop(h, &w[i], &r)) {
             char loop[160];
