@@ -17,10 +17,7 @@
 
 #include "runtime.h"
 
-static int fail(char *err, size_t errlen, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, const char *name, const char *fmt, ...)
+int rt_module_refuse(char *err, size_t errlen, const char *name, const char *fmt, ...)
 {
     int n = snprintf(err, errlen, "%s: ", name);
     if (n >= 0 && (size_t)n < errlen) {
@@ -66,28 +63,30 @@ static int check_elf(const char *path, const char *name, char *err, size_t errle
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, name, "cannot open: %s", strerror(errno));
+        return rt_module_refuse(err, errlen, name, "cannot open: %s", strerror(errno));
     ElfW(Ehdr) eh;
     struct stat st;
     ssize_t n = read(fd, &eh, sizeof eh);
     int rc = 0;
     if (n < (ssize_t)EI_NIDENT || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-        rc = fail(err, errlen, name, "not an ELF shared object");
+        rc = rt_module_refuse(err, errlen, name, "not an ELF shared object");
     else if (n < (ssize_t)sizeof eh)
-        rc = fail(err, errlen, name, "truncated ELF file: %zd bytes", n);
+        rc = rt_module_refuse(err, errlen, name, "truncated ELF file: %zd bytes", n);
     else if (eh.e_type != ET_DYN)
-        rc = fail(err, errlen, name,
-                  "not an ELF shared object (ELF type %u; build it with -shared)",
-                  (unsigned)eh.e_type);
+        rc = rt_module_refuse(
+            err, errlen, name,
+            "not an ELF shared object (ELF type %u; build it with -shared)",
+            (unsigned)eh.e_type);
     else if (fstat(fd, &st) != 0)
-        rc = fail(err, errlen, name, "cannot stat: %s", strerror(errno));
+        rc = rt_module_refuse(err, errlen, name, "cannot stat: %s", strerror(errno));
     else if (eh.e_ident[EI_CLASS] == (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)) {
         /* (another class is dlopen's to refuse, in its own words) */
         uint64_t need = described_size(fd, &eh, st.st_size);
         if (need > (uint64_t)st.st_size)
-            rc = fail(err, errlen, name,
-                      "truncated ELF file: %lld bytes, its headers describe %llu",
-                      (long long)st.st_size, (unsigned long long)need);
+            rc = rt_module_refuse(
+                err, errlen, name,
+                "truncated ELF file: %lld bytes, its headers describe %llu",
+                (long long)st.st_size, (unsigned long long)need);
     }
     close(fd);
     return rc;
@@ -104,7 +103,7 @@ static int fail_dl(char *err, size_t errlen, const char *name, const char *path,
     size_t plen = strlen(path);
     if (strncmp(e, path, plen) == 0 && strncmp(e + plen, ": ", 2) == 0)
         e += plen + 2;
-    return fail(err, errlen, name, "%s: %s", what, e);
+    return rt_module_refuse(err, errlen, name, "%s: %s", what, e);
 }
 
 static const char *base_name(const char *path)
@@ -118,8 +117,9 @@ static int check_task(rt_module *m, const char *name, char *err, size_t errlen)
     dlerror();
     void *sym = dlsym(m->handle, FERRY_TASK_SYMBOL);
     if (!sym)
-        return fail(err, errlen, name, "no %s symbol: not a ferry task module",
-                    FERRY_TASK_SYMBOL);
+        return rt_module_refuse(err, errlen, name,
+                                "no %s symbol: not a ferry task module",
+                                FERRY_TASK_SYMBOL);
 
     /* RTLD_LOCAL lookups still search the module's dependencies: the
      * descriptor must be the module's own, with room for its header. */
@@ -129,28 +129,31 @@ static int check_task(rt_module *m, const char *name, char *err, size_t errlen)
     if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es ||
         dlinfo(m->handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm ||
         strcmp(info.dli_fname, lm->l_name) != 0)
-        return fail(err, errlen, name, "no %s symbol of its own: not a ferry task module",
-                    FERRY_TASK_SYMBOL);
+        return rt_module_refuse(err, errlen, name,
+                                "no %s symbol of its own: not a ferry task module",
+                                FERRY_TASK_SYMBOL);
     if (es->st_size < 2 * sizeof(uint32_t))
-        return fail(err, errlen, name, "%s is %zu bytes, not a task descriptor",
-                    FERRY_TASK_SYMBOL, (size_t)es->st_size);
+        return rt_module_refuse(err, errlen, name,
+                                "%s is %zu bytes, not a task descriptor",
+                                FERRY_TASK_SYMBOL, (size_t)es->st_size);
 
     const ferry_task_t *t = sym;
     if (t->version != FERRY_TASK_ABI_VERSION)
-        return fail(err, errlen, name, "ABI version %u, this ferry speaks %u", t->version,
-                    FERRY_TASK_ABI_VERSION);
+        return rt_module_refuse(err, errlen, name, "ABI version %u, this ferry speaks %u",
+                                t->version, FERRY_TASK_ABI_VERSION);
     if (t->size < sizeof(ferry_task_t) || es->st_size < t->size)
-        return fail(err, errlen, name,
-                    "task descriptor of %u bytes (symbol %zu), this ferry needs %zu",
-                    t->size, (size_t)es->st_size, sizeof(ferry_task_t));
+        return rt_module_refuse(
+            err, errlen, name,
+            "task descriptor of %u bytes (symbol %zu), this ferry needs %zu", t->size,
+            (size_t)es->st_size, sizeof(ferry_task_t));
     if (!t->name)
-        return fail(err, errlen, name, "the task descriptor has no name");
+        return rt_module_refuse(err, errlen, name, "the task descriptor has no name");
     /* Walking the rest follows the module's pointers: each is bounded first. */
     int rc = rt_module_check_descriptor(m->handle, t, name, err, errlen);
     if (rc)
         return rc;
     if (!t->name[0])
-        return fail(err, errlen, name, "the task descriptor has no name");
+        return rt_module_refuse(err, errlen, name, "the task descriptor has no name");
     m->task = t;
     return 0;
 }

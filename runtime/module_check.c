@@ -12,7 +12,6 @@
  * heap is refused. */
 #include <dlfcn.h>
 #include <link.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,21 +64,6 @@ static const seg *holding(const segs *g, const void *p, size_t len, bool exec)
     return NULL;
 }
 
-static int refuse(char *err, size_t errlen, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int refuse(char *err, size_t errlen, const char *name, const char *fmt, ...)
-{
-    int n = snprintf(err, errlen, "%s: ", name);
-    if (n >= 0 && (size_t)n < errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return FERRY_EINVAL;
-}
-
 /* A string inside the module, terminated within MAX_NAME bytes and within
  * its segment. */
 static bool string_ok(const segs *g, const char *s)
@@ -102,24 +86,27 @@ static int check_functions(const segs *g, const ferry_function_t *fns, const cha
     for (int i = 0;; i++) {
         const ferry_function_t *f = &fns[i];
         if (i == MAX_ENTRIES || !holding(g, f, sizeof *f, false))
-            return refuse(err, errlen, name,
-                          "the function table runs past the module's data after %d "
-                          "entries: it lacks its {NULL, NULL} terminator",
-                          i);
+            return rt_module_refuse(
+                err, errlen, name,
+                "the function table runs past the module's data after %d "
+                "entries: it lacks its {NULL, NULL} terminator",
+                i);
         if (!f->name)
             return 0;
         if (!string_ok(g, f->name))
-            return refuse(err, errlen, name,
-                          "function table entry %d: its name (%p) is not a string in "
-                          "the module%s",
-                          i, (const void *)f->name,
-                          i ? " (a table without its {NULL, NULL} terminator?)" : "");
+            return rt_module_refuse(
+                err, errlen, name,
+                "function table entry %d: its name (%p) is not a string in "
+                "the module%s",
+                i, (const void *)f->name,
+                i ? " (a table without its {NULL, NULL} terminator?)" : "");
         if (!f->fn)
-            return refuse(err, errlen, name, "function '%s' has no code", f->name);
+            return rt_module_refuse(err, errlen, name, "function '%s' has no code",
+                                    f->name);
         if (!code_ok(g, (const void *)f->fn))
-            return refuse(err, errlen, name,
-                          "function '%s' points outside the module's code (%p)", f->name,
-                          (const void *)f->fn);
+            return rt_module_refuse(err, errlen, name,
+                                    "function '%s' points outside the module's code (%p)",
+                                    f->name, (const void *)f->fn);
     }
 }
 
@@ -127,18 +114,20 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
                        size_t errlen)
 {
     if (!holding(g, m, 2 * sizeof(uint32_t), false))
-        return refuse(err, errlen, name, "the model (%p) is not inside the module",
-                      (const void *)m);
+        return rt_module_refuse(err, errlen, name,
+                                "the model (%p) is not inside the module",
+                                (const void *)m);
     /* Version and size before the rest; an older or newer layout is the
      * trainer's to refuse, in its own words, so only what fits is walked. */
     if (m->version != FERRY_MODEL_ABI_VERSION || m->size < sizeof *m)
         return 0;
     if (!holding(g, m, sizeof *m, false))
-        return refuse(err, errlen, name, "the model's %u bytes run past the module",
-                      m->size);
+        return rt_module_refuse(err, errlen, name,
+                                "the model's %u bytes run past the module", m->size);
     if (m->dataset && !string_ok(g, m->dataset))
-        return refuse(err, errlen, name, "the model's dataset name is not a string in "
-                                         "the module");
+        return rt_module_refuse(err, errlen, name,
+                                "the model's dataset name is not a string in "
+                                "the module");
     const struct {
         const char *what;
         const void *fn;
@@ -148,25 +137,27 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
                {"evaluate", (const void *)m->evaluate}};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
         if (fns[i].fn && !code_ok(g, fns[i].fn))
-            return refuse(err, errlen, name,
-                          "the model's %s points outside the module's code (%p)",
-                          fns[i].what, fns[i].fn);
+            return rt_module_refuse(
+                err, errlen, name, "the model's %s points outside the module's code (%p)",
+                fns[i].what, fns[i].fn);
     if (!m->params)
         return 0;
     for (int i = 0;; i++) {
         const ferry_param_t *p = &m->params[i];
         if (i == MAX_ENTRIES || !holding(g, p, sizeof *p, false))
-            return refuse(err, errlen, name,
-                          "the model's parameter table runs past the module's data "
-                          "after %d entries: it lacks its {NULL} terminator",
-                          i);
+            return rt_module_refuse(
+                err, errlen, name,
+                "the model's parameter table runs past the module's data "
+                "after %d entries: it lacks its {NULL} terminator",
+                i);
         if (!p->name)
             return 0;
         if (!string_ok(g, p->name))
-            return refuse(err, errlen, name,
-                          "the model's parameter %d: its name is not a string in the "
-                          "module",
-                          i);
+            return rt_module_refuse(
+                err, errlen, name,
+                "the model's parameter %d: its name is not a string in the "
+                "module",
+                i);
     }
 }
 
@@ -175,19 +166,21 @@ int rt_module_check_descriptor(void *handle, const ferry_task_t *t, const char *
 {
     struct link_map *lm = NULL;
     if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
-        return refuse(err, errlen, name, "cannot find where it was loaded");
+        return rt_module_refuse(err, errlen, name, "cannot find where it was loaded");
     segs g = {.base = lm->l_addr, .path = lm->l_name};
     dl_iterate_phdr(collect, &g);
     if (!g.n)
-        return refuse(err, errlen, name, "cannot find its loaded segments");
+        return rt_module_refuse(err, errlen, name, "cannot find its loaded segments");
 
     if (!string_ok(&g, t->name))
-        return refuse(err, errlen, name,
-                      "the task descriptor's name (%p) is not a string in the module",
-                      (const void *)t->name);
+        return rt_module_refuse(
+            err, errlen, name,
+            "the task descriptor's name (%p) is not a string in the module",
+            (const void *)t->name);
     if (t->driver && !code_ok(&g, (const void *)t->driver))
-        return refuse(err, errlen, name, "the driver points outside the module's code (%p)",
-                      (const void *)t->driver);
+        return rt_module_refuse(err, errlen, name,
+                                "the driver points outside the module's code (%p)",
+                                (const void *)t->driver);
     int rc = t->functions ? check_functions(&g, t->functions, name, err, errlen) : 0;
     if (!rc && t->model)
         rc = check_model(&g, t->model, name, err, errlen);

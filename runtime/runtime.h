@@ -85,6 +85,11 @@ typedef struct rt_module {
 int rt_module_open(rt_module *m, const char *path, const char *name, char *err,
                    size_t errlen);
 
+/* Writes "NAME: " and the printf-style rest into err; returns FERRY_EINVAL.
+ * The form of every refusal of a module, when loading and when checking. */
+int rt_module_refuse(char *err, size_t errlen, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Checks that every pointer in the descriptor `t` of the dlopened module
  * `handle` (name, function table and its terminator, driver, model) points
  * into the module's own loaded segments, code where it is code, before

@@ -123,6 +123,10 @@ typedef struct cli_home {
 /* Resolves FERRY_HOME and the paths under it. Prints the error for `cmd`. */
 int cli_home_init(cli_home *h, const char *cmd);
 
+/* Removes a cluster's state (the state file, the start error, the
+ * supervisor's pid, every worker's directory), not its token or logs. */
+void cli_home_forget_cluster(const cli_home *h);
+
 /* A worker's own directory, "<home>/workers/<rank>", and files in it. */
 void cli_worker_dir(const cli_home *h, int rank, char *buf, size_t len);
 void cli_worker_file(const cli_home *h, int rank, const char *name, char *buf,

@@ -1,5 +1,6 @@
 /* FERRY_HOME: where a cluster keeps its state, and opening the cluster that
  * runs there. */
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,26 @@ int cli_home_init(cli_home *h, const char *cmd)
         }
     }
     return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+void cli_home_forget_cluster(const cli_home *h)
+{
+    unlink(h->state);
+    unlink(h->start_error);
+    unlink(h->supervisor_pid);
+    nftw(h->workers, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void cli_worker_dir(const cli_home *h, int rank, char *buf, size_t len)

@@ -1,7 +1,6 @@
 /* `ferry shutdown`: every worker finishes or cancels its calls and exits,
  * the supervisor follows, nothing of the cluster is left running, and its
  * state is removed (logs stay). Harmless when nothing runs. */
-#include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdint.h>
@@ -35,28 +34,13 @@ static double now_ms(void)
     return (double)uv_hrtime() / 1e6;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
 static void clean_state(const cli_home *h, const conf_cluster *conf)
 {
-    unlink(h->state);
-    unlink(h->start_error);
-    unlink(h->supervisor_pid);
+    cli_home_forget_cluster(h);
     /* A token file the config named is the user's; the generated one is
      * the cluster's and dies with it. */
     if (!conf || !conf->token_file || strcmp(conf->token_file, h->token) == 0)
         unlink(h->token);
-    nftw(h->workers, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int cli_shutdown(int argc, char **argv)

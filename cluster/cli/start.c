@@ -3,7 +3,6 @@
  * SIGTERM or SIGHUP while it waits stops what it started. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
 #include <limits.h>
@@ -308,26 +307,11 @@ static int check_ports(const cli_local *local, size_t n)
     return 0;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
 /* Old state from a cluster that did not shut down cleanly: its pids, ports,
  * crash records and crash-loop counts must never pass for this cluster's. */
 static void clear_state(const cli_home *h)
 {
-    unlink(h->state);
-    unlink(h->start_error);
-    unlink(h->supervisor_pid);
-    nftw(h->workers, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cli_home_forget_cluster(h);
 }
 
 /* Workers whose supervisor died without them (see leftovers.c): named and
