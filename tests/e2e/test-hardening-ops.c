@@ -146,6 +146,37 @@ Test(e2e_ops, status_and_start_name_and_stop_workers_an_earlier_cluster_left)
     shutdown_leaves_nothing(e2e_supervisor_pid(), &stuck, 1);
 }
 
+/* And `ferry shutdown`, which status names as the way to stop them, does. */
+Test(e2e_ops, shutdown_stops_workers_a_killed_supervisor_left)
+{
+    e2e_start(2);
+    pid_t sup = e2e_supervisor_pid(), stuck = e2e_worker_pid_file(0),
+          other = e2e_worker_pid_file(1);
+    cr_assert(kill(stuck, SIGSTOP) == 0);
+    cr_assert(kill(sup, SIGKILL) == 0);
+    cr_assert(e2e_wait_gone(sup, 5000) && e2e_wait_gone(other, 10000));
+    cr_assert(e2e_alive(stuck));
+
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "`ferry shutdown` stops them"), "%s", r.err);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    char want[64];
+    snprintf(want, sizeof want, "worker 0 (pid %d)", (int)stuck);
+    cr_assert(e2e_has(r.err, want), "%s", r.err);
+    e2e_run_fini(&r);
+    cr_assert(e2e_wait_gone(stuck, 5000), "shutdown left the earlier worker running");
+    e2e_expect_nothing_left(sup, &stuck, 1, 5000);
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "no cluster is running") && !e2e_has(r.err, "still run"),
+              "%s", r.err);
+    e2e_run_fini(&r);
+}
+
 /* ---- 12: a crash loop backs off -------------------------------------------- */
 
 Test(e2e_ops, a_crash_loop_backs_off_with_a_cap_and_status_says_so)
