@@ -195,8 +195,12 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
         stderr,
         "1 GiB lz4 request served in %.0f ms; %d Pings meanwhile, the slowest %.1f ms\n",
         took_ms, pings, worst_ms);
-    cr_assert(pings >= 2, "%d Pings in %.0f ms", pings, took_ms);
-    cr_assert(worst_ms * 2 < took_ms,
+    /* Decoded on the queue thread, one Ping waits out the whole decode and
+     * hardly another is answered (measured: 2 Pings, the slower 99% of the
+     * time). Off it, the slowest took 5-10% of the time here, up to 30%
+     * under ASan on two busy cores. */
+    cr_assert(pings >= 10, "%d Pings in %.0f ms", pings, took_ms);
+    cr_assert(worst_ms < 0.6 * took_ms,
               "a Ping waited %.0f ms of the %.0f ms the big request took", worst_ms,
               took_ms);
 }
