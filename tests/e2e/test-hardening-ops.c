@@ -146,6 +146,37 @@ Test(e2e_ops, status_and_start_name_and_stop_workers_an_earlier_cluster_left)
     shutdown_leaves_nothing(e2e_supervisor_pid(), &stuck, 1);
 }
 
+/* And `ferry shutdown`, which status names as the way to stop them, does. */
+Test(e2e_ops, shutdown_stops_workers_a_killed_supervisor_left)
+{
+    e2e_start(2);
+    pid_t sup = e2e_supervisor_pid(), stuck = e2e_worker_pid_file(0),
+          other = e2e_worker_pid_file(1);
+    cr_assert(kill(stuck, SIGSTOP) == 0);
+    cr_assert(kill(sup, SIGKILL) == 0);
+    cr_assert(e2e_wait_gone(sup, 5000) && e2e_wait_gone(other, 10000));
+    cr_assert(e2e_alive(stuck));
+
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "`ferry shutdown` stops them"), "%s", r.err);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    char want[64];
+    snprintf(want, sizeof want, "worker 0 (pid %d)", (int)stuck);
+    cr_assert(e2e_has(r.err, want), "%s", r.err);
+    e2e_run_fini(&r);
+    cr_assert(e2e_wait_gone(stuck, 5000), "shutdown left the earlier worker running");
+    e2e_expect_nothing_left(sup, &stuck, 1, 5000);
+    e2e_ferry(&r, E2E_CMD_MS, "status", NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "no cluster is running") && !e2e_has(r.err, "still run"),
+              "%s", r.err);
+    e2e_run_fini(&r);
+}
+
 /* ---- 12: a crash loop backs off -------------------------------------------- */
 
 Test(e2e_ops, a_crash_loop_backs_off_with_a_cap_and_status_says_so)
@@ -619,4 +650,72 @@ Test(e2e_ops, a_submit_whose_cluster_is_shut_down_says_so)
               said);
     free(said);
     e2e_expect_nothing_left(sup, NULL, 0, 5000);
+}
+
+/* `ferry submit <module> --mode <mode> --epochs 20` in the background, its
+ * output in <home>-<mode>.out and .err; returns once it printed its first
+ * epoch, so that its workers are in the middle of the second. */
+static pid_t training_in_background(const char *mode, char *out_path, char *err_path,
+                                    size_t len)
+{
+    snprintf(out_path, len, "%s-%s.out", e2e_home, mode);
+    snprintf(err_path, len, "%s-%s.err", e2e_home, mode);
+    const char *bin = getenv("FERRY_TEST_BIN"), *mlp = e2e_task("mlp");
+    cr_assert(bin);
+    fflush(NULL);
+    pid_t submit = fork();
+    cr_assert(submit >= 0);
+    if (submit == 0) {
+        if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr))
+            _exit(127);
+        execl(bin, "ferry", "submit", mlp, "--mode", mode, "--epochs", "20",
+              (char *)NULL);
+        _exit(127);
+    }
+    bool training = false;
+    for (int i = 0; i < 3000 && !training; i++) {
+        char *said = e2e_slurp(out_path);
+        training = e2e_has(said, "epoch 1/20");
+        free(said);
+        if (!training)
+            usleep(20000);
+    }
+    cr_assert(training, "%s training did not get through its first epoch", mode);
+    return submit;
+}
+
+/* The same for a training, which saw a peer of its all-reduce or a shard
+ * vanish, or its pings go unanswered: it says why and fails (before, the
+ * unanswered pings were all it said). */
+Test(e2e_ops, a_training_whose_cluster_is_shut_down_says_so)
+{
+    const char *modes[] = {"sync", "async"};
+    for (size_t i = 0; i < 2; i++) {
+        e2e_start(2);
+        pid_t sup = e2e_supervisor_pid();
+        char out_path[600], err_path[600];
+        pid_t submit =
+            training_in_background(modes[i], out_path, err_path, sizeof out_path);
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+        E2E_EXPECT(&r, 0);
+        e2e_run_fini(&r);
+        int status = 0;
+        pid_t w = 0;
+        for (int k = 0; k < 1500 && (w = waitpid(submit, &status, WNOHANG)) == 0; k++)
+            usleep(20000);
+        if (w == 0) {
+            kill(submit, SIGKILL);
+            waitpid(submit, &status, 0);
+        }
+        cr_assert(w == submit, "%s: submit still ran 30 s after the shutdown", modes[i]);
+        char *said = e2e_slurp(err_path);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "%s: status %d\n%s",
+                  modes[i], status, said);
+        cr_assert(e2e_has(said, "the cluster was shut down (`ferry shutdown` at ") &&
+                      e2e_has(said, "while this ran"),
+                  "%s:\n%s", modes[i], said);
+        free(said);
+        e2e_expect_nothing_left(sup, NULL, 0, 5000);
+    }
 }

@@ -343,6 +343,38 @@ Test(e2e_worker, a_session_whose_submitter_is_gone_is_reclaimed)
     e2e_shutdown_leaves_nothing();
 }
 
+/* As a user meets it: `ferry submit` killed by SIGKILL in the middle of an
+ * epoch on two workers. Its calls are cancelled with its connections, so
+ * the sessions are reclaimed by the next begin, and another submit trains
+ * at once (well within the 30 s an idle session waits). */
+Test(e2e_worker, a_submit_killed_mid_epoch_leaves_its_workers_to_the_next)
+{
+    e2e_start(2);
+    pid_t submit = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "20", NULL);
+    bool in_epoch = false;
+    for (int i = 0; i < 600 && !in_epoch; i++) {
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "status", "--json", NULL);
+        in_epoch = e2e_has(r.out, "\"oldest_call\":\"Call mlp.so ferry.train.epoch\"");
+        e2e_run_fini(&r);
+        if (!in_epoch)
+            usleep(50000);
+    }
+    cr_assert(in_epoch, "the training never got to an epoch");
+    cr_assert(kill(submit, SIGKILL) == 0);
+    cr_assert(waitpid(submit, NULL, 0) == submit);
+    double t0 = now_ms();
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--epochs", "1", NULL);
+    double took = now_ms() - t0;
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "done: "), "%s", r.out);
+    e2e_run_fini(&r);
+    fprintf(stderr, "a submit after the killed one trained in %.0f ms\n", took);
+    cr_assert(took < 15000, "the next submit took %.0f ms", took);
+    e2e_shutdown_leaves_nothing();
+}
+
 Test(e2e_worker, a_cli_submit_is_refused_while_another_trains)
 {
     e2e_start(1);
