@@ -100,8 +100,10 @@ int cli_parse_json_flag(int argc, char **argv, const char *usage, bool *json);
 
 /* Reads the module file at path into *out (malloc'd) without blocking on a
  * FIFO. Returns 0, or an error with `err` saying what path is instead
- * ("... is a directory, not a module file"). */
-int cli_read_module(const char *path, void **out, size_t *len, char *err, size_t errlen);
+ * ("... is a directory, not a module file"), or, when `conf` is given,
+ * that it is over conf->max_module_bytes (found before reading it). */
+int cli_read_module(const char *path, const conf_cluster *conf, void **out, size_t *len,
+                    char *err, size_t errlen);
 
 /* FERRY_EMSGSIZE, with `err` naming the size and the limit, when a module
  * of len bytes is over conf->max_module_bytes. */

@@ -24,7 +24,8 @@ static const char *kind(mode_t m)
     return "not a regular file";
 }
 
-int cli_read_module(const char *path, void **out, size_t *len, char *err, size_t errlen)
+int cli_read_module(const char *path, const conf_cluster *conf, void **out, size_t *len,
+                    char *err, size_t errlen)
 {
     *out = NULL;
     *len = 0;
@@ -55,6 +56,12 @@ int cli_read_module(const char *path, void **out, size_t *len, char *err, size_t
         rc = FERRY_EMSGSIZE;
         goto out;
     }
+    /* Before a byte is read: a module over the limit would otherwise cost
+     * its whole size in memory just to be refused. */
+    const char *slash = strrchr(path, '/');
+    if (conf && (rc = cli_check_module_size(slash ? slash + 1 : path, (size_t)st.st_size,
+                                            conf, err, errlen)))
+        goto out;
     *len = (size_t)st.st_size;
     *out = malloc(*len ? *len : 1);
     if (!*out) {

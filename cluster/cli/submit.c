@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ferry/ferry.h>
 
@@ -340,7 +341,8 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         return CLI_USAGE;
     }
     if (async && (o->alpha != 0 || o->tau != 0) && strcmp(o->algo, "easgd") != 0) {
-        cli_err("submit", "%s applies to --algo easgd only", o->alpha != 0 ? "--alpha" : "--tau");
+        cli_err("submit", "%s applies to --algo easgd only",
+                o->alpha != 0 ? "--alpha" : "--tau");
         return CLI_USAGE;
     }
     if (!lr_given)
@@ -402,7 +404,17 @@ int cli_submit(int argc, char **argv)
     cli_home h;
     if (cli_home_init(&h, "submit"))
         goto out;
-    int rc = cli_read_module(path, &bytes, &len, err, sizeof err);
+    /* The running cluster's limit, when its state can be read, so that a
+     * module too big for it is refused before it is read; without one,
+     * the "no cluster" error comes later, after the module's own checks. */
+    conf_cluster limits;
+    conf_defaults(&limits);
+    bool have_limits =
+        access(h.state, F_OK) == 0 && conf_load(&limits, h.state, err, sizeof err) == 0;
+    err[0] = '\0';
+    int rc = cli_read_module(path, have_limits ? &limits : NULL, &bytes, &len, err,
+                             sizeof err);
+    conf_fini(&limits);
     if (rc) {
         cli_err("submit", "%s", err);
         goto out;
@@ -442,15 +454,20 @@ int cli_submit(int argc, char **argv)
     }
     if (train && drv_argc > 1) {
         cli_err("submit",
-                "%s: a model takes no arguments after --, only training options",
-                shown);
+                "%s: a model takes no arguments after --, only training options", shown);
         status = CLI_USAGE;
         free(abs);
         goto out;
     }
     if (!train) {
-        cli_drive_opts d = {.home = &h, .path = abs, .shown = shown, .bytes = bytes,
-                            .len = len, .argc = drv_argc, .argv = drv_argv, .json = json};
+        cli_drive_opts d = {.home = &h,
+                            .path = abs,
+                            .shown = shown,
+                            .bytes = bytes,
+                            .len = len,
+                            .argc = drv_argc,
+                            .argv = drv_argv,
+                            .json = json};
         status = cli_drive(&d);
         free(abs);
         /* The driver's child saw the calls fail; whether a shutdown was

@@ -6,6 +6,7 @@
 #include "e2e.h"
 #include "tcommon.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -536,6 +537,21 @@ Test(e2e_ops, submit_names_a_directory_a_fifo_an_oversized_module_and_a_bad_seed
                   e2e_has(r.err, "over the cluster's max_module_bytes, 8192 bytes"),
               "%s", r.err);
     e2e_run_fini(&r);
+
+    /* A sparse GiB of zeros: read, it would be refused as "not an ELF" after
+     * costing a GiB; its size must be refused before it is read. */
+    char big[600];
+    snprintf(big, sizeof big, "%s-big.so", e2e_home);
+    int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(fd >= 0 && ftruncate(fd, (off_t)1 << 30) == 0);
+    close(fd);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", big, NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "-big.so is 1073741824 bytes (1024.0 MiB): over the cluster's "
+                             "max_module_bytes, 8192 bytes"),
+              "%s", r.err);
+    e2e_run_fini(&r);
+    unlink(big);
 
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("mlp"), "--seed", "99999999999999999999",
               NULL);
