@@ -89,6 +89,9 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
 
 /* Prints "ferry <cmd>: <message>\n" to stderr. */
 void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* fn(arg) runs once, before the next cli_err prints: a cause found only
+ * once something failed goes before what the failure looked like. */
+void cli_err_preface(void (*fn)(void *), void *arg);
 
 /* Parses --json and --help, the options `status` and `submit` share, in
  * argv[0..argc). Returns 0 (optind is then the first operand), -1 after
@@ -235,8 +238,18 @@ int64_t cli_wall_ms(void);
 /* `ferry shutdown` notes when it began ($FERRY_HOME/shutdown-at). */
 int cli_shutdown_mark(const cli_home *h);
 /* Says, for `cmd`, that the cluster was shut down, when that began at or
- * after since_ms (wall clock): the reason a command's calls failed. */
+ * after since_ms (wall clock): the reason a command's calls failed. Said
+ * once: a second call after it was said is silent. */
 void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms);
+
+/* The same said before the first error of a command whose errors follow
+ * from its calls (a training's): `w` must outlive the command. */
+typedef struct cli_shutdown_watch {
+    const cli_home *h;
+    const char *cmd;
+    int64_t since_ms;
+} cli_shutdown_watch;
+void cli_shutdown_explain_first(cli_shutdown_watch *w);
 
 /* ---- the supervisor ------------------------------------------------------- */
 

@@ -23,8 +23,23 @@ static const char usage[] =
     "with different FERRY_HOMEs never interfere. `ferry <command> --help` for\n"
     "each command's options.\n";
 
+/* Said once, before the first error, when set (see cli_err_preface). */
+static void (*preface)(void *);
+static void *preface_arg;
+
+void cli_err_preface(void (*fn)(void *), void *arg)
+{
+    preface = fn;
+    preface_arg = arg;
+}
+
 void cli_err(const char *cmd, const char *fmt, ...)
 {
+    if (preface) {
+        void (*fn)(void *) = preface;
+        preface = NULL;
+        fn(preface_arg);
+    }
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "ferry %s: ", cmd);

@@ -494,6 +494,10 @@ int cli_submit(int argc, char **argv)
     free(bytes);
     bytes = NULL;
     topts.classifier = info.classifier;
+    /* A training's first error is what a shutdown looked like to it (a
+     * peer gone, a ping unanswered): the shutdown is said before it. */
+    cli_shutdown_watch watch = {.h = &h, .cmd = "submit", .since_ms = began};
+    cli_shutdown_explain_first(&watch);
     status = cli_train(r.cl, &m, shown, info.task, &topts) ? CLI_FAIL : CLI_OK;
 out:
     cluster_module_fini(&m);
@@ -501,6 +505,7 @@ out:
         cli_shutdown_explain(&h, "submit", began);
     if (r.cl)
         cli_running_close(&r);
+    cli_err_preface(NULL, NULL);
     free(bytes);
     free(drv_argv);
     return status;

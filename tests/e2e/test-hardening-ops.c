@@ -731,6 +731,10 @@ Test(e2e_ops, a_training_whose_cluster_is_shut_down_says_so)
         cr_assert(e2e_has(said, "the cluster was shut down (`ferry shutdown` at ") &&
                       e2e_has(said, "while this ran"),
                   "%s:\n%s", modes[i], said);
+        /* The cause comes first, what the calls saw after it. */
+        const char *first = strstr(said, "ferry submit: ");
+        cr_assert(first && strncmp(first, "ferry submit: the cluster was shut down", 39) == 0,
+                  "%s: the shutdown is not the first error:\n%s", modes[i], said);
         free(said);
         e2e_expect_nothing_left(sup, NULL, 0, 5000);
     }
