@@ -39,7 +39,11 @@ void rt_device_close(ferry_device_t *dev);
  * float32 everywhere; tf32 lets cuBLAS and cuDNN use TF32 tensor cores
  * (inputs rounded to 10 mantissa bits, float32 sums); bf16 is mixed
  * precision (not implemented yet: every device refuses it). */
-typedef enum rt_precision { RT_PREC_FP32 = 0, RT_PREC_TF32 = 1, RT_PREC_BF16 = 2 } rt_precision;
+typedef enum rt_precision {
+    RT_PREC_FP32 = 0,
+    RT_PREC_TF32 = 1,
+    RT_PREC_BF16 = 2
+} rt_precision;
 
 /* "fp32", "tf32", "bf16" -> 0 with *out set; FERRY_EINVAL for anything else. */
 int rt_precision_parse(const char *name, rt_precision *out);
@@ -63,9 +67,36 @@ typedef struct rt_device_ext {
     /* Sets the precision of every later gemm and convolution. 0, or
      * FERRY_ENOTSUP with the reason in err when the device cannot. */
     int (*set_precision)(ferry_device_t *dev, rt_precision p, char *err, size_t errlen);
+
+    /* ---- staging: a second queue for copies (version 2) -------------------
+     * For a set too large to hold on the device (runtime/data's rt_stager):
+     * batches gathered on the host into pinned memory are copied on a queue
+     * of their own while the compute queue runs the previous step. NULL on
+     * a device without one (the cpu), where uploads are plain copies.
+     * Marks order the two queues (CUDA events): a mark recorded on a queue
+     * passes once the work issued there before it is done. */
+    /* `bytes` of page-locked host memory, or NULL; freed with host_free. */
+    void *(*host_alloc)(ferry_device_t *dev, size_t bytes);
+    void (*host_free)(ferry_device_t *dev, void *p); /* NULL: no-op */
+    int (*mark_create)(ferry_device_t *dev, void **mark);
+    void (*mark_destroy)(ferry_device_t *dev, void *mark); /* NULL: no-op */
+    /* Records `mark` after the work issued so far on `queue` (RT_QUEUE_*). */
+    int (*mark_record)(ferry_device_t *dev, void *mark, int queue);
+    /* Later work on `queue` waits, on the device, for `mark` to pass. */
+    int (*mark_wait)(ferry_device_t *dev, void *mark, int queue);
+    /* The calling thread waits for `mark` to pass; 0 or the queue's failure. */
+    int (*mark_sync)(ferry_device_t *dev, void *mark);
+    /* Host (memory from host_alloc) -> device on the copy queue; returns at
+     * once. `host` must stay unchanged until a mark recorded on the copy
+     * queue after it has passed. */
+    int (*upload_async)(ferry_device_t *dev, void *dst, const void *host, size_t bytes);
 } rt_device_ext_t;
 
-#define RT_DEVICE_EXT_VERSION 1u
+/* The queues of a device with staging: the one every op runs on, and the
+ * copy queue of upload_async. */
+enum { RT_QUEUE_COMPUTE = 0, RT_QUEUE_COPY = 1 };
+
+#define RT_DEVICE_EXT_VERSION 2u
 
 /* The extension table of an open device; never NULL. */
 const rt_device_ext_t *rt_device_ext(const ferry_device_t *dev);

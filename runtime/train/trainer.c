@@ -19,7 +19,6 @@
  * the shuffle, never the problem it solves. */
 #define DATA_SEED 20261123u
 
-
 static double now_s(void)
 {
     return (double)uv_hrtime() / 1e9;
@@ -139,19 +138,39 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     return rc;
 }
 
-/* A GPU keeps each set in its memory when it fits (rt_devset): the steps
- * then gather their batches on the device instead of waiting on a copy from
- * the host. When one does not fit, its batches are uploaded as before. */
-static void keep_sets_on_device(rt_trainer *t)
+/* Where each set's batches come from on a GPU (rt_data_place_for): held in
+ * its memory when the set fits the budget (rt_devset: the steps gather
+ * their batches there instead of waiting on a copy from the host), staged
+ * through pinned buffers on a second queue when it does not (rt_stager),
+ * uploaded batch by batch when host_batches asks. A set whose device copy
+ * fails after all is staged. */
+static int place_sets(rt_trainer *t, int batch_max, char *err, size_t errlen)
 {
-    if (t->dev->kind == FERRY_DEVICE_CPU || t->o.host_batches)
-        return;
     for (int i = 0; i < 2; i++) {
+        const char *which = i ? "test" : "training";
         char why[256] = "";
-        int rc = rt_devset_create(t->dev, t->set[i], &t->dset[i], why, sizeof why);
-        fprintf(stderr, "train: the %s set %s%s\n", i ? "test" : "training",
-                rc ? "stays on the host: " : "is held on the device", rc ? why : "");
+        rt_data_place place = RT_DATA_IN_PLACE;
+        int rc = rt_data_place_for(t->dev, t->set[i], t->o.host_batches, &place, why,
+                                   sizeof why);
+        if (rc) {
+            snprintf(err, errlen, "the %s set: %s", which, why);
+            return rc;
+        }
+        if (place == RT_DATA_IN_PLACE)
+            continue;
+        if (place == RT_DATA_ON_DEVICE &&
+            rt_devset_create(t->dev, t->set[i], &t->dset[i], why, sizeof why) != 0)
+            place = RT_DATA_STAGED;
+        if (place == RT_DATA_STAGED && !t->stager &&
+            (rc =
+                 rt_stager_create(t->dev, t->set[i], batch_max, &t->stager, err, errlen)))
+            return rc;
+        fprintf(
+            stderr, "train: the %s set is %s%s: %s\n", which, rt_data_place_name(place),
+            place == RT_DATA_STAGED && !rt_stager_async(t->stager) ? " (uploads)" : "",
+            why);
     }
+    return 0;
 }
 
 int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_train_opts *o,
@@ -186,13 +205,15 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
         snprintf(err, errlen, "cannot create the %s optimizer: %s",
                  rt_optim_name(t->o.optim.kind), ferry_strerror(rc));
     if (rc == 0)
-        keep_sets_on_device(t);
+        rc = place_sets(t, batch_max, err, errlen);
     rt_loader_opts lo = {.batch = t->o.batch,
                          .rank = t->o.rank,
                          .world = t->o.world,
                          .seed = o->seed,
                          .shuffle = true,
                          .index_only = t->dset[0] != NULL};
+    if (t->stager && !t->dset[0])
+        rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[0], &lo, &t->train)))
         snprintf(err, errlen, "cannot create the training loader: %s",
                  ferry_strerror(rc));
@@ -203,6 +224,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
                           .world = t->o.world,
                           .seed = o->seed,
                           .index_only = t->dset[1] != NULL};
+    if (t->stager && !t->dset[1])
+        rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
         snprintf(err, errlen, "cannot create the test loader: %s", ferry_strerror(rc));
     if (rc) {
@@ -229,6 +252,8 @@ int rt_trainer_to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *
             b->targets = labels ? NULL : t->targets;
             return rt_devset_batch(t->dset[i], hb, t->x, t->labels, t->targets);
         }
+    if (t->stager)
+        return rt_stager_batch(t->stager, hb, b);
     const ferry_device_ops_t *ops = t->dev->ops;
     size_t n = (size_t)hb->n;
     int rc =
@@ -343,7 +368,8 @@ static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoc
         return 0;
     char why[512] = "";
     float local = *loss;
-    rc = rt_sync_step_end(t->sync, local, hb->n > 0, loss, cancelled, arg, why, sizeof why);
+    rc = rt_sync_step_end(t->sync, local, hb->n > 0, loss, cancelled, arg, why,
+                          sizeof why);
     st->allreduce_s += now_s() - t1;
     if (rc)
         snprintf(err, errlen, "epoch %d step %zu: all-reduce of the gradient: %s", epoch,
@@ -443,6 +469,7 @@ void rt_trainer_destroy(rt_trainer *t)
     rt_loader_destroy(t->test);
     rt_devset_destroy(t->dset[0]);
     rt_devset_destroy(t->dset[1]);
+    rt_stager_destroy(t->stager);
     rt_optim_destroy(t->opt);
     rt_sync_destroy(t->sync);
     rt_async_destroy(t);

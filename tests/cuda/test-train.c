@@ -1,6 +1,6 @@
-/* Training through rt_trainer on a GPU: the set held on the device and
- * batches gathered there give the same bits as batches uploaded from the
- * host; the gather kernel agrees with the cpu's row copy; tf32 trains. And
+/* Training through rt_trainer on a GPU: a set held on the device (batches
+ * gathered there) and a set staged through pinned buffers (over the
+ * budget) give the same bits as batches uploaded from the host; the gather kernel agrees with the cpu's row copy; tf32 trains. And
  * on the cpu (in CI): --precision tf32 and bf16 are refused with a clear
  * error. The models are the bundled mlp and cnn (FERRY_TEST_TASKS). */
 #include <math.h>
@@ -99,6 +99,77 @@ Test(cuda_train, sets_held_on_the_gpu_give_the_bits_of_uploaded_batches, .timeou
         free(uploaded);
         rt_module_close(&mod);
     }
+    tc_finish();
+}
+
+/* A set over the device's budget (FERRY_DEVSET_MAX_BYTES=0 puts every set
+ * over it) is staged: pinned buffers, copies on the copy stream. The model
+ * sees the same bytes, so the parameters are those of the set held on the
+ * device, bit for bit. */
+Test(cuda_train, staged_sets_give_the_bits_of_sets_held_on_the_gpu, .timeout = 600)
+{
+    tc_gpu();
+    const char *names[] = {"mlp", "cnn"};
+    for (int m = 0; m < 2; m++) {
+        rt_module mod;
+        open_model(&mod, names[m]);
+        size_t n1, n2;
+        float *held = train(G, mod.task->model, false, RT_PREC_FP32, &n1);
+        /* Criterion forks each test: the variable stays in this one. */
+        setenv(RT_DEVSET_LIMIT_ENV, "0", 1);
+        float *staged = train(G, mod.task->model, false, RT_PREC_FP32, &n2);
+        unsetenv(RT_DEVSET_LIMIT_ENV);
+        cr_assert_eq(n1, n2);
+        cr_assert_eq(memcmp(held, staged, n1 * sizeof(float)), 0,
+                     "%s: staging the set changed the training", names[m]);
+        free(held);
+        free(staged);
+        rt_module_close(&mod);
+    }
+    tc_finish();
+}
+
+/* The stager on a GPU copies on its copy stream (the cpu uploads: see
+ * tests/data), and each batch read back is the host loader's. */
+Test(cuda_train, the_stager_copies_on_the_copy_stream_the_batches_the_host_gathers)
+{
+    tc_gpu();
+    rt_dataset ds = random_set(777, 4);
+    rt_stager *s = NULL;
+    char err[256] = "";
+    cr_assert_eq(rt_stager_create(G, &ds, 100, &s, err, sizeof err), 0, "%s", err);
+    cr_assert(rt_stager_async(s), "no copy stream on %s", G->name);
+    rt_loader_opts o = {.batch = 100, .world = 1, .seed = 8, .shuffle = true};
+    rt_loader *plain = NULL, *staged = NULL;
+    cr_assert_eq(rt_loader_create(&ds, &o, &plain), 0);
+    rt_stager_loader_opts(s, &o);
+    cr_assert_eq(rt_loader_create(&ds, &o, &staged), 0);
+    float *hx = malloc(100 * 784 * sizeof(float));
+    int32_t hl[100];
+    cr_assert(hx);
+    for (int e = 0; e < 2; e++) {
+        cr_assert_eq(rt_loader_begin(plain, e), 0);
+        cr_assert_eq(rt_loader_begin(staged, e), 0);
+        const rt_batch_host *a;
+        while ((a = rt_loader_next(plain))) {
+            const rt_batch_host *h = rt_loader_next(staged);
+            ferry_batch_t b;
+            cr_assert_eq(rt_stager_batch(s, h, &b), 0);
+            /* Some work on the compute stream that reads the batch. */
+            G->ops->relu(G, (float *)b.x, b.x, (size_t)b.n * 784);
+            size_t n = (size_t)a->n;
+            cr_assert_eq(G->ops->download(G, hx, b.x, n * 784 * sizeof(float)), 0);
+            cr_assert_eq(G->ops->download(G, hl, b.labels, n * sizeof(int32_t)), 0);
+            for (size_t i = 0; i < n * 784; i++)
+                cr_assert_eq(hx[i], a->x[i] > 0 ? a->x[i] : 0.0f, "[%zu]", i);
+            cr_assert_eq(memcmp(hl, a->labels, n * sizeof(int32_t)), 0);
+        }
+    }
+    free(hx);
+    rt_loader_destroy(plain);
+    rt_loader_destroy(staged);
+    rt_stager_destroy(s);
+    rt_dataset_free(&ds);
     tc_finish();
 }
 

@@ -1,7 +1,7 @@
 /* The cuda backend's side of the runtime's extension table
  * (runtime/device/device.h): memory left on the GPU, the loader's gather of
  * a batch from a data set held on the device, and the precision of products
- * and convolutions. */
+ * and convolutions; the staging members are cuda_stage.c's. */
 #include <stdio.h>
 
 #include "runtime/device/device.h"
@@ -23,8 +23,8 @@ out:
     return rc;
 }
 
-static int cuda_gather(ferry_device_t *dev, void *dst, const void *src, const uint32_t *idx,
-                       size_t rows, size_t row_bytes)
+static int cuda_gather(ferry_device_t *dev, void *dst, const void *src,
+                       const uint32_t *idx, size_t rows, size_t row_bytes)
 {
     cuda_dev_t *d = cuda_dev(dev);
     if (row_bytes % 4 != 0)
@@ -41,7 +41,8 @@ static int cuda_set_precision(ferry_device_t *dev, rt_precision p, char *err,
 {
     cuda_dev_t *d = cuda_dev(dev);
     if (p == RT_PREC_BF16) {
-        snprintf(err, errlen, "--precision bf16: not implemented yet on %s (use fp32 or tf32)",
+        snprintf(err, errlen,
+                 "--precision bf16: not implemented yet on %s (use fp32 or tf32)",
                  d->name);
         return FERRY_ENOTSUP;
     }
@@ -62,8 +63,9 @@ static int cuda_set_precision(ferry_device_t *dev, rt_precision p, char *err,
     /* cuBLAS's default math never rounds float32 inputs below float32; the
      * TF32 mode lets sgemm use tensor cores. */
     CUDA_BLAS_TRY(d,
-                  cublasSetMathMode(d->blas, p == RT_PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                               : CUBLAS_DEFAULT_MATH),
+                  cublasSetMathMode(d->blas, p == RT_PREC_TF32
+                                                 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                 : CUBLAS_DEFAULT_MATH),
                   out);
     if ((cuda_precision_t)p != d->precision) {
         d->precision = (cuda_precision_t)p;
@@ -82,4 +84,12 @@ CUDA_EXPORT const rt_device_ext_t ferry_cuda_ext = {
     .mem_info = cuda_mem_info,
     .gather = cuda_gather,
     .set_precision = cuda_set_precision,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .mark_create = cuda_mark_create,
+    .mark_destroy = cuda_mark_destroy,
+    .mark_record = cuda_mark_record,
+    .mark_wait = cuda_mark_wait,
+    .mark_sync = cuda_mark_sync,
+    .upload_async = cuda_upload_async,
 };

@@ -15,8 +15,11 @@
  *   cuda_ops.c      the ops that run kernels of cuda_kernels.cu
  *   cuda_ext.c      the runtime's extension table (memory info, gather,
  *                   precision): ferry_cuda_ext
+ *   cuda_stage.c    its staging members: pinned host memory, the copy
+ *                   stream, events between the two streams
  *
- * Every op runs on the device's one stream, in issue order. Ops that return
+ * Every op runs on the device's stream, in issue order; only the staging
+ * copies (upload_async) run on the second, copy stream. Ops that return
  * void keep their first failure on the device; sync (and download) return
  * it. */
 #ifndef FERRY_CUDA_INT_H
@@ -81,11 +84,12 @@ typedef struct cuda_dev {
     int index;
     int cc_major, cc_minor; /* compute capability */
     cudaStream_t stream;
+    cudaStream_t copy_stream; /* upload_async's (cuda_stage.c) */
     cublasHandle_t blas;
     cudnnHandle_t dnn;
-    bool pools;            /* stream-ordered allocation (cudaMallocAsync) works */
+    bool pools;                 /* stream-ordered allocation (cudaMallocAsync) works */
     cuda_precision_t precision; /* fp32 unless the trainer asks for more */
-    cudaMemPool_t mempool; /* then: the device's default pool */
+    cudaMemPool_t mempool;      /* then: the device's default pool */
 
     int err;           /* first failure of a void op, 0 when none */
     char errtext[320]; /* what failed, for the last failure of any op */
@@ -202,6 +206,17 @@ void cuda_dnn_forget_algos(cuda_dev_t *d);
 /* Chooses p->algo[dir] by the rule documented in cuda_algo.c. 0, or
  * FERRY_ENOTSUP when no allowed algorithm can run the shape. */
 int cuda_conv_choose(cuda_dev_t *d, cuda_conv_plan_t *p, cuda_conv_dir_t dir);
+
+/* ---- cuda_stage.c: the extension table's staging members ---- */
+
+void *cuda_host_alloc(ferry_device_t *dev, size_t bytes);
+void cuda_host_free(ferry_device_t *dev, void *p);
+int cuda_mark_create(ferry_device_t *dev, void **mark);
+void cuda_mark_destroy(ferry_device_t *dev, void *mark);
+int cuda_mark_record(ferry_device_t *dev, void *mark, int queue);
+int cuda_mark_wait(ferry_device_t *dev, void *mark, int queue);
+int cuda_mark_sync(ferry_device_t *dev, void *mark);
+int cuda_upload_async(ferry_device_t *dev, void *dst, const void *host, size_t bytes);
 
 /* ---- cuda_ops.c ---- */
 

@@ -195,6 +195,8 @@ int cuda_sync(ferry_device_t *dev)
     if (rc != 0)
         return rc;
     CUDA_RT_TRY(d, cudaStreamSynchronize(d->stream), out);
+    /* "Every operation issued" includes the staging copies. */
+    CUDA_RT_TRY(d, cudaStreamSynchronize(d->copy_stream), out);
 out:
     /* The first failure since the last sync: an earlier op's, if any. */
     if (d->err != 0) {

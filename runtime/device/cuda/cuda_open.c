@@ -146,6 +146,9 @@ static int start(cuda_dev_t *d)
     /* Not synchronised with the legacy default stream: the device's work
      * runs in its own order only. */
     CUDA_RT_TRY(d, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), out);
+    /* The staging copies' own stream, so they overlap the compute stream. */
+    CUDA_RT_TRY(d, cudaStreamCreateWithFlags(&d->copy_stream, cudaStreamNonBlocking),
+                out);
     CUDA_BLAS_TRY(d, cublasCreate(&d->blas), out);
     CUDA_BLAS_TRY(d, cublasSetStream(d->blas, d->stream), out);
     CUDA_DNN_TRY(d, cudnnCreate(&d->dnn), out);
@@ -164,12 +167,18 @@ static void stop(cuda_dev_t *d)
         cudaSetDevice(d->index);
         cudaStreamSynchronize(d->stream);
     }
+    if (d->copy_stream)
+        cudaStreamSynchronize(d->copy_stream);
     cuda_dnn_fini(d);
     cuda_mem_fini(d);
     if (d->dnn)
         cudnnDestroy(d->dnn);
     if (d->blas)
         cublasDestroy(d->blas);
+    if (d->copy_stream) {
+        cudaStreamSynchronize(d->copy_stream);
+        cudaStreamDestroy(d->copy_stream);
+    }
     if (d->stream) {
         cudaStreamSynchronize(d->stream);
         cudaStreamDestroy(d->stream);
