@@ -90,13 +90,38 @@ typedef struct rt_device_ext {
      * once. `host` must stay unchanged until a mark recorded on the copy
      * queue after it has passed. */
     int (*upload_async)(ferry_device_t *dev, void *dst, const void *host, size_t bytes);
+
+    /* ---- graphs: a training step captured once, replayed (version 3) ------
+     * NULL on a device without them (the cpu). Between capture_begin and
+     * capture_end the ops issued on the compute queue are recorded, not
+     * run. A loss op's host result cannot be known then: it is deferred,
+     * and every run of the graph writes it to `loss` (the only host pointer
+     * a loss may go to; *loss reads NaN until the first run). What cannot
+     * be recorded — an allocation, a free, an upload or download, a sync,
+     * a loss for another pointer or with a count of correct rows, a
+     * convolution whose algorithm is not chosen yet — fails with
+     * FERRY_EAGAIN and breaks the capture. */
+    int (*capture_begin)(ferry_device_t *dev, float *loss);
+    /* Ends the capture: with keep and nothing broken, *graph is the
+     * instantiated step (0). Otherwise *graph is NULL and, when the capture
+     * broke, FERRY_EAGAIN with the reason in err; failures of ops during
+     * the capture are forgotten (the step has not run: run it again
+     * uncaptured). */
+    int (*capture_end)(ferry_device_t *dev, bool keep, void **graph, char *err,
+                       size_t errlen);
+    /* Runs `graph` on the compute queue; with a deferred loss, waits for it
+     * and writes it. FERRY_EAGAIN, without running it, when a buffer the
+     * backend keeps (its workspaces) moved since the capture: destroy the
+     * graph and capture again. Else 0 or the device's failure. */
+    int (*graph_run)(ferry_device_t *dev, void *graph);
+    void (*graph_destroy)(ferry_device_t *dev, void *graph); /* NULL: no-op */
 } rt_device_ext_t;
 
 /* The queues of a device with staging: the one every op runs on, and the
  * copy queue of upload_async. */
 enum { RT_QUEUE_COMPUTE = 0, RT_QUEUE_COPY = 1 };
 
-#define RT_DEVICE_EXT_VERSION 2u
+#define RT_DEVICE_EXT_VERSION 3u
 
 /* The extension table of an open device; never NULL. */
 const rt_device_ext_t *rt_device_ext(const ferry_device_t *dev);

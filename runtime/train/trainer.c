@@ -138,6 +138,17 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     return rc;
 }
 
+/* Whether steps may run as device graphs: a device with them, alone (in
+ * sync mode the model's grad_ready starts all-reduces from the host during
+ * loss_grad; async mode has its own loop), unless RT_GRAPHS_ENV says 0. */
+static bool graphs_possible(const rt_trainer *t)
+{
+    const rt_device_ext_t *e = rt_device_ext(t->dev);
+    return t->dev->kind != FERRY_DEVICE_CPU && !t->sync && !t->o.ps_store &&
+           e->size >= sizeof(rt_device_ext_t) && e->capture_begin && e->capture_end &&
+           e->graph_run && e->graph_destroy && rt_graphs_enabled(getenv(RT_GRAPHS_ENV));
+}
+
 /* Where each set's batches come from on a GPU (rt_data_place_for): held in
  * its memory when the set fits the budget (rt_devset: the steps gather
  * their batches there instead of waiting on a copy from the host), staged
@@ -206,6 +217,7 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
                  rt_optim_name(t->o.optim.kind), ferry_strerror(rc));
     if (rc == 0)
         rc = place_sets(t, batch_max, err, errlen);
+    rt_graph_plan_init(&t->graphs, rc == 0 && graphs_possible(t));
     rt_loader_opts lo = {.batch = t->o.batch,
                          .rank = t->o.rank,
                          .world = t->o.world,
@@ -336,6 +348,60 @@ size_t rt_trainer_global_batch(const rt_trainer *t, size_t step)
     return n - at < b ? n - at : b;
 }
 
+/* The model's loss_grad on `b`, as the graphs' rule says (graph.c): run op
+ * by op, captured and then run as a graph, or a graph replayed. The
+ * optimizer's step stays outside the graph: its learning rate (a cosine
+ * schedule) and Adam's step count change every step, and it is one kernel
+ * over the flat buffer already. A step that cannot be captured runs
+ * uncaptured, and the reason is logged once. */
+static int run_loss_grad(rt_trainer *t, const ferry_batch_t *b, float *loss,
+                         rt_epoch_stats *st)
+{
+    const ferry_model_t *m = t->m;
+    if (!t->graphs.enabled)
+        return m->loss_grad(&t->mc.pub, t->params, b, t->grad, loss);
+    const rt_device_ext_t *e = rt_device_ext(t->dev);
+    rt_graph_key k = {.n = b->n, .x = b->x, .labels = b->labels, .targets = b->targets};
+    int slot = -1;
+    void *evict = NULL;
+    rt_graph_action a = rt_graph_decide(&t->graphs, &k, &slot, &evict);
+    e->graph_destroy(t->dev, evict);
+    int rc = 0;
+    if (a == RT_GRAPH_REPLAY) {
+        rc = e->graph_run(t->dev, rt_graph_at(&t->graphs, slot));
+        if (rc != FERRY_EAGAIN) {
+            *loss = t->step_loss;
+            st->graph_steps += rc == 0;
+            return rc;
+        }
+        /* A workspace moved (an evaluation batch grew it): capture again
+         * at the next step of this shape. */
+        e->graph_destroy(t->dev, rt_graph_forget(&t->graphs, slot));
+    } else if (a == RT_GRAPH_CAPTURE) {
+        void *g = NULL;
+        char why[320] = "";
+        int mrc = FERRY_EAGAIN;
+        if ((rc = e->capture_begin(t->dev, &t->step_loss)) == 0) {
+            mrc = m->loss_grad(&t->mc.pub, t->params, b, t->grad, &t->step_loss);
+            rc = e->capture_end(t->dev, mrc == 0, &g, why, sizeof why);
+        }
+        rt_graph_captured(&t->graphs, slot, g);
+        if (g) {
+            st->graph_captures++;
+            rc = e->graph_run(t->dev, g);
+            *loss = t->step_loss;
+            st->graph_steps += rc == 0;
+            return rc;
+        }
+        if (!t->graph_told) {
+            t->graph_told = true;
+            fprintf(stderr, "train: a step of %d samples runs uncaptured: %s\n", b->n,
+                    why[0] ? why : ferry_strerror(rc ? rc : mrc));
+        }
+    }
+    return m->loss_grad(&t->mc.pub, t->params, b, t->grad, loss);
+}
+
 /* One step's forward, backward and (sync) gradient sum: the loss to step
  * on in *loss (in sync mode the global batch's), the step's global samples
  * in *samples. */
@@ -356,7 +422,7 @@ static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoc
                      epoch, step, t->dev->name, ferry_strerror(rc));
             return rc;
         }
-        if ((rc = t->m->loss_grad(&t->mc.pub, t->params, &b, t->grad, loss))) {
+        if ((rc = run_loss_grad(t, &b, loss, st))) {
             snprintf(err, errlen, "the model's loss_grad failed at epoch %d step %zu: %s",
                      epoch, step, ferry_strerror(rc));
             return rc;
@@ -469,6 +535,9 @@ void rt_trainer_destroy(rt_trainer *t)
     rt_loader_destroy(t->test);
     rt_devset_destroy(t->dset[0]);
     rt_devset_destroy(t->dset[1]);
+    for (int i = 0; t->dev && i < RT_GRAPHS; i++)
+        if (t->graphs.slot[i].graph)
+            rt_device_ext(t->dev)->graph_destroy(t->dev, rt_graph_forget(&t->graphs, i));
     rt_stager_destroy(t->stager);
     rt_optim_destroy(t->opt);
     rt_sync_destroy(t->sync);

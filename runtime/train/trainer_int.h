@@ -24,6 +24,11 @@ struct rt_trainer {
     /* The batches of a set too large for that, staged through pinned
      * buffers (NULL: none is). */
     rt_stager *stager;
+    /* Step graphs (graph.c): on a GPU with them, alone (sync mode's
+     * grad_ready must run on the host during loss_grad). */
+    rt_graph_plan graphs;
+    float step_loss; /* the one host pointer a captured loss is written to */
+    bool graph_told; /* a broken capture was logged */
     rt_optim *opt;
     rt_sync *sync;          /* with a comm of more than one rank */
     struct rt_async *async; /* with a parameter-server store and more than one rank */

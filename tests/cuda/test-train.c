@@ -1,8 +1,9 @@
 /* Training through rt_trainer on a GPU: a set held on the device (batches
  * gathered there) and a set staged through pinned buffers (over the
- * budget) give the same bits as batches uploaded from the host; the gather kernel agrees with the cpu's row copy; tf32 trains. And
- * on the cpu (in CI): --precision tf32 and bf16 are refused with a clear
- * error. The models are the bundled mlp and cnn (FERRY_TEST_TASKS). */
+ * budget) give the same bits as batches uploaded from the host; the gather kernel agrees
+ * with the cpu's row copy; tf32 trains. And on the cpu (in CI): --precision tf32 and bf16
+ * are refused with a clear error. The models are the bundled mlp and cnn
+ * (FERRY_TEST_TASKS). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,9 @@ static rt_dataset random_set(size_t n, uint64_t seed)
     return ds;
 }
 
+/* Steps the last train() ran as replayed graphs. */
+static size_t graph_steps;
+
 /* Trains `model` on `dev` for 2 epochs of 1000 samples at batch 128 (the
  * last batch short) and returns its parameters (malloc'ed, *len floats). */
 static float *train(ferry_device_t *dev, const ferry_model_t *model, bool host_batches,
@@ -61,10 +65,12 @@ static float *train(ferry_device_t *dev, const ferry_model_t *model, bool host_b
     char err[512] = "";
     int rc = rt_trainer_create(model, dev, &o, &t, err, sizeof err);
     cr_assert_eq(rc, 0, "%s: %s", dev->name, err);
+    graph_steps = 0;
     for (int e = 0; e < 2; e++) {
         rt_epoch_stats st;
         rc = rt_trainer_epoch(t, &st, NULL, NULL, err, sizeof err);
         cr_assert_eq(rc, 0, "%s: %s", dev->name, err);
+        graph_steps += st.graph_steps;
         cr_assert(isfinite(st.train_loss));
         cr_assert_eq(st.eval_samples, 300);
     }
@@ -170,6 +176,45 @@ Test(cuda_train, the_stager_copies_on_the_copy_stream_the_batches_the_host_gathe
     rt_loader_destroy(staged);
     rt_stager_destroy(s);
     rt_dataset_free(&ds);
+    tc_finish();
+}
+
+/* A step replayed from a CUDA graph runs the kernels, with the arguments,
+ * that the uncaptured step runs: the parameters are the same bits with
+ * FERRY_CUDA_GRAPHS=0 and without, held or staged. 1000 samples at batch
+ * 128 make 7 full steps and a short one an epoch: the first full step runs
+ * uncaptured, the second is captured, the rest replay. */
+Test(cuda_train, steps_replayed_from_graphs_give_the_bits_of_uncaptured_steps,
+     .timeout = 600)
+{
+    tc_gpu();
+    const char *names[] = {"mlp", "cnn"};
+    for (int m = 0; m < 2; m++) {
+        rt_module mod;
+        open_model(&mod, names[m]);
+        size_t n1, n2, n3;
+        setenv(RT_GRAPHS_ENV, "0", 1);
+        float *plain = train(G, mod.task->model, false, RT_PREC_FP32, &n1);
+        cr_assert_eq(graph_steps, 0, "%s=0 left graphs on", RT_GRAPHS_ENV);
+        unsetenv(RT_GRAPHS_ENV);
+        float *graphs = train(G, mod.task->model, false, RT_PREC_FP32, &n2);
+        cr_assert_geq(graph_steps, 8, "%s: %zu steps of 14 replayed", names[m],
+                      graph_steps);
+        setenv(RT_DEVSET_LIMIT_ENV, "0", 1);
+        float *staged = train(G, mod.task->model, false, RT_PREC_FP32, &n3);
+        unsetenv(RT_DEVSET_LIMIT_ENV);
+        cr_assert_geq(graph_steps, 8, "%s staged: %zu steps of 14 replayed", names[m],
+                      graph_steps);
+        cr_assert(n1 == n2 && n1 == n3);
+        cr_assert_eq(memcmp(plain, graphs, n1 * sizeof(float)), 0,
+                     "%s: graphs changed the training", names[m]);
+        cr_assert_eq(memcmp(plain, staged, n1 * sizeof(float)), 0,
+                     "%s: graphs over staged batches changed the training", names[m]);
+        free(plain);
+        free(graphs);
+        free(staged);
+        rt_module_close(&mod);
+    }
     tc_finish();
 }
 

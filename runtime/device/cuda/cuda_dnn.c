@@ -117,6 +117,9 @@ static int workspace(cuda_dev_t *d, size_t bytes)
 static int ready(cuda_dev_t *d, cuda_conv_plan_t *p, cuda_conv_dir_t dir)
 {
     int rc = 0;
+    /* Choosing runs and times candidates: not something to record. */
+    if (!p->algo[dir].have && d->capturing)
+        return cuda_capture_fail(d, "a convolution whose algorithm is not chosen yet");
     if (!p->algo[dir].have && (rc = cuda_conv_choose(d, p, dir)) != 0)
         return rc;
     CUDA_DNN_TRY(d, cudnnSetConvolutionMathType(p->conv, p->algo[dir].math), out);
@@ -135,12 +138,12 @@ int cuda_conv2d(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
         return rc;
     if ((rc = ready(d, p, CUDA_CONV_FWD)) != 0)
         return rc;
-    CUDA_DNN_TRY(d,
-                 cudnnConvolutionForward(
-                     d->dnn, &one, p->x, x, p->w, w, p->conv,
-                     (cudnnConvolutionFwdAlgo_t)p->algo[CUDA_CONV_FWD].algo, d->ws,
-                     d->ws_bytes, &zero, p->y, y),
-                 out);
+    CUDA_DNN_TRY(
+        d,
+        cudnnConvolutionForward(d->dnn, &one, p->x, x, p->w, w, p->conv,
+                                (cudnnConvolutionFwdAlgo_t)p->algo[CUDA_CONV_FWD].algo,
+                                d->ws, d->ws_bytes, &zero, p->y, y),
+        out);
     if (bias)
         CUDA_DNN_TRY(d, cudnnAddTensor(d->dnn, &one, p->bias, bias, &one, p->y, y), out);
 out:

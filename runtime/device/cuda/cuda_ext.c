@@ -1,7 +1,8 @@
 /* The cuda backend's side of the runtime's extension table
  * (runtime/device/device.h): memory left on the GPU, the loader's gather of
  * a batch from a data set held on the device, and the precision of products
- * and convolutions; the staging members are cuda_stage.c's. */
+ * and convolutions; the staging members are cuda_stage.c's, the graph
+ * members cuda_graph.c's. */
 #include <stdio.h>
 
 #include "runtime/device/device.h"
@@ -92,4 +93,8 @@ CUDA_EXPORT const rt_device_ext_t ferry_cuda_ext = {
     .mark_wait = cuda_mark_wait,
     .mark_sync = cuda_mark_sync,
     .upload_async = cuda_upload_async,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_run = cuda_graph_run,
+    .graph_destroy = cuda_graph_destroy,
 };

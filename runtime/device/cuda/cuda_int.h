@@ -17,6 +17,7 @@
  *                   precision): ferry_cuda_ext
  *   cuda_stage.c    its staging members: pinned host memory, the copy
  *                   stream, events between the two streams
+ *   cuda_graph.c    its graph members: a step captured and replayed
  *
  * Every op runs on the device's stream, in issue order; only the staging
  * copies (upload_async) run on the second, copy stream. Ops that return
@@ -52,6 +53,9 @@ typedef struct cuda_ptrset {
  * chosen algorithms: a CNN has a handful of layers, and an evaluation batch
  * that differs from the training batch doubles them. */
 #define CUDA_PLANS 8
+
+/* The most loss results one captured step may defer (cuda_graph.c). */
+#define CUDA_GRAPH_RESULTS 4
 
 /* One direction's algorithm, with the math type the descriptor must carry
  * when it runs (one descriptor serves the three directions). */
@@ -102,6 +106,20 @@ typedef struct cuda_dev {
     float *ones; /* bias_grad's vector of ones */
     size_t ones_n;
     cuda_loss_t *result; /* device: a loss's reduced result */
+
+    void *blas_ws; /* cuBLAS's workspace, fixed: captured graphs bake it in */
+    /* Bumped whenever a buffer above moves (cuda_grow): a graph captured
+     * before holds the old address. */
+    uint64_t bufgen;
+
+    /* A capture in progress (cuda_graph.c). */
+    bool capturing;
+    int cap_rc;      /* the first reason it cannot stand, 0 when none */
+    float *cap_loss; /* the one host pointer a loss may be deferred to */
+    int cap_nres;    /* deferred results recorded */
+    float *cap_dst[CUDA_GRAPH_RESULTS];
+    double cap_div[CUDA_GRAPH_RESULTS];
+    cuda_loss_t *cap_host; /* pinned: the results each run copies out */
 
     cuda_conv_plan_t conv[CUDA_PLANS];
     cuda_pool_plan_t pool[CUDA_PLANS];
@@ -217,6 +235,21 @@ int cuda_mark_record(ferry_device_t *dev, void *mark, int queue);
 int cuda_mark_wait(ferry_device_t *dev, void *mark, int queue);
 int cuda_mark_sync(ferry_device_t *dev, void *mark);
 int cuda_upload_async(ferry_device_t *dev, void *dst, const void *host, size_t bytes);
+
+/* ---- cuda_graph.c: the extension table's graph members ---- */
+
+int cuda_capture_begin(ferry_device_t *dev, float *loss);
+int cuda_capture_end(ferry_device_t *dev, bool keep, void **graph, char *err,
+                     size_t errlen);
+int cuda_graph_run(ferry_device_t *dev, void *graph);
+void cuda_graph_destroy(ferry_device_t *dev, void *graph);
+/* Breaks the capture in progress: keeps the first reason, returns
+ * FERRY_EAGAIN. */
+int cuda_capture_fail(cuda_dev_t *d, const char *what);
+/* A loss op's result during a capture: copied to a pinned slot by every run
+ * of the graph and written to *loss as sum / div after it. 0, or
+ * FERRY_EAGAIN (another pointer, a count of correct rows, no slot left). */
+int cuda_capture_loss(cuda_dev_t *d, float *loss, int *correct, double div);
 
 /* ---- cuda_ops.c ---- */
 

@@ -151,6 +151,14 @@ static int start(cuda_dev_t *d)
                 out);
     CUDA_BLAS_TRY(d, cublasCreate(&d->blas), out);
     CUDA_BLAS_TRY(d, cublasSetStream(d->blas, d->stream), out);
+    /* A workspace of cuBLAS's own, fixed for the device's life, so that a
+     * captured graph's products use the kernels an uncaptured step uses and
+     * cuBLAS allocates nothing during a capture: the sizes its guide gives
+     * (32 MiB on Hopper, 4 MiB before). cublasSetStream would reset it. */
+    size_t blas_ws = d->cc_major >= 9 ? 32u << 20 : 4u << 20;
+    if ((rc = cuda_raw_alloc(d, &d->blas_ws, blas_ws)) != 0)
+        goto out;
+    CUDA_BLAS_TRY(d, cublasSetWorkspace(d->blas, d->blas_ws, blas_ws), out);
     CUDA_DNN_TRY(d, cudnnCreate(&d->dnn), out);
     CUDA_DNN_TRY(d, cudnnSetStream(d->dnn, d->stream), out);
     void *result = NULL;

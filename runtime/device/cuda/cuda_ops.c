@@ -98,6 +98,8 @@ int cuda_softmax_xent(ferry_device_t *dev, const float *logits, const int32_t *l
                 cuda_k_softmax_xent(d->stream, logits, labels, rows, classes, dlogits,
                                     row_loss, row_correct, d->result),
                 out);
+    if (d->capturing)
+        return cuda_capture_loss(d, loss, correct, (double)rows);
     cuda_loss_t res;
     if ((rc = read_loss(d, &res)) != 0)
         return rc;
@@ -127,6 +129,8 @@ int cuda_mse(ferry_device_t *dev, const float *pred, const float *target, int ro
                 cuda_k_mse(d->stream, pred, target, (size_t)rows * cols,
                            1.0f / (float)rows, dpred, d->scratch, d->result),
                 out);
+    if (d->capturing)
+        return cuda_capture_loss(d, loss, NULL, 2.0 * rows);
     cuda_loss_t res;
     if ((rc = read_loss(d, &res)) != 0)
         return rc;
