@@ -257,6 +257,7 @@ extern const ferry_device_ops_t cuda_ops; /* the table, every op above */
 
 void cuda_fill(ferry_device_t *dev, float *x, float value, size_t n);
 void cuda_bias_add(ferry_device_t *dev, float *y, const float *bias, int rows, int cols);
+void cuda_bias_relu(ferry_device_t *dev, float *y, const float *bias, int rows, int cols);
 void cuda_relu(ferry_device_t *dev, float *y, const float *x, size_t n);
 void cuda_relu_grad(ferry_device_t *dev, float *dx, const float *dy, const float *y,
                     size_t n);

@@ -46,6 +46,17 @@ __global__ void bias_add_kernel(float *y, const float *bias, size_t total, int c
         y[i] += bias[i % (size_t)cols];
 }
 
+// bias_add_kernel then relu_kernel in one pass: the sum rounded to float,
+// then the same comparison, so the same bits.
+__global__ void bias_relu_kernel(float *y, const float *bias, size_t total, int cols)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = y[i] + bias[i % (size_t)cols];
+        y[i] = v <= 0.0f ? 0.0f : v;
+    }
+}
+
 // Labels first, before anything is written: a batch with a bad label leaves
 // dlogits as it was (the cpu backend checks the same way).
 __global__ void softmax_xent_labels(const int32_t *labels, int rows, int classes,
@@ -323,6 +334,16 @@ extern "C" cudaError_t cuda_k_bias_add(cudaStream_t stream, float *y, const floa
     if (total == 0)
         return cudaSuccess;
     bias_add_kernel<<<blocks_for(total), kThreads, 0, stream>>>(y, bias, total, cols);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_bias_relu(cudaStream_t stream, float *y, const float *bias,
+                                        int rows, int cols)
+{
+    size_t total = (size_t)rows * cols;
+    if (total == 0)
+        return cudaSuccess;
+    bias_relu_kernel<<<blocks_for(total), kThreads, 0, stream>>>(y, bias, total, cols);
     return cudaGetLastError();
 }
 

@@ -30,6 +30,9 @@ cudaError_t cuda_k_relu_grad(cudaStream_t stream, float *dx, const float *dy,
                              const float *y, size_t n);
 cudaError_t cuda_k_bias_add(cudaStream_t stream, float *y, const float *bias, int rows,
                             int cols);
+/* bias_add then relu in one kernel: y = max(y + bias[col], 0). */
+cudaError_t cuda_k_bias_relu(cudaStream_t stream, float *y, const float *bias, int rows,
+                             int cols);
 
 /* Checks the labels (any out of range: out->bad, and nothing else is
  * written), then per row the loss, the first argmax and the gradient
