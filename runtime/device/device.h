@@ -38,7 +38,9 @@ void rt_device_close(ferry_device_t *dev);
 /* What products and convolutions compute in (`--precision`). fp32 is plain
  * float32 everywhere; tf32 lets cuBLAS and cuDNN use TF32 tensor cores
  * (inputs rounded to 10 mantissa bits, float32 sums); bf16 is mixed
- * precision (not implemented yet: every device refuses it). */
+ * precision: products and convolutions on bfloat16 inputs with float32
+ * sums, master weights and optimizer state in float32 (cuda only; the cpu
+ * refuses tf32 and bf16). */
 typedef enum rt_precision {
     RT_PREC_FP32 = 0,
     RT_PREC_TF32 = 1,

@@ -10,7 +10,8 @@
 #include "cuda_int.h"
 
 _Static_assert((int)CUDA_PREC_FP32 == (int)RT_PREC_FP32 &&
-                   (int)CUDA_PREC_TF32 == (int)RT_PREC_TF32,
+                   (int)CUDA_PREC_TF32 == (int)RT_PREC_TF32 &&
+                   (int)CUDA_PREC_BF16 == (int)RT_PREC_BF16,
                "the backend's precisions are the runtime's");
 
 static int cuda_mem_info(ferry_device_t *dev, size_t *free_bytes, size_t *total_bytes)
@@ -41,12 +42,6 @@ static int cuda_set_precision(ferry_device_t *dev, rt_precision p, char *err,
                               size_t errlen)
 {
     cuda_dev_t *d = cuda_dev(dev);
-    if (p == RT_PREC_BF16) {
-        snprintf(err, errlen,
-                 "--precision bf16: not implemented yet on %s (use fp32 or tf32)",
-                 d->name);
-        return FERRY_ENOTSUP;
-    }
     if (p == RT_PREC_TF32 && d->cc_major < 8) {
         snprintf(err, errlen,
                  "--precision tf32: %s (compute capability %d.%d) has no TF32 tensor "
@@ -54,7 +49,14 @@ static int cuda_set_precision(ferry_device_t *dev, rt_precision p, char *err,
                  d->name, d->cc_major, d->cc_minor);
         return FERRY_ENOTSUP;
     }
-    if (p != RT_PREC_FP32 && p != RT_PREC_TF32) {
+    if (p == RT_PREC_BF16 && d->cc_major < 8) {
+        snprintf(err, errlen,
+                 "--precision bf16: %s (compute capability %d.%d) has no bfloat16 tensor "
+                 "cores; they start at 8.0 (Ampere)",
+                 d->name, d->cc_major, d->cc_minor);
+        return FERRY_ENOTSUP;
+    }
+    if (p != RT_PREC_FP32 && p != RT_PREC_TF32 && p != RT_PREC_BF16) {
         snprintf(err, errlen, "--precision: unknown precision %d", (int)p);
         return FERRY_EINVAL;
     }
@@ -62,7 +64,8 @@ static int cuda_set_precision(ferry_device_t *dev, rt_precision p, char *err,
     if (rc != 0)
         goto out;
     /* cuBLAS's default math never rounds float32 inputs below float32; the
-     * TF32 mode lets sgemm use tensor cores. */
+     * TF32 mode lets sgemm use tensor cores. bf16 keeps the default: its
+     * products go through cublasGemmEx on bfloat16 inputs (cuda_blas.c). */
     CUDA_BLAS_TRY(d,
                   cublasSetMathMode(d->blas, p == RT_PREC_TF32
                                                  ? CUBLAS_TF32_TENSOR_OP_MATH

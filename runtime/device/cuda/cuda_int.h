@@ -38,6 +38,7 @@
 #include <ferry/error.h>
 
 #include "cuda_algo_rule.h"
+#include "cuda_bf16_round.h"
 #include "cuda_kernels.h"
 
 #define CUDA_EXPORT __attribute__((visibility("default")))
@@ -107,6 +108,10 @@ typedef struct cuda_dev {
     size_t ones_n;
     cuda_loss_t *result; /* device: a loss's reduced result */
 
+    /* The bf16 precision's rounded copies of a product's or a
+     * convolution's inputs (cuda_bf16_copy), grown on demand. */
+    void *bf[3];
+    size_t bf_bytes[3];
     void *blas_ws; /* cuBLAS's workspace, fixed: captured graphs bake it in */
     /* Bumped whenever a buffer above moves (cuda_grow): a graph captured
      * before holds the old address. */
@@ -193,6 +198,12 @@ void cuda_raw_free(cuda_dev_t *d, void *p);
 /* Grows *buf (of *have bytes) to at least `bytes`, stream-ordered: work
  * issued earlier on the old buffer still sees it. */
 int cuda_grow(cuda_dev_t *d, void **buf, size_t *have, size_t bytes);
+/* The bf16 precision's copy of n floats of `src` in scratch buffer
+ * `which` (0..2): as bfloat16 (as_bf16: cuBLAS's inputs) or as floats
+ * rounded to bfloat16 (cuDNN's). Issued on the stream; *out is the copy,
+ * valid until the next call for `which`. */
+int cuda_bf16_copy(cuda_dev_t *d, int which, const float *src, size_t n, bool as_bf16,
+                   const void **out);
 /* Frees every tracked allocation and the backend's buffers. */
 void cuda_mem_fini(cuda_dev_t *d);
 

@@ -5,6 +5,7 @@
 // same bits run after run.
 #include <math.h>
 
+#include "cuda_bf16_round.h"
 #include "cuda_kernels.h"
 
 namespace {
@@ -422,5 +423,37 @@ extern "C" cudaError_t cuda_k_gather(cudaStream_t stream, uint32_t *dst,
         return cudaSuccess;
     gather_kernel<<<blocks_for(rows * words), kThreads, 0, stream>>>(dst, src, idx, rows,
                                                                     words);
+    return cudaGetLastError();
+}
+
+__global__ void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = cuda_bf16_from_f32(src[i]);
+}
+
+__global__ void round_bf16_kernel(float *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = cuda_bf16_round(src[i]);
+}
+
+extern "C" cudaError_t cuda_k_to_bf16(cudaStream_t stream, uint16_t *dst, const float *src,
+                                      size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_round_bf16(cudaStream_t stream, float *dst, const float *src,
+                                         size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    round_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
     return cudaGetLastError();
 }

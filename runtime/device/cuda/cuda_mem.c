@@ -120,6 +120,22 @@ int cuda_grow(cuda_dev_t *d, void **buf, size_t *have, size_t bytes)
     return rc;
 }
 
+int cuda_bf16_copy(cuda_dev_t *d, int which, const float *src, size_t n, bool as_bf16,
+                   const void **out)
+{
+    *out = NULL;
+    int rc = cuda_grow(d, &d->bf[which], &d->bf_bytes[which],
+                       n * (as_bf16 ? sizeof(uint16_t) : sizeof(float)));
+    if (rc != 0)
+        return rc;
+    cudaError_t e = as_bf16 ? cuda_k_to_bf16(d->stream, d->bf[which], src, n)
+                            : cuda_k_round_bf16(d->stream, d->bf[which], src, n);
+    if (e != cudaSuccess)
+        return cuda_rt_fail(d, "bf16 rounding kernel", e);
+    *out = d->bf[which];
+    return 0;
+}
+
 void cuda_mem_fini(cuda_dev_t *d)
 {
     for (size_t i = 0; i < d->live.cap; i++) {
@@ -133,6 +149,11 @@ void cuda_mem_fini(cuda_dev_t *d)
     cuda_raw_free(d, d->scratch);
     cuda_raw_free(d, d->ones);
     cuda_raw_free(d, d->result);
+    for (int i = 0; i < 3; i++) {
+        cuda_raw_free(d, d->bf[i]);
+        d->bf[i] = NULL;
+        d->bf_bytes[i] = 0;
+    }
     cuda_raw_free(d, d->blas_ws);
     if (d->cap_host)
         cudaFreeHost(d->cap_host);
