@@ -387,6 +387,13 @@ static int run_loss_grad(rt_trainer *t, const ferry_batch_t *b, float *loss,
         }
         rt_graph_captured(&t->graphs, slot, g);
         if (g) {
+            if (!t->graph_said) {
+                t->graph_said = true;
+                fprintf(stderr,
+                        "train: steps of %d samples run as a device graph (%s=0 turns "
+                        "graphs off)\n",
+                        b->n, RT_GRAPHS_ENV);
+            }
             st->graph_captures++;
             rc = e->graph_run(t->dev, g);
             *loss = t->step_loss;

@@ -29,6 +29,7 @@ struct rt_trainer {
     rt_graph_plan graphs;
     float step_loss; /* the one host pointer a captured loss is written to */
     bool graph_told; /* a broken capture was logged */
+    bool graph_said; /* the first capture was logged */
     rt_optim *opt;
     rt_sync *sync;          /* with a comm of more than one rank */
     struct rt_async *async; /* with a parameter-server store and more than one rank */
