@@ -143,8 +143,7 @@ static int forward(ferry_device_t *dev, const float *p, const size_t *off,
     if ((rc = ops->maxpool(dev, &s->pool2, a->a2, a->p2)))
         return rc;
     /* NCHW pooled maps are already the rows of the dense layer's input. */
-    ly_dense(dev, n, FLAT, DENSE, a->p2, p + off[FC1_W], p + off[FC1_B], a->h);
-    ops->relu(dev, a->h, a->h, (size_t)n * DENSE);
+    ly_dense_relu(dev, n, FLAT, DENSE, a->p2, p + off[FC1_W], p + off[FC1_B], a->h);
     ly_dense(dev, n, DENSE, OUT, a->h, p + off[FC2_W], p + off[FC2_B], a->z);
     return 0;
 }

@@ -78,6 +78,15 @@ static inline void ly_dense(ferry_device_t *dev, int n, int in, int out, const f
     dev->ops->bias_add(dev, y, b, n, out);
 }
 
+/* y[n x out] = relu(x[n x in] w[in x out] + b): the bias and the ReLU in
+ * one pass where the device fuses them (ferry_bias_relu). */
+static inline void ly_dense_relu(ferry_device_t *dev, int n, int in, int out,
+                                 const float *x, const float *w, const float *b, float *y)
+{
+    dev->ops->gemm(dev, false, false, n, out, in, 1.0f, x, w, 0.0f, y);
+    ferry_bias_relu(dev, y, b, n, out);
+}
+
 /* From dy[n x out]: dw = x^T dy, db = the column sums of dy and, when dx is
  * not NULL, dx = dy w^T. */
 static inline void ly_dense_grad(ferry_device_t *dev, int n, int in, int out,

@@ -67,10 +67,8 @@ static int init(ferry_model_ctx_t *mc, float *p)
 static void forward(ferry_device_t *dev, const float *p, const size_t *off,
                     const float *x, int n, const acts *a)
 {
-    ly_dense(dev, n, IN, H1, x, p + off[FC1_W], p + off[FC1_B], a->h1);
-    dev->ops->relu(dev, a->h1, a->h1, (size_t)n * H1);
-    ly_dense(dev, n, H1, H2, a->h1, p + off[FC2_W], p + off[FC2_B], a->h2);
-    dev->ops->relu(dev, a->h2, a->h2, (size_t)n * H2);
+    ly_dense_relu(dev, n, IN, H1, x, p + off[FC1_W], p + off[FC1_B], a->h1);
+    ly_dense_relu(dev, n, H1, H2, a->h1, p + off[FC2_W], p + off[FC2_B], a->h2);
     ly_dense(dev, n, H2, OUT, a->h2, p + off[FC3_W], p + off[FC3_B], a->z);
 }
 

@@ -124,6 +124,15 @@ typedef struct ferry_device_ops_t {
      * p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps). */
     void (*adam_step)(ferry_device_t *dev, float *p, const float *g, float *m, float *v,
                       size_t n, float lr, float b1, float b2, float eps, float wd, int t);
+
+    /* ---- added later in ABI 1: check `size` (or call the ferry_ helper
+     * below, which does) ---- */
+    /* y[i][j] = max(y[i][j] + bias[j], 0) for a rows x cols y: bias_add
+     * then relu in one pass over y, the same bits. Both of ferry's devices
+     * have it; a model calls ferry_bias_relu(), which does the two ops on
+     * a table without it. */
+    void (*bias_relu)(ferry_device_t *dev, float *y, const float *bias, int rows,
+                      int cols);
 } ferry_device_ops_t;
 
 struct ferry_device_t {
@@ -137,6 +146,23 @@ struct ferry_device_t {
     void *stream, *cublas, *cudnn;
     void *impl; /* the backend's; do not touch */
 };
+
+/* A dense layer's bias and ReLU: the device's fused op when it has one
+ * (a runtime older than the member has a smaller table), else bias_add and
+ * relu. */
+static inline void ferry_bias_relu(ferry_device_t *dev, float *y, const float *bias,
+                                   int rows, int cols)
+{
+    const ferry_device_ops_t *o = dev->ops;
+    if (o->size >= offsetof(ferry_device_ops_t, bias_relu) + sizeof o->bias_relu &&
+        o->bias_relu) {
+        o->bias_relu(dev, y, bias, rows, cols);
+        return;
+    }
+    o->bias_add(dev, y, bias, rows, cols);
+    if (rows > 0 && cols > 0)
+        o->relu(dev, y, y, (size_t)rows * (size_t)cols);
+}
 
 /* Fills in the output size of a convolution; false when it is empty or a
  * size is not positive. */

@@ -8,7 +8,9 @@
  *              prefetch thread that gathers the next batch while the model
  *              computes on the current one
  *   devset.c   the loader's device side: a set copied to a device once,
- *              batches gathered there
+ *              batches gathered there; where a set goes (the budget)
+ *   stage.c    the device side of a set too large for that: pinned
+ *              buffers, copies on a second queue
  *   dataset.c  a set by name; freeing one
  *   rng.c      the seeded generator the shuffles and the linear set draw
  *              from (data_int.h)
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include <ferry/device.h>
+#include <ferry/model.h>
 
 /* Where Debian's dataset-fashion-mnist puts the files. */
 #define RT_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -113,6 +116,12 @@ typedef struct rt_loader_opts {
     /* Batches carry their positions only (x, labels, targets NULL): the
      * samples are gathered elsewhere, from a copy of the set (rt_devset). */
     bool index_only;
+    /* Where the batches' host buffers come from (NULL: rt_data_alloc and
+     * free()): a stager's page-locked memory (rt_stager_loader_opts). The
+     * allocator must outlive the loader. */
+    void *(*host_alloc)(void *arg, size_t bytes);
+    void (*host_free)(void *arg, void *p);
+    void *host_arg;
 } rt_loader_opts;
 
 /* Global batch i of epoch e holds the samples at positions
@@ -126,7 +135,8 @@ typedef struct rt_loader rt_loader;
 /* Makes a loader over `ds` (borrowed: it must outlive the loader) and
  * starts its prefetch thread, which blocks every asynchronous signal.
  * FERRY_EINVAL for a batch < 1, a rank outside [0, world), more than
- * UINT32_MAX samples, or a set with neither labels nor targets; FERRY_ENOMEM.
+ * UINT32_MAX samples, a set with neither labels nor targets, or one of
+ * host_alloc and host_free without the other; FERRY_ENOMEM.
  * rt_loader_next() is for one thread at a time. */
 int rt_loader_create(const rt_dataset *ds, const rt_loader_opts *o, rt_loader **out);
 /* Steps in an epoch (global batches; the same on every rank). */
@@ -154,12 +164,52 @@ typedef struct rt_devset rt_devset;
 /* Bytes a device copy of `ds` takes (samples, labels or targets, and the
  * permutation). */
 size_t rt_devset_bytes(const rt_dataset *ds);
-/* Copies `ds` (borrowed: it must outlive the devset) to `dev` when it fits:
- * rt_devset_bytes at most half the device's free memory, the rest left to
- * the model, its workspace and other processes. FERRY_ENOSPC (with the
- * sizes in err) when it does not, FERRY_ENOMEM, or the device's error. */
-int rt_devset_create(ferry_device_t *dev, const rt_dataset *ds, rt_devset **out, char *err,
-                     size_t errlen);
+
+/* Caps the bytes a device copy of a set may take (tests force the staging
+ * path with 0): a number of bytes, or with a k, M or G suffix (powers of
+ * 1024). Unset or empty: half the device's free memory. */
+#define RT_DEVSET_LIMIT_ENV "FERRY_DEVSET_MAX_BYTES"
+
+/* The most bytes a device copy of a set may take: `limit` (the text of
+ * RT_DEVSET_LIMIT_ENV; NULL or "": none) when given, else half of
+ * `free_bytes`, the rest left to the model, its workspace and other
+ * processes. 0, or FERRY_EINVAL for a limit that is not a number as
+ * RT_DEVSET_LIMIT_ENV says. Pure. */
+int rt_devset_budget(size_t free_bytes, const char *limit, size_t *budget);
+
+/* Where a trainer keeps a set's samples for a device. */
+typedef enum rt_data_place {
+    RT_DATA_IN_PLACE,  /* the cpu: the model reads the loader's host buffers */
+    RT_DATA_ON_DEVICE, /* copied once, batches gathered there (rt_devset) */
+    RT_DATA_STAGED,    /* too large for that: batches gathered on the host into
+                          pinned buffers and copied on a second queue while
+                          the previous step computes (rt_stager) */
+    RT_DATA_UPLOADED,  /* each batch uploaded by the compute queue (the
+                          trainer's host_batches: the reference the others
+                          are checked against) */
+} rt_data_place;
+
+/* The choice for a set of `need` bytes (rt_devset_bytes) on a device of
+ * `kind` (FERRY_DEVICE_*) whose budget is `budget` (rt_devset_budget):
+ * the cpu reads in place; otherwise host_batches uploads, a set within the
+ * budget is held on the device, a larger one is staged. Pure. */
+rt_data_place rt_data_place_choose(int kind, bool host_batches, size_t need,
+                                   size_t budget);
+/* "in place", "on the device", "staged", "uploaded". */
+const char *rt_data_place_name(rt_data_place p);
+/* rt_data_place_choose for `ds` on `dev`, with the device's free memory
+ * and RT_DEVSET_LIMIT_ENV; why (may be NULL) gets the sizes behind the
+ * choice. 0, FERRY_EINVAL for a bad RT_DEVSET_LIMIT_ENV, or the device's
+ * failure to say its free memory. */
+int rt_data_place_for(ferry_device_t *dev, const rt_dataset *ds, bool host_batches,
+                      rt_data_place *out, char *why, size_t whylen);
+
+/* Copies `ds` (borrowed: it must outlive the devset) to `dev` when it fits
+ * the budget (rt_devset_budget, from the device's free memory and
+ * RT_DEVSET_LIMIT_ENV). FERRY_ENOSPC (with the sizes in err) when it does
+ * not, FERRY_EINVAL for a bad limit, FERRY_ENOMEM, or the device's error. */
+int rt_devset_create(ferry_device_t *dev, const rt_dataset *ds, rt_devset **out,
+                     char *err, size_t errlen);
 /* Whether the batch `hb` comes from the set this devset copies. */
 bool rt_devset_serves(const rt_devset *s, const rt_batch_host *hb);
 /* Gathers `hb` (from an index_only loader over the devset's set) into the
@@ -170,5 +220,38 @@ int rt_devset_batch(rt_devset *s, const rt_batch_host *hb, float *x, int32_t *la
                     float *targets);
 /* Frees the device memory. NULL: no-op. */
 void rt_devset_destroy(rt_devset *s);
+
+/* ---- staging: a set too large to hold on the device ------------------------- */
+
+/* Batches of a set that stays on the host, moved to the device without
+ * stalling the compute queue: the loader gathers them (on its prefetch
+ * thread) into page-locked buffers the stager allocates, and each batch is
+ * copied on the device's copy queue into one of STAGE_LANES device buffers
+ * while the compute queue still runs the previous step (its backward pass
+ * and optimizer step). A lane is reused only once the compute queue is done
+ * with it. The bytes copied are the loader's, so training is bit for bit
+ * what an upload gives. On a device without a copy queue (the cpu's
+ * extension table has none) batches are uploaded into the lanes. */
+typedef struct rt_stager rt_stager;
+
+/* A stager for batches of at most `rows_max` samples of sets shaped like
+ * `ds` (features, labels or `outputs` targets; borrowed for the shape
+ * only). FERRY_EINVAL, FERRY_ENOMEM with err set. */
+int rt_stager_create(ferry_device_t *dev, const rt_dataset *ds, int rows_max,
+                     rt_stager **out, char *err, size_t errlen);
+/* Sets o->host_alloc/host_free/host_arg so that a loader gathers into the
+ * stager's page-locked memory. The stager must outlive that loader. */
+void rt_stager_loader_opts(rt_stager *s, rt_loader_opts *o);
+/* Copies `hb` (host, from a loader with rt_stager_loader_opts) to the next
+ * lane and points b at it; the compute queue's later work waits for the
+ * copy, and on return the copy has finished reading `hb` (the loader may
+ * reuse it). b stays valid until the call after next. 0, FERRY_EINVAL for
+ * a batch larger than rows_max or of another shape, or the device's
+ * error. */
+int rt_stager_batch(rt_stager *s, const rt_batch_host *hb, ferry_batch_t *b);
+/* Whether batches are copied on a second queue (false: plain uploads). */
+bool rt_stager_async(const rt_stager *s);
+/* Frees the device memory and the marks. NULL: no-op. */
+void rt_stager_destroy(rt_stager *s);
 
 #endif

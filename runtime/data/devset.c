@@ -5,6 +5,8 @@
  * epoch's permutation, which crosses once per epoch (240 KB for
  * Fashion-MNIST's 60,000 samples). The gather copies the same bytes the
  * host gather would, so training is bit for bit what it was. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -45,6 +47,110 @@ size_t rt_devset_bytes(const rt_dataset *ds)
     return x_bytes(ds) + label_bytes(ds) + target_bytes(ds) + ds->n * sizeof(uint32_t);
 }
 
+int rt_devset_budget(size_t free_bytes, const char *limit, size_t *budget)
+{
+    if (!limit || !limit[0]) {
+        *budget = free_bytes / 2;
+        return 0;
+    }
+    if (*limit < '0' || *limit > '9')
+        return FERRY_EINVAL;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(limit, &end, 10);
+    if (errno == ERANGE)
+        return FERRY_EINVAL;
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    default:
+        return FERRY_EINVAL;
+    }
+    if (shift && end[1] != '\0')
+        return FERRY_EINVAL;
+    if (v > (SIZE_MAX >> shift))
+        return FERRY_EINVAL;
+    *budget = (size_t)v << shift;
+    return 0;
+}
+
+rt_data_place rt_data_place_choose(int kind, bool host_batches, size_t need,
+                                   size_t budget)
+{
+    if (kind == FERRY_DEVICE_CPU)
+        return RT_DATA_IN_PLACE;
+    if (host_batches)
+        return RT_DATA_UPLOADED;
+    return need <= budget ? RT_DATA_ON_DEVICE : RT_DATA_STAGED;
+}
+
+const char *rt_data_place_name(rt_data_place p)
+{
+    switch (p) {
+    case RT_DATA_IN_PLACE:
+        return "in place";
+    case RT_DATA_ON_DEVICE:
+        return "on the device";
+    case RT_DATA_STAGED:
+        return "staged";
+    case RT_DATA_UPLOADED:
+        return "uploaded";
+    }
+    return "?";
+}
+
+static const char *budget_source(void)
+{
+    const char *limit = getenv(RT_DEVSET_LIMIT_ENV);
+    return limit && limit[0] ? RT_DEVSET_LIMIT_ENV : "half the free memory";
+}
+
+/* The budget of `dev` from its free memory and the environment. */
+static int device_budget(ferry_device_t *dev, size_t *budget, char *err, size_t errlen)
+{
+    size_t free_b = 0, total_b = 0;
+    int rc = rt_device_ext(dev)->mem_info(dev, &free_b, &total_b);
+    if (rc)
+        return rt_data_fail(err, errlen, rc, "%s: cannot read its free memory: %s",
+                            dev->name, ferry_strerror(rc));
+    const char *limit = getenv(RT_DEVSET_LIMIT_ENV);
+    if (rt_devset_budget(free_b, limit, budget))
+        return rt_data_fail(
+            err, errlen, FERRY_EINVAL,
+            "%s=%s: not a number of bytes (digits, then k, M or G at most)",
+            RT_DEVSET_LIMIT_ENV, limit);
+    return 0;
+}
+
+int rt_data_place_for(ferry_device_t *dev, const rt_dataset *ds, bool host_batches,
+                      rt_data_place *out, char *why, size_t whylen)
+{
+    size_t need = rt_devset_bytes(ds), budget = 0;
+    if (dev->kind == FERRY_DEVICE_CPU || host_batches) {
+        *out = rt_data_place_choose(dev->kind, host_batches, need, 0);
+        rt_data_fail(why, whylen, 0, "%s", host_batches ? "host batches asked for" : "");
+        return 0;
+    }
+    int rc = device_budget(dev, &budget, why, whylen);
+    if (rc)
+        return rc;
+    *out = rt_data_place_choose(dev->kind, host_batches, need, budget);
+    rt_data_fail(why, whylen, 0, "%.1f MB, %s %.1f MB (%s)", need / 1e6,
+                 need <= budget ? "within" : "more than", budget / 1e6, budget_source());
+    return 0;
+}
+
 void rt_devset_destroy(rt_devset *s)
 {
     if (!s)
@@ -66,21 +172,21 @@ static int upload(ferry_device_t *dev, void **dst, const void *src, size_t bytes
     return dev->ops->upload(dev, *dst, src, bytes);
 }
 
-int rt_devset_create(ferry_device_t *dev, const rt_dataset *ds, rt_devset **out, char *err,
-                     size_t errlen)
+int rt_devset_create(ferry_device_t *dev, const rt_dataset *ds, rt_devset **out,
+                     char *err, size_t errlen)
 {
     *out = NULL;
     if (!dev || !ds || ds->n == 0 || ds->n > UINT32_MAX || (!ds->labels && !ds->targets))
         return rt_data_fail(err, errlen, FERRY_EINVAL, "no set to copy to the device");
-    size_t free_b = 0, total_b = 0, need = rt_devset_bytes(ds);
-    int rc = rt_device_ext(dev)->mem_info(dev, &free_b, &total_b);
+    size_t need = rt_devset_bytes(ds), budget = 0;
+    int rc = device_budget(dev, &budget, err, errlen);
     if (rc)
-        return rt_data_fail(err, errlen, rc, "%s: cannot read its free memory: %s",
-                            dev->name, ferry_strerror(rc));
-    if (need > free_b / 2)
-        return rt_data_fail(err, errlen, FERRY_ENOSPC,
-                            "%s: the set takes %.1f MB, more than half the %.1f MB free",
-                            dev->name, need / 1e6, free_b / 1e6);
+        return rc;
+    if (need > budget)
+        return rt_data_fail(
+            err, errlen, FERRY_ENOSPC,
+            "%s: the set takes %.1f MB, more than the %.1f MB it may (%s)", dev->name,
+            need / 1e6, budget / 1e6, budget_source());
     rt_devset *s = calloc(1, sizeof *s);
     if (!s)
         return FERRY_ENOMEM;

@@ -137,6 +137,8 @@ static int check(const rt_dataset *ds, const rt_loader_opts *o)
 {
     if (!ds || !o || o->batch < 1 || o->world < 1 || o->rank < 0 || o->rank >= o->world)
         return FERRY_EINVAL;
+    if (!o->host_alloc != !o->host_free)
+        return FERRY_EINVAL;
     if (ds->n > UINT32_MAX || ds->features < 1 || (ds->n && !ds->x))
         return FERRY_EINVAL;
     if (ds->n && !ds->labels && !(ds->targets && ds->outputs > 0))
@@ -144,12 +146,29 @@ static int check(const rt_dataset *ds, const rt_loader_opts *o)
     return 0;
 }
 
+/* The slots' memory: the caller's allocator (a stager's pinned memory) or
+ * the data folder's own. */
+static void *slot_alloc(rt_loader *l, size_t bytes)
+{
+    return l->o.host_alloc ? l->o.host_alloc(l->o.host_arg, bytes) : rt_data_alloc(bytes);
+}
+
+static void slot_free(rt_loader *l, void *p)
+{
+    if (!p)
+        return;
+    if (l->o.host_alloc)
+        l->o.host_free(l->o.host_arg, p);
+    else
+        free(p);
+}
+
 static void free_loader(rt_loader *l)
 {
     for (int i = 0; i < LOADER_SLOTS; i++) {
-        free(l->slots[i].x);
-        free(l->slots[i].labels);
-        free(l->slots[i].targets);
+        slot_free(l, l->slots[i].x);
+        slot_free(l, l->slots[i].labels);
+        slot_free(l, l->slots[i].targets);
     }
     free(l->perm);
     free(l);
@@ -169,13 +188,13 @@ static int alloc_slots(rt_loader *l)
         s->batch.perm_n = ds->n;
         if (l->o.index_only)
             continue;
-        s->x = rt_data_alloc(rows * (size_t)ds->features * sizeof(float));
+        s->x = slot_alloc(l, rows * (size_t)ds->features * sizeof(float));
         if (!s->x)
             return FERRY_ENOMEM;
-        if (ds->labels && !(s->labels = rt_data_alloc(rows * sizeof(int32_t))))
+        if (ds->labels && !(s->labels = slot_alloc(l, rows * sizeof(int32_t))))
             return FERRY_ENOMEM;
         if (ds->targets &&
-            !(s->targets = rt_data_alloc(rows * (size_t)ds->outputs * sizeof(float))))
+            !(s->targets = slot_alloc(l, rows * (size_t)ds->outputs * sizeof(float))))
             return FERRY_ENOMEM;
         s->batch.x = s->x;
         s->batch.labels = s->labels;

@@ -38,8 +38,14 @@ void rt_device_close(ferry_device_t *dev);
 /* What products and convolutions compute in (`--precision`). fp32 is plain
  * float32 everywhere; tf32 lets cuBLAS and cuDNN use TF32 tensor cores
  * (inputs rounded to 10 mantissa bits, float32 sums); bf16 is mixed
- * precision (not implemented yet: every device refuses it). */
-typedef enum rt_precision { RT_PREC_FP32 = 0, RT_PREC_TF32 = 1, RT_PREC_BF16 = 2 } rt_precision;
+ * precision: products and convolutions on bfloat16 inputs with float32
+ * sums, master weights and optimizer state in float32 (cuda only; the cpu
+ * refuses tf32 and bf16). */
+typedef enum rt_precision {
+    RT_PREC_FP32 = 0,
+    RT_PREC_TF32 = 1,
+    RT_PREC_BF16 = 2
+} rt_precision;
 
 /* "fp32", "tf32", "bf16" -> 0 with *out set; FERRY_EINVAL for anything else. */
 int rt_precision_parse(const char *name, rt_precision *out);
@@ -63,9 +69,61 @@ typedef struct rt_device_ext {
     /* Sets the precision of every later gemm and convolution. 0, or
      * FERRY_ENOTSUP with the reason in err when the device cannot. */
     int (*set_precision)(ferry_device_t *dev, rt_precision p, char *err, size_t errlen);
+
+    /* ---- staging: a second queue for copies (version 2) -------------------
+     * For a set too large to hold on the device (runtime/data's rt_stager):
+     * batches gathered on the host into pinned memory are copied on a queue
+     * of their own while the compute queue runs the previous step. NULL on
+     * a device without one (the cpu), where uploads are plain copies.
+     * Marks order the two queues (CUDA events): a mark recorded on a queue
+     * passes once the work issued there before it is done. */
+    /* `bytes` of page-locked host memory, or NULL; freed with host_free. */
+    void *(*host_alloc)(ferry_device_t *dev, size_t bytes);
+    void (*host_free)(ferry_device_t *dev, void *p); /* NULL: no-op */
+    int (*mark_create)(ferry_device_t *dev, void **mark);
+    void (*mark_destroy)(ferry_device_t *dev, void *mark); /* NULL: no-op */
+    /* Records `mark` after the work issued so far on `queue` (RT_QUEUE_*). */
+    int (*mark_record)(ferry_device_t *dev, void *mark, int queue);
+    /* Later work on `queue` waits, on the device, for `mark` to pass. */
+    int (*mark_wait)(ferry_device_t *dev, void *mark, int queue);
+    /* The calling thread waits for `mark` to pass; 0 or the queue's failure. */
+    int (*mark_sync)(ferry_device_t *dev, void *mark);
+    /* Host (memory from host_alloc) -> device on the copy queue; returns at
+     * once. `host` must stay unchanged until a mark recorded on the copy
+     * queue after it has passed. */
+    int (*upload_async)(ferry_device_t *dev, void *dst, const void *host, size_t bytes);
+
+    /* ---- graphs: a training step captured once, replayed (version 3) ------
+     * NULL on a device without them (the cpu). Between capture_begin and
+     * capture_end the ops issued on the compute queue are recorded, not
+     * run. A loss op's host result cannot be known then: it is deferred,
+     * and every run of the graph writes it to `loss` (the only host pointer
+     * a loss may go to; *loss reads NaN until the first run). What cannot
+     * be recorded — an allocation, a free, an upload or download, a sync,
+     * a loss for another pointer or with a count of correct rows, a
+     * convolution whose algorithm is not chosen yet — fails with
+     * FERRY_EAGAIN and breaks the capture. */
+    int (*capture_begin)(ferry_device_t *dev, float *loss);
+    /* Ends the capture: with keep and nothing broken, *graph is the
+     * instantiated step (0). Otherwise *graph is NULL and, when the capture
+     * broke, FERRY_EAGAIN with the reason in err; failures of ops during
+     * the capture are forgotten (the step has not run: run it again
+     * uncaptured). */
+    int (*capture_end)(ferry_device_t *dev, bool keep, void **graph, char *err,
+                       size_t errlen);
+    /* Runs `graph` on the compute queue; with a deferred loss, waits for it
+     * and writes it. FERRY_EAGAIN, without running it, when a buffer the
+     * backend keeps (its workspaces) moved since the capture: destroy the
+     * graph and capture again. Else 0 or the device's failure. */
+    int (*graph_run)(ferry_device_t *dev, void *graph);
+    void (*graph_destroy)(ferry_device_t *dev, void *graph); /* NULL: no-op */
 } rt_device_ext_t;
 
-#define RT_DEVICE_EXT_VERSION 1u
+/* The queues of a device with staging: the one every op runs on, and the
+ * copy queue of upload_async. */
+enum { RT_QUEUE_COMPUTE = 0, RT_QUEUE_COPY = 1 };
+
+#define RT_DEVICE_EXT_VERSION 3u
 
 /* The extension table of an open device; never NULL. */
 const rt_device_ext_t *rt_device_ext(const ferry_device_t *dev);

@@ -113,17 +113,80 @@ int rt_sync_broadcast(rt_sync *s, float *params, char *err, size_t errlen);
 /* Sums `n` host floats across the ranks, in place. */
 int rt_sync_sum(rt_sync *s, float *host, size_t n, char *err, size_t errlen);
 
+/* ---- step graphs (graph.c): when a step is captured and replayed ------------------ */
+
+/* Turns step graphs off with "0" (they are on otherwise), so that a GPU run
+ * can be measured with and without. */
+#define RT_GRAPHS_ENV "FERRY_CUDA_GRAPHS"
+
+/* What a step's graph is keyed by: a graph bakes in its batch's size and
+ * every buffer address it touches (the trainer's parameters, gradient and
+ * the model's workspace are fixed for its life; the batch's buffers are not
+ * when staged lanes alternate). */
+typedef struct rt_graph_key {
+    int n;
+    const void *x, *labels, *targets;
+} rt_graph_key;
+
+/* Graphs kept at once: the staged path alternates two lanes, and an evicted
+ * one costs a capture. */
+#define RT_GRAPHS 4
+
+typedef enum rt_graph_action {
+    RT_GRAPH_PLAIN,   /* run the step's ops one by one */
+    RT_GRAPH_CAPTURE, /* capture it into slot *slot, then run the graph */
+    RT_GRAPH_REPLAY,  /* run the graph of slot *slot */
+} rt_graph_action;
+
+typedef struct rt_graph_plan {
+    bool enabled;
+    int prev_n; /* the previous step's batch (0: none yet) */
+    uint64_t tick;
+    struct {
+        bool used;
+        bool failed; /* the capture broke: that step runs plain */
+        rt_graph_key key;
+        void *graph; /* the device's; NULL when failed */
+        uint64_t last;
+    } slot[RT_GRAPHS];
+} rt_graph_plan;
+
+/* Whether the value of RT_GRAPHS_ENV (NULL: unset) leaves graphs on. */
+bool rt_graphs_enabled(const char *env_value);
+void rt_graph_plan_init(rt_graph_plan *p, bool enabled);
+/* The rule, pure (the device's calls are the caller's):
+ *   - off: plain;
+ *   - a graph for this key exists: replay it (the shape need not be the
+ *     previous step's: the first full batch of an epoch replays);
+ *   - a capture of this key broke before: plain;
+ *   - a batch size other than the previous step's: plain — the first step
+ *     at a shape chooses its convolution algorithms and grows the device's
+ *     workspaces, which a capture cannot do, and the last short batch of an
+ *     epoch, seen once, is not worth a graph;
+ *   - else capture, into a free slot or the least recently used one, whose
+ *     graph (if any) comes back in *evict for the caller to destroy.
+ * *slot is the slot to capture into or replay; *evict NULL when none. */
+rt_graph_action rt_graph_decide(rt_graph_plan *p, const rt_graph_key *k, int *slot,
+                                void **evict);
+/* After a capture into `slot`: its graph, or NULL when it broke. */
+void rt_graph_captured(rt_graph_plan *p, int slot, void *graph);
+/* Forgets slot's graph (it went stale) and returns it for the caller to
+ * destroy; the key may be captured again. */
+void *rt_graph_forget(rt_graph_plan *p, int slot);
+/* The graph in `slot`. */
+void *rt_graph_at(const rt_graph_plan *p, int slot);
+
 /* ---- the trainer -------------------------------------------------------------- */
 
 typedef struct rt_train_opts {
     int batch; /* global batch; 0: 128 */
     rt_optim_opts optim;
-    uint64_t seed;        /* parameters and shuffling */
-    int rank, world;      /* 0 and 1 for one worker (0 world: 1) */
+    uint64_t seed;   /* parameters and shuffling */
+    int rank, world; /* 0 and 1 for one worker (0 world: 1) */
     /* Synchronous data parallelism over `world` ranks (NULL: alone). Not
      * owned; must outlive the trainer. */
     rt_comm *comm;
-    size_t bucket_bytes; /* 0: 256 KiB */
+    size_t bucket_bytes;  /* 0: 256 KiB */
     const char *data_dir; /* NULL: RT_FMNIST_DIR */
     int eval_batch;       /* 0: 256 */
     /* With epochs > 0 and cosine, the learning rate follows
@@ -174,6 +237,9 @@ typedef struct rt_epoch_stats {
     size_t local_samples;
     double compute_s;   /* in loss_grad */
     double allreduce_s; /* waiting for the gradient's all-reduce after loss_grad */
+    /* Steps run as a replayed CUDA graph, and the captures made (a GPU with
+     * step graphs on, and no all-reduce or parameter server in the step). */
+    size_t graph_steps, graph_captures;
     /* Async mode: nothing is reduced; losses, accuracy and samples are this
      * rank's own (the master adds the ranks up). */
     size_t eval_samples;

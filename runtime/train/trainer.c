@@ -19,7 +19,6 @@
  * the shuffle, never the problem it solves. */
 #define DATA_SEED 20261123u
 
-
 static double now_s(void)
 {
     return (double)uv_hrtime() / 1e9;
@@ -139,19 +138,50 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     return rc;
 }
 
-/* A GPU keeps each set in its memory when it fits (rt_devset): the steps
- * then gather their batches on the device instead of waiting on a copy from
- * the host. When one does not fit, its batches are uploaded as before. */
-static void keep_sets_on_device(rt_trainer *t)
+/* Whether steps may run as device graphs: a device with them, alone (in
+ * sync mode the model's grad_ready starts all-reduces from the host during
+ * loss_grad; async mode has its own loop), unless RT_GRAPHS_ENV says 0. */
+static bool graphs_possible(const rt_trainer *t)
 {
-    if (t->dev->kind == FERRY_DEVICE_CPU || t->o.host_batches)
-        return;
+    const rt_device_ext_t *e = rt_device_ext(t->dev);
+    return t->dev->kind != FERRY_DEVICE_CPU && !t->sync && !t->o.ps_store &&
+           e->size >= sizeof(rt_device_ext_t) && e->capture_begin && e->capture_end &&
+           e->graph_run && e->graph_destroy && rt_graphs_enabled(getenv(RT_GRAPHS_ENV));
+}
+
+/* Where each set's batches come from on a GPU (rt_data_place_for): held in
+ * its memory when the set fits the budget (rt_devset: the steps gather
+ * their batches there instead of waiting on a copy from the host), staged
+ * through pinned buffers on a second queue when it does not (rt_stager),
+ * uploaded batch by batch when host_batches asks. A set whose device copy
+ * fails after all is staged. */
+static int place_sets(rt_trainer *t, int batch_max, char *err, size_t errlen)
+{
     for (int i = 0; i < 2; i++) {
+        const char *which = i ? "test" : "training";
         char why[256] = "";
-        int rc = rt_devset_create(t->dev, t->set[i], &t->dset[i], why, sizeof why);
-        fprintf(stderr, "train: the %s set %s%s\n", i ? "test" : "training",
-                rc ? "stays on the host: " : "is held on the device", rc ? why : "");
+        rt_data_place place = RT_DATA_IN_PLACE;
+        int rc = rt_data_place_for(t->dev, t->set[i], t->o.host_batches, &place, why,
+                                   sizeof why);
+        if (rc) {
+            snprintf(err, errlen, "the %s set: %s", which, why);
+            return rc;
+        }
+        if (place == RT_DATA_IN_PLACE)
+            continue;
+        if (place == RT_DATA_ON_DEVICE &&
+            rt_devset_create(t->dev, t->set[i], &t->dset[i], why, sizeof why) != 0)
+            place = RT_DATA_STAGED;
+        if (place == RT_DATA_STAGED && !t->stager &&
+            (rc =
+                 rt_stager_create(t->dev, t->set[i], batch_max, &t->stager, err, errlen)))
+            return rc;
+        fprintf(
+            stderr, "train: the %s set is %s%s: %s\n", which, rt_data_place_name(place),
+            place == RT_DATA_STAGED && !rt_stager_async(t->stager) ? " (uploads)" : "",
+            why);
     }
+    return 0;
 }
 
 int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_train_opts *o,
@@ -186,13 +216,16 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
         snprintf(err, errlen, "cannot create the %s optimizer: %s",
                  rt_optim_name(t->o.optim.kind), ferry_strerror(rc));
     if (rc == 0)
-        keep_sets_on_device(t);
+        rc = place_sets(t, batch_max, err, errlen);
+    rt_graph_plan_init(&t->graphs, rc == 0 && graphs_possible(t));
     rt_loader_opts lo = {.batch = t->o.batch,
                          .rank = t->o.rank,
                          .world = t->o.world,
                          .seed = o->seed,
                          .shuffle = true,
                          .index_only = t->dset[0] != NULL};
+    if (t->stager && !t->dset[0])
+        rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[0], &lo, &t->train)))
         snprintf(err, errlen, "cannot create the training loader: %s",
                  ferry_strerror(rc));
@@ -203,6 +236,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
                           .world = t->o.world,
                           .seed = o->seed,
                           .index_only = t->dset[1] != NULL};
+    if (t->stager && !t->dset[1])
+        rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
         snprintf(err, errlen, "cannot create the test loader: %s", ferry_strerror(rc));
     if (rc) {
@@ -229,6 +264,8 @@ int rt_trainer_to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *
             b->targets = labels ? NULL : t->targets;
             return rt_devset_batch(t->dset[i], hb, t->x, t->labels, t->targets);
         }
+    if (t->stager)
+        return rt_stager_batch(t->stager, hb, b);
     const ferry_device_ops_t *ops = t->dev->ops;
     size_t n = (size_t)hb->n;
     int rc =
@@ -311,6 +348,67 @@ size_t rt_trainer_global_batch(const rt_trainer *t, size_t step)
     return n - at < b ? n - at : b;
 }
 
+/* The model's loss_grad on `b`, as the graphs' rule says (graph.c): run op
+ * by op, captured and then run as a graph, or a graph replayed. The
+ * optimizer's step stays outside the graph: its learning rate (a cosine
+ * schedule) and Adam's step count change every step, and it is one kernel
+ * over the flat buffer already. A step that cannot be captured runs
+ * uncaptured, and the reason is logged once. */
+static int run_loss_grad(rt_trainer *t, const ferry_batch_t *b, float *loss,
+                         rt_epoch_stats *st)
+{
+    const ferry_model_t *m = t->m;
+    if (!t->graphs.enabled)
+        return m->loss_grad(&t->mc.pub, t->params, b, t->grad, loss);
+    const rt_device_ext_t *e = rt_device_ext(t->dev);
+    rt_graph_key k = {.n = b->n, .x = b->x, .labels = b->labels, .targets = b->targets};
+    int slot = -1;
+    void *evict = NULL;
+    rt_graph_action a = rt_graph_decide(&t->graphs, &k, &slot, &evict);
+    e->graph_destroy(t->dev, evict);
+    int rc = 0;
+    if (a == RT_GRAPH_REPLAY) {
+        rc = e->graph_run(t->dev, rt_graph_at(&t->graphs, slot));
+        if (rc != FERRY_EAGAIN) {
+            *loss = t->step_loss;
+            st->graph_steps += rc == 0;
+            return rc;
+        }
+        /* A workspace moved (an evaluation batch grew it): capture again
+         * at the next step of this shape. */
+        e->graph_destroy(t->dev, rt_graph_forget(&t->graphs, slot));
+    } else if (a == RT_GRAPH_CAPTURE) {
+        void *g = NULL;
+        char why[320] = "";
+        int mrc = FERRY_EAGAIN;
+        if ((rc = e->capture_begin(t->dev, &t->step_loss)) == 0) {
+            mrc = m->loss_grad(&t->mc.pub, t->params, b, t->grad, &t->step_loss);
+            rc = e->capture_end(t->dev, mrc == 0, &g, why, sizeof why);
+        }
+        rt_graph_captured(&t->graphs, slot, g);
+        if (g) {
+            if (!t->graph_said) {
+                t->graph_said = true;
+                fprintf(stderr,
+                        "train: steps of %d samples run as a device graph (%s=0 turns "
+                        "graphs off)\n",
+                        b->n, RT_GRAPHS_ENV);
+            }
+            st->graph_captures++;
+            rc = e->graph_run(t->dev, g);
+            *loss = t->step_loss;
+            st->graph_steps += rc == 0;
+            return rc;
+        }
+        if (!t->graph_told) {
+            t->graph_told = true;
+            fprintf(stderr, "train: a step of %d samples runs uncaptured: %s\n", b->n,
+                    why[0] ? why : ferry_strerror(rc ? rc : mrc));
+        }
+    }
+    return m->loss_grad(&t->mc.pub, t->params, b, t->grad, loss);
+}
+
 /* One step's forward, backward and (sync) gradient sum: the loss to step
  * on in *loss (in sync mode the global batch's), the step's global samples
  * in *samples. */
@@ -331,7 +429,7 @@ static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoc
                      epoch, step, t->dev->name, ferry_strerror(rc));
             return rc;
         }
-        if ((rc = t->m->loss_grad(&t->mc.pub, t->params, &b, t->grad, loss))) {
+        if ((rc = run_loss_grad(t, &b, loss, st))) {
             snprintf(err, errlen, "the model's loss_grad failed at epoch %d step %zu: %s",
                      epoch, step, ferry_strerror(rc));
             return rc;
@@ -343,7 +441,8 @@ static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoc
         return 0;
     char why[512] = "";
     float local = *loss;
-    rc = rt_sync_step_end(t->sync, local, hb->n > 0, loss, cancelled, arg, why, sizeof why);
+    rc = rt_sync_step_end(t->sync, local, hb->n > 0, loss, cancelled, arg, why,
+                          sizeof why);
     st->allreduce_s += now_s() - t1;
     if (rc)
         snprintf(err, errlen, "epoch %d step %zu: all-reduce of the gradient: %s", epoch,
@@ -443,6 +542,10 @@ void rt_trainer_destroy(rt_trainer *t)
     rt_loader_destroy(t->test);
     rt_devset_destroy(t->dset[0]);
     rt_devset_destroy(t->dset[1]);
+    for (int i = 0; t->dev && i < RT_GRAPHS; i++)
+        if (t->graphs.slot[i].graph)
+            rt_device_ext(t->dev)->graph_destroy(t->dev, rt_graph_forget(&t->graphs, i));
+    rt_stager_destroy(t->stager);
     rt_optim_destroy(t->opt);
     rt_sync_destroy(t->sync);
     rt_async_destroy(t);

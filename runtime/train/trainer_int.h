@@ -21,10 +21,19 @@ struct rt_trainer {
     /* The training and test sets held on a GPU (NULL: batches uploaded from
      * the host). */
     rt_devset *dset[2];
+    /* The batches of a set too large for that, staged through pinned
+     * buffers (NULL: none is). */
+    rt_stager *stager;
+    /* Step graphs (graph.c): on a GPU with them, alone (sync mode's
+     * grad_ready must run on the host during loss_grad). */
+    rt_graph_plan graphs;
+    float step_loss; /* the one host pointer a captured loss is written to */
+    bool graph_told; /* a broken capture was logged */
+    bool graph_said; /* the first capture was logged */
     rt_optim *opt;
-    rt_sync *sync; /* with a comm of more than one rank */
+    rt_sync *sync;          /* with a comm of more than one rank */
     struct rt_async *async; /* with a parameter-server store and more than one rank */
-    bool grad_borrowed; /* t->grad lies in the sync's reduction buffer */
+    bool grad_borrowed;     /* t->grad lies in the sync's reduction buffer */
     int epoch;
     uint64_t steps_done; /* optimizer steps, for the schedule */
 };
@@ -46,8 +55,8 @@ float rt_trainer_lr_at(const rt_trainer *t, double frac);
 /* Opens this rank's shards from `init` (host, the whole flat buffer) and
  * the client to every shard. */
 int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen);
-int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *), void *arg,
-                   char *err, size_t errlen);
+int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
+                   void *arg, char *err, size_t errlen);
 /* The model as the shards hold it (every rank reads the same once all
  * have stopped pushing). */
 int rt_async_params(rt_trainer *t, float *host);

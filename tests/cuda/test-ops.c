@@ -1,7 +1,10 @@
-/* The vector and dense-layer ops on the GPU against double references. */
+/* The vector and dense-layer ops on the GPU against double references;
+ * the fused bias + ReLU against the two ops on both devices. */
 #include <math.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tcuda.h"
 
@@ -190,5 +193,70 @@ Test(cuda_dense, bias_add_bias_grad_relu_and_relu_grad_match_the_reference)
     free(wb);
     free(r);
     free(g);
+    tc_finish();
+}
+
+/* bias_relu on `dev` against bias_add then relu on the same device, bit for
+ * bit, NaN and negative zero included; and ferry_bias_relu() through a
+ * table as old as the one before the member (its size), which does the two
+ * ops. */
+static void fused_is_unfused(ferry_device_t *dev)
+{
+    const int rows = 131, cols = 45;
+    const size_t n = (size_t)rows * cols;
+    uint64_t seed = 17;
+    double *y = tc_new(n), *bias = tc_new(cols);
+    tc_rand(y, n, -2, 2, &seed);
+    tc_rand(bias, cols, -1, 1, &seed);
+    y[5] = NAN;
+    y[7] = -(double)(float)bias[7]; /* sums to zero */
+    float *a = tc_put(dev, y, n), *b = tc_put(dev, y, n), *c = tc_put(dev, y, n);
+    float *db = tc_put(dev, bias, cols);
+    dev->ops->bias_add(dev, a, db, rows, cols);
+    dev->ops->relu(dev, a, a, n);
+    cr_assert_not_null(dev->ops->bias_relu, "%s: no bias_relu", dev->name);
+    dev->ops->bias_relu(dev, b, db, rows, cols);
+    ferry_device_ops_t old = *dev->ops;
+    old.size = (uint32_t)offsetof(ferry_device_ops_t, bias_relu);
+    old.bias_relu = NULL;
+    ferry_device_t viaold = *dev;
+    viaold.ops = &old;
+    ferry_bias_relu(&viaold, c, db, rows, cols);
+    float *ha = malloc(n * sizeof(float)), *hb = malloc(n * sizeof(float)),
+          *hc = malloc(n * sizeof(float));
+    cr_assert(ha && hb && hc);
+    cr_assert_eq(dev->ops->download(dev, ha, a, n * sizeof(float)), 0);
+    cr_assert_eq(dev->ops->download(dev, hb, b, n * sizeof(float)), 0);
+    cr_assert_eq(dev->ops->download(dev, hc, c, n * sizeof(float)), 0);
+    cr_assert(isnan(hb[5]), "%s: NaN did not pass", dev->name);
+    cr_assert_eq(memcmp(ha, hb, n * sizeof(float)), 0, "%s: fused differs", dev->name);
+    cr_assert_eq(memcmp(ha, hc, n * sizeof(float)), 0, "%s: fallback differs", dev->name);
+    for (size_t i = 0; i < n; i++)
+        if (i != 5) {
+            double v = (double)(float)((float)y[i] + (float)bias[i % cols]);
+            cr_assert_eq((double)hb[i], v > 0 ? v : 0.0, "%s: [%zu]", dev->name, i);
+        }
+    dev->ops->free(dev, a);
+    dev->ops->free(dev, b);
+    dev->ops->free(dev, c);
+    dev->ops->free(dev, db);
+    free(y);
+    free(bias);
+    free(ha);
+    free(hb);
+    free(hc);
+}
+
+Test(cuda_dense, bias_relu_is_bias_add_then_relu_bit_for_bit)
+{
+    tc_gpu();
+    fused_is_unfused(G);
+    tc_finish();
+}
+
+Test(cpu_dense, bias_relu_is_bias_add_then_relu_bit_for_bit)
+{
+    tc_cpu();
+    fused_is_unfused(C);
     tc_finish();
 }

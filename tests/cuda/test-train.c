@@ -1,8 +1,9 @@
-/* Training through rt_trainer on a GPU: the set held on the device and
- * batches gathered there give the same bits as batches uploaded from the
- * host; the gather kernel agrees with the cpu's row copy; tf32 trains. And
- * on the cpu (in CI): --precision tf32 and bf16 are refused with a clear
- * error. The models are the bundled mlp and cnn (FERRY_TEST_TASKS). */
+/* Training through rt_trainer on a GPU: a set held on the device (batches
+ * gathered there) and a set staged through pinned buffers (over the
+ * budget) give the same bits as batches uploaded from the host; the gather kernel agrees
+ * with the cpu's row copy; tf32 trains. And on the cpu (in CI): --precision tf32 and bf16
+ * are refused with a clear error. The models are the bundled mlp and cnn
+ * (FERRY_TEST_TASKS). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,9 @@ static rt_dataset random_set(size_t n, uint64_t seed)
     return ds;
 }
 
+/* Steps the last train() ran as replayed graphs. */
+static size_t graph_steps;
+
 /* Trains `model` on `dev` for 2 epochs of 1000 samples at batch 128 (the
  * last batch short) and returns its parameters (malloc'ed, *len floats). */
 static float *train(ferry_device_t *dev, const ferry_model_t *model, bool host_batches,
@@ -61,10 +65,12 @@ static float *train(ferry_device_t *dev, const ferry_model_t *model, bool host_b
     char err[512] = "";
     int rc = rt_trainer_create(model, dev, &o, &t, err, sizeof err);
     cr_assert_eq(rc, 0, "%s: %s", dev->name, err);
+    graph_steps = 0;
     for (int e = 0; e < 2; e++) {
         rt_epoch_stats st;
         rc = rt_trainer_epoch(t, &st, NULL, NULL, err, sizeof err);
         cr_assert_eq(rc, 0, "%s: %s", dev->name, err);
+        graph_steps += st.graph_steps;
         cr_assert(isfinite(st.train_loss));
         cr_assert_eq(st.eval_samples, 300);
     }
@@ -102,6 +108,116 @@ Test(cuda_train, sets_held_on_the_gpu_give_the_bits_of_uploaded_batches, .timeou
     tc_finish();
 }
 
+/* A set over the device's budget (FERRY_DEVSET_MAX_BYTES=0 puts every set
+ * over it) is staged: pinned buffers, copies on the copy stream. The model
+ * sees the same bytes, so the parameters are those of the set held on the
+ * device, bit for bit. */
+Test(cuda_train, staged_sets_give_the_bits_of_sets_held_on_the_gpu, .timeout = 600)
+{
+    tc_gpu();
+    const char *names[] = {"mlp", "cnn"};
+    for (int m = 0; m < 2; m++) {
+        rt_module mod;
+        open_model(&mod, names[m]);
+        size_t n1, n2;
+        float *held = train(G, mod.task->model, false, RT_PREC_FP32, &n1);
+        /* Criterion forks each test: the variable stays in this one. */
+        setenv(RT_DEVSET_LIMIT_ENV, "0", 1);
+        float *staged = train(G, mod.task->model, false, RT_PREC_FP32, &n2);
+        unsetenv(RT_DEVSET_LIMIT_ENV);
+        cr_assert_eq(n1, n2);
+        cr_assert_eq(memcmp(held, staged, n1 * sizeof(float)), 0,
+                     "%s: staging the set changed the training", names[m]);
+        free(held);
+        free(staged);
+        rt_module_close(&mod);
+    }
+    tc_finish();
+}
+
+/* The stager on a GPU copies on its copy stream (the cpu uploads: see
+ * tests/data), and each batch read back is the host loader's. */
+Test(cuda_train, the_stager_copies_on_the_copy_stream_the_batches_the_host_gathers)
+{
+    tc_gpu();
+    rt_dataset ds = random_set(777, 4);
+    rt_stager *s = NULL;
+    char err[256] = "";
+    cr_assert_eq(rt_stager_create(G, &ds, 100, &s, err, sizeof err), 0, "%s", err);
+    cr_assert(rt_stager_async(s), "no copy stream on %s", G->name);
+    rt_loader_opts o = {.batch = 100, .world = 1, .seed = 8, .shuffle = true};
+    rt_loader *plain = NULL, *staged = NULL;
+    cr_assert_eq(rt_loader_create(&ds, &o, &plain), 0);
+    rt_stager_loader_opts(s, &o);
+    cr_assert_eq(rt_loader_create(&ds, &o, &staged), 0);
+    float *hx = malloc(100 * 784 * sizeof(float));
+    int32_t hl[100];
+    cr_assert(hx);
+    for (int e = 0; e < 2; e++) {
+        cr_assert_eq(rt_loader_begin(plain, e), 0);
+        cr_assert_eq(rt_loader_begin(staged, e), 0);
+        const rt_batch_host *a;
+        while ((a = rt_loader_next(plain))) {
+            const rt_batch_host *h = rt_loader_next(staged);
+            ferry_batch_t b;
+            cr_assert_eq(rt_stager_batch(s, h, &b), 0);
+            /* Some work on the compute stream that reads the batch. */
+            G->ops->relu(G, (float *)b.x, b.x, (size_t)b.n * 784);
+            size_t n = (size_t)a->n;
+            cr_assert_eq(G->ops->download(G, hx, b.x, n * 784 * sizeof(float)), 0);
+            cr_assert_eq(G->ops->download(G, hl, b.labels, n * sizeof(int32_t)), 0);
+            for (size_t i = 0; i < n * 784; i++)
+                cr_assert_eq(hx[i], a->x[i] > 0 ? a->x[i] : 0.0f, "[%zu]", i);
+            cr_assert_eq(memcmp(hl, a->labels, n * sizeof(int32_t)), 0);
+        }
+    }
+    free(hx);
+    rt_loader_destroy(plain);
+    rt_loader_destroy(staged);
+    rt_stager_destroy(s);
+    rt_dataset_free(&ds);
+    tc_finish();
+}
+
+/* A step replayed from a CUDA graph runs the kernels, with the arguments,
+ * that the uncaptured step runs: the parameters are the same bits with
+ * FERRY_CUDA_GRAPHS=0 and without, held or staged. 1000 samples at batch
+ * 128 make 7 full steps and a short one an epoch: the first full step runs
+ * uncaptured, the second is captured, the rest replay. */
+Test(cuda_train, steps_replayed_from_graphs_give_the_bits_of_uncaptured_steps,
+     .timeout = 600)
+{
+    tc_gpu();
+    const char *names[] = {"mlp", "cnn"};
+    for (int m = 0; m < 2; m++) {
+        rt_module mod;
+        open_model(&mod, names[m]);
+        size_t n1, n2, n3;
+        setenv(RT_GRAPHS_ENV, "0", 1);
+        float *plain = train(G, mod.task->model, false, RT_PREC_FP32, &n1);
+        cr_assert_eq(graph_steps, 0, "%s=0 left graphs on", RT_GRAPHS_ENV);
+        unsetenv(RT_GRAPHS_ENV);
+        float *graphs = train(G, mod.task->model, false, RT_PREC_FP32, &n2);
+        cr_assert_geq(graph_steps, 8, "%s: %zu steps of 14 replayed", names[m],
+                      graph_steps);
+        setenv(RT_DEVSET_LIMIT_ENV, "0", 1);
+        float *staged = train(G, mod.task->model, false, RT_PREC_FP32, &n3);
+        unsetenv(RT_DEVSET_LIMIT_ENV);
+        cr_assert_geq(graph_steps, 8, "%s staged: %zu steps of 14 replayed", names[m],
+                      graph_steps);
+        cr_assert(n1 == n2 && n1 == n3);
+        cr_assert_eq(memcmp(plain, graphs, n1 * sizeof(float)), 0,
+                     "%s: graphs changed the training", names[m]);
+        cr_assert_eq(memcmp(plain, staged, n1 * sizeof(float)), 0,
+                     "%s: graphs over staged batches changed the training", names[m]);
+        free(plain);
+        free(graphs);
+        free(staged);
+        rt_module_close(&mod);
+    }
+    tc_finish();
+}
+
 Test(cuda_train, tf32_trains_close_to_fp32, .timeout = 600)
 {
     tc_gpu();
@@ -123,6 +239,44 @@ Test(cuda_train, tf32_trains_close_to_fp32, .timeout = 600)
     free(fp32);
     free(tf32);
     rt_module_close(&mod);
+    tc_finish();
+}
+
+/* bf16 (products and convolutions on bfloat16 inputs, float32 master
+ * weights and optimizer state) trains: the same seed gives the same bits,
+ * the parameters move off the fp32 run's (bf16 is on), and stay near them
+ * after 2 epochs (0.25 of the largest: bfloat16 keeps 8 bits, and the
+ * random labels give rounding room to grow). The accuracy targets are
+ * tests/gpu's. */
+Test(cuda_train, bf16_trains_near_fp32_with_the_same_bits_for_a_seed, .timeout = 600)
+{
+    tc_gpu();
+    const char *names[] = {"mlp", "cnn"};
+    for (int m = 0; m < 2; m++) {
+        rt_module mod;
+        open_model(&mod, names[m]);
+        size_t n1, n2, n3;
+        float *fp32 = train(G, mod.task->model, false, RT_PREC_FP32, &n1);
+        float *a = train(G, mod.task->model, false, RT_PREC_BF16, &n2);
+        float *b = train(G, mod.task->model, false, RT_PREC_BF16, &n3);
+        cr_assert(n1 == n2 && n1 == n3);
+        cr_assert_eq(memcmp(a, b, n1 * sizeof(float)), 0, "%s: two bf16 runs differ",
+                     names[m]);
+        cr_assert_neq(memcmp(a, fp32, n1 * sizeof(float)), 0,
+                      "%s: bf16 gave fp32's bits: not in effect", names[m]);
+        double *da = tc_new(n1), *df = tc_new(n1);
+        for (size_t i = 0; i < n1; i++) {
+            da[i] = a[i];
+            df[i] = fp32[i];
+        }
+        tc_close(da, df, n1, 0.25, names[m]);
+        free(da);
+        free(df);
+        free(fp32);
+        free(a);
+        free(b);
+        rt_module_close(&mod);
+    }
     tc_finish();
 }
 

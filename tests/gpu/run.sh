@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Runs ferry's GPU checks in one step: every tests/cuda test, the device
 # suite (opening cuda), tests/gpu (training on the GPU through `ferry`:
-# accuracy targets, same seed same bits), the e2e GPU sync test, and then
-# (unless --no-train) the MLP and the CNN trained by `ferry start 1 --device
-# cuda` at batch 128 and 1024, their JSON lines kept, and (unless --no-bench)
-# `bench/train --device cuda`, ferry against PyTorch eager on the same GPU
-# with the first python3 on PATH that imports torch. Each suite runs straight
-# from its executable with the variables meson would set: no meson, no -dev
-# package needed.
+# accuracy targets in fp32, tf32 and bf16, same seed same bits), the e2e GPU
+# sync test, and then (unless --no-train) the MLP and the CNN trained by
+# `ferry start 1 --device cuda` at batch 128 and 1024 in fp32 and bf16 with
+# steps run as CUDA graphs, and again in fp32 op by op (FERRY_CUDA_GRAPHS=0;
+# unless --no-graphs-compare) with a table of samples/s on and off, their
+# JSON lines kept, and (unless --no-bench) `bench/train --device cuda`,
+# ferry against PyTorch eager on the same GPU with the first python3 on PATH
+# that imports torch. Each suite runs straight from its executable with the
+# variables meson would set: no meson, no -dev package needed.
 #
-#   tests/gpu/run.sh [--require-gpu] [--no-train] [--no-bench] [DIR]
+#   tests/gpu/run.sh [--require-gpu] [--no-train] [--no-graphs-compare]
+#                    [--no-bench] [DIR]
 #
 # DIR: a meson build folder (default: build) or an unpacked pack.sh bundle
 # (default when run from one). Logs go to $OUT (default: a new folder under
@@ -18,13 +21,14 @@
 # With no GPU visible every GPU test prints why and skips, and the run
 # passes unless --require-gpu.
 set -u
-require=0 train=1 bench=1 dir=
+require=0 train=1 bench=1 graphs_compare=1 dir=
 for a in "$@"; do
   case $a in
     --require-gpu) require=1 ;;
     --no-train) train=0 ;;
     --no-bench) bench=0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-graphs-compare) graphs_compare=0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run.sh: unknown option $a" >&2; exit 2 ;;
     *) dir=$a ;;
   esac
@@ -109,18 +113,25 @@ suite device --filter 'open/*'
 suite gpu
 suite e2e --filter 'e2e_gpu_sync/*'
 
-if [ "$train" -eq 1 ]; then
-  echo "== ferry start 1 --device cuda: mlp and cnn, batch 128 and 1024, 5 epochs"
+# train GRAPHS PRECISIONS: the MLP and the CNN at batch 128 and 1024 on a
+# worker started with FERRY_CUDA_GRAPHS=GRAPHS (1: steps run as CUDA
+# graphs, 0: op by op), one line of submit's --json each, tagged.
+train_pass() {
+  local g=$1; shift
+  echo "== ferry start 1 --device cuda (FERRY_CUDA_GRAPHS=$g): mlp and cnn, batch 128 and 1024, $*, 5 epochs"
   export FERRY_HOME; FERRY_HOME=$(mktemp -d /tmp/ferry-gpu-home.XXXXXX)
   F=$D/ferry
   dataopt=(); [ -n "${FERRY_TEST_DATA:-}" ] && dataopt=(--data "$FERRY_TEST_DATA")
-  if timeout 120 "$F" start 1 --device cuda --base-port 0 > "$OUT/train.log" 2>&1; then
-    for m in mlp cnn; do
-      for b in 128 1024; do
-        lr=0.05; [ "$b" = 1024 ] && lr=0.1
-        timeout 900 "$F" submit "$D/tasks/$m.so" --epochs 5 --batch "$b" --lr "$lr" \
-          "${dataopt[@]}" --json 2>> "$OUT/train.log" | tee -a "$OUT/train.jsonl" |
-          cut -c1-300 || fail=1
+  if FERRY_CUDA_GRAPHS=$g timeout 120 "$F" start 1 --device cuda --base-port 0 >> "$OUT/train.log" 2>&1; then
+    for p in "$@"; do
+      for m in mlp cnn; do
+        for b in 128 1024; do
+          lr=0.05; [ "$b" = 1024 ] && lr=0.1
+          timeout 900 "$F" submit "$D/tasks/$m.so" --epochs 5 --batch "$b" --lr "$lr" \
+            --precision "$p" "${dataopt[@]}" --json 2>> "$OUT/train.log" |
+            sed "s/^{/{\"model\":\"$m\",\"batch\":$b,\"precision\":\"$p\",\"graphs\":$g,/" |
+            tee -a "$OUT/train.jsonl" | cut -c1-300 || fail=1
+        done
       done
     done
     "$F" shutdown >> "$OUT/train.log" 2>&1
@@ -129,8 +140,33 @@ if [ "$train" -eq 1 ]; then
   else
     echo "   skipped: $(tail -1 "$OUT/train.log")"
   fi
-  cp -r "$FERRY_HOME/logs" "$OUT/worker-logs" 2>/dev/null
+  mkdir -p "$OUT/worker-logs-graphs$g"
+  cp -r "$FERRY_HOME/logs/." "$OUT/worker-logs-graphs$g" 2>/dev/null
   rm -rf "$FERRY_HOME"
+}
+
+if [ "$train" -eq 1 ]; then
+  train_pass 1 fp32 bf16
+  if [ "$graphs_compare" -eq 1 ]; then
+    # The same fp32 runs op by op: what the graphs bring, in samples/s.
+    train_pass 0 fp32
+    [ -s "$OUT/train.jsonl" ] && python3 - "$OUT/train.jsonl" <<'PY' || true
+import json, sys
+runs = {}
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    runs[(r["model"], r["batch"], r["precision"], r["graphs"])] = r.get("samples_per_s")
+print("   graphs on / off, samples/s (fp32):")
+for m in ("mlp", "cnn"):
+    for b in (128, 1024):
+        on, off = runs.get((m, b, "fp32", 1)), runs.get((m, b, "fp32", 0))
+        if on and off:
+            print("   %-4s batch %-5d %12.0f %12.0f  %.2fx" % (m, b, on, off, on / off))
+PY
+  fi
 fi
 
 if [ "$bench" -eq 1 ] && [ -x "$D/bench/train" ]; then

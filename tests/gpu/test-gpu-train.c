@@ -1,7 +1,7 @@
 /* Training on a GPU through the real `ferry` command: the accuracy targets
- * of the MLP and the CNN after 5 epochs at batch 128, and the same seed
- * giving bit-identical parameters on one GPU (with the data set held on the
- * device and batches gathered there), in fp32 and tf32. With no GPU
+ * of the MLP and the CNN after 5 epochs at batch 128 in fp32, tf32 and
+ * bf16, and the same seed giving bit-identical parameters on one GPU (with
+ * the data set held on the device and batches gathered there). With no GPU
  * visible, each GPU test says why and skips; tests/gpu/run.sh runs them on a
  * GPU machine. The cpu's refusal of tf32 and bf16 runs everywhere. */
 #include <stdio.h>
@@ -92,6 +92,14 @@ Test(gpu_train, with_tf32_the_mlp_reaches_088_and_the_cnn_090_in_5_epochs)
     reaches("cnn", 0.90, tf32);
 }
 
+Test(gpu_train, with_bf16_the_mlp_reaches_088_and_the_cnn_090_in_5_epochs)
+{
+    start_on_gpu();
+    const char *bf16[] = {"--precision", "bf16", NULL};
+    reaches("mlp", 0.88, bf16);
+    reaches("cnn", 0.90, bf16);
+}
+
 Test(gpu_train, the_same_seed_gives_bit_identical_parameters)
 {
     start_on_gpu();
@@ -117,8 +125,8 @@ Test(gpu_train, a_cpu_worker_refuses_tf32_and_bf16_with_a_clear_error)
         e2e_run r;
         e2e_ferry(&r, 60000, "submit", e2e_task("mlp"), "--epochs", "1", "--precision",
                   precisions[i], NULL);
-        cr_assert_neq(r.status, 0, "--precision %s trained on the cpu:\n%s", precisions[i],
-                      r.out);
+        cr_assert_neq(r.status, 0, "--precision %s trained on the cpu:\n%s",
+                      precisions[i], r.out);
         cr_assert(e2e_has(r.err, "float32 only") && e2e_has(r.err, precisions[i]),
                   "not a clear error: %s", r.err);
         e2e_run_fini(&r);

@@ -134,6 +134,7 @@ static const ferry_device_ops_t cpu_ops = {
     .maxpool_grad = cpu_maxpool_grad,
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
+    .bias_relu = cpu_bias_relu,
 };
 
 /* "cpu: AMD EPYC (2 cores), OpenBLAS 0.3.21 (2 threads)": the first two

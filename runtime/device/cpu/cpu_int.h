@@ -39,6 +39,7 @@ void cpu_fill(ferry_device_t *dev, float *x, float value, size_t n);
 void cpu_scale(ferry_device_t *dev, float *x, float a, size_t n);
 void cpu_axpy(ferry_device_t *dev, float *y, float a, const float *x, size_t n);
 void cpu_bias_add(ferry_device_t *dev, float *y, const float *bias, int rows, int cols);
+void cpu_bias_relu(ferry_device_t *dev, float *y, const float *bias, int rows, int cols);
 void cpu_bias_grad(ferry_device_t *dev, float *dbias, const float *dy, int rows,
                    int cols);
 void cpu_relu(ferry_device_t *dev, float *y, const float *x, size_t n);

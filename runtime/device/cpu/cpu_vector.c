@@ -38,6 +38,20 @@ void cpu_bias_add(ferry_device_t *dev, float *restrict y, const float *restrict 
     }
 }
 
+/* bias_add then relu in one pass over y: the same sum, the same test. */
+void cpu_bias_relu(ferry_device_t *dev, float *restrict y, const float *restrict bias,
+                   int rows, int cols)
+{
+    (void)dev;
+    for (int i = 0; i < rows; i++) {
+        float *restrict row = y + (size_t)i * cols;
+        for (int j = 0; j < cols; j++) {
+            float v = row[j] + bias[j];
+            row[j] = v <= 0.f ? 0.f : v;
+        }
+    }
+}
+
 /* Row by row, so that dy is read once, in order, and the sums vectorise
  * across columns. */
 void cpu_bias_grad(ferry_device_t *dev, float *restrict dbias, const float *restrict dy,

@@ -18,10 +18,13 @@ typedef enum cuda_conv_dir {
 
 /* What the products and convolutions may compute in: fp32 is plain float32
  * FMA (the default, agreeing with the cpu); tf32 lets cuBLAS and cuDNN use
- * TF32 tensor cores on GPUs that have them. */
+ * TF32 tensor cores on GPUs that have them; bf16 rounds the inputs of every
+ * product and convolution to bfloat16 and sums in float32 (tensor-core
+ * math allowed: a bfloat16 is exact in TF32). */
 typedef enum cuda_precision {
     CUDA_PREC_FP32 = 0,
     CUDA_PREC_TF32 = 1,
+    CUDA_PREC_BF16 = 2,
 } cuda_precision_t;
 
 /* One heuristic answer, whatever its direction. */

@@ -2,7 +2,9 @@
  * row-major; a row-major matrix read column-major is its transpose, so
  * C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T with the operands
  * swapped and no data moved. The handle keeps its default math mode: full
- * float32, no TF32, so results agree with the cpu backend's. */
+ * float32, no TF32, so results agree with the cpu backend's; tf32 sets the
+ * TF32 mode, and bf16 runs the products through cublasGemmEx on bfloat16
+ * copies of the inputs with float32 sums (cuda_bf16_copy). */
 #include <limits.h>
 
 #include "cuda_int.h"
@@ -39,6 +41,24 @@ void cuda_gemm(ferry_device_t *dev, bool trans_a, bool trans_b, int m, int n, in
      * likewise B, k x n (ldb n) or n x k (ldb k). C is m x n, ldc n. */
     int lda = imax1(trans_a ? m : k);
     int ldb = imax1(trans_b ? k : n);
+    if (d->precision == CUDA_PREC_BF16) {
+        /* Mixed precision: both inputs rounded to bfloat16, the products
+         * summed in float32 into a float32 C (tensor cores on Ampere and
+         * later). A and B hold m k and k n elements whatever their
+         * transposition. */
+        const void *ha, *hb;
+        if ((rc = cuda_bf16_copy(d, 0, a, (size_t)m * k, true, &ha)) != 0 ||
+            (rc = cuda_bf16_copy(d, 1, b, (size_t)k * n, true, &hb)) != 0)
+            goto out;
+        CUDA_BLAS_TRY(d,
+                      cublasGemmEx(d->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                                   hb, CUDA_R_16BF, ldb, ha, CUDA_R_16BF, lda, &beta, c,
+                                   CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT),
+                      out);
+        goto out;
+    }
     CUDA_BLAS_TRY(d,
                   cublasSgemm(d->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,

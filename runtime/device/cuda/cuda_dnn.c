@@ -117,6 +117,9 @@ static int workspace(cuda_dev_t *d, size_t bytes)
 static int ready(cuda_dev_t *d, cuda_conv_plan_t *p, cuda_conv_dir_t dir)
 {
     int rc = 0;
+    /* Choosing runs and times candidates: not something to record. */
+    if (!p->algo[dir].have && d->capturing)
+        return cuda_capture_fail(d, "a convolution whose algorithm is not chosen yet");
     if (!p->algo[dir].have && (rc = cuda_conv_choose(d, p, dir)) != 0)
         return rc;
     CUDA_DNN_TRY(d, cudnnSetConvolutionMathType(p->conv, p->algo[dir].math), out);
@@ -125,6 +128,27 @@ out:
     return rc;
 }
 
+/* Elements of a convolution's input, filter and output. */
+static size_t elems_x(const ferry_conv_t *s)
+{
+    return (size_t)s->n * s->c * s->h * s->w;
+}
+
+static size_t elems_w(const ferry_conv_t *s)
+{
+    return (size_t)s->k * s->c * s->r * s->s;
+}
+
+static size_t elems_y(const ferry_conv_t *s)
+{
+    return (size_t)s->n * s->k * s->oh * s->ow;
+}
+
+/* The bf16 precision rounds a convolution's two inputs to bfloat16 (kept in
+ * float32 buffers) and runs the float32 convolution on them with tensor-core
+ * math allowed: a bfloat16 is exact in TF32, so the products are the
+ * bfloat16 products, summed in float32 — what a CUDNN_DATA_BFLOAT16
+ * convolution with float accumulation computes, with float32 traffic. */
 int cuda_conv2d(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
                 const float *w, const float *bias, float *y)
 {
@@ -135,12 +159,20 @@ int cuda_conv2d(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
         return rc;
     if ((rc = ready(d, p, CUDA_CONV_FWD)) != 0)
         return rc;
-    CUDA_DNN_TRY(d,
-                 cudnnConvolutionForward(
-                     d->dnn, &one, p->x, x, p->w, w, p->conv,
-                     (cudnnConvolutionFwdAlgo_t)p->algo[CUDA_CONV_FWD].algo, d->ws,
-                     d->ws_bytes, &zero, p->y, y),
-                 out);
+    if (d->precision == CUDA_PREC_BF16) {
+        const void *rx, *rw;
+        if ((rc = cuda_bf16_copy(d, 0, x, elems_x(s), false, &rx)) != 0 ||
+            (rc = cuda_bf16_copy(d, 1, w, elems_w(s), false, &rw)) != 0)
+            return rc;
+        x = rx;
+        w = rw;
+    }
+    CUDA_DNN_TRY(
+        d,
+        cudnnConvolutionForward(d->dnn, &one, p->x, x, p->w, w, p->conv,
+                                (cudnnConvolutionFwdAlgo_t)p->algo[CUDA_CONV_FWD].algo,
+                                d->ws, d->ws_bytes, &zero, p->y, y),
+        out);
     if (bias)
         CUDA_DNN_TRY(d, cudnnAddTensor(d->dnn, &one, p->bias, bias, &one, p->y, y), out);
 out:
@@ -155,6 +187,21 @@ int cuda_conv2d_grad(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
     int rc = cuda_enter(d);
     if (rc != 0 || (rc = conv_plan(d, s, &p)) != 0)
         return rc;
+    /* The bias gradient sums dy in float32; the two products read
+     * bfloat16-rounded copies. */
+    const float *dy32 = dy;
+    if (d->precision == CUDA_PREC_BF16) {
+        const void *rdy, *rw, *rx;
+        if ((rc = cuda_bf16_copy(d, 2, dy, elems_y(s), false, &rdy)) != 0 ||
+            (dx && (rc = cuda_bf16_copy(d, 1, w, elems_w(s), false, &rw)) != 0) ||
+            (dw && (rc = cuda_bf16_copy(d, 0, x, elems_x(s), false, &rx)) != 0))
+            return rc;
+        dy = rdy;
+        if (dx)
+            w = rw;
+        if (dw)
+            x = rx;
+    }
     if (dx) {
         if ((rc = ready(d, p, CUDA_CONV_DATA)) != 0)
             return rc;
@@ -178,7 +225,7 @@ int cuda_conv2d_grad(ferry_device_t *dev, const ferry_conv_t *s, const float *x,
     if (dbias)
         CUDA_DNN_TRY(
             d,
-            cudnnConvolutionBackwardBias(d->dnn, &one, p->y, dy, &zero, p->bias, dbias),
+            cudnnConvolutionBackwardBias(d->dnn, &one, p->y, dy32, &zero, p->bias, dbias),
             out);
 out:
     return rc;

@@ -15,8 +15,12 @@
  *   cuda_ops.c      the ops that run kernels of cuda_kernels.cu
  *   cuda_ext.c      the runtime's extension table (memory info, gather,
  *                   precision): ferry_cuda_ext
+ *   cuda_stage.c    its staging members: pinned host memory, the copy
+ *                   stream, events between the two streams
+ *   cuda_graph.c    its graph members: a step captured and replayed
  *
- * Every op runs on the device's one stream, in issue order. Ops that return
+ * Every op runs on the device's stream, in issue order; only the staging
+ * copies (upload_async) run on the second, copy stream. Ops that return
  * void keep their first failure on the device; sync (and download) return
  * it. */
 #ifndef FERRY_CUDA_INT_H
@@ -34,6 +38,7 @@
 #include <ferry/error.h>
 
 #include "cuda_algo_rule.h"
+#include "cuda_bf16_round.h"
 #include "cuda_kernels.h"
 
 #define CUDA_EXPORT __attribute__((visibility("default")))
@@ -49,6 +54,9 @@ typedef struct cuda_ptrset {
  * chosen algorithms: a CNN has a handful of layers, and an evaluation batch
  * that differs from the training batch doubles them. */
 #define CUDA_PLANS 8
+
+/* The most loss results one captured step may defer (cuda_graph.c). */
+#define CUDA_GRAPH_RESULTS 4
 
 /* One direction's algorithm, with the math type the descriptor must carry
  * when it runs (one descriptor serves the three directions). */
@@ -81,11 +89,12 @@ typedef struct cuda_dev {
     int index;
     int cc_major, cc_minor; /* compute capability */
     cudaStream_t stream;
+    cudaStream_t copy_stream; /* upload_async's (cuda_stage.c) */
     cublasHandle_t blas;
     cudnnHandle_t dnn;
-    bool pools;            /* stream-ordered allocation (cudaMallocAsync) works */
+    bool pools;                 /* stream-ordered allocation (cudaMallocAsync) works */
     cuda_precision_t precision; /* fp32 unless the trainer asks for more */
-    cudaMemPool_t mempool; /* then: the device's default pool */
+    cudaMemPool_t mempool;      /* then: the device's default pool */
 
     int err;           /* first failure of a void op, 0 when none */
     char errtext[320]; /* what failed, for the last failure of any op */
@@ -98,6 +107,24 @@ typedef struct cuda_dev {
     float *ones; /* bias_grad's vector of ones */
     size_t ones_n;
     cuda_loss_t *result; /* device: a loss's reduced result */
+
+    /* The bf16 precision's rounded copies of a product's or a
+     * convolution's inputs (cuda_bf16_copy), grown on demand. */
+    void *bf[3];
+    size_t bf_bytes[3];
+    void *blas_ws; /* cuBLAS's workspace, fixed: captured graphs bake it in */
+    /* Bumped whenever a buffer above moves (cuda_grow): a graph captured
+     * before holds the old address. */
+    uint64_t bufgen;
+
+    /* A capture in progress (cuda_graph.c). */
+    bool capturing;
+    int cap_rc;      /* the first reason it cannot stand, 0 when none */
+    float *cap_loss; /* the one host pointer a loss may be deferred to */
+    int cap_nres;    /* deferred results recorded */
+    float *cap_dst[CUDA_GRAPH_RESULTS];
+    double cap_div[CUDA_GRAPH_RESULTS];
+    cuda_loss_t *cap_host; /* pinned: the results each run copies out */
 
     cuda_conv_plan_t conv[CUDA_PLANS];
     cuda_pool_plan_t pool[CUDA_PLANS];
@@ -171,6 +198,12 @@ void cuda_raw_free(cuda_dev_t *d, void *p);
 /* Grows *buf (of *have bytes) to at least `bytes`, stream-ordered: work
  * issued earlier on the old buffer still sees it. */
 int cuda_grow(cuda_dev_t *d, void **buf, size_t *have, size_t bytes);
+/* The bf16 precision's copy of n floats of `src` in scratch buffer
+ * `which` (0..2): as bfloat16 (as_bf16: cuBLAS's inputs) or as floats
+ * rounded to bfloat16 (cuDNN's). Issued on the stream; *out is the copy,
+ * valid until the next call for `which`. */
+int cuda_bf16_copy(cuda_dev_t *d, int which, const float *src, size_t n, bool as_bf16,
+                   const void **out);
 /* Frees every tracked allocation and the backend's buffers. */
 void cuda_mem_fini(cuda_dev_t *d);
 
@@ -203,12 +236,39 @@ void cuda_dnn_forget_algos(cuda_dev_t *d);
  * FERRY_ENOTSUP when no allowed algorithm can run the shape. */
 int cuda_conv_choose(cuda_dev_t *d, cuda_conv_plan_t *p, cuda_conv_dir_t dir);
 
+/* ---- cuda_stage.c: the extension table's staging members ---- */
+
+void *cuda_host_alloc(ferry_device_t *dev, size_t bytes);
+void cuda_host_free(ferry_device_t *dev, void *p);
+int cuda_mark_create(ferry_device_t *dev, void **mark);
+void cuda_mark_destroy(ferry_device_t *dev, void *mark);
+int cuda_mark_record(ferry_device_t *dev, void *mark, int queue);
+int cuda_mark_wait(ferry_device_t *dev, void *mark, int queue);
+int cuda_mark_sync(ferry_device_t *dev, void *mark);
+int cuda_upload_async(ferry_device_t *dev, void *dst, const void *host, size_t bytes);
+
+/* ---- cuda_graph.c: the extension table's graph members ---- */
+
+int cuda_capture_begin(ferry_device_t *dev, float *loss);
+int cuda_capture_end(ferry_device_t *dev, bool keep, void **graph, char *err,
+                     size_t errlen);
+int cuda_graph_run(ferry_device_t *dev, void *graph);
+void cuda_graph_destroy(ferry_device_t *dev, void *graph);
+/* Breaks the capture in progress: keeps the first reason, returns
+ * FERRY_EAGAIN. */
+int cuda_capture_fail(cuda_dev_t *d, const char *what);
+/* A loss op's result during a capture: copied to a pinned slot by every run
+ * of the graph and written to *loss as sum / div after it. 0, or
+ * FERRY_EAGAIN (another pointer, a count of correct rows, no slot left). */
+int cuda_capture_loss(cuda_dev_t *d, float *loss, int *correct, double div);
+
 /* ---- cuda_ops.c ---- */
 
 extern const ferry_device_ops_t cuda_ops; /* the table, every op above */
 
 void cuda_fill(ferry_device_t *dev, float *x, float value, size_t n);
 void cuda_bias_add(ferry_device_t *dev, float *y, const float *bias, int rows, int cols);
+void cuda_bias_relu(ferry_device_t *dev, float *y, const float *bias, int rows, int cols);
 void cuda_relu(ferry_device_t *dev, float *y, const float *x, size_t n);
 void cuda_relu_grad(ferry_device_t *dev, float *dx, const float *dy, const float *y,
                     size_t n);

@@ -5,6 +5,7 @@
 // same bits run after run.
 #include <math.h>
 
+#include "cuda_bf16_round.h"
 #include "cuda_kernels.h"
 
 namespace {
@@ -44,6 +45,17 @@ __global__ void bias_add_kernel(float *y, const float *bias, size_t total, int c
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x)
         y[i] += bias[i % (size_t)cols];
+}
+
+// bias_add_kernel then relu_kernel in one pass: the sum rounded to float,
+// then the same comparison, so the same bits.
+__global__ void bias_relu_kernel(float *y, const float *bias, size_t total, int cols)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = y[i] + bias[i % (size_t)cols];
+        y[i] = v <= 0.0f ? 0.0f : v;
+    }
 }
 
 // Labels first, before anything is written: a batch with a bad label leaves
@@ -326,6 +338,16 @@ extern "C" cudaError_t cuda_k_bias_add(cudaStream_t stream, float *y, const floa
     return cudaGetLastError();
 }
 
+extern "C" cudaError_t cuda_k_bias_relu(cudaStream_t stream, float *y, const float *bias,
+                                        int rows, int cols)
+{
+    size_t total = (size_t)rows * cols;
+    if (total == 0)
+        return cudaSuccess;
+    bias_relu_kernel<<<blocks_for(total), kThreads, 0, stream>>>(y, bias, total, cols);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t cuda_k_softmax_xent(cudaStream_t stream, const float *logits,
                                            const int32_t *labels, int rows, int classes,
                                            float *dlogits, double *row_loss,
@@ -401,5 +423,37 @@ extern "C" cudaError_t cuda_k_gather(cudaStream_t stream, uint32_t *dst,
         return cudaSuccess;
     gather_kernel<<<blocks_for(rows * words), kThreads, 0, stream>>>(dst, src, idx, rows,
                                                                     words);
+    return cudaGetLastError();
+}
+
+__global__ void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = cuda_bf16_from_f32(src[i]);
+}
+
+__global__ void round_bf16_kernel(float *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = cuda_bf16_round(src[i]);
+}
+
+extern "C" cudaError_t cuda_k_to_bf16(cudaStream_t stream, uint16_t *dst, const float *src,
+                                      size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_round_bf16(cudaStream_t stream, float *dst, const float *src,
+                                         size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    round_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
     return cudaGetLastError();
 }

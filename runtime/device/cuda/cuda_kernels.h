@@ -30,6 +30,9 @@ cudaError_t cuda_k_relu_grad(cudaStream_t stream, float *dx, const float *dy,
                              const float *y, size_t n);
 cudaError_t cuda_k_bias_add(cudaStream_t stream, float *y, const float *bias, int rows,
                             int cols);
+/* bias_add then relu in one kernel: y = max(y + bias[col], 0). */
+cudaError_t cuda_k_bias_relu(cudaStream_t stream, float *y, const float *bias, int rows,
+                             int cols);
 
 /* Checks the labels (any out of range: out->bad, and nothing else is
  * written), then per row the loss, the first argmax and the gradient
@@ -65,6 +68,14 @@ cudaError_t cuda_k_adam(cudaStream_t stream, float *p, const float *g, float *m,
  * loader's batches: float pixels, int32 labels). */
 cudaError_t cuda_k_gather(cudaStream_t stream, uint32_t *dst, const uint32_t *src,
                           const uint32_t *idx, size_t rows, size_t words);
+
+/* The bf16 precision's roundings (cuda_bf16_round.h): n floats to
+ * bfloat16 (cuBLAS's inputs), or to the nearest bfloat16 kept as float32
+ * (cuDNN's, run with TF32 math, exact on such values). */
+cudaError_t cuda_k_to_bf16(cudaStream_t stream, uint16_t *dst, const float *src,
+                           size_t n);
+cudaError_t cuda_k_round_bf16(cudaStream_t stream, float *dst, const float *src,
+                              size_t n);
 
 #ifdef __cplusplus
 }

@@ -105,6 +105,9 @@ int cuda_grow(cuda_dev_t *d, void **buf, size_t *have, size_t bytes)
 {
     if (*have >= bytes)
         return 0;
+    if (d->capturing)
+        return cuda_capture_fail(d, "a workspace would grow");
+    d->bufgen++;
     size_t want = *have + *have / 2;
     if (want < bytes)
         want = bytes;
@@ -115,6 +118,22 @@ int cuda_grow(cuda_dev_t *d, void **buf, size_t *have, size_t bytes)
     if (rc == 0)
         *have = want;
     return rc;
+}
+
+int cuda_bf16_copy(cuda_dev_t *d, int which, const float *src, size_t n, bool as_bf16,
+                   const void **out)
+{
+    *out = NULL;
+    int rc = cuda_grow(d, &d->bf[which], &d->bf_bytes[which],
+                       n * (as_bf16 ? sizeof(uint16_t) : sizeof(float)));
+    if (rc != 0)
+        return rc;
+    cudaError_t e = as_bf16 ? cuda_k_to_bf16(d->stream, d->bf[which], src, n)
+                            : cuda_k_round_bf16(d->stream, d->bf[which], src, n);
+    if (e != cudaSuccess)
+        return cuda_rt_fail(d, "bf16 rounding kernel", e);
+    *out = d->bf[which];
+    return 0;
 }
 
 void cuda_mem_fini(cuda_dev_t *d)
@@ -130,6 +149,16 @@ void cuda_mem_fini(cuda_dev_t *d)
     cuda_raw_free(d, d->scratch);
     cuda_raw_free(d, d->ones);
     cuda_raw_free(d, d->result);
+    for (int i = 0; i < 3; i++) {
+        cuda_raw_free(d, d->bf[i]);
+        d->bf[i] = NULL;
+        d->bf_bytes[i] = 0;
+    }
+    cuda_raw_free(d, d->blas_ws);
+    if (d->cap_host)
+        cudaFreeHost(d->cap_host);
+    d->cap_host = NULL;
+    d->blas_ws = NULL;
     d->ws = d->scratch = NULL;
     d->ones = NULL;
     d->result = NULL;
@@ -142,6 +171,10 @@ void *cuda_alloc(ferry_device_t *dev, size_t bytes)
 {
     cuda_dev_t *d = cuda_dev(dev);
     void *p = NULL;
+    if (d->capturing) {
+        cuda_capture_fail(d, "alloc");
+        return NULL;
+    }
     if (cuda_enter(d) != 0 || cuda_raw_alloc(d, &p, bytes) != 0)
         return NULL;
     if (!ptrset_add(&d->live, p)) {
@@ -156,6 +189,11 @@ void cuda_free(ferry_device_t *dev, void *p)
     cuda_dev_t *d = cuda_dev(dev);
     if (!p || cuda_enter(d) != 0)
         return;
+    if (d->capturing) {
+        /* Left allocated (close frees it): a free cannot be recorded. */
+        cuda_capture_fail(d, "free");
+        return;
+    }
     /* Not ours (or freed twice): freeing it would corrupt the allocator. */
     if (!ptrset_remove(&d->live, p)) {
         cuda_defer(d, cuda_rt_fail(d, "free of a pointer this device did not allocate",
@@ -171,6 +209,10 @@ static int memcpy_on_stream(cuda_dev_t *d, void *dst, const void *src, size_t by
     int rc = cuda_enter(d);
     if (rc != 0 || bytes == 0)
         return rc;
+    /* A copy to or from the host's pageable memory cannot be recorded. */
+    if (d->capturing && kind != cudaMemcpyDeviceToDevice)
+        return cuda_capture_fail(d,
+                                 kind == cudaMemcpyHostToDevice ? "upload" : "download");
     CUDA_RT_TRY(d, cudaMemcpyAsync(dst, src, bytes, kind, d->stream), out);
 out:
     return rc;
@@ -194,7 +236,11 @@ int cuda_sync(ferry_device_t *dev)
     int rc = cuda_enter(d);
     if (rc != 0)
         return rc;
+    if (d->capturing)
+        return cuda_capture_fail(d, "sync");
     CUDA_RT_TRY(d, cudaStreamSynchronize(d->stream), out);
+    /* "Every operation issued" includes the staging copies. */
+    CUDA_RT_TRY(d, cudaStreamSynchronize(d->copy_stream), out);
 out:
     /* The first failure since the last sync: an earlier op's, if any. */
     if (d->err != 0) {

@@ -47,6 +47,23 @@ void cuda_bias_add(ferry_device_t *dev, float *y, const float *bias, int rows, i
                      cuda_k_bias_add(d->stream, y, bias, rows, cols));
 }
 
+void cuda_bias_relu(ferry_device_t *dev, float *y, const float *bias, int rows, int cols)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    if (rows < 0 || cols < 0) {
+        cuda_defer(d, cuda_einval(d, "bias_relu: a negative size"));
+        return;
+    }
+    if (rows == 0 || cols == 0)
+        return;
+    int rc = cuda_enter(d);
+    if (rc != 0)
+        cuda_defer(d, rc);
+    else
+        defer_launch(d, "bias_relu kernel",
+                     cuda_k_bias_relu(d->stream, y, bias, rows, cols));
+}
+
 void cuda_relu(ferry_device_t *dev, float *y, const float *x, size_t n)
 {
     cuda_dev_t *d = cuda_dev(dev);
@@ -98,6 +115,8 @@ int cuda_softmax_xent(ferry_device_t *dev, const float *logits, const int32_t *l
                 cuda_k_softmax_xent(d->stream, logits, labels, rows, classes, dlogits,
                                     row_loss, row_correct, d->result),
                 out);
+    if (d->capturing)
+        return cuda_capture_loss(d, loss, correct, (double)rows);
     cuda_loss_t res;
     if ((rc = read_loss(d, &res)) != 0)
         return rc;
@@ -127,6 +146,8 @@ int cuda_mse(ferry_device_t *dev, const float *pred, const float *target, int ro
                 cuda_k_mse(d->stream, pred, target, (size_t)rows * cols,
                            1.0f / (float)rows, dpred, d->scratch, d->result),
                 out);
+    if (d->capturing)
+        return cuda_capture_loss(d, loss, NULL, 2.0 * rows);
     cuda_loss_t res;
     if ((rc = read_loss(d, &res)) != 0)
         return rc;
@@ -199,4 +220,5 @@ const ferry_device_ops_t cuda_ops = {
     .maxpool_grad = cuda_maxpool_grad,
     .sgd_step = cuda_sgd_step,
     .adam_step = cuda_adam_step,
+    .bias_relu = cuda_bias_relu,
 };
