@@ -30,11 +30,14 @@ out:
     cuda_defer(d, rc);
 }
 
-void cuda_bias_add(ferry_device_t *dev, float *y, const float *bias, int rows, int cols)
+/* bias_add, with the ReLU fused when `relu`: one launch either way. */
+static void bias(ferry_device_t *dev, float *y, const float *b, int rows, int cols,
+                 bool relu)
 {
     cuda_dev_t *d = cuda_dev(dev);
     if (rows < 0 || cols < 0) {
-        cuda_defer(d, cuda_einval(d, "bias_add: a negative size"));
+        cuda_defer(d, cuda_einval(d, relu ? "bias_relu: a negative size"
+                                          : "bias_add: a negative size"));
         return;
     }
     if (rows == 0 || cols == 0)
@@ -42,26 +45,21 @@ void cuda_bias_add(ferry_device_t *dev, float *y, const float *bias, int rows, i
     int rc = cuda_enter(d);
     if (rc != 0)
         cuda_defer(d, rc);
+    else if (relu)
+        defer_launch(d, "bias_relu kernel",
+                     cuda_k_bias_relu(d->stream, y, b, rows, cols));
     else
-        defer_launch(d, "bias_add kernel",
-                     cuda_k_bias_add(d->stream, y, bias, rows, cols));
+        defer_launch(d, "bias_add kernel", cuda_k_bias_add(d->stream, y, b, rows, cols));
 }
 
-void cuda_bias_relu(ferry_device_t *dev, float *y, const float *bias, int rows, int cols)
+void cuda_bias_add(ferry_device_t *dev, float *y, const float *b, int rows, int cols)
 {
-    cuda_dev_t *d = cuda_dev(dev);
-    if (rows < 0 || cols < 0) {
-        cuda_defer(d, cuda_einval(d, "bias_relu: a negative size"));
-        return;
-    }
-    if (rows == 0 || cols == 0)
-        return;
-    int rc = cuda_enter(d);
-    if (rc != 0)
-        cuda_defer(d, rc);
-    else
-        defer_launch(d, "bias_relu kernel",
-                     cuda_k_bias_relu(d->stream, y, bias, rows, cols));
+    bias(dev, y, b, rows, cols, false);
+}
+
+void cuda_bias_relu(ferry_device_t *dev, float *y, const float *b, int rows, int cols)
+{
+    bias(dev, y, b, rows, cols, true);
 }
 
 void cuda_relu(ferry_device_t *dev, float *y, const float *x, size_t n)
