@@ -62,8 +62,7 @@ const char *rt_phase_name(uint32_t phase);
 typedef struct rt_chunk {
     struct rt_chunk *next;
     rt_chunk_hdr h;
-    void *payload; /* rpc_buf_alloc'ed; rpc_buf_free */
-    size_t len;    /* bytes */
+    rpc_payload pl; /* in gRPC's buffers as it arrived, or decoded (lz4) */
     size_t wire_len;
     bool lz4;
 } rt_chunk;

@@ -353,22 +353,32 @@ void rt_ring_op_free(rt_comm_op *op)
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 
-static void add(float *restrict dst, const float *restrict src, size_t n)
+/* The kernels below read `src` at any alignment: a payload's runs start
+ * wherever gRPC's slices split it. */
+static float load(const void *src, size_t i)
 {
+    float v;
+    memcpy(&v, (const char *)src + i * sizeof v, sizeof v);
+    return v;
+}
+
+static void add(float *restrict dst, const void *restrict src_v, size_t n)
+{
+    const char *src = src_v;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         v4f d0, d1, s0, s1;
         memcpy(&d0, dst + i, 16);
         memcpy(&d1, dst + i + 4, 16);
-        memcpy(&s0, src + i, 16);
-        memcpy(&s1, src + i + 4, 16);
+        memcpy(&s0, src + 4 * i, 16);
+        memcpy(&s1, src + 4 * (i + 4), 16);
         d0 += s0;
         d1 += s1;
         memcpy(dst + i, &d0, 16);
         memcpy(dst + i + 4, &d1, 16);
     }
     for (; i < n; i++)
-        dst[i] += src[i];
+        dst[i] += load(src, i);
 }
 
 /* A NaN sum of a and b as both ranks of an exchange make it: a's NaN
@@ -389,30 +399,122 @@ static float nan_of(float sum, float a, float b)
     return sum;
 }
 
+/* dst[i] += src[i] one value at a time, NaNs as ex_add_f32() makes them. */
+static void ex_add_scalar(float *restrict dst, const char *restrict src, size_t n,
+                          bool src_first)
+{
+    for (size_t i = 0; i < n; i++) {
+        float d = dst[i], v = load(src, i), sum = d + v;
+        if (sum != sum)
+            sum = src_first ? nan_of(sum, v, d) : nan_of(sum, d, v);
+        dst[i] = sum;
+    }
+}
+
+/* Floats per block of the exchange's add: the sums of a block are kept
+ * (in L1) until one test says none is a NaN, so that the common case is a
+ * plain vector add with no per-lane test. */
+#define EX_BLOCK 64
+
 /* dst += src for the exchange, where the NaNs that come out must not
  * depend on which rank adds: `src_first` says src is rank 0's. */
-static void ex_add_f32(float *restrict dst, const float *restrict src, size_t n,
+static void ex_add_f32(float *restrict dst, const void *restrict src_v, size_t n,
                        bool src_first)
 {
+    const char *src = src_v;
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4f d, v;
-        memcpy(&d, dst + i, 16);
-        memcpy(&v, src + i, 16);
-        v4f sum = d + v;
-        v4i nan = sum != sum;
+    for (; i + EX_BLOCK <= n; i += EX_BLOCK) {
+        v4f sum[EX_BLOCK / 4];
+        v4i nan = {0, 0, 0, 0};
+        for (int k = 0; k < EX_BLOCK / 4; k++) {
+            v4f d, v;
+            memcpy(&d, dst + i + 4 * k, 16);
+            memcpy(&v, src + 4 * (i + 4 * k), 16);
+            sum[k] = d + v;
+            nan |= sum[k] != sum[k];
+        }
         if (nan[0] | nan[1] | nan[2] | nan[3])
-            for (int k = 0; k < 4; k++)
-                if (nan[k])
-                    sum[k] = src_first ? nan_of(sum[k], v[k], d[k])
-                                       : nan_of(sum[k], d[k], v[k]);
-        memcpy(dst + i, &sum, 16);
+            ex_add_scalar(dst + i, src + 4 * i, EX_BLOCK, src_first);
+        else
+            memcpy(dst + i, sum, sizeof sum);
     }
-    for (; i < n; i++) {
-        float sum = dst[i] + src[i];
-        if (sum != sum)
-            sum = src_first ? nan_of(sum, src[i], dst[i]) : nan_of(sum, dst[i], src[i]);
-        dst[i] = sum;
+    ex_add_scalar(dst + i, src + 4 * i, n - i, src_first);
+}
+
+/* What to do with a piece of a received chunk: n elements at src (any
+ * alignment) for dst[0..n). */
+typedef void (*piece_fn)(float *dst, const void *src, size_t n, bool arg);
+
+/* Feeds chunk `ch`'s payload to `fn` in pieces of whole elements of
+ * `esize` bytes, run by run as gRPC received it; an element split between
+ * two runs is put together first. dst is where element 0 goes. */
+static void for_pieces(const rt_chunk *ch, size_t esize, float *dst, piece_fn fn,
+                       bool arg)
+{
+    union {
+        float f;
+        uint8_t b[4];
+    } part;
+    size_t have = 0, at = 0;
+    for (size_t r = 0; r < ch->pl.n_runs; r++) {
+        const uint8_t *p = ch->pl.runs[r].p;
+        size_t len = ch->pl.runs[r].len;
+        if (have) {
+            size_t k = esize - have < len ? esize - have : len;
+            memcpy(part.b + have, p, k);
+            have += k;
+            p += k;
+            len -= k;
+            if (have < esize)
+                continue;
+            fn(dst + at++, part.b, 1, arg);
+            have = 0;
+        }
+        size_t n = len / esize;
+        if (n)
+            fn(dst + at, p, n, arg);
+        at += n;
+        have = len - n * esize;
+        memcpy(part.b, p + n * esize, have);
+    }
+}
+
+static void piece_ex_add(float *dst, const void *src, size_t n, bool src_first)
+{
+    ex_add_f32(dst, src, n, src_first);
+}
+
+static void piece_add(float *dst, const void *src, size_t n, bool unused)
+{
+    (void)unused;
+    add(dst, src, n);
+}
+
+static void piece_copy(float *dst, const void *src, size_t n, bool unused)
+{
+    (void)unused;
+    memcpy(dst, src, n * sizeof(float));
+}
+
+/* Half values at any alignment: through an aligned copy when need be. */
+static void piece_half(float *dst, const void *src, size_t n, bool add_to)
+{
+    uint16_t tmp[1024];
+    const uint16_t *h = src;
+    for (size_t at = 0; at < n;) {
+        size_t k = n - at;
+        if ((uintptr_t)src % sizeof(uint16_t)) {
+            k = k < 1024 ? k : 1024;
+            memcpy(tmp, (const char *)src + at * sizeof(uint16_t), k * sizeof(uint16_t));
+            h = tmp;
+        } else {
+            h = (const uint16_t *)src + at;
+        }
+        if (add_to)
+            rt_half_add_to_float(dst + at, h, k);
+        else
+            rt_half_to_float(dst + at, h, k);
+        at += k;
     }
 }
 
@@ -431,7 +533,7 @@ static void received(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 static void ex_add(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 {
     rt_span sp = rt_geo_chunk((rt_span){0, op->n}, c->chunk, ch->h.chunk);
-    ex_add_f32(op->buf + sp.off, ch->payload, sp.len, c->rank == 1);
+    for_pieces(ch, sizeof(float), op->buf + sp.off, piece_ex_add, c->rank == 1);
     received(c, op, ch);
     rt_chunk_free(ch);
 }
@@ -489,13 +591,13 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     bool f16 = h->elem == RT_ELEM_F16;
     if (h->phase == RT_PHASE_RS) {
         if (f16)
-            rt_half_add_to_float(dst, ch->payload, sp.len);
+            for_pieces(ch, sizeof(uint16_t), dst, piece_half, true);
         else
-            add(dst, ch->payload, sp.len);
+            for_pieces(ch, sizeof(float), dst, piece_add, false);
     } else if (f16) {
-        rt_half_to_float(dst, ch->payload, sp.len);
+        for_pieces(ch, sizeof(uint16_t), dst, piece_half, false);
     } else {
-        memcpy(dst, ch->payload, sp.len * sizeof(float));
+        for_pieces(ch, sizeof(float), dst, piece_copy, false);
     }
     received(c, op, ch);
 
