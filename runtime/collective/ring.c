@@ -94,6 +94,64 @@ static void send_free(rt_comm *c, rt_send *s)
 
 static void send_done(rpc_call *call);
 
+void rt_relbox_unref(rt_relbox *b)
+{
+    pthread_mutex_lock(&b->mu);
+    bool last = --b->refs == 0;
+    pthread_mutex_unlock(&b->mu);
+    if (last) {
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+    }
+}
+
+/* gRPC is done with a send's bytes (any thread, once per send that
+ * started, or during a start that failed after encoding). */
+static void on_release(void *payload, void *arg)
+{
+    (void)payload;
+    rt_release *r = arg;
+    rt_relbox *b = r->box;
+    bool filed = false;
+    pthread_mutex_lock(&b->mu);
+    atomic_store(&r->fired, true);
+    rt_comm *c = b->c;
+    if (c) {
+        pthread_mutex_lock(&c->mu);
+        r->next = c->released;
+        c->released = r;
+        pthread_mutex_unlock(&c->mu);
+        uv_async_send(&c->kick);
+        filed = true;
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (!filed)
+        free(r);
+    rt_relbox_unref(b);
+}
+
+/* A note of the release of send `s`'s bytes, for the exchange: once they
+ * are gone the peer's chunk may be added in their place without waiting
+ * for the acknowledgement (a round trip later). Only once a chunk has gone
+ * through: before, a send refused because the peer is not there yet is
+ * sent again from the same bytes. NULL: wait for the acknowledgement. */
+static rt_release *release_note(rt_comm *c, const rt_send *s)
+{
+    if (s->h.phase != RT_PHASE_EX || !c->right_reached || !c->box)
+        return NULL;
+    rt_release *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->box = c->box;
+    r->seq = s->h.seq;
+    r->chunk = s->h.chunk;
+    atomic_init(&r->fired, false);
+    pthread_mutex_lock(&c->box->mu);
+    c->box->refs++;
+    pthread_mutex_unlock(&c->box->mu);
+    return r;
+}
+
 static void issue(rt_comm *c, rt_send *s)
 {
     Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
@@ -113,10 +171,22 @@ static void issue(rt_comm *c, rt_send *s)
         .payload_len = bytes,
         .codec = c->compress == RT_COMPRESS_LZ4 ? RPC_CODEC_AUTO : RPC_CODEC_RAW,
     };
+    rt_release *rel = release_note(c, s);
+    if (rel) {
+        out.payload_free = on_release;
+        out.free_arg = rel;
+    }
     s->call.data = s;
     s->queued = false;
     int rc = rpc_call_start(c->right, &s->call, RT_METHOD_REDUCE_CHUNK, &out, c->timeout_ms,
                             send_done);
+    /* A start that failed before it encoded never releases; one that failed
+     * after has released already (on this thread, so the note is filed and
+     * is freed by the loop). */
+    if (rc && rel && !atomic_load(&rel->fired)) {
+        rt_relbox_unref(rel->box);
+        free(rel);
+    }
     if (rc == 0) {
         s->on_wire = true;
         c->wire_bytes += s->bytes;
@@ -540,6 +610,8 @@ static void ex_add(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 
 static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t k)
 {
+    if (op->ex[k].sent) /* released first, then acknowledged */
+        return;
     op->ex[k].sent = true;
     rt_chunk *ch = op->ex[k].parked;
     op->ex[k].parked = NULL;
@@ -614,6 +686,21 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         send_chunk(c, op, RT_PHASE_AG, 0, h->chunk, sp);
     }
     rt_chunk_free(ch);
+}
+
+void rt_ring_released(rt_comm *c, rt_release *list)
+{
+    while (list) {
+        rt_release *r = list;
+        list = r->next;
+        for (rt_comm_op *op = c->active; op; op = op->next)
+            if (op->seq == r->seq) {
+                if (op->ex && r->chunk < op->recv_expected[RT_PHASE_EX])
+                    ex_sent(c, op, r->chunk);
+                break;
+            }
+        free(r);
+    }
 }
 
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
