@@ -83,7 +83,7 @@ static void start_server(rank *k)
     if (rc)
         fail(k, false, rc, "rt_hub_create: %s", ferry_strerror(rc));
     const rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, k->hub,
-                          RPC_METHOD_INLINE, 0};
+                          RT_REDUCE_CHUNK_FLAGS, 0};
     /* The largest chunk is a whole segment at most; rpc's default limit
      * (1 GiB) covers every size of the plan. */
     rpc_server_opts so = {.listen = "127.0.0.1:0"};

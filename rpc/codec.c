@@ -218,6 +218,7 @@ typedef struct decoder {
     rpc_wire_reader w;
     size_t max_payload;
     size_t defer_above; /* a payload declared larger: RPC_DECODE_DEFER */
+    bool runs;          /* leave a raw payload in the buffer, as runs */
     uint8_t *head;
     size_t head_len, head_cap;
     bool has_info, has_payload;
@@ -327,6 +328,38 @@ static int read_lz4(decoder *d, uint8_t *dst, uint64_t wire_len)
     return rc;
 }
 
+/* Records where a raw payload's bytes lie in the message's slices. */
+static int read_runs(decoder *d, uint64_t wire_len, rpc_msg *out)
+{
+    size_t cap = 0, n = 0;
+    rpc_run *runs = NULL;
+    out->wire_len = wire_len;
+    out->payload_len = wire_len;
+    out->codec = RPC_CODEC_RAW;
+    while (wire_len) {
+        const uint8_t *run;
+        size_t got = rpc_wire_next_run(&d->w, wire_len, &run);
+        if (!got) {
+            free(runs);
+            FAIL(d, FERRY_ECORRUPT, "message truncated in the payload");
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            rpc_run *r = realloc(runs, cap * sizeof *r);
+            if (!r) {
+                free(runs);
+                FAIL(d, FERRY_ENOMEM, "out of memory for a payload's %zu runs", cap);
+            }
+            runs = r;
+        }
+        runs[n++] = (rpc_run){run, got};
+        wire_len -= got;
+    }
+    out->runs = runs;
+    out->n_runs = n;
+    return 0;
+}
+
 static int read_payload(decoder *d, uint64_t wire_len, rpc_msg *out)
 {
     if (d->has_payload)
@@ -345,6 +378,8 @@ static int read_payload(decoder *d, uint64_t wire_len, rpc_msg *out)
     if (d->raw_size > d->max_payload)
         FAIL(d, FERRY_EMSGSIZE, "payload of %llu bytes is over the limit of %zu",
              (unsigned long long)d->raw_size, d->max_payload);
+    if (d->runs && d->codec == RPC_CODEC_RAW)
+        return read_runs(d, wire_len, out);
     if (d->raw_size > d->defer_above)
         return RPC_DECODE_DEFER; /* nothing allocated yet */
 
@@ -412,8 +447,18 @@ int rpc_codec_decode(grpc_byte_buffer *bb, size_t max_payload, rpc_msg *out, cha
 int rpc_codec_decode_capped(grpc_byte_buffer *bb, size_t max_payload, size_t defer_above,
                             rpc_msg *out, char *err, size_t errlen)
 {
+    return rpc_codec_decode_runs(bb, max_payload, defer_above, false, out, err, errlen);
+}
+
+int rpc_codec_decode_runs(grpc_byte_buffer *bb, size_t max_payload, size_t defer_above,
+                          bool runs, rpc_msg *out, char *err, size_t errlen)
+{
+    /* Runs point into the buffer's own slices: only a plain one has them. */
+    if (bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE)
+        runs = false;
     decoder d = {.max_payload = max_payload,
                  .defer_above = defer_above,
+                 .runs = runs,
                  .err = err,
                  .errlen = errlen};
     int rc;
@@ -421,7 +466,9 @@ int rpc_codec_decode_capped(grpc_byte_buffer *bb, size_t max_payload, size_t def
     memset(out, 0, sizeof *out);
     if (errlen)
         err[0] = '\0';
-    if (defer_above != SIZE_MAX && grpc_byte_buffer_length(bb) > defer_above)
+    /* (With runs, the size of the message says nothing: only what an lz4
+     * payload would decode to counts.) */
+    if (!runs && defer_above != SIZE_MAX && grpc_byte_buffer_length(bb) > defer_above)
         return RPC_DECODE_DEFER;
     rc = rpc_wire_reader_init(&d.w, bb);
     if (rc) {
@@ -460,6 +507,8 @@ int rpc_codec_decode_capped(grpc_byte_buffer *bb, size_t max_payload, size_t def
     }
     out->head = d.head;
     out->head_len = d.head_len;
+    if (out->runs)
+        out->bb = bb;
     return 0;
 }
 
@@ -483,9 +532,44 @@ void *rpc_msg_take_payload(rpc_msg *m, size_t *len)
     return p;
 }
 
+void rpc_msg_take_runs(rpc_msg *m, rpc_payload *out)
+{
+    memset(out, 0, sizeof *out);
+    out->len = m->payload_len;
+    if (m->runs) {
+        out->runs = out->own_runs = m->runs;
+        out->n_runs = m->n_runs;
+        out->bb = m->bb;
+        m->runs = NULL;
+        m->n_runs = 0;
+        m->bb = NULL;
+    } else if (m->payload) {
+        out->one = (rpc_run){m->payload, m->payload_len};
+        out->runs = &out->one;
+        out->n_runs = 1;
+        out->buf = m->payload;
+        m->payload = NULL;
+    }
+    m->payload_len = 0;
+}
+
+void rpc_payload_fini(rpc_payload *p)
+{
+    if (!p)
+        return;
+    free(p->own_runs);
+    rpc_buf_free(p->buf);
+    if (p->bb)
+        grpc_byte_buffer_destroy(p->bb);
+    memset(p, 0, sizeof *p);
+}
+
 void rpc_msg_fini(rpc_msg *m)
 {
     free(m->head);
+    free(m->runs);
+    if (m->bb)
+        grpc_byte_buffer_destroy(m->bb);
     rpc_buf_free(m->payload);
     memset(m, 0, sizeof *m);
 }

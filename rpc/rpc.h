@@ -85,7 +85,38 @@ typedef struct rpc_msg {
     size_t payload_len;
     rpc_codec codec; /* how the payload arrived: RAW or LZ4 */
     size_t wire_len; /* payload bytes on the wire */
+    /* RPC_METHOD_PAYLOAD_RUNS only: a raw payload left where gRPC received
+     * it (payload is then NULL): its bytes in order, in n_runs runs of any
+     * length and alignment inside `bb`, the message's buffer, which `m`
+     * owns. Take them with rpc_msg_take_runs(). */
+    struct rpc_run *runs;
+    size_t n_runs;
+    void *bb;
 } rpc_msg;
+
+/* A run of payload bytes. */
+typedef struct rpc_run {
+    const uint8_t *p;
+    size_t len;
+} rpc_run;
+
+/* A received payload as runs of bytes, whether it was copied out into one
+ * buffer or left in gRPC's. Owned by whoever took it; rpc_payload_fini()
+ * frees it, from any thread. */
+typedef struct rpc_payload {
+    const rpc_run *runs;
+    size_t n_runs;
+    size_t len; /* bytes, all runs together */
+    /* private */
+    rpc_run one;
+    rpc_run *own_runs;
+    void *buf, *bb;
+} rpc_payload;
+
+/* Takes the payload out of `m` as runs, whichever form it arrived in (an
+ * empty payload gives no runs). Never fails. */
+void rpc_msg_take_runs(rpc_msg *m, rpc_payload *out);
+void rpc_payload_fini(rpc_payload *p);
 
 /* Unpacks `m->head` as a `desc` message. On success *out is a protobuf-c
  * message to free with protobuf_c_message_free_unpacked(*out, NULL).
@@ -219,6 +250,12 @@ enum {
      * is read before anything is checked, so its payload is capped at
      * RPC_PUBLIC_MAX_PAYLOAD. Meaningless on a server without a token. */
     RPC_METHOD_PUBLIC = 1u << 1,
+    /* With RPC_METHOD_INLINE: a raw (uncompressed) payload is not copied out
+     * of gRPC's buffers but left there as runs (rpc_msg.runs), so that the
+     * handler can read it in place, and such a request is handled on the
+     * completion-queue thread whatever its size. An lz4 payload is decoded
+     * as usual. */
+    RPC_METHOD_PAYLOAD_RUNS = 1u << 2,
 };
 
 typedef struct rpc_method {

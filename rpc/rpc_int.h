@@ -118,6 +118,11 @@ int rpc_codec_decode(grpc_byte_buffer *bb, size_t max_payload, rpc_msg *out, cha
 #define RPC_DECODE_DEFER 1
 int rpc_codec_decode_capped(grpc_byte_buffer *bb, size_t max_payload, size_t defer_above,
                             rpc_msg *out, char *err, size_t errlen);
+/* rpc_codec_decode_capped() that, with `runs`, leaves a raw payload in `bb`
+ * (out->runs; out->bb is then `bb`, which `out` owns from then on: the
+ * caller no longer destroys it). A raw payload is never deferred then. */
+int rpc_codec_decode_runs(grpc_byte_buffer *bb, size_t max_payload, size_t defer_above,
+                          bool runs, rpc_msg *out, char *err, size_t errlen);
 
 /* ---- wire reader: protobuf varints across slice boundaries -------------- */
 typedef struct rpc_wire_reader {

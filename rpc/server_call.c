@@ -294,11 +294,13 @@ bool rpc_srv_call_run(rpc_srv_call *sc, size_t defer_above)
     if (sc->method->m.max_payload && sc->method->m.max_payload < limit)
         limit = sc->method->m.max_payload;
     char err[256];
-    int rc = rpc_codec_decode_capped(sc->req_bb, limit, defer_above, &sc->req, err,
-                                     sizeof err);
+    bool runs = (sc->method->m.flags & RPC_METHOD_PAYLOAD_RUNS) != 0;
+    int rc = rpc_codec_decode_runs(sc->req_bb, limit, defer_above, runs, &sc->req, err,
+                                   sizeof err);
     if (rc == RPC_DECODE_DEFER)
         return false;
-    grpc_byte_buffer_destroy(sc->req_bb);
+    if (sc->req.bb != sc->req_bb) /* else the payload's runs keep it */
+        grpc_byte_buffer_destroy(sc->req_bb);
     sc->req_bb = NULL;
     if (rc) {
         /* gRPC's conventions: a message too large is RESOURCE_EXHAUSTED, one

@@ -217,7 +217,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
         {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
         /* Files the chunk and wakes the session's thread: never blocks. */
-        {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, RPC_METHOD_INLINE},
+        {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, RT_REDUCE_CHUNK_FLAGS},
         /* A push steps the shard's optimizer: the pool. */
         {RT_METHOD_PUSH, rt_ps_push_handler, 0},
         {RT_METHOD_PULL, rt_ps_pull_handler, 0},

@@ -62,8 +62,7 @@ const char *rt_phase_name(uint32_t phase);
 typedef struct rt_chunk {
     struct rt_chunk *next;
     rt_chunk_hdr h;
-    void *payload; /* rpc_buf_alloc'ed; rpc_buf_free */
-    size_t len;    /* bytes */
+    rpc_payload pl; /* in gRPC's buffers as it arrived, or decoded (lz4) */
     size_t wire_len;
     bool lz4;
 } rt_chunk;
@@ -73,6 +72,25 @@ void rt_chunk_free(rt_chunk *ch);
 /* ---- a session (comm.c, ring.c) ------------------------------------------------ */
 
 typedef struct rt_send rt_send;
+
+/* Where gRPC reports, from any thread, that it is done with the bytes of
+ * a send (rpc_msg_out.payload_free): shared by the session and every send
+ * in flight, freed by the last of them. `c` is NULL once the session is
+ * gone. */
+typedef struct rt_relbox {
+    pthread_mutex_t mu;
+    rt_comm *c;
+    size_t refs;
+} rt_relbox;
+
+/* One send's bytes, released: filed with the session (c->released). */
+typedef struct rt_release {
+    struct rt_release *next;
+    rt_relbox *box;
+    uint64_t seq; /* the collective */
+    uint32_t chunk;
+    atomic_bool fired;
+} rt_release;
 
 struct rt_comm_op {
     rt_comm_op *next;  /* in the queue, then in the active list */
@@ -115,6 +133,7 @@ struct rt_comm {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     rt_chunk *inbox, **inbox_tail; /* filed by the handler */
+    rt_release *released;          /* filed by gRPC's threads */
     rt_comm_op *queue, **queue_tail;
     rt_comm_op *owned; /* started, not yet waited for: destroy frees them */
     uint64_t next_seq; /* the last seq handed out */
@@ -139,6 +158,7 @@ struct rt_comm {
     size_t wire_max;   /* start no more than this, unless none is out */
     bool failed_seen;  /* the loop has cancelled the sends of a failure */
     bool right_reached; /* a chunk has gone through to the right neighbour */
+    rt_relbox *box;
 };
 
 /* Records the session's first failure and wakes the loop thread. Any
@@ -162,6 +182,9 @@ void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
 void rt_ring_release(rt_comm *c);
 /* Cancels every send in flight and drops those waiting for a retry. */
 void rt_ring_cancel_sends(rt_comm *c);
+/* Takes note of sends whose bytes gRPC no longer reads (loop thread). */
+void rt_ring_released(rt_comm *c, rt_release *list);
+void rt_relbox_unref(rt_relbox *b);
 
 /* The left and right neighbours. */
 static inline int rt_left(const rt_comm *c)

@@ -34,6 +34,9 @@
 #include "rpc/rpc.h"
 
 #define RT_METHOD_REDUCE_CHUNK "/ferry.Worker/ReduceChunk"
+/* The flags ReduceChunk is served with: inline, its payload read where gRPC
+ * received it (see rt_reduce_chunk_handler). */
+#define RT_REDUCE_CHUNK_FLAGS (RPC_METHOD_INLINE | RPC_METHOD_PAYLOAD_RUNS)
 
 #define RT_COMM_DEFAULT_CHUNK   ((size_t)1 << 20)
 #define RT_COMM_DEFAULT_TIMEOUT 30000

@@ -96,6 +96,8 @@ static void on_kick(uv_async_t *a)
     rt_chunk *in = c->inbox;
     c->inbox = NULL;
     c->inbox_tail = &c->inbox;
+    rt_release *released = c->released;
+    c->released = NULL;
     bool stopping = c->stopping, failed = c->error != 0;
     pthread_mutex_unlock(&c->mu);
 
@@ -112,8 +114,15 @@ static void on_kick(uv_async_t *a)
         if (!failed)
             rt_ring_start(c, op);
     }
-    if (!failed)
+    if (!failed) {
+        rt_ring_released(c, released);
         match_pending(c);
+    }
+    while (failed && released) {
+        rt_release *r = released;
+        released = r->next;
+        free(r);
+    }
     if (failed && !c->failed_seen) {
         c->failed_seen = true;
         rt_ring_cancel_sends(c);
@@ -171,6 +180,13 @@ static void comm_free(rt_comm *c)
         c->inbox = ch->next;
         rt_chunk_free(ch);
     }
+    while (c->released) {
+        rt_release *r = c->released;
+        c->released = r->next;
+        free(r);
+    }
+    if (c->box)
+        rt_relbox_unref(c->box);
     for (int i = 0; c->peers && i < c->world; i++)
         free(c->peers[i]);
     free(c->peers);
@@ -220,6 +236,11 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     c->inbox_tail = &c->inbox;
     c->queue_tail = &c->queue;
     c->wire_max = RT_COMM_WIRE_CHUNKS * chunk;
+    if ((c->box = calloc(1, sizeof *c->box))) {
+        pthread_mutex_init(&c->box->mu, NULL);
+        c->box->c = c;
+        c->box->refs = 1;
+    }
     int rc = FERRY_ENOMEM;
     if (o->token && !(c->token = strdup(o->token)))
         goto fail;
@@ -290,6 +311,11 @@ void rt_comm_destroy(rt_comm *c)
     if (!c)
         return;
     rt_hub_remove(c->hub, c);
+    if (c->box) { /* sends released from here on are not filed */
+        pthread_mutex_lock(&c->box->mu);
+        c->box->c = NULL;
+        pthread_mutex_unlock(&c->box->mu);
+    }
     pthread_mutex_lock(&c->mu);
     c->stopping = true;
     if (!c->error) {

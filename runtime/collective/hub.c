@@ -2,8 +2,9 @@
  * handler that files each incoming chunk with its session.
  *
  * The handler runs inline on the server's completion-queue thread, so it
- * only checks the header, takes the payload rpc already decoded and wakes
- * the session's thread: the reduction happens there. It holds the hub's
+ * only checks the header, takes the payload where gRPC received it (the
+ * method has RPC_METHOD_PAYLOAD_RUNS: no copy) and wakes the session's
+ * thread: the reduction reads it there, in place. It holds the hub's
  * mutex while it touches a session, and a session leaves the hub before it
  * is torn down, so no chunk is ever filed with a session being freed. */
 #include <stdlib.h>
@@ -70,7 +71,7 @@ void rt_chunk_free(rt_chunk *ch)
 {
     if (!ch)
         return;
-    rpc_buf_free(ch->payload);
+    rpc_payload_fini(&ch->pl);
     free(ch);
 }
 
@@ -163,7 +164,7 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         ch->h = h;
         ch->lz4 = req->codec == RPC_CODEC_LZ4;
         ch->wire_len = req->wire_len;
-        ch->payload = rpc_msg_take_payload(req, &ch->len);
+        rpc_msg_take_runs(req, &ch->pl);
         pthread_mutex_lock(&c->mu);
         *c->inbox_tail = ch;
         c->inbox_tail = &ch->next;

@@ -94,6 +94,64 @@ static void send_free(rt_comm *c, rt_send *s)
 
 static void send_done(rpc_call *call);
 
+void rt_relbox_unref(rt_relbox *b)
+{
+    pthread_mutex_lock(&b->mu);
+    bool last = --b->refs == 0;
+    pthread_mutex_unlock(&b->mu);
+    if (last) {
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+    }
+}
+
+/* gRPC is done with a send's bytes (any thread, once per send that
+ * started, or during a start that failed after encoding). */
+static void on_release(void *payload, void *arg)
+{
+    (void)payload;
+    rt_release *r = arg;
+    rt_relbox *b = r->box;
+    bool filed = false;
+    pthread_mutex_lock(&b->mu);
+    atomic_store(&r->fired, true);
+    rt_comm *c = b->c;
+    if (c) {
+        pthread_mutex_lock(&c->mu);
+        r->next = c->released;
+        c->released = r;
+        pthread_mutex_unlock(&c->mu);
+        uv_async_send(&c->kick);
+        filed = true;
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (!filed)
+        free(r);
+    rt_relbox_unref(b);
+}
+
+/* A note of the release of send `s`'s bytes, for the exchange: once they
+ * are gone the peer's chunk may be added in their place without waiting
+ * for the acknowledgement (a round trip later). Only once a chunk has gone
+ * through: before, a send refused because the peer is not there yet is
+ * sent again from the same bytes. NULL: wait for the acknowledgement. */
+static rt_release *release_note(rt_comm *c, const rt_send *s)
+{
+    if (s->h.phase != RT_PHASE_EX || !c->right_reached || !c->box)
+        return NULL;
+    rt_release *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->box = c->box;
+    r->seq = s->h.seq;
+    r->chunk = s->h.chunk;
+    atomic_init(&r->fired, false);
+    pthread_mutex_lock(&c->box->mu);
+    c->box->refs++;
+    pthread_mutex_unlock(&c->box->mu);
+    return r;
+}
+
 static void issue(rt_comm *c, rt_send *s)
 {
     Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
@@ -113,10 +171,22 @@ static void issue(rt_comm *c, rt_send *s)
         .payload_len = bytes,
         .codec = c->compress == RT_COMPRESS_LZ4 ? RPC_CODEC_AUTO : RPC_CODEC_RAW,
     };
+    rt_release *rel = release_note(c, s);
+    if (rel) {
+        out.payload_free = on_release;
+        out.free_arg = rel;
+    }
     s->call.data = s;
     s->queued = false;
     int rc = rpc_call_start(c->right, &s->call, RT_METHOD_REDUCE_CHUNK, &out, c->timeout_ms,
                             send_done);
+    /* A start that failed before it encoded never releases; one that failed
+     * after has released already (on this thread, so the note is filed and
+     * is freed by the loop). */
+    if (rc && rel && !atomic_load(&rel->fired)) {
+        rt_relbox_unref(rel->box);
+        free(rel);
+    }
     if (rc == 0) {
         s->on_wire = true;
         c->wire_bytes += s->bytes;
@@ -353,22 +423,32 @@ void rt_ring_op_free(rt_comm_op *op)
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 
-static void add(float *restrict dst, const float *restrict src, size_t n)
+/* The kernels below read `src` at any alignment: a payload's runs start
+ * wherever gRPC's slices split it. */
+static float load(const void *src, size_t i)
 {
+    float v;
+    memcpy(&v, (const char *)src + i * sizeof v, sizeof v);
+    return v;
+}
+
+static void add(float *restrict dst, const void *restrict src_v, size_t n)
+{
+    const char *src = src_v;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         v4f d0, d1, s0, s1;
         memcpy(&d0, dst + i, 16);
         memcpy(&d1, dst + i + 4, 16);
-        memcpy(&s0, src + i, 16);
-        memcpy(&s1, src + i + 4, 16);
+        memcpy(&s0, src + 4 * i, 16);
+        memcpy(&s1, src + 4 * (i + 4), 16);
         d0 += s0;
         d1 += s1;
         memcpy(dst + i, &d0, 16);
         memcpy(dst + i + 4, &d1, 16);
     }
     for (; i < n; i++)
-        dst[i] += src[i];
+        dst[i] += load(src, i);
 }
 
 /* A NaN sum of a and b as both ranks of an exchange make it: a's NaN
@@ -389,30 +469,122 @@ static float nan_of(float sum, float a, float b)
     return sum;
 }
 
+/* dst[i] += src[i] one value at a time, NaNs as ex_add_f32() makes them. */
+static void ex_add_scalar(float *restrict dst, const char *restrict src, size_t n,
+                          bool src_first)
+{
+    for (size_t i = 0; i < n; i++) {
+        float d = dst[i], v = load(src, i), sum = d + v;
+        if (sum != sum)
+            sum = src_first ? nan_of(sum, v, d) : nan_of(sum, d, v);
+        dst[i] = sum;
+    }
+}
+
+/* Floats per block of the exchange's add: the sums of a block are kept
+ * (in L1) until one test says none is a NaN, so that the common case is a
+ * plain vector add with no per-lane test. */
+#define EX_BLOCK 64
+
 /* dst += src for the exchange, where the NaNs that come out must not
  * depend on which rank adds: `src_first` says src is rank 0's. */
-static void ex_add_f32(float *restrict dst, const float *restrict src, size_t n,
+static void ex_add_f32(float *restrict dst, const void *restrict src_v, size_t n,
                        bool src_first)
 {
+    const char *src = src_v;
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4f d, v;
-        memcpy(&d, dst + i, 16);
-        memcpy(&v, src + i, 16);
-        v4f sum = d + v;
-        v4i nan = sum != sum;
+    for (; i + EX_BLOCK <= n; i += EX_BLOCK) {
+        v4f sum[EX_BLOCK / 4];
+        v4i nan = {0, 0, 0, 0};
+        for (int k = 0; k < EX_BLOCK / 4; k++) {
+            v4f d, v;
+            memcpy(&d, dst + i + 4 * k, 16);
+            memcpy(&v, src + 4 * (i + 4 * k), 16);
+            sum[k] = d + v;
+            nan |= sum[k] != sum[k];
+        }
         if (nan[0] | nan[1] | nan[2] | nan[3])
-            for (int k = 0; k < 4; k++)
-                if (nan[k])
-                    sum[k] = src_first ? nan_of(sum[k], v[k], d[k])
-                                       : nan_of(sum[k], d[k], v[k]);
-        memcpy(dst + i, &sum, 16);
+            ex_add_scalar(dst + i, src + 4 * i, EX_BLOCK, src_first);
+        else
+            memcpy(dst + i, sum, sizeof sum);
     }
-    for (; i < n; i++) {
-        float sum = dst[i] + src[i];
-        if (sum != sum)
-            sum = src_first ? nan_of(sum, src[i], dst[i]) : nan_of(sum, dst[i], src[i]);
-        dst[i] = sum;
+    ex_add_scalar(dst + i, src + 4 * i, n - i, src_first);
+}
+
+/* What to do with a piece of a received chunk: n elements at src (any
+ * alignment) for dst[0..n). */
+typedef void (*piece_fn)(float *dst, const void *src, size_t n, bool arg);
+
+/* Feeds chunk `ch`'s payload to `fn` in pieces of whole elements of
+ * `esize` bytes, run by run as gRPC received it; an element split between
+ * two runs is put together first. dst is where element 0 goes. */
+static void for_pieces(const rt_chunk *ch, size_t esize, float *dst, piece_fn fn,
+                       bool arg)
+{
+    union {
+        float f;
+        uint8_t b[4];
+    } part;
+    size_t have = 0, at = 0;
+    for (size_t r = 0; r < ch->pl.n_runs; r++) {
+        const uint8_t *p = ch->pl.runs[r].p;
+        size_t len = ch->pl.runs[r].len;
+        if (have) {
+            size_t k = esize - have < len ? esize - have : len;
+            memcpy(part.b + have, p, k);
+            have += k;
+            p += k;
+            len -= k;
+            if (have < esize)
+                continue;
+            fn(dst + at++, part.b, 1, arg);
+            have = 0;
+        }
+        size_t n = len / esize;
+        if (n)
+            fn(dst + at, p, n, arg);
+        at += n;
+        have = len - n * esize;
+        memcpy(part.b, p + n * esize, have);
+    }
+}
+
+static void piece_ex_add(float *dst, const void *src, size_t n, bool src_first)
+{
+    ex_add_f32(dst, src, n, src_first);
+}
+
+static void piece_add(float *dst, const void *src, size_t n, bool unused)
+{
+    (void)unused;
+    add(dst, src, n);
+}
+
+static void piece_copy(float *dst, const void *src, size_t n, bool unused)
+{
+    (void)unused;
+    memcpy(dst, src, n * sizeof(float));
+}
+
+/* Half values at any alignment: through an aligned copy when need be. */
+static void piece_half(float *dst, const void *src, size_t n, bool add_to)
+{
+    uint16_t tmp[1024];
+    const uint16_t *h = src;
+    for (size_t at = 0; at < n;) {
+        size_t k = n - at;
+        if ((uintptr_t)src % sizeof(uint16_t)) {
+            k = k < 1024 ? k : 1024;
+            memcpy(tmp, (const char *)src + at * sizeof(uint16_t), k * sizeof(uint16_t));
+            h = tmp;
+        } else {
+            h = (const uint16_t *)src + at;
+        }
+        if (add_to)
+            rt_half_add_to_float(dst + at, h, k);
+        else
+            rt_half_to_float(dst + at, h, k);
+        at += k;
     }
 }
 
@@ -431,13 +603,15 @@ static void received(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 static void ex_add(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 {
     rt_span sp = rt_geo_chunk((rt_span){0, op->n}, c->chunk, ch->h.chunk);
-    ex_add_f32(op->buf + sp.off, ch->payload, sp.len, c->rank == 1);
+    for_pieces(ch, sizeof(float), op->buf + sp.off, piece_ex_add, c->rank == 1);
     received(c, op, ch);
     rt_chunk_free(ch);
 }
 
 static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t k)
 {
+    if (op->ex[k].sent) /* released first, then acknowledged */
+        return;
     op->ex[k].sent = true;
     rt_chunk *ch = op->ex[k].parked;
     op->ex[k].parked = NULL;
@@ -489,13 +663,13 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     bool f16 = h->elem == RT_ELEM_F16;
     if (h->phase == RT_PHASE_RS) {
         if (f16)
-            rt_half_add_to_float(dst, ch->payload, sp.len);
+            for_pieces(ch, sizeof(uint16_t), dst, piece_half, true);
         else
-            add(dst, ch->payload, sp.len);
+            for_pieces(ch, sizeof(float), dst, piece_add, false);
     } else if (f16) {
-        rt_half_to_float(dst, ch->payload, sp.len);
+        for_pieces(ch, sizeof(uint16_t), dst, piece_half, false);
     } else {
-        memcpy(dst, ch->payload, sp.len * sizeof(float));
+        for_pieces(ch, sizeof(float), dst, piece_copy, false);
     }
     received(c, op, ch);
 
@@ -512,6 +686,21 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         send_chunk(c, op, RT_PHASE_AG, 0, h->chunk, sp);
     }
     rt_chunk_free(ch);
+}
+
+void rt_ring_released(rt_comm *c, rt_release *list)
+{
+    while (list) {
+        rt_release *r = list;
+        list = r->next;
+        for (rt_comm_op *op = c->active; op; op = op->next)
+            if (op->seq == r->seq) {
+                if (op->ex && r->chunk < op->recv_expected[RT_PHASE_EX])
+                    ex_sent(c, op, r->chunk);
+                break;
+            }
+        free(r);
+    }
 }
 
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)

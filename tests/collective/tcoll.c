@@ -75,7 +75,7 @@ void co_start(int world)
         cr_assert(rc == 0, "rt_hub_create: %s", ferry_err_name(rc));
         /* The name string must outlive the server: a literal does. */
         rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[i].hub,
-                        RPC_METHOD_INLINE, 0};
+                        RT_REDUCE_CHUNK_FLAGS, 0};
         rpc_server_opts so = {.listen = "127.0.0.1:0", .max_payload = CO_MAX_PAYLOAD};
         rc = rpc_server_create(&so, &m, 1, &R.r[i].server);
         cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
@@ -95,7 +95,7 @@ void co_stop_server(int rank)
 int co_listen_again(int rank)
 {
     rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[rank].hub,
-                    RPC_METHOD_INLINE, 0};
+                    RT_REDUCE_CHUNK_FLAGS, 0};
     rpc_server_opts so = {.listen = R.r[rank].addr, .max_payload = CO_MAX_PAYLOAD};
     return rpc_server_create(&so, &m, 1, &R.r[rank].server);
 }

@@ -1123,3 +1123,99 @@ H_TEST(rpc_codec, garbage_bytes_fail_cleanly)
         rpc_msg_fini(&m);
     }
 }
+
+/* ---- payloads left in place as runs (RPC_METHOD_PAYLOAD_RUNS) ------------ */
+
+/* Decodes bb with runs; the msg owns bb on success when it has runs. */
+static int decode_runs(grpc_byte_buffer *bb, rpc_msg *m, rpc_payload *pl)
+{
+    char err[256];
+    int rc = rpc_codec_decode_runs(bb, RPC_DEFAULT_MAX_PAYLOAD, RPC_INLINE_DECODE_MAX,
+                                   true, m, err, sizeof err);
+    if (rc == 0 && m->bb != bb)
+        grpc_byte_buffer_destroy(bb);
+    if (rc == 0)
+        rpc_msg_take_runs(m, pl);
+    return rc;
+}
+
+/* The runs of a payload split across slices at odd places, put together,
+ * are its bytes; nothing is deferred however large it is. */
+H_TEST(rpc_codec, raw_payload_left_in_odd_slices_reads_back_as_runs)
+{
+    size_t len = ((size_t)1 << 20) + 12;
+    sample s;
+    sample_make(&s, len, DATA_RANDOM, RPC_CODEC_RAW);
+    size_t wire_len;
+    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false), &wire_len);
+    const size_t chunks[] = {0, 1, 3, 4099, 65537};
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        rpc_msg m;
+        rpc_payload pl;
+        int rc = decode_runs(wrap_chunks(wire, wire_len, chunks[c]), &m, &pl);
+        cr_assert(rc == 0, "decode with runs, slices of %zu: %s", chunks[c],
+                  ferry_err_name(rc));
+        cr_assert(m.payload == NULL && m.runs == NULL && m.bb == NULL,
+                  "taking the runs left them in the msg");
+        cr_assert(pl.len == len && pl.n_runs >= 1, "%zu bytes in %zu runs", pl.len,
+                  pl.n_runs);
+        size_t at = 0;
+        for (size_t r = 0; r < pl.n_runs; r++) {
+            cr_assert(at + pl.runs[r].len <= len, "runs overrun the payload");
+            cr_assert(memcmp(pl.runs[r].p, (const uint8_t *)s.payload + at,
+                             pl.runs[r].len) == 0,
+                      "run %zu differs (slices of %zu)", r, chunks[c]);
+            at += pl.runs[r].len;
+        }
+        cr_assert(at == len, "runs hold %zu of %zu bytes", at, len);
+        rpc_payload_fini(&pl);
+        rpc_msg_fini(&m);
+    }
+    free(wire);
+    sample_free(&s);
+}
+
+/* An lz4 payload is decoded as before (one run of its own buffer), and
+ * deferred past the cap like any other. */
+H_TEST(rpc_codec, lz4_payload_with_runs_is_decoded_or_deferred)
+{
+    sample s;
+    sample_make(&s, (size_t)1 << 20, DATA_SPARSE, RPC_CODEC_LZ4);
+    grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false);
+    rpc_msg m;
+    char err[256];
+    int rc = rpc_codec_decode_runs(bb, RPC_DEFAULT_MAX_PAYLOAD, RPC_INLINE_DECODE_MAX,
+                                   true, &m, err, sizeof err);
+    cr_assert(rc == RPC_DECODE_DEFER, "lz4 over the cap: %d", rc);
+    rpc_payload pl;
+    rc = rpc_codec_decode_runs(bb, RPC_DEFAULT_MAX_PAYLOAD, SIZE_MAX, true, &m, err,
+                               sizeof err);
+    cr_assert(rc == 0, "decode: %s", err);
+    cr_assert(m.codec == RPC_CODEC_LZ4 && m.bb == NULL && m.payload != NULL);
+    grpc_byte_buffer_destroy(bb);
+    rpc_msg_take_runs(&m, &pl);
+    cr_assert(pl.n_runs == 1 && pl.len == s.len);
+    cr_assert(memcmp(pl.runs[0].p, s.payload, s.len) == 0);
+    rpc_payload_fini(&pl);
+    rpc_msg_fini(&m);
+    sample_free(&s);
+}
+
+/* A payload cut short fails as before, and leaves nothing behind. */
+H_TEST(rpc_codec, truncated_payload_with_runs_fails)
+{
+    sample s;
+    sample_make(&s, 100000, DATA_RANDOM, RPC_CODEC_RAW);
+    size_t wire_len;
+    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false), &wire_len);
+    grpc_byte_buffer *bb = wrap_chunks(wire, 5000, 777);
+    rpc_msg m;
+    char err[256];
+    int rc = rpc_codec_decode_runs(bb, RPC_DEFAULT_MAX_PAYLOAD, RPC_INLINE_DECODE_MAX,
+                                   true, &m, err, sizeof err);
+    cr_assert(rc == FERRY_ECORRUPT, "truncated: %s", ferry_err_name(rc));
+    cr_assert(m.runs == NULL && m.bb == NULL && m.payload == NULL);
+    grpc_byte_buffer_destroy(bb);
+    free(wire);
+    sample_free(&s);
+}

@@ -149,7 +149,7 @@ static void run(sync_run *s)
             break;
         cr_assert(rt_hub_create(&me->hub) == 0);
         rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, me->hub,
-                        RPC_METHOD_INLINE, 0};
+                        RT_REDUCE_CHUNK_FLAGS, 0};
         rpc_server_opts so = {.listen = "127.0.0.1:0"};
         rc = rpc_server_create(&so, &m, 1, &me->server);
         cr_assert(rc == 0, "rank %d: rpc_server_create: %s", i, ferry_err_name(rc));
