@@ -69,7 +69,9 @@ typedef struct rpc_msg_out {
      * reply copies it. Non-NULL: rpc takes ownership when the start (or
      * reply) succeeds, sends without copying and calls
      * payload_free(payload, free_arg) once when done; a failed start leaves
-     * it with the caller. */
+     * it with the caller, except FERRY_EINTERNAL from a client call whose
+     * batch gRPC refused after it was encoded (never seen: the batch is
+     * well-formed), where payload_free has already run. */
     rpc_free_fn payload_free;
     void *free_arg;
 } rpc_msg_out;

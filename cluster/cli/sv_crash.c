@@ -57,8 +57,14 @@ void sv_last_log_line(const sv_worker *w, char *buf, size_t len)
     char line[256];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
-        if (line[0])
-            snprintf(buf, len, "%s", line);
+        /* Cut to the caller's buffer on purpose: it is a reminder, the
+         * log holds the rest. */
+        size_t n = strlen(line);
+        if (n && len) {
+            n = n < len - 1 ? n : len - 1;
+            memcpy(buf, line, n);
+            buf[n] = '\0';
+        }
     }
     fclose(f);
 }
