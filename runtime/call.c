@@ -212,9 +212,10 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
     ferry_bytes_t arg = {.data = req->payload, .len = req->payload_len};
     ferry_bytes_t out = {0};
     uint64_t t0 = uv_hrtime();
-    char fname[128], mname[128]; /* both from the wire */
-    rpc_srv_describe(sc, "Call %s %s",
-                     rpc_escape(mname, sizeof mname, m->name, strlen(m->name)),
+    /* The module's name was escaped when LoadModule took it in (escaping
+     * it again would double its backslashes); the function's is raw. */
+    char fname[128];
+    rpc_srv_describe(sc, "Call %s %s", m->name,
                      rpc_escape(fname, sizeof fname, in->function, strlen(in->function)));
     rt_crash_mark(m->name, in->function);
     int rc = fn(&c.pub, &arg, &out);

@@ -107,7 +107,10 @@ Test(e2e_status_slots, a_long_call_shows_as_a_busy_slot_with_its_name_and_age)
     e2e_shutdown_leaves_nothing();
 }
 
-Test(e2e_status_slots, a_call_that_ignores_cancellation_shows_as_stuck)
+/* Starts a 1-worker cluster and leaves on it a call to `spin`, loaded as
+ * `name`, that its caller gave up on after 300 ms and that ignores the
+ * cancellation. */
+static void leave_a_stuck_call(const char *name)
 {
     char *so = e2e_build_module(
         "spin",
@@ -130,12 +133,17 @@ Test(e2e_status_slots, a_call_that_ignores_cancellation_shows_as_stuck)
     fclose(f);
     free(so);
     cluster_module m;
-    cr_assert(cluster_load_module(cl, "spin.so", bytes, len, &m) == 0, "%s",
+    cr_assert(cluster_load_module(cl, name, bytes, len, &m) == 0, "%s",
               cluster_error(cl));
     free(bytes);
     ferry_bytes_t out = {0};
     cr_assert(cluster_call(cl, &m, 0, "spin", NULL, &out) != 0, "spin returned");
     cluster_module_fini(&m);
+}
+
+Test(e2e_status_slots, a_call_that_ignores_cancellation_shows_as_stuck)
+{
+    leave_a_stuck_call("spin.so");
 
     /* A cancelled call counts as stuck once it has ignored that for a
      * second. */
@@ -154,6 +162,29 @@ Test(e2e_status_slots, a_call_that_ignores_cancellation_shows_as_stuck)
 
     /* The spinning call would wait out the default 5 s grace for nothing;
      * the worker ends it with itself either way. */
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "0", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    e2e_expect_no_descendants(5000);
+}
+
+/* A module's name comes from the wire: status shows it escaped, as the log
+ * does, so a name cannot rewrite the operator's terminal (issue 11,
+ * finding 3). */
+Test(e2e_status_slots, a_hostile_module_name_is_shown_escaped)
+{
+    leave_a_stuck_call("spin\x1b[2J\n.so");
+    e2e_run t, j;
+    const char *stuck[] = {"\"stuck_calls\":1", NULL};
+    bool seen = wait_status(15000, 0, &t, &j, stuck);
+    cr_assert(seen, "status --json never showed the stuck call:\n%s", j.out);
+    cr_assert(e2e_has(t.out, "held by: Call spin\\x1b[2J\\x0a.so spin for "), "%s",
+              t.out);
+    cr_assert(!strchr(t.out, '\x1b') && !strchr(j.out, '\x1b'),
+              "a raw escape reached status:\n%s\n%s", t.out, j.out);
+    e2e_run_fini(&t);
+    e2e_run_fini(&j);
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "0", NULL);
     E2E_EXPECT(&r, 0);
