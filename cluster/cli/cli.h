@@ -101,6 +101,9 @@ int cli_parse_json_flag(int argc, char **argv, const char *usage, bool *json);
 
 /* ---- module files (modfile.c) ---------------------------------------------- */
 
+/* The file name in `path`: what submit calls a module it was given. */
+const char *cli_base_name(const char *path);
+
 /* Reads the module file at path into *out (malloc'd) without blocking on a
  * FIFO. Returns 0, or an error with `err` saying what path is instead
  * ("... is a directory, not a module file"), or, when `conf` is given,

@@ -24,6 +24,12 @@ static const char *kind(mode_t m)
     return "not a regular file";
 }
 
+const char *cli_base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 int cli_read_module(const char *path, const conf_cluster *conf, void **out, size_t *len,
                     char *err, size_t errlen)
 {
@@ -58,9 +64,8 @@ int cli_read_module(const char *path, const conf_cluster *conf, void **out, size
     }
     /* Before a byte is read: a module over the limit would otherwise cost
      * its whole size in memory just to be refused. */
-    const char *slash = strrchr(path, '/');
-    if (conf && (rc = cli_check_module_size(slash ? slash + 1 : path, (size_t)st.st_size,
-                                            conf, err, errlen)))
+    if (conf && (rc = cli_check_module_size(cli_base_name(path), (size_t)st.st_size, conf,
+                                            err, errlen)))
         goto out;
     *len = (size_t)st.st_size;
     *out = malloc(*len ? *len : 1);

@@ -350,12 +350,6 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
     return -1;
 }
 
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 int cli_submit(int argc, char **argv)
 {
     int64_t began = cli_wall_ms();
@@ -400,7 +394,7 @@ int cli_submit(int argc, char **argv)
     cluster_module m = {0};
     cli_module_info info;
     char err[1024] = "";
-    const char *shown = base_name(path);
+    const char *shown = cli_base_name(path);
     cli_home h;
     if (cli_home_init(&h, "submit"))
         goto out;
@@ -479,7 +473,7 @@ int cli_submit(int argc, char **argv)
     free(abs);
     if (cli_running_open(&r, &h, "submit", false, false))
         goto out;
-    if (cli_check_module_size(base_name(path), len, &r.conf, err, sizeof err)) {
+    if (cli_check_module_size(cli_base_name(path), len, &r.conf, err, sizeof err)) {
         cli_err("submit", "%s", err);
         goto out;
     }
