@@ -348,6 +348,15 @@ size_t rt_trainer_global_batch(const rt_trainer *t, size_t step)
     return n - at < b ? n - at : b;
 }
 
+/* Runs a step's graph; its loss, written by the graph, into *loss. */
+static int run_graph(rt_trainer *t, void *g, float *loss, rt_epoch_stats *st)
+{
+    int rc = rt_device_ext(t->dev)->graph_run(t->dev, g);
+    *loss = t->step_loss;
+    st->graph_steps += rc == 0;
+    return rc;
+}
+
 /* The model's loss_grad on `b`, as the graphs' rule says (graph.c): run op
  * by op, captured and then run as a graph, or a graph replayed. The
  * optimizer's step stays outside the graph: its learning rate (a cosine
@@ -368,12 +377,9 @@ static int run_loss_grad(rt_trainer *t, const ferry_batch_t *b, float *loss,
     e->graph_destroy(t->dev, evict);
     int rc = 0;
     if (a == RT_GRAPH_REPLAY) {
-        rc = e->graph_run(t->dev, rt_graph_at(&t->graphs, slot));
-        if (rc != FERRY_EAGAIN) {
-            *loss = t->step_loss;
-            st->graph_steps += rc == 0;
+        rc = run_graph(t, rt_graph_at(&t->graphs, slot), loss, st);
+        if (rc != FERRY_EAGAIN)
             return rc;
-        }
         /* A workspace moved (an evaluation batch grew it): capture again
          * at the next step of this shape. */
         e->graph_destroy(t->dev, rt_graph_forget(&t->graphs, slot));
@@ -395,10 +401,7 @@ static int run_loss_grad(rt_trainer *t, const ferry_batch_t *b, float *loss,
                         b->n, RT_GRAPHS_ENV);
             }
             st->graph_captures++;
-            rc = e->graph_run(t->dev, g);
-            *loss = t->step_loss;
-            st->graph_steps += rc == 0;
-            return rc;
+            return run_graph(t, g, loss, st);
         }
         if (!t->graph_told) {
             t->graph_told = true;
