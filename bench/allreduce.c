@@ -7,6 +7,10 @@
  *            mpirun, btl tcp,self on lo), built only where meson found MPI
  *   gloo     torch.distributed.all_reduce, gloo backend
  *            (bench/allreduce_gloo.py under Debian's /usr/bin/python3)
+ *   tcp      the same all-reduce over bare loopback sockets
+ *            (bench/tcp_allreduce): not a peer but a reference, no framing
+ *            and no RPC; a target above all three asks for more than this
+ *            machine gave any implementation over TCP in the run
  *
  * For each rank count: half of ferry's repetitions, the two baselines, the
  * other half; then the targets as ratio lines of bus bandwidth. A baseline that cannot
@@ -43,16 +47,16 @@
 #define TARGET_VS_GLOO    1.5
 static const size_t target_sizes[] = {1 * MiB, 16 * MiB, 64 * MiB};
 
-enum { IMPL_FERRY, IMPL_MPI, IMPL_GLOO, N_IMPLS };
-static const char *const impl_name[N_IMPLS] = {"ferry", "openmpi", "gloo"};
+enum { IMPL_FERRY, IMPL_MPI, IMPL_GLOO, IMPL_TCP, N_IMPLS };
+static const char *const impl_name[N_IMPLS] = {"ferry", "openmpi", "gloo", "tcp"};
 
 typedef struct cfg {
-    bool quick, mpi_on, gloo_on;
+    bool quick, mpi_on, gloo_on, tcp_on;
     int ranks[4], n_ranks;
     size_t chunk_bytes;
     ar_plan plan;
     const char *python, *gloo_script, *mpirun;
-    char mpi_bin[PATH_MAX];
+    char mpi_bin[PATH_MAX], tcp_bin[PATH_MAX];
     int deadline_s;
     /* busbw[impl][ranks index][step], GB/s; NaN: not measured */
     double busbw[N_IMPLS][4][AR_MAX_SIZES];
@@ -64,16 +68,20 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--plan SPEC]\n"
-        "                 [--no-mpi] [--no-gloo] [--python PATH] [--help]\n"
+        "                 [--no-mpi] [--no-gloo] [--no-tcp] [--python PATH] [--help]\n"
         "\n"
         "Times ferry's ring all-reduce (float32, in place) of 4 KiB, 64 KiB, 1 MiB,\n"
         "16 MiB and 64 MiB on 2 and 4 local rank processes over 127.0.0.1 (half\n"
         "the repetitions before the baselines, half after), Open MPI's\n"
-        "MPI_Allreduce over TCP loopback and gloo's (torch.distributed) on the same\n"
-        "sizes, and prints one JSON object per line on stdout: time_us,\n"
-        "algbw and busbw (GB/s; busbw = algbw x 2(n-1)/n) as medians of the\n"
-        "repetitions with min/max, then busbw_vs_openmpi and busbw_vs_gloo with\n"
-        "their targets. Progress goes to stderr.\n"
+        "MPI_Allreduce over TCP loopback, gloo's (torch.distributed) and the same\n"
+        "all-reduce over bare loopback sockets (tcp: what TCP itself moves here)\n"
+        "on the same sizes, and prints one JSON object per line on stdout:\n"
+        "time_us, algbw and busbw (GB/s; busbw = algbw x 2(n-1)/n) as medians of\n"
+        "the repetitions with min/max, then busbw_vs_openmpi and busbw_vs_gloo\n"
+        "with their targets, busbw_vs_tcp, and targets_need_vs_best_tcp: the bus\n"
+        "bandwidth the targets ask for over the most any TCP implementation\n"
+        "moved in the run (above 1: more than any reached on this machine).\n"
+        "Progress goes to stderr.\n"
         "\n"
         "  --quick          64 KiB, 1 MiB and 16 MiB, fewer repetitions (CI, < 1 min)\n"
         "  --chunk-bytes N  ferry's chunk size (default: the runtime's, %zu)\n"
@@ -81,6 +89,7 @@ static void usage(FILE *f)
         "  --plan SPEC      sizes as BYTES:REPS:ITERS,... instead of the defaults\n"
         "  --no-mpi         skip Open MPI\n"
         "  --no-gloo        skip gloo\n"
+        "  --no-tcp         skip the plain-TCP reference\n"
         "  --python P       the interpreter with torch (default /usr/bin/python3)\n"
         "  --help           this text\n",
         RT_COMM_DEFAULT_CHUNK, AR_MAX_RANKS);
@@ -128,6 +137,8 @@ static void parse_args(int argc, char **argv, cfg *c)
             c->mpi_on = false;
         else if (strcmp(a, "--no-gloo") == 0)
             c->gloo_on = false;
+        else if (strcmp(a, "--no-tcp") == 0)
+            c->tcp_on = false;
         else if (strcmp(a, "--python") == 0 && i + 1 < argc)
             c->python = argv[++i];
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -300,6 +311,22 @@ static void run_gloo(cfg *c, int ri)
         skip_line(c, IMPL_GLOO, ri, why);
 }
 
+static void run_tcp(cfg *c, int ri)
+{
+    if (!c->tcp_on) {
+        skip_line(c, IMPL_TCP, ri, "--no-tcp");
+        return;
+    }
+    char world[16], plan[512];
+    snprintf(world, sizeof world, "%d", c->ranks[ri]);
+    ar_plan_format(&c->plan, plan, sizeof plan);
+    char *argv[] = {c->tcp_bin, "--ranks", world, "--plan", plan, NULL};
+    char why[256];
+    if (ar_ext_run(argv, NULL, c->deadline_s, &c->plan, c->busbw[IMPL_TCP][ri], why,
+                   sizeof why) != 0)
+        skip_line(c, IMPL_TCP, ri, why);
+}
+
 /* ---- the targets ------------------------------------------------------------ */
 
 static int missed;
@@ -326,6 +353,34 @@ static void target(cfg *c, int impl, const char *metric, double want, int ri, in
               c->plan.step[s].bytes, v, want, ok ? "met" : "MISSED");
 }
 
+/* What the targets ask for at one size against the most any TCP
+ * implementation moved in this run (Open MPI, gloo, plain sockets): above
+ * 1, none of them reached it on this machine, and 1 means matching the
+ * best. And ferry against plain TCP, no target. */
+static void against_tcp(cfg *c, int ri, int s)
+{
+    char p[256];
+    snprintf(p, sizeof p, "\"ranks\":%d,\"bytes\":%zu", c->ranks[ri],
+             c->plan.step[s].bytes);
+    double tcp = c->busbw[IMPL_TCP][ri][s];
+    if (!c->skipped[IMPL_TCP][ri][0] && tcp > 0)
+        bench_emit("busbw_vs_tcp", c->busbw[IMPL_FERRY][ri][s] / tcp, "ratio", NULL, "%s",
+                   p);
+    double mpi = c->busbw[IMPL_MPI][ri][s], gloo = c->busbw[IMPL_GLOO][ri][s];
+    if (!(mpi > 0) || !(gloo > 0)) /* both targets, or none */
+        return;
+    double need = fmax(TARGET_VS_OPENMPI * mpi, TARGET_VS_GLOO * gloo);
+    double best = fmax(fmax(mpi, gloo), tcp > 0 ? tcp : 0);
+    const char *who = best == mpi ? "openmpi" : best == gloo ? "gloo" : "tcp";
+    bench_emit("targets_need_vs_best_tcp", need / best, "ratio", NULL,
+               "%s,\"needs_busbw\":%.4g,\"best_busbw\":%.4g,\"best\":\"%s\"", p, need,
+               best, who);
+    bench_log("%d ranks %9zu B: the targets need %.3f GB/s; the most over TCP here: %.3f "
+              "(%s), %.2fx%s",
+              c->ranks[ri], c->plan.step[s].bytes, need, best, who, need / best,
+              need > best * 1.005 ? ": beyond every TCP implementation measured" : "");
+}
+
 static void targets(cfg *c)
 {
     for (int ri = 0; ri < c->n_ranks; ri++)
@@ -334,6 +389,7 @@ static void targets(cfg *c)
                 if (c->plan.step[s].bytes == target_sizes[t]) {
                     target(c, IMPL_MPI, "busbw_vs_openmpi", TARGET_VS_OPENMPI, ri, s);
                     target(c, IMPL_GLOO, "busbw_vs_gloo", TARGET_VS_GLOO, ri, s);
+                    against_tcp(c, ri, s);
                 }
 }
 
@@ -343,6 +399,7 @@ int main(int argc, char **argv)
     static cfg c = {
         .mpi_on = true,
         .gloo_on = true,
+        .tcp_on = true,
         .ranks = {2, 4},
         .n_ranks = 2,
         .python = "/usr/bin/python3",
@@ -351,6 +408,7 @@ int main(int argc, char **argv)
     };
     parse_args(argc, argv, &c);
     build_path(c.mpi_bin, "bench/mpi_allreduce");
+    build_path(c.tcp_bin, "bench/tcp_allreduce");
     uint64_t t0 = bench_now_ns();
     bench_log("allreduce: chunk %zu bytes, %d sizes, ranks %d..%d", chunk_of(&c),
               c.plan.n, c.ranks[0], c.ranks[c.n_ranks - 1]);
@@ -359,6 +417,7 @@ int main(int argc, char **argv)
         run_ferry_half(&c, ri, 0, secs);
         run_mpi(&c, ri);
         run_gloo(&c, ri);
+        run_tcp(&c, ri);
         run_ferry_half(&c, ri, 1, secs);
         report_ferry(&c, ri, secs);
     }
