@@ -65,7 +65,7 @@ static const char usage[] =
     "                          or fp16 (gradients travel as half floats)\n"
     "      --chunk-bytes N     all-reduce chunk (default 1048576)\n"
     "      --bucket-bytes N    gradient bucket started while backward runs\n"
-    "                          (default 262144)\n"
+    "                          (default 26214400, DDP's 25 MiB)\n"
     "      --timeout-ms N      a worker silent this long mid-step fails the step\n"
     "                          (default 30000)\n"
     "\n"
