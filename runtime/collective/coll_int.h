@@ -11,7 +11,10 @@
 
 /* The exchange is the all-reduce of two ranks: each sends the other its
  * whole buffer and adds what comes back, one hop instead of the ring's two
- * (float32 only: with fp16 the ranks would round different values). */
+ * (float32 only: with fp16 the ranks would round different values). In a
+ * world of 2^k ranks it runs in k rounds (recursive doubling): in round j
+ * rank r exchanges with rank r ^ 2^j what it holds, so that after the last
+ * round every rank holds the sum; ring_step carries the round. */
 enum { RT_PHASE_RS = 0, RT_PHASE_AG = 1, RT_PHASE_BC = 2, RT_PHASE_EX = 3, RT_PHASES = 4 };
 enum { RT_OP_ALLREDUCE = 1, RT_OP_BROADCAST = 2 };
 enum { RT_ELEM_F32 = 0, RT_ELEM_F16 = 1 };
@@ -88,7 +91,7 @@ typedef struct rt_release {
     struct rt_release *next;
     rt_relbox *box;
     uint64_t seq; /* the collective */
-    uint32_t chunk;
+    uint32_t round, chunk;
     atomic_bool fired;
 } rt_release;
 
@@ -106,13 +109,15 @@ struct rt_comm_op {
     /* The loop thread's. */
     bool started;
     size_t recv_expected[RT_PHASES], recv_done[RT_PHASES];
-    /* The exchange's chunks, by index: whether this rank's own send of it
-     * is done (only then may the peer's be added in place), and the peer's
-     * chunk kept until it is. */
+    /* The exchange's chunks, by round * chunks + chunk: whether this
+     * rank's own send of it is done (only then may the peer's be added in
+     * place), the peer's chunk kept until it is, and whether the peer's
+     * has come. */
     struct rt_ex_chunk {
-        bool sent;
+        bool sent, got;
         struct rt_chunk *parked;
     } *ex;
+    size_t ex_chunks; /* chunks a round */
     size_t sends_expected, sends_done, inflight;
     uint64_t progress_ns; /* last receive or acknowledged send */
 };
@@ -149,7 +154,12 @@ struct rt_comm {
     uv_async_t kick;
     uv_timer_t tick;
     rpc_client *client;
-    rpc_channel *right;
+    rpc_channel *right; /* to[rt_right()].ch */
+    struct rt_peer_ch {
+        rpc_channel *ch; /* to the right neighbour and the exchange partners */
+        bool reached;    /* a chunk has gone through on it */
+    } *to;
+    int rounds; /* of an exchange: log2(world), or 0 when not a power of two */
     rt_comm_op *active;
     rt_chunk *pending; /* arrived before its collective started here */
     rt_send *sends;    /* in flight, queued or waiting to be retried */
@@ -157,7 +167,6 @@ struct rt_comm {
     size_t wire_bytes; /* payload bytes of the sends started and not done */
     size_t wire_max;   /* start no more than this, unless none is out */
     bool failed_seen;  /* the loop has cancelled the sends of a failure */
-    bool right_reached; /* a chunk has gone through to the right neighbour */
     rt_relbox *box;
 };
 
@@ -194,6 +203,11 @@ static inline int rt_left(const rt_comm *c)
 static inline int rt_right(const rt_comm *c)
 {
     return (c->rank + 1) % c->world;
+}
+/* The rank this one exchanges with in round `round`. */
+static inline int rt_partner(const rt_comm *c, uint32_t round)
+{
+    return c->rank ^ (1 << round);
 }
 
 /* The hub's list lookup (hub.c): a session by id, under the hub's mutex. */

@@ -86,6 +86,16 @@ static void match_pending(rt_comm *c)
     }
 }
 
+static void close_channels(rt_comm *c)
+{
+    for (int i = 0; c->to && i < c->world; i++) {
+        if (c->to[i].ch)
+            rpc_channel_destroy(c->to[i].ch);
+        c->to[i].ch = NULL;
+    }
+    c->right = NULL;
+}
+
 static void on_kick(uv_async_t *a)
 {
     rt_comm *c = a->data;
@@ -131,8 +141,7 @@ static void on_kick(uv_async_t *a)
     if (stopping) {
         uv_close((uv_handle_t *)&c->kick, NULL);
         uv_close((uv_handle_t *)&c->tick, NULL);
-        rpc_channel_destroy(c->right);
-        c->right = NULL;
+        close_channels(c);
         rpc_client_close(c->client);
         c->client = NULL;
     }
@@ -190,10 +199,43 @@ static void comm_free(rt_comm *c)
     for (int i = 0; c->peers && i < c->world; i++)
         free(c->peers[i]);
     free(c->peers);
+    free(c->to);
     free(c->token);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+/* One channel to the right neighbour, and one to each exchange partner
+ * in a world of 2^k ranks (the right neighbour among them). gRPC connects
+ * a channel on its first call, so one the session never uses costs
+ * nothing. */
+static int open_channels(rt_comm *c, char *err, size_t errlen)
+{
+    if (c->world == 1)
+        return 0;
+    if (!(c->to = calloc((size_t)c->world, sizeof *c->to)))
+        return FERRY_ENOMEM;
+    while ((1 << c->rounds) < c->world)
+        c->rounds++;
+    if ((1 << c->rounds) != c->world)
+        c->rounds = 0;
+    rpc_channel_opts co = {.max_payload = c->max_payload, .token = c->token};
+    for (int i = 0; i < c->world; i++) {
+        bool partner = false;
+        for (int k = 0; k < c->rounds; k++)
+            partner |= i == rt_partner(c, (uint32_t)k);
+        if (i != rt_right(c) && !partner)
+            continue;
+        int rc = rpc_channel_create(c->client, c->peers[i], &co, &c->to[i].ch);
+        if (rc) {
+            snprintf(err, errlen, "cannot open the channel to rank %d (%s): %s", i,
+                     c->peers[i], ferry_strerror(rc));
+            return rc;
+        }
+    }
+    c->right = c->to[rt_right(c)].ch;
+    return 0;
 }
 
 int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
@@ -265,16 +307,11 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     uv_async_init(&c->loop, &c->kick, on_kick);
     uv_timer_init(&c->loop, &c->tick);
     uv_timer_start(&c->tick, on_tick, TICK_MS, TICK_MS);
-    const char *right = c->peers[rt_right(c)] ? c->peers[rt_right(c)] : "none";
     if ((rc = rpc_client_create(&c->loop, &c->client)))
         snprintf(err, errlen, "cannot create the session's rpc client: %s",
                  ferry_strerror(rc));
-    if (rc == 0 && c->world > 1) {
-        rpc_channel_opts co = {.max_payload = c->max_payload, .token = c->token};
-        if ((rc = rpc_channel_create(c->client, right, &co, &c->right)))
-            snprintf(err, errlen, "cannot open the channel to rank %d (%s): %s",
-                     rt_right(c), right, ferry_strerror(rc));
-    }
+    if (rc == 0)
+        rc = open_channels(c, err, errlen);
     if (rc == 0 && (rc = rt_hub_add(hub, c)))
         snprintf(err, errlen, "a collective session %llu exists already",
                  (unsigned long long)o->session);
@@ -285,8 +322,7 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
         rt_hub_remove(hub, c);
     }
     if (rc) {
-        if (c->right)
-            rpc_channel_destroy(c->right);
+        close_channels(c);
         if (c->client)
             rpc_client_close(c->client);
         uv_close((uv_handle_t *)&c->kick, NULL);

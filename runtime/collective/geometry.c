@@ -57,15 +57,18 @@ const char *rt_phase_name(uint32_t phase)
     return "unknown phase";
 }
 
+/* log2(world), or 0 when the world is not a power of two. */
+static int exchange_rounds(int world)
+{
+    int k = 0;
+    while ((1 << k) < world)
+        k++;
+    return (1 << k) == world ? k : 0;
+}
+
 int rt_geo_check(const rt_chunk_hdr *h, int rank, int world, size_t chunk, rt_span *out,
                  char *why, size_t len)
 {
-    int left = mod(rank - 1, world);
-    if (h->from_rank != (uint32_t)left) {
-        snprintf(why, len, "chunk from rank %u: rank %d receives from rank %d only",
-                 h->from_rank, rank, left);
-        return FERRY_EINVAL;
-    }
     if (h->phase > RT_PHASE_EX) {
         snprintf(why, len, "phase %u: expected 0 (reduce-scatter), 1 (all-gather), 2 "
                            "(broadcast) or 3 (exchange)", h->phase);
@@ -74,6 +77,24 @@ int rt_geo_check(const rt_chunk_hdr *h, int rank, int world, size_t chunk, rt_sp
     if (h->elem != RT_ELEM_F32 && h->elem != RT_ELEM_F16) {
         snprintf(why, len, "element type %d: expected 0 (float32) or 1 (float16)",
                  h->elem);
+        return FERRY_EINVAL;
+    }
+    int rounds = exchange_rounds(world);
+    if (h->phase == RT_PHASE_EX &&
+        (rounds == 0 || h->ring_step >= (uint32_t)rounds || h->elem != RT_ELEM_F32)) {
+        snprintf(why, len,
+                 "exchange chunk of round %u, element type %d in a world of %d: exchanges "
+                 "run in worlds of 2 ranks or another power of two, rounds 0..log2 of it "
+                 "less 1, float32",
+                 h->ring_step, h->elem, world);
+        return FERRY_EINVAL;
+    }
+    /* Exchange partners differ by a power of two; all else comes from the
+     * left neighbour. */
+    int from = h->phase == RT_PHASE_EX ? rank ^ (1 << h->ring_step) : mod(rank - 1, world);
+    if (h->from_rank != (uint32_t)from) {
+        snprintf(why, len, "%s chunk from rank %u: rank %d receives it from rank %d only",
+                 rt_phase_name(h->phase), h->from_rank, rank, from);
         return FERRY_EINVAL;
     }
     rt_span seg = {0, h->count};
@@ -86,15 +107,7 @@ int rt_geo_check(const rt_chunk_hdr *h, int rank, int world, size_t chunk, rt_sp
                      h->ring_step, h->root, h->elem, rank, world);
             return FERRY_EINVAL;
         }
-    } else if (h->phase == RT_PHASE_EX) {
-        if (h->ring_step != 0 || world != 2 || h->elem != RT_ELEM_F32) {
-            snprintf(why, len,
-                     "exchange chunk with ring step %u, element type %d in a ring of %d: "
-                     "expected ring step 0, float32, 2 ranks",
-                     h->ring_step, h->elem, world);
-            return FERRY_EINVAL;
-        }
-    } else {
+    } else if (h->phase != RT_PHASE_EX) {
         if (h->ring_step + 1 >= (uint32_t)world) {
             snprintf(why, len, "ring step %u: a ring of %d ranks has steps 0..%d",
                      h->ring_step, world, world - 2);

@@ -9,7 +9,11 @@
  * each rank copies and forwards until the ring is closed. Two ranks
  * exchange: each sends its whole buffer and adds the other's chunk k once
  * its own chunk k has gone (rank 0's value first on both, so that both hold
- * the same bits).
+ * the same bits). In a world of 2^k ranks a small all-reduce exchanges in k
+ * rounds, rank r with r ^ 2^j in round j, each chunk sent on to the next
+ * round's partner as soon as it has been added (the lower rank's value
+ * first, so that the pair holds the same bits, and so every rank at the
+ * end).
  *
  * Sends borrow the caller's buffer: a region is only sent once it will not
  * be written again in that phase, and a region overwritten by the
@@ -33,6 +37,7 @@ struct rt_send {
     rt_send *next;
     rt_comm *c;
     rt_comm_op *op;
+    int to; /* the rank it goes to */
     rt_chunk_hdr h;
     rt_span span;
     uint16_t *half; /* fp16 copy of the span, or NULL */
@@ -137,13 +142,14 @@ static void on_release(void *payload, void *arg)
  * sent again from the same bytes. NULL: wait for the acknowledgement. */
 static rt_release *release_note(rt_comm *c, const rt_send *s)
 {
-    if (s->h.phase != RT_PHASE_EX || !c->right_reached || !c->box)
+    if (s->h.phase != RT_PHASE_EX || !c->to[s->to].reached || !c->box)
         return NULL;
     rt_release *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
     r->box = c->box;
     r->seq = s->h.seq;
+    r->round = s->h.ring_step;
     r->chunk = s->h.chunk;
     atomic_init(&r->fired, false);
     pthread_mutex_lock(&c->box->mu);
@@ -178,8 +184,8 @@ static void issue(rt_comm *c, rt_send *s)
     }
     s->call.data = s;
     s->queued = false;
-    int rc = rpc_call_start(c->right, &s->call, RT_METHOD_REDUCE_CHUNK, &out, c->timeout_ms,
-                            send_done);
+    int rc = rpc_call_start(c->to[s->to].ch, &s->call, RT_METHOD_REDUCE_CHUNK, &out,
+                            c->timeout_ms, send_done);
     /* A start that failed before it encoded never releases; one that failed
      * after has released already (on this thread, so the note is filed and
      * is freed by the loop). */
@@ -192,7 +198,7 @@ static void issue(rt_comm *c, rt_send *s)
         c->wire_bytes += s->bytes;
     } else {
         rt_comm_fail(c, rc, "cannot send %s %llu to rank %d (%s): %s", op_name(s->op),
-                     (unsigned long long)s->h.seq, rt_right(c), c->peers[rt_right(c)],
+                     (unsigned long long)s->h.seq, s->to, c->peers[s->to],
                      ferry_strerror(rc));
         send_free(c, s);
     }
@@ -234,6 +240,7 @@ static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring
     }
     s->c = c;
     s->op = op;
+    s->to = phase == RT_PHASE_EX ? rt_partner(c, ring_step) : rt_right(c);
     s->span = span;
     s->h = (rt_chunk_hdr){.seq = op->seq,
                           .count = op->n,
@@ -278,21 +285,22 @@ static int stopped_code(const char *why)
     return FERRY_EREMOTE;
 }
 
-/* Says why the right neighbour did not take send `s`: the existing
+/* Says why the neighbour or partner did not take send `s`: the existing
  * wording, with the call's text. */
 static void fail_send(rt_comm *c, rt_send *s, int rc, const char *detail)
 {
-    int right = rt_right(c);
     char step[32] = "";
     if (s->h.phase == RT_PHASE_RS || s->h.phase == RT_PHASE_AG)
         snprintf(step, sizeof step, " ring step %u", s->h.ring_step);
-    rt_comm_fail(c, rc, "rank %d (%s) did not take %s %llu, %s%s chunk %u: %s", right,
-                 c->peers[right], op_name(s->op), (unsigned long long)s->h.seq,
+    else if (s->h.phase == RT_PHASE_EX && c->rounds > 1)
+        snprintf(step, sizeof step, " round %u", s->h.ring_step);
+    rt_comm_fail(c, rc, "rank %d (%s) did not take %s %llu, %s%s chunk %u: %s", s->to,
+                 c->peers[s->to], op_name(s->op), (unsigned long long)s->h.seq,
                  rt_phase_name(s->h.phase), step, s->h.chunk,
                  detail ? detail : ferry_strerror(rc));
 }
 
-static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t k);
+static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t round, uint32_t k);
 
 static void send_done(rpc_call *call)
 {
@@ -314,7 +322,7 @@ static void send_done(rpc_call *call)
      * the race of its first connect): try again until the collective's
      * timeout. Once a chunk has gone through, an unreachable neighbour has
      * gone away, and that fails at once. */
-    bool unreachable = rc == FERRY_EUNAVAIL && !c->right_reached;
+    bool unreachable = rc == FERRY_EUNAVAIL && !c->to[s->to].reached;
     if ((rc == FERRY_ENOENT || unreachable) && !failed &&
         now - s->first_ns < (uint64_t)c->timeout_ms * 1000000ull) {
         s->last_rc = rc;
@@ -335,9 +343,9 @@ static void send_done(rpc_call *call)
         return;
     }
     if (rc == 0) {
-        c->right_reached = true;
+        c->to[s->to].reached = true;
         if (s->h.phase == RT_PHASE_EX)
-            ex_sent(c, op, s->h.chunk);
+            ex_sent(c, op, s->h.ring_step, s->h.chunk);
         op->sends_done++;
         op->progress_ns = now;
         pthread_mutex_lock(&c->mu);
@@ -363,7 +371,8 @@ static void send_done(rpc_call *call)
 
 static bool exchange(const rt_comm *c, const rt_comm_op *op)
 {
-    return c->world == 2 && op->kind == RT_OP_ALLREDUCE && c->compress != RT_COMPRESS_FP16;
+    return c->rounds > 0 && op->kind == RT_OP_ALLREDUCE && c->compress != RT_COMPRESS_FP16 &&
+           (c->world == 2 || op->n * sizeof(float) <= RT_EX_MAX_BYTES);
 }
 
 void rt_ring_start(rt_comm *c, rt_comm_op *op)
@@ -375,12 +384,13 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
         return;
     if (exchange(c, op)) {
         size_t chunks = rt_geo_chunks(op->n, c->chunk);
-        if (!(op->ex = calloc(chunks, sizeof *op->ex))) {
+        if (!(op->ex = calloc(chunks * (size_t)c->rounds, sizeof *op->ex))) {
             rt_comm_fail(c, FERRY_ENOMEM, "no memory to start all-reduce %llu",
                          (unsigned long long)op->seq);
             return;
         }
-        op->recv_expected[RT_PHASE_EX] = op->sends_expected = chunks;
+        op->ex_chunks = chunks;
+        op->recv_expected[RT_PHASE_EX] = op->sends_expected = chunks * (size_t)c->rounds;
         for (size_t k = 0; k < chunks; k++)
             send_chunk(c, op, RT_PHASE_EX, 0, (uint32_t)k,
                        rt_geo_chunk((rt_span){0, op->n}, c->chunk, k));
@@ -598,23 +608,29 @@ static void received(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* The peer's chunk k of an exchange, added in place now that this rank's
- * own copy of it has gone. */
+/* The partner's chunk of an exchange round, added in place now that this
+ * rank's own copy of it has gone: the lower rank's value first on both
+ * (they hold the same bits after), and on to the next round's partner. */
 static void ex_add(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 {
+    uint32_t round = ch->h.ring_step;
     rt_span sp = rt_geo_chunk((rt_span){0, op->n}, c->chunk, ch->h.chunk);
-    for_pieces(ch, sizeof(float), op->buf + sp.off, piece_ex_add, c->rank == 1);
+    for_pieces(ch, sizeof(float), op->buf + sp.off, piece_ex_add,
+               rt_partner(c, round) < c->rank);
     received(c, op, ch);
+    if ((int)round + 1 < c->rounds)
+        send_chunk(c, op, RT_PHASE_EX, round + 1, ch->h.chunk, sp);
     rt_chunk_free(ch);
 }
 
-static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t k)
+static void ex_sent(rt_comm *c, rt_comm_op *op, uint32_t round, uint32_t k)
 {
-    if (op->ex[k].sent) /* released first, then acknowledged */
+    struct rt_ex_chunk *x = &op->ex[round * op->ex_chunks + k];
+    if (x->sent) /* released first, then acknowledged */
         return;
-    op->ex[k].sent = true;
-    rt_chunk *ch = op->ex[k].parked;
-    op->ex[k].parked = NULL;
+    x->sent = true;
+    rt_chunk *ch = x->parked;
+    x->parked = NULL;
     if (ch)
         ex_add(c, op, ch);
 }
@@ -626,11 +642,11 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     if (h->count != op->n || bc != (op->kind == RT_OP_BROADCAST) ||
         (bc && h->root != (uint32_t)op->root) ||
         (h->phase == RT_PHASE_EX) != exchange(c, op)) {
-        int left = rt_left(c);
+        int from = (int)h->from_rank; /* checked on arrival */
         rt_comm_fail(c, FERRY_EPROTO,
                      "rank %d (%s) sent %s chunks of %llu floats for collective %llu, "
                      "which this rank runs as a %s of %zu floats: the ranks disagree",
-                     left, c->peers[left], rt_phase_name(h->phase),
+                     from, c->peers[from], rt_phase_name(h->phase),
                      (unsigned long long)h->count, (unsigned long long)op->seq,
                      op_name(op), op->n);
         rt_chunk_free(ch);
@@ -645,14 +661,17 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         return;
     }
     if (h->phase == RT_PHASE_EX) {
-        struct rt_ex_chunk *x = &op->ex[h->chunk];
-        if (x->parked) {
-            int left = rt_left(c);
+        struct rt_ex_chunk *x = &op->ex[h->ring_step * op->ex_chunks + h->chunk];
+        if (x->got) {
+            int from = (int)h->from_rank;
             rt_comm_fail(c, FERRY_EPROTO,
-                         "rank %d (%s) sent chunk %u of all-reduce %llu twice", left,
-                         c->peers[left], h->chunk, (unsigned long long)op->seq);
+                         "rank %d (%s) sent chunk %u of all-reduce %llu twice", from,
+                         c->peers[from], h->chunk, (unsigned long long)op->seq);
             rt_chunk_free(ch);
-        } else if (x->sent) {
+            return;
+        }
+        x->got = true;
+        if (x->sent) {
             ex_add(c, op, ch);
         } else {
             x->parked = ch; /* until this rank's own chunk has gone */
@@ -695,8 +714,8 @@ void rt_ring_released(rt_comm *c, rt_release *list)
         list = r->next;
         for (rt_comm_op *op = c->active; op; op = op->next)
             if (op->seq == r->seq) {
-                if (op->ex && r->chunk < op->recv_expected[RT_PHASE_EX])
-                    ex_sent(c, op, r->chunk);
+                if (op->ex && (int)r->round < c->rounds && r->chunk < op->ex_chunks)
+                    ex_sent(c, op, r->round, r->chunk);
                 break;
             }
         free(r);
@@ -721,20 +740,34 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
         while (ph + 1 < RT_PHASES && op->recv_done[ph] == op->recv_expected[ph])
             ph++;
         if (op->recv_done[ph] < op->recv_expected[ph]) {
-            int left = rt_left(c);
+            int from = rt_left(c);
+            char round[32] = "";
+            if (ph == RT_PHASE_EX) { /* the partner of the first round not in */
+                size_t k = 0;
+                while (k + 1 < op->recv_expected[ph] && op->ex[k].got)
+                    k++;
+                from = rt_partner(c, (uint32_t)(k / op->ex_chunks));
+                if (c->rounds > 1)
+                    snprintf(round, sizeof round, " round %zu", k / op->ex_chunks);
+            }
             rt_comm_fail(c, FERRY_ETIMEDOUT,
                          "rank %d (%s) sent nothing for %.1f s: %s %llu of %zu floats, "
-                         "%s: %zu of %zu chunks received; it is dead, hung or not in this "
-                         "collective",
-                         left, c->peers[left], quiet, op_name(op),
+                         "%s%s: %zu of %zu chunks received; it is dead, hung or not in "
+                         "this collective",
+                         from, c->peers[from], quiet, op_name(op),
                          (unsigned long long)op->seq, op->n, rt_phase_name((uint32_t)ph),
-                         op->recv_done[ph], op->recv_expected[ph]);
+                         round, op->recv_done[ph], op->recv_expected[ph]);
         } else {
-            int right = rt_right(c);
+            int to = rt_right(c);
+            for (rt_send *s = c->sends; s; s = s->next)
+                if (s->op == op) {
+                    to = s->to;
+                    break;
+                }
             rt_comm_fail(c, FERRY_ETIMEDOUT,
                          "rank %d (%s) acknowledged nothing for %.1f s: %s %llu of %zu "
                          "floats, %zu of %zu chunks sent",
-                         right, c->peers[right], quiet, op_name(op),
+                         to, c->peers[to], quiet, op_name(op),
                          (unsigned long long)op->seq, op->n, op->sends_done,
                          op->sends_expected);
         }
