@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "json.h"
+#include "runtime/collective/collective.h"
 #include "train_int.h"
 
 /* Epoch calls run as long as an epoch takes; a dead or hung worker is found
@@ -161,6 +162,19 @@ static void describe_optimizer(const cli_train_opts *o, char *buf, size_t len)
 }
 
 /* How many workers train: 1 in single mode, else --workers or them all. */
+/* How runtime/collective sums a gradient among k workers. */
+static const char *allreduce_kind(int k, char *text, size_t len)
+{
+    if (k == 2)
+        return "all-reduce by exchange";
+    if (k > 2 && (k & (k - 1)) == 0) {
+        snprintf(text, len, "ring all-reduce, exchange rounds up to %zu MiB",
+                 RT_EX_MAX_BYTES >> 20);
+        return text;
+    }
+    return "ring all-reduce";
+}
+
 static int training_workers(cluster *cl, const cli_train_opts *o, const char **mode)
 {
     int size = (int)cluster_size(cl);
@@ -272,7 +286,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         }
         return rc;
     }
-    char optim[128];
+    char optim[128], kind[96];
     describe_optimizer(o, optim, sizeof optim);
     bool async = strcmp(mode, "async") == 0;
     int shards = o->ps_shards ? (int)o->ps_shards : k;
@@ -290,9 +304,9 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                 task, k, b[0]->device, o->algo, shards, shards == 1 ? "" : "s");
     else
         fprintf(progress,
-                "training %s in sync mode on %d workers (%s; ring all-reduce, %u bucket%s "
-                "a step%s%s)",
-                task, k, b[0]->device, b[0]->buckets, b[0]->buckets == 1 ? "" : "s",
+                "training %s in sync mode on %d workers (%s; %s, %u bucket%s a step%s%s)",
+                task, k, b[0]->device, allreduce_kind(k, kind, sizeof kind), b[0]->buckets,
+                b[0]->buckets == 1 ? "" : "s",
                 strcmp(o->grad_compression, "none") ? ", gradients as " : "",
                 strcmp(o->grad_compression, "none") ? o->grad_compression : "");
     fprintf(progress,

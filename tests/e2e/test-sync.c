@@ -92,7 +92,7 @@ Test(e2e_sync, the_mlp_on_2_workers_reaches_85_percent_in_2_epochs)
     /* The progress lines (stderr with --json): the mode, then each epoch
      * with its all-reduce share. */
     cr_assert(e2e_has(r.err, "training mlp in sync mode on 2 workers") &&
-                  e2e_has(r.err, "ring all-reduce") &&
+                  e2e_has(r.err, "all-reduce by exchange") &&
                   e2e_has(r.err, "batch 128 (global)"),
               "%s", r.err);
     cr_assert(e2e_has(r.err, "epoch 1/2") && e2e_has(r.err, "epoch 2/2"), "%s", r.err);
