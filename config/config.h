@@ -38,6 +38,7 @@
 #ifndef FERRY_CONFIG_H
 #define FERRY_CONFIG_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -148,6 +149,21 @@ char *conf_format_address(char *buf, size_t len, const char *host, int port);
 /* True for 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104 and "localhost" (with or
  * without brackets). */
 bool conf_is_loopback(const char *host);
+
+/* ---- CPU lists ------------------------------------------------------------ */
+
+/* Parses a CPU list, "0-3,8" (taskset -c's form), into `out`. Returns 0 or
+ * FERRY_EINVAL (empty, malformed, a range backwards, a CPU past
+ * CPU_SETSIZE). */
+int conf_cpus_parse(const char *s, cpu_set_t *out);
+/* The inverse, ranges folded; whole entries only when buf is short.
+ * Returns buf. */
+char *conf_cpus_format(char *buf, size_t len, const cpu_set_t *set);
+/* Local worker i's CPUs of `avail` among n workers: consecutive runs of
+ * avail / n (the first avail % n one more), so that none shares a core;
+ * with more workers than CPUs, CPU i mod count (mpirun --bind-to core's
+ * round robin). Empty when avail is. */
+void conf_cpus_share(const cpu_set_t *avail, size_t i, size_t n, cpu_set_t *out);
 
 /* ---- FERRY_HOME ----------------------------------------------------------- */
 
