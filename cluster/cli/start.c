@@ -43,6 +43,10 @@ static const char usage[] =
     "                        auto (default: auto: a GPU when one is visible)\n"
     "      --timeout-ms MS   give up when the workers do not answer in time\n"
     "                        (default 10000)\n"
+    "      --bind-to WHAT    core (default): each local worker runs on its own\n"
+    "                        share of the CPUs start may use, as mpirun binds\n"
+    "                        ranks (round robin when workers outnumber CPUs);\n"
+    "                        none: leave them to the scheduler\n"
     "  -h, --help            this text\n"
     "  -V, --version         ferry's version\n"
     "\n"
@@ -102,6 +106,7 @@ typedef struct start_args {
     long threads;
     long timeout_ms;
     const char *device;
+    bool unbound; /* --bind-to none */
 } start_args;
 
 static int parse(int argc, char **argv, start_args *a)
@@ -113,6 +118,7 @@ static int parse(int argc, char **argv, start_args *a)
         {"threads", required_argument, NULL, 't'},
         {"device", required_argument, NULL, 'd'},
         {"timeout-ms", required_argument, NULL, 'T'},
+        {"bind-to", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -164,6 +170,13 @@ static int parse(int argc, char **argv, start_args *a)
                         optarg);
                 return CLI_USAGE;
             }
+            break;
+        case 'B':
+            if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0) {
+                cli_err("start", "--bind-to: expected core or none, got '%s'", optarg);
+                return CLI_USAGE;
+            }
+            a->unbound = strcmp(optarg, "none") == 0;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -580,6 +593,7 @@ int cli_start(int argc, char **argv)
                               .n_workers = n_local,
                               .threads = conf.threads,
                               .device = a.device ? a.device : "auto",
+                              .bind_cores = !a.unbound,
                               .lock_fd = lock,
                               .conf = &conf};
     sup = fork_supervisor(&so);
