@@ -8,8 +8,9 @@ cosine schedule (the learning rate decays to 0 over the run, step by step).
   /usr/bin/python3 bench/train_ddp.py --world N [--epochs E] [--batch 128] ...
 
 starts N worker processes of this script (MASTER_ADDR=127.0.0.1, a free
-MASTER_PORT, OMP_NUM_THREADS=1, torch.set_num_threads(1)) and waits for
-them. Rank 0 evaluates on the whole test set after each epoch and prints one
+MASTER_PORT, OMP_NUM_THREADS=1, torch.set_num_threads(1)), each bound to
+its share of the CPUs the launcher may use as `ferry start` binds its
+workers (--bind-to none: not), and waits for them. Rank 0 evaluates on the whole test set after each epoch and prints one
 JSON object a line on stdout:
   {"epoch":1,"samples":60000,"train_s":...,"samples_per_s":...,
    "train_loss":...,"test_accuracy":...,"eval_s":...,"world":N,...}
@@ -56,6 +57,8 @@ def load(data_dir, train, np, torch):
 
 
 def worker(a):
+    if a.cpus:  # first: every thread torch starts inherits it
+        os.sched_setaffinity(0, [int(c) for c in a.cpus.split(",")])
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -147,7 +150,7 @@ def launch(a, argv):
                GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                WORLD_SIZE=str(a.world))
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank", str(r)]
-                              + argv, env=dict(env, RANK=str(r)))
+                              + cpus_arg(a, r) + argv, env=dict(env, RANK=str(r)))
              for r in range(a.world)]
     codes = []
     try:
@@ -163,6 +166,23 @@ def launch(a, argv):
         sys.exit(1)
 
 
+def cpus_arg(a, rank):
+    """Rank's share of the launcher's CPUs, as ferry start's supervisor
+    computes it (config/cpus.c): consecutive runs, or round robin when the
+    ranks outnumber the CPUs."""
+    if a.bind_to == "none":
+        return []
+    cpus = sorted(os.sched_getaffinity(0))
+    n = len(cpus)
+    if a.world >= n:
+        mine = [cpus[rank % n]]
+    else:
+        base, extra = divmod(n, a.world)
+        first = rank * base + min(rank, extra)
+        mine = cpus[first:first + base + (rank < extra)]
+    return ["--cpus", ",".join(str(c) for c in mine)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world", type=int, required=True)
@@ -174,7 +194,10 @@ def main():
     ap.add_argument("--train-samples", type=int, default=0,
                     help="train on the first N samples only (0: all)")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--bind-to", choices=("core", "none"), default="core",
+                    help="bind each rank to its share of the CPUs (default) or not")
     ap.add_argument("--rank", type=int, default=-1, help="(internal) run as this rank")
+    ap.add_argument("--cpus", default="", help="(internal) this rank's CPUs")
     a = ap.parse_args()
     if a.rank >= 0:
         worker(a)
