@@ -1,4 +1,4 @@
-/* bench/allreduce — ferry's ring all-reduce of float32 buffers between
+/* bench/allreduce — ferry's all-reduce of float32 buffers between
  * local rank processes, against two baselines in the same run:
  *
  *   ferry    one forked process per rank, each with its own rpc_server,
@@ -70,7 +70,8 @@ static void usage(FILE *f)
         "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--plan SPEC]\n"
         "                 [--no-mpi] [--no-gloo] [--no-tcp] [--python PATH] [--help]\n"
         "\n"
-        "Times ferry's ring all-reduce (float32, in place) of 4 KiB, 64 KiB, 1 MiB,\n"
+        "Times ferry's all-reduce (float32, in place: the exchange on 2 ranks,\n"
+        "exchange rounds up to 1 MiB and the ring above on 4) of 4 KiB, 64 KiB, 1 MiB,\n"
         "16 MiB and 64 MiB on 2 and 4 local rank processes over 127.0.0.1 (half\n"
         "the repetitions before the baselines, half after), Open MPI's\n"
         "MPI_Allreduce over TCP loopback, gloo's (torch.distributed) and the same\n"

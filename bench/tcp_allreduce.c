@@ -230,7 +230,8 @@ static int run_rank(rank *k, const ar_plan *plan)
             check(k, n, st->iters);
         }
         if (k->r == 0)
-            ar_report("tcp", k->world, st, secs, "\"transport\":\"tcp\",\"framing\":\"none\"");
+            ar_report("tcp", k->world, st, secs,
+                      "\"transport\":\"tcp\",\"framing\":\"none\"");
         fflush(stdout);
     }
     free(k->buf);
@@ -241,7 +242,8 @@ static int run_rank(rank *k, const ar_plan *plan)
 static int listen_any(int *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 1) ||
         getsockname(fd, (struct sockaddr *)&a, &len))
@@ -268,8 +270,9 @@ int main(int argc, char **argv)
     int world = argc == 5 && strcmp(argv[1], "--ranks") == 0 ? atoi(argv[2]) : 0;
     if (world < 2 || world > MAX_RANKS || strcmp(argv[3], "--plan") != 0 ||
         ar_plan_parse(argv[4], &plan) != 0) {
-        fprintf(stderr, "usage: tcp_allreduce --ranks N --plan BYTES:REPS:ITERS,...\n"
-                        "  (N from 2 to %d)\n",
+        fprintf(stderr,
+                "usage: tcp_allreduce --ranks N --plan BYTES:REPS:ITERS,...\n"
+                "  (N from 2 to %d)\n",
                 MAX_RANKS);
         return 2;
     }
