@@ -240,6 +240,13 @@ static void report_ferry(cfg *c, int ri, double secs[AR_MAX_SIZES][AR_MAX_REPS])
             ar_report("ferry", c->ranks[ri], &c->plan.step[s], secs[s], extra);
 }
 
+/* A baseline's rank count and plan, as its command line takes them. */
+static void ext_args(const cfg *c, int ri, char world[16], char plan[512])
+{
+    snprintf(world, 16, "%d", c->ranks[ri]);
+    ar_plan_format(&c->plan, plan, 512);
+}
+
 static void run_mpi(cfg *c, int ri)
 {
     if (!c->mpi_on) {
@@ -253,8 +260,7 @@ static void run_mpi(cfg *c, int ri)
         return;
     }
     char np[16], plan[512];
-    snprintf(np, sizeof np, "%d", c->ranks[ri]);
-    ar_plan_format(&c->plan, plan, sizeof plan);
+    ext_args(c, ri, np, plan);
     /* TCP on the loopback interface only, and the ob1 point-to-point layer:
      * no shared memory (vader), which ferry's ranks do not use either. */
     char *argv[] = {(char *)c->mpirun,
@@ -294,8 +300,7 @@ static void run_gloo(cfg *c, int ri)
         return;
     }
     char world[16], plan[512];
-    snprintf(world, sizeof world, "%d", c->ranks[ri]);
-    ar_plan_format(&c->plan, plan, sizeof plan);
+    ext_args(c, ri, world, plan);
     char *argv[] = {(char *)c->python,
                     (char *)c->gloo_script,
                     "--world",
@@ -319,8 +324,7 @@ static void run_tcp(cfg *c, int ri)
         return;
     }
     char world[16], plan[512];
-    snprintf(world, sizeof world, "%d", c->ranks[ri]);
-    ar_plan_format(&c->plan, plan, sizeof plan);
+    ext_args(c, ri, world, plan);
     char *argv[] = {c->tcp_bin, "--ranks", world, "--plan", plan, NULL};
     char why[256];
     if (ar_ext_run(argv, NULL, c->deadline_s, &c->plan, c->busbw[IMPL_TCP][ri], why,

@@ -208,6 +208,12 @@ int co_allreduce_fn(int rank, void *arg, char *err, size_t errlen)
     return rt_comm_allreduce(R.r[rank].comm, a->bufs[rank], a->n, err, errlen);
 }
 
+int co_allreduce_all_but_fn(int rank, void *arg, char *err, size_t errlen)
+{
+    co_silent_arg *s = arg;
+    return rank == s->silent ? 0 : co_allreduce_fn(rank, &s->a, err, errlen);
+}
+
 int co_broadcast_fn(int rank, void *arg, char *err, size_t errlen)
 {
     co_broadcast_arg *a = arg;

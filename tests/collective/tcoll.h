@@ -119,6 +119,14 @@ typedef struct co_allreduce_arg {
 } co_allreduce_arg;
 int co_allreduce_fn(int rank, void *arg, char *err, size_t errlen);
 
+/* The same on every rank but `silent`, which returns 0 at once: a rank
+ * that never joins the collective. */
+typedef struct co_silent_arg {
+    co_allreduce_arg a;
+    int silent;
+} co_silent_arg;
+int co_allreduce_all_but_fn(int rank, void *arg, char *err, size_t errlen);
+
 typedef struct co_broadcast_arg {
     float **bufs;
     size_t n;

@@ -36,19 +36,6 @@ static void assert_names(const char *err, int rank, const char *what)
 
 #define SILENT 2
 
-typedef struct silent {
-    co_allreduce_arg a;
-    int silent;
-} silent;
-
-static int all_but_silent_fn(int rank, void *arg, char *err, size_t errlen)
-{
-    silent *s = arg;
-    if (rank == s->silent)
-        return 0;
-    return co_allreduce_fn(rank, &s->a, err, errlen);
-}
-
 CO_TEST(failure, a_silent_rank_times_the_others_out_naming_it)
 {
     int w = 3;
@@ -57,9 +44,9 @@ CO_TEST(failure, a_silent_rank_times_the_others_out_naming_it)
     co_join_all(&o);
     size_t n = 3 * CO_CHUNK_FLOATS;
     float **bufs = co_bufs(w, n, 1);
-    silent s = {{bufs, n}, SILENT};
+    co_silent_arg s = {{bufs, n}, SILENT};
     co_result res[CO_MAX_RANKS];
-    co_run(all_but_silent_fn, &s, res);
+    co_run(co_allreduce_all_but_fn, &s, res);
     for (int r = 0; r < w; r++) {
         if (r == SILENT)
             continue;

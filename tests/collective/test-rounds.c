@@ -110,17 +110,6 @@ CO_TEST(rounds, four_ranks_keep_the_same_nan_payload)
 #define SILENT_TIMEOUT_MS 800
 #define SILENT_SLACK_MS   2500
 
-typedef struct silent {
-    co_allreduce_arg a;
-    int silent;
-} silent;
-
-static int all_but_silent_fn(int rank, void *arg, char *err, size_t errlen)
-{
-    silent *s = arg;
-    return rank == s->silent ? 0 : co_allreduce_fn(rank, &s->a, err, errlen);
-}
-
 /* Rank 2 never joins: rank 3 waits on it in round 0, rank 0 in round 1
  * (after its round with rank 1); both name it, its address and the
  * round. Rank 1 waits on rank 3, stuck behind it. */
@@ -131,9 +120,9 @@ CO_TEST(rounds, a_silent_rank_is_named_by_the_ranks_whose_partner_it_is)
     co_join_all(&o);
     size_t n = 2 * CO_CHUNK_FLOATS;
     float **bufs = co_bufs(W, n, 1);
-    silent s = {{bufs, n}, 2};
+    co_silent_arg s = {{bufs, n}, 2};
     co_result res[CO_MAX_RANKS];
-    co_run(all_but_silent_fn, &s, res);
+    co_run(co_allreduce_all_but_fn, &s, res);
     int waiters[] = {3, 0};
     const char *round[] = {"exchange round 0", "exchange round 1"};
     for (int i = 0; i < 2; i++) {
