@@ -9,8 +9,8 @@ cosine schedule (the learning rate decays to 0 over the run, step by step).
 
 starts N worker processes of this script (MASTER_ADDR=127.0.0.1, a free
 MASTER_PORT, OMP_NUM_THREADS=1, torch.set_num_threads(1)), each bound to
-its share of the CPUs the launcher may use as `ferry start` binds its
-workers (--bind-to none: not), and waits for them. Rank 0 evaluates on the whole test set after each epoch and prints one
+its share of the CPUs the launcher may use as `ferry start --bind-to core`
+binds its workers (--bind-to none: not), and waits for them. Rank 0 evaluates on the whole test set after each epoch and prints one
 JSON object a line on stdout:
   {"epoch":1,"samples":60000,"train_s":...,"samples_per_s":...,
    "train_loss":...,"test_accuracy":...,"eval_s":...,"world":N,...}

@@ -96,8 +96,9 @@ static void ferry_run(const bench_sync_cfg *c, int k, sync_run *r)
     /* One BLAS thread a worker: the workers inherit it from `ferry start`. */
     const char *env[] = {env_home, "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", NULL};
 
-    char *start[] = {(char *)c->ferry, "start", ks,  "--base-port", "0",
-                     "--device",       "cpu",   NULL};
+    /* Bound, as DDP's ranks are (bench/train_ddp.py). */
+    char *start[] = {(char *)c->ferry, "start", ks,   "--base-port", "0", "--device",
+                     "cpu",            "--bind-to", "core", NULL};
     uint64_t t0 = bench_now_ns();
     int code = bench_watch(start, env, 0, 60, NULL, NULL);
     r->start_s = (double)(bench_now_ns() - t0) / 1e9;

@@ -271,7 +271,8 @@ typedef struct cli_supervisor_opts {
     size_t n_workers;
     int threads;
     const char *device; /* every worker's --device */
-    bool bind_cores;    /* each worker to its share of this process's CPUs */
+    bool bind_cores;    /* each worker to its share of this process's CPUs
+                           (--bind-to core) */
     int lock_fd;        /* the cluster lock, inherited; held until exit */
     /* Liveness timeout, restart back-off, message limit, log rotation. */
     const conf_cluster *conf;

@@ -43,10 +43,12 @@ static const char usage[] =
     "                        auto (default: auto: a GPU when one is visible)\n"
     "      --timeout-ms MS   give up when the workers do not answer in time\n"
     "                        (default 10000)\n"
-    "      --bind-to WHAT    core (default): each local worker runs on its own\n"
-    "                        share of the CPUs start may use, as mpirun binds\n"
-    "                        ranks (round robin when workers outnumber CPUs);\n"
-    "                        none: leave them to the scheduler\n"
+    "      --bind-to WHAT    none (default, as torchrun): the scheduler places\n"
+    "                        the workers; core: each local worker runs on its\n"
+    "                        own share of the CPUs start may use, as mpirun\n"
+    "                        binds ranks (round robin when workers outnumber\n"
+    "                        CPUs): faster, but a worker whose CPUs stall\n"
+    "                        cannot move\n"
     "  -h, --help            this text\n"
     "  -V, --version         ferry's version\n"
     "\n"
@@ -106,7 +108,7 @@ typedef struct start_args {
     long threads;
     long timeout_ms;
     const char *device;
-    bool unbound; /* --bind-to none */
+    bool bind_cores; /* --bind-to core */
 } start_args;
 
 static int parse(int argc, char **argv, start_args *a)
@@ -176,7 +178,7 @@ static int parse(int argc, char **argv, start_args *a)
                 cli_err("start", "--bind-to: expected core or none, got '%s'", optarg);
                 return CLI_USAGE;
             }
-            a->unbound = strcmp(optarg, "none") == 0;
+            a->bind_cores = strcmp(optarg, "core") == 0;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -593,7 +595,7 @@ int cli_start(int argc, char **argv)
                               .n_workers = n_local,
                               .threads = conf.threads,
                               .device = a.device ? a.device : "auto",
-                              .bind_cores = !a.unbound,
+                              .bind_cores = a.bind_cores,
                               .lock_fd = lock,
                               .conf = &conf};
     sup = fork_supervisor(&so);

@@ -274,8 +274,9 @@ static int open_output(sv_worker *w, int *child_end)
 /* Worker w's share of the CPUs this supervisor may run on (what `ferry
  * start` was started with: a taskset or cpuset is kept), as mpirun binds
  * ranks to cores: on 2 vCPUs, 2 workers training in sync mode each on a
- * CPU of its own ran 15% faster than unbound, 4 (two a CPU) 20%. False
- * when not binding. */
+ * CPU of its own ran 15% faster than unbound, 4 (two a CPU) 20%. Not the
+ * default: on a shared VM a bound worker cannot leave a vCPU the host
+ * stalls, and its heartbeat misses with it. False when not binding. */
 static bool worker_cpus(const sv_worker *w, char *buf, size_t len)
 {
     const supervisor *sv = w->sv;

@@ -1,7 +1,8 @@
-/* tests/e2e — `ferry start` binds each local worker, every thread of it, to
- * its share of the CPUs start may use (what this test process may use:
- * the supervisor inherits it), unless --bind-to none; a bad policy or CPU
- * list is a usage error. */
+/* tests/e2e — `ferry start --bind-to core` binds each local worker, every
+ * thread of it, to its share of the CPUs start may use (what this test
+ * process may use: the supervisor inherits it); by default, or with
+ * --bind-to none, the workers may run anywhere; a bad policy or CPU list
+ * is a usage error. */
 #include "e2e.h"
 
 #include <dirent.h>
@@ -57,7 +58,10 @@ Test(e2e_bind, each_local_worker_runs_on_its_own_share_of_the_cpus)
     own_cpus(&avail, all, sizeof all);
     if (CPU_COUNT(&avail) < 2)
         cr_log_warn("only CPU %s here: both workers share it, as bound as can be", all);
-    e2e_start(2);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "2", "--base-port", "0", "--bind-to", "core", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
     for (int i = 0; i < 2; i++) {
         cpu_set_t mine;
         char want[256], what[32];
@@ -68,17 +72,23 @@ Test(e2e_bind, each_local_worker_runs_on_its_own_share_of_the_cpus)
     }
 }
 
-Test(e2e_bind, bind_to_none_leaves_the_workers_on_every_cpu)
+Test(e2e_bind, by_default_and_with_bind_to_none_the_workers_run_on_every_cpu)
 {
     cpu_set_t avail;
     char all[256];
     own_cpus(&avail, all, sizeof all);
+    e2e_start(2);
+    expect_threads_on(e2e_worker_pid_file(0), all, "worker 0, by default");
+    expect_threads_on(e2e_worker_pid_file(1), all, "worker 1, by default");
     e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
     e2e_ferry(&r, E2E_CMD_MS, "start", "2", "--base-port", "0", "--bind-to", "none", NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
-    expect_threads_on(e2e_worker_pid_file(0), all, "worker 0");
-    expect_threads_on(e2e_worker_pid_file(1), all, "worker 1");
+    expect_threads_on(e2e_worker_pid_file(0), all, "worker 0, --bind-to none");
+    expect_threads_on(e2e_worker_pid_file(1), all, "worker 1, --bind-to none");
 }
 
 Test(e2e_bind, a_bad_policy_or_cpu_list_is_a_usage_error)
