@@ -163,7 +163,19 @@ Test(e2e_worker, a_wedged_worker_is_restarted_by_its_supervisor)
     E2E_EXPECT(&r, 1);
     e2e_run_fini(&r);
     free(so);
-    cr_assert(e2e_wait_new_worker(0, worker, 15000) > 0, "the wedged worker was not restarted");
+    if (e2e_wait_new_worker(0, worker, 15000) <= 0) {
+        /* Once seen in CI and never again here: what the cluster said. */
+        char path[600];
+        snprintf(path, sizeof path, "%s/logs/supervisor.log", e2e_home);
+        char *sup = e2e_slurp(path);
+        snprintf(path, sizeof path, "%s/logs/worker-0.log", e2e_home);
+        char *log = e2e_slurp(path);
+        cr_assert(false,
+                  "the wedged worker (pid %d, %s) was not restarted\nsupervisor.log:\n%s\n"
+                  "worker-0.log:\n%s",
+                  (int)worker, e2e_alive(worker) ? "still running" : "gone",
+                  sup ? sup : "(none)", log ? log : "(none)");
+    }
     /* The new run reports the last crash once it answers. */
     bool said = false;
     for (int i = 0; i < 100 && !said; i++) {
