@@ -167,7 +167,7 @@ static const char *allreduce_kind(int k, char *text, size_t len)
 {
     if (k == 2)
         return "all-reduce by exchange";
-    if (k > 2 && (k & (k - 1)) == 0) {
+    if (rt_exchange_rounds(k) > 1) {
         snprintf(text, len, "ring all-reduce, exchange rounds up to %zu MiB",
                  RT_EX_MAX_BYTES >> 20);
         return text;

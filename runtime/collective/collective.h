@@ -50,6 +50,10 @@
  * trained 15-45% faster. Two ranks always exchange. */
 #define RT_EX_MAX_BYTES ((size_t)1 << 20)
 
+/* The exchange rounds of a world: log2(world), or 0 when the world is not
+ * a power of two (those run the ring). */
+int rt_exchange_rounds(int world);
+
 /* ---- the hub: a process's sessions ------------------------------------------ */
 
 typedef struct rt_hub rt_hub;

@@ -216,10 +216,7 @@ static int open_channels(rt_comm *c, char *err, size_t errlen)
         return 0;
     if (!(c->to = calloc((size_t)c->world, sizeof *c->to)))
         return FERRY_ENOMEM;
-    while ((1 << c->rounds) < c->world)
-        c->rounds++;
-    if ((1 << c->rounds) != c->world)
-        c->rounds = 0;
+    c->rounds = rt_exchange_rounds(c->world);
     rpc_channel_opts co = {.max_payload = c->max_payload, .token = c->token};
     for (int i = 0; i < c->world; i++) {
         bool partner = false;

@@ -57,8 +57,7 @@ const char *rt_phase_name(uint32_t phase)
     return "unknown phase";
 }
 
-/* log2(world), or 0 when the world is not a power of two. */
-static int exchange_rounds(int world)
+int rt_exchange_rounds(int world)
 {
     int k = 0;
     while ((1 << k) < world)
@@ -79,7 +78,7 @@ int rt_geo_check(const rt_chunk_hdr *h, int rank, int world, size_t chunk, rt_sp
                  h->elem);
         return FERRY_EINVAL;
     }
-    int rounds = exchange_rounds(world);
+    int rounds = rt_exchange_rounds(world);
     if (h->phase == RT_PHASE_EX &&
         (rounds == 0 || h->ring_step >= (uint32_t)rounds || h->elem != RT_ELEM_F32)) {
         snprintf(why, len,
