@@ -322,30 +322,22 @@ static void ratio(const char *metric, const sync_run *a, const sync_run *b, doub
               t[0] ? (ok ? "met" : "MISSED") : "");
 }
 
-/* Ferry's samples/s had its all-reduce cost nothing: its training time
- * less the time it waited for the all-reduce. An upper bound: the ranks'
- * compute then also shares the cores with nothing that waits. */
-static double if_allreduce_free(const sync_run *r)
+/* A ratio line for a target with ferry's all-reduce taken as free: a's
+ * samples over its training time less the time it waited for the
+ * all-reduce. An upper bound (the ranks' compute then also shares the
+ * cores with nothing that waits): below the target, no all-reduce,
+ * however fast, meets it on this machine. Not itself a target. */
+static void bound(const char *metric, const sync_run *a, const sync_run *b, double target)
 {
-    double busy = r->train_s - r->allreduce_s;
-    return busy > 0 ? r->samples_per_s * r->train_s / busy : NAN;
-}
-
-/* A ratio line for a target with ferry's all-reduce taken as free: below
- * the target, no all-reduce, however fast, meets it on this machine. Not
- * itself a target. */
-static void bound(const char *metric, const sync_run *a, const sync_run *b, double vb,
-                  double target)
-{
-    double va = if_allreduce_free(a);
-    if (a->skipped[0] || b->skipped[0] || isnan(va) || !(vb > 0))
+    double vb = b->samples_per_s;
+    double samples = a->samples_per_s * a->train_s, busy = a->train_s - a->allreduce_s;
+    if (a->skipped[0] || b->skipped[0] || !(samples > 0) || !(busy > 0) || !(vb > 0))
         return;
-    double v = va / vb;
+    double v = samples / busy / vb;
     /* Within reach: what the all-reduce may cost a step to meet it, and
      * what it cost. */
-    double steps = a->samples_per_s * a->train_s / BATCH;
-    double busy = a->train_s - a->allreduce_s;
-    double budget_ms = (a->samples_per_s * a->train_s / (target * vb) - busy) / steps * 1e3;
+    double steps = samples / BATCH;
+    double budget_ms = (samples / (target * vb) - busy) / steps * 1e3;
     double cost_ms = a->allreduce_s / steps * 1e3;
     char extra[128] = "";
     if (v >= target)
@@ -396,10 +388,8 @@ int bench_train_sync(const bench_sync_cfg *c)
           run[F1].samples_per_s, TARGET_SYNC2_VS_1, true, "no samples/s");
     ratio("time_to_085_vs_ddp", &run[F2], &run[D2], time_to_goal(&run[F2]),
           time_to_goal(&run[D2]), TARGET_T085_VS_DDP, false, NOT_REACHED);
-    bound("sync2_vs_ddp2_if_allreduce_free", &run[F2], &run[D2], run[D2].samples_per_s,
-          TARGET_SYNC2_VS_DDP2);
-    bound("sync2_vs_sync1_if_allreduce_free", &run[F2], &run[F1], run[F1].samples_per_s,
-          TARGET_SYNC2_VS_1);
+    bound("sync2_vs_ddp2_if_allreduce_free", &run[F2], &run[D2], TARGET_SYNC2_VS_DDP2);
+    bound("sync2_vs_sync1_if_allreduce_free", &run[F2], &run[F1], TARGET_SYNC2_VS_1);
     /* Four workers on this machine's cores: reported, no target. */
     ratio("sync4_vs_ddp4_samples_per_s", &run[F4], &run[D4], run[F4].samples_per_s,
           run[D4].samples_per_s, NAN, true, "no samples/s");
