@@ -333,6 +333,21 @@ void co_assert_identical(float *const *got, int world, size_t n, const char *wha
     }
 }
 
+void co_allreduce_check(size_t n, uint64_t seed, const char *what)
+{
+    int w = R.world;
+    float **bufs = co_bufs(w, n, seed);
+    double *want, *mag;
+    co_reference(bufs, w, n, &want, &mag);
+    co_allreduce_arg a = {bufs, n};
+    co_run_ok(co_allreduce_fn, &a, what);
+    co_assert_sums(bufs, w, n, want, mag, CO_F32_REL(w), CO_F32_ABS, what);
+    co_assert_identical(bufs, w, n, what);
+    co_free(want);
+    co_free(mag);
+    co_free_bufs(bufs, w);
+}
+
 /* ---- a hand-made ReduceChunk ----------------------------------------------------- */
 
 void co_client_to(int rank)

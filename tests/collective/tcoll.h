@@ -161,6 +161,10 @@ void co_assert_sums(float *const *got, int world, size_t n, const double *want,
 /* Asserts that every rank holds the same bits as rank 0. */
 void co_assert_identical(float *const *got, int world, size_t n, const char *what);
 
+/* An all-reduce of co_bufs(R.world, n, seed) on every rank, asserted to sum
+ * within the float32 bound and to leave every rank the same bits. */
+void co_allreduce_check(size_t n, uint64_t seed, const char *what);
+
 /* The float32 ring's bound: a sum of W terms added in some order, each
  * addition rounding by at most 2^-24 of a partial sum no larger than
  * sum |x_i|, so |got - want| <= W * 2^-23 * sum |x_i| (twice the bound,

@@ -16,19 +16,9 @@ TestSuite(allreduce, .timeout = 60);
 /* Sums one buffer of n floats (seeded `seed`) on every rank and checks. */
 static void sum_and_check(size_t n, uint64_t seed)
 {
-    int w = R.world;
-    float **bufs = co_bufs(w, n, seed);
-    double *want, *mag;
-    co_reference(bufs, w, n, &want, &mag);
     char what[96];
-    snprintf(what, sizeof what, "all-reduce of %zu floats on %d ranks", n, w);
-    co_allreduce_arg a = {bufs, n};
-    co_run_ok(co_allreduce_fn, &a, what);
-    co_assert_sums(bufs, w, n, want, mag, CO_F32_REL(w), CO_F32_ABS, what);
-    co_assert_identical(bufs, w, n, what);
-    co_free(want);
-    co_free(mag);
-    co_free_bufs(bufs, w);
+    snprintf(what, sizeof what, "all-reduce of %zu floats on %d ranks", n, R.world);
+    co_allreduce_check(n, seed, what);
 }
 
 /* Lengths around the world (segments of 0 or 1 float), around one chunk,

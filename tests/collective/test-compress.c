@@ -84,17 +84,7 @@ CO_TEST(lz4, sums_dense_random_data_correctly)
     co_start(w);
     rt_comm_opts o = co_opts(1, LZ4_CHUNK, RT_COMPRESS_LZ4, CO_TIMEOUT_MS);
     co_join_all(&o);
-    float **bufs = co_bufs(w, n, 2);
-    double *want, *mag;
-    co_reference(bufs, w, n, &want, &mag);
-    co_allreduce_arg a = {bufs, n};
-    co_run_ok(co_allreduce_fn, &a, "lz4 all-reduce of dense data");
-    co_assert_sums(bufs, w, n, want, mag, CO_F32_REL(w), CO_F32_ABS,
-                   "lz4 all-reduce of dense data");
-    co_assert_identical(bufs, w, n, "lz4 all-reduce of dense data");
-    co_free(want);
-    co_free(mag);
-    co_free_bufs(bufs, w);
+    co_allreduce_check(n, 2, "lz4 all-reduce of dense data");
 }
 
 CO_TEST(lz4, sums_a_sparse_buffer_exactly_in_4k_chunks_on_4_ranks)

@@ -56,17 +56,7 @@ static void refuse_and_recover(spoil_fn spoil, int want_rc, const char *must1,
               err, must2);
 
     /* The session goes on undisturbed: its first collective is step 1. */
-    float **bufs = co_bufs(w, COUNT, 1);
-    double *want, *mag;
-    co_reference(bufs, w, COUNT, &want, &mag);
-    co_allreduce_arg a = {bufs, COUNT};
-    co_run_ok(co_allreduce_fn, &a, "all-reduce after a refused chunk");
-    co_assert_sums(bufs, w, COUNT, want, mag, CO_F32_REL(w), CO_F32_ABS,
-                   "all-reduce after a refused chunk");
-    co_assert_identical(bufs, w, COUNT, "all-reduce after a refused chunk");
-    co_free(want);
-    co_free(mag);
-    co_free_bufs(bufs, w);
+    co_allreduce_check(COUNT, 1, "all-reduce after a refused chunk");
 }
 
 static void unknown_session(Ferry__ReduceChunkRequest *r, size_t *len)

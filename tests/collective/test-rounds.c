@@ -172,17 +172,7 @@ static void refuse_and_recover(void (*spoil)(Ferry__ReduceChunkRequest *),
     cr_assert(rc == FERRY_EINVAL, "got %s (%s), want EINVAL", ferry_err_name(rc), err);
     cr_assert(strstr(err, must), "the error text \"%s\" does not say \"%s\"", err, must);
 
-    float **bufs = co_bufs(W, n, 2);
-    double *want, *mag;
-    co_reference(bufs, W, n, &want, &mag);
-    co_allreduce_arg a = {bufs, n};
-    co_run_ok(co_allreduce_fn, &a, "all-reduce after a refused chunk");
-    co_assert_sums(bufs, W, n, want, mag, CO_F32_REL(W), CO_F32_ABS,
-                   "all-reduce after a refused chunk");
-    co_assert_identical(bufs, W, n, "all-reduce after a refused chunk");
-    co_free(want);
-    co_free(mag);
-    co_free_bufs(bufs, W);
+    co_allreduce_check(n, 2, "all-reduce after a refused chunk");
 }
 
 static void from_a_rank_not_the_partner(Ferry__ReduceChunkRequest *r)

@@ -8,33 +8,18 @@
 
 TestSuite(session, .timeout = 60);
 
-static void allreduce_and_check(size_t n, uint64_t seed, const char *what)
-{
-    int w = R.world;
-    float **bufs = co_bufs(w, n, seed);
-    double *want, *mag;
-    co_reference(bufs, w, n, &want, &mag);
-    co_allreduce_arg a = {bufs, n};
-    co_run_ok(co_allreduce_fn, &a, what);
-    co_assert_sums(bufs, w, n, want, mag, CO_F32_REL(w), CO_F32_ABS, what);
-    co_assert_identical(bufs, w, n, what);
-    co_free(want);
-    co_free(mag);
-    co_free_bufs(bufs, w);
-}
-
 CO_TEST(session, two_sessions_one_after_another_use_the_same_servers_and_hubs)
 {
     co_start(3);
     rt_comm_opts o = co_opts(11, CO_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
     co_join_all(&o);
-    allreduce_and_check(5000, 1, "session 11");
-    allreduce_and_check(77, 2, "session 11, second");
+    co_allreduce_check(5000, 1, "session 11");
+    co_allreduce_check(77, 2, "session 11, second");
     co_leave_all();
 
     o = co_opts(12, 2 * CO_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
     co_join_all(&o);
-    allreduce_and_check(5000, 3, "session 12");
+    co_allreduce_check(5000, 3, "session 12");
     rt_comm_stats st;
     rt_comm_get_stats(R.r[1].comm, &st);
     cr_assert(st.ops == 1, "a new session starts its stats afresh: ops %llu",
@@ -44,7 +29,7 @@ CO_TEST(session, two_sessions_one_after_another_use_the_same_servers_and_hubs)
     /* An id is free again once its session is gone. */
     o = co_opts(11, CO_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
     co_join_all(&o);
-    allreduce_and_check(4099, 4, "session 11 again");
+    co_allreduce_check(4099, 4, "session 11 again");
 }
 
 CO_TEST(session, several_collectives_in_a_row_each_give_the_right_result)
@@ -53,7 +38,7 @@ CO_TEST(session, several_collectives_in_a_row_each_give_the_right_result)
     co_start(w);
     rt_comm_opts o = co_opts(3, CO_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
     co_join_all(&o);
-    allreduce_and_check(10000, 1, "op 1 (all-reduce)");
+    co_allreduce_check(10000, 1, "op 1 (all-reduce)");
 
     size_t n = 6001;
     float **bufs = co_bufs(w, n, 2);
@@ -67,9 +52,9 @@ CO_TEST(session, several_collectives_in_a_row_each_give_the_right_result)
     co_free(root);
     co_free_bufs(bufs, w);
 
-    allreduce_and_check(0, 3, "op 3 (all-reduce of nothing)");
-    allreduce_and_check(3, 4, "op 4 (all-reduce of 3 floats)");
-    allreduce_and_check(10000, 5, "op 5 (all-reduce)");
+    co_allreduce_check(0, 3, "op 3 (all-reduce of nothing)");
+    co_allreduce_check(3, 4, "op 4 (all-reduce of 3 floats)");
+    co_allreduce_check(10000, 5, "op 5 (all-reduce)");
     for (int r = 0; r < w; r++) {
         rt_comm_stats st;
         rt_comm_get_stats(R.r[r].comm, &st);
