@@ -26,39 +26,57 @@ static void sink(rpc_srv_call *sc, rpc_msg *req, void *data)
     rpc_srv_reply(sc, &reply);
 }
 
-static void start_sink_server(size_t max_payload)
+static void start_server(const rpc_method *methods, size_t n, size_t max_payload)
 {
-    static const rpc_method methods[] = {{SINK, sink, NULL, 0, 0}};
     rpc_server_opts o = {.listen = "127.0.0.1:0", .max_payload = max_payload};
-    int rc = rpc_server_create(&o, methods, 1, &H.server);
+    int rc = rpc_server_create(&o, methods, n, &H.server);
     cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
     H.port = rpc_server_port(H.server);
     snprintf(H.target, sizeof H.target, "127.0.0.1:%d", H.port);
+}
+
+static void start_sink_server(size_t max_payload)
+{
+    static const rpc_method methods[] = {{SINK, sink, NULL, 0, 0}};
+    start_server(methods, 1, max_payload);
+}
+
+/* 1 GiB with the sink's sentinels. calloc'd pages that are never written
+ * read as zeros without being backed, so a test costs the transfer, not
+ * 1 GiB of page faults. */
+static uint8_t *gib_with_sentinels(void)
+{
+    uint8_t *p = calloc(1, GIB);
+    cr_assert(p != NULL);
+    p[0] = 0xa5;
+    p[GIB / 2] = 0x5a;
+    p[GIB - 1] = 0xc3;
+    return p;
+}
+
+/* The sink's reply to `call`: all `bytes` came, sentinels intact. */
+static void expect_sink_saw(rpc_call *call, size_t bytes)
+{
+    Ferry__CallReply *r = NULL;
+    cr_assert(rpc_msg_unpack(&call->reply, &ferry__call_reply__descriptor,
+                             (ProtobufCMessage **)&r) == 0);
+    cr_assert(r->elapsed_s == (double)bytes, "server saw %.0f bytes (-1: sentinels lost)",
+              r->elapsed_s);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
 H_TEST(rpc_big, one_gib_payload_goes_through_under_the_default_limit)
 {
     start_sink_server(0);
     h_channel_open(NULL);
-    /* calloc'd pages that are never written read as zeros without being
-     * backed, so the test costs the transfer, not 1 GiB of page faults. */
-    uint8_t *p = calloc(1, GIB);
-    cr_assert(p != NULL);
-    p[0] = 0xa5;
-    p[GIB / 2] = 0x5a;
-    p[GIB - 1] = 0xc3;
+    uint8_t *p = gib_with_sentinels();
     rpc_msg_out out = {.payload = p, .payload_len = GIB, .codec = RPC_CODEC_RAW};
     rpc_call call = {0};
     int rc = rpc_call_start(H.ch, &call, SINK, &out, 120000, NULL);
     cr_assert(rc == 0, "start: %s", ferry_err_name(rc));
     rc = rpc_call_wait(&call);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), call.errmsg);
-    Ferry__CallReply *r = NULL;
-    cr_assert(rpc_msg_unpack(&call.reply, &ferry__call_reply__descriptor,
-                             (ProtobufCMessage **)&r) == 0);
-    cr_assert(r->elapsed_s == (double)GIB, "server saw %.0f bytes (-1: sentinels lost)",
-              r->elapsed_s);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    expect_sink_saw(&call, GIB);
     rpc_call_fini(&call);
     free(p);
     rpc_buf_trim();
@@ -109,11 +127,7 @@ H_TEST(rpc_big, a_methods_own_limit_is_below_the_servers)
 {
     enum { LIMIT = 4096 };
     static const rpc_method methods[] = {{SINK, sink, NULL, 0, LIMIT}};
-    rpc_server_opts o = {.listen = "127.0.0.1:0"};
-    int rc = rpc_server_create(&o, methods, 1, &H.server);
-    cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
-    H.port = rpc_server_port(H.server);
-    snprintf(H.target, sizeof H.target, "127.0.0.1:%d", H.port);
+    start_server(methods, 1, 0);
     h_channel_open(NULL);
     static uint8_t p[LIMIT + 1];
     p[0] = 0xa5;
@@ -122,7 +136,7 @@ H_TEST(rpc_big, a_methods_own_limit_is_below_the_servers)
     rpc_msg_out out = {.payload = p, .payload_len = LIMIT, .codec = RPC_CODEC_RAW};
     rpc_call call = {0};
     cr_assert(rpc_call_start(H.ch, &call, SINK, &out, 10000, NULL) == 0);
-    rc = rpc_call_wait(&call);
+    int rc = rpc_call_wait(&call);
     cr_assert(rc == 0, "at the limit: %s: %s", ferry_err_name(rc), call.errmsg);
     rpc_call_fini(&call);
 
@@ -147,17 +161,9 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
         {SINK, sink, NULL, RPC_METHOD_INLINE, 0},
         {RT_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
     };
-    rpc_server_opts o = {.listen = "127.0.0.1:0"};
-    int rc = rpc_server_create(&o, methods, 2, &H.server);
-    cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
-    H.port = rpc_server_port(H.server);
-    snprintf(H.target, sizeof H.target, "127.0.0.1:%d", H.port);
+    start_server(methods, 2, 0);
     h_channel_open(NULL);
-    uint8_t *p = calloc(1, GIB);
-    cr_assert(p != NULL);
-    p[0] = 0xa5;
-    p[GIB / 2] = 0x5a;
-    p[GIB - 1] = 0xc3;
+    uint8_t *p = gib_with_sentinels();
     rpc_msg_out out = {.payload = p, .payload_len = GIB, .codec = RPC_CODEC_LZ4};
     rpc_call big = {0};
     h_done d = {0};
@@ -172,7 +178,7 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
         rpc_call ping = {0};
         uint64_t s = uv_hrtime();
         cr_assert(rpc_call_start(H.ch, &ping, RT_METHOD_PING, &pout, 60000, NULL) == 0);
-        rc = rpc_call_wait(&ping);
+        int rc = rpc_call_wait(&ping);
         cr_assert(rc == 0, "ping: %s: %s", ferry_err_name(rc), ping.errmsg);
         double ms = (double)(uv_hrtime() - s) / 1e6;
         worst_ms = ms > worst_ms ? ms : worst_ms;
@@ -182,12 +188,7 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
     }
     double took_ms = (double)(uv_hrtime() - t0) / 1e6;
     cr_assert(big.result == 0, "%s: %s", ferry_err_name(big.result), big.errmsg);
-    Ferry__CallReply *r = NULL;
-    cr_assert(rpc_msg_unpack(&big.reply, &ferry__call_reply__descriptor,
-                             (ProtobufCMessage **)&r) == 0);
-    cr_assert(r->elapsed_s == (double)GIB, "server saw %.0f bytes (-1: sentinels lost)",
-              r->elapsed_s);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    expect_sink_saw(&big, GIB);
     rpc_call_fini(&big);
     free(p);
     rpc_buf_trim();
