@@ -114,7 +114,10 @@ Test(e2e_ops, workers_exit_with_their_supervisor_and_a_new_start_shows_no_old_cr
     e2e_expect_nothing_left(sup, NULL, 0, 1000);
 }
 
-Test(e2e_ops, status_and_start_name_and_stop_workers_an_earlier_cluster_left)
+/* Two workers, worker 0 stopped, then the supervisor (its pid in *sup)
+ * SIGKILLed: worker 1 follows it, worker 0 (its pid returned) is left
+ * behind. */
+static pid_t leave_a_stopped_worker(pid_t *sup_out)
 {
     e2e_start(2);
     pid_t sup = e2e_supervisor_pid(), stuck = e2e_worker_pid_file(0),
@@ -124,6 +127,13 @@ Test(e2e_ops, status_and_start_name_and_stop_workers_an_earlier_cluster_left)
     cr_assert(kill(sup, SIGKILL) == 0);
     cr_assert(e2e_wait_gone(sup, 5000) && e2e_wait_gone(other, 10000));
     cr_assert(e2e_alive(stuck));
+    *sup_out = sup;
+    return stuck;
+}
+
+Test(e2e_ops, status_and_start_name_and_stop_workers_an_earlier_cluster_left)
+{
+    pid_t sup, stuck = leave_a_stopped_worker(&sup);
 
     char want[64];
     snprintf(want, sizeof want, "worker 0 (pid %d)", (int)stuck);
@@ -150,13 +160,7 @@ Test(e2e_ops, status_and_start_name_and_stop_workers_an_earlier_cluster_left)
 /* And `ferry shutdown`, which status names as the way to stop them, does. */
 Test(e2e_ops, shutdown_stops_workers_a_killed_supervisor_left)
 {
-    e2e_start(2);
-    pid_t sup = e2e_supervisor_pid(), stuck = e2e_worker_pid_file(0),
-          other = e2e_worker_pid_file(1);
-    cr_assert(kill(stuck, SIGSTOP) == 0);
-    cr_assert(kill(sup, SIGKILL) == 0);
-    cr_assert(e2e_wait_gone(sup, 5000) && e2e_wait_gone(other, 10000));
-    cr_assert(e2e_alive(stuck));
+    pid_t sup, stuck = leave_a_stopped_worker(&sup);
 
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "status", NULL);

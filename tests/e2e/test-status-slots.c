@@ -110,6 +110,17 @@ Test(e2e_status_slots, a_long_call_shows_as_a_busy_slot_with_its_name_and_age)
 /* Starts a 1-worker cluster and leaves on it a call to `spin`, loaded as
  * `name`, that its caller gave up on after 300 ms and that ignores the
  * cancellation. */
+/* The spinning call would wait out the default 5 s grace for nothing;
+ * the worker ends it with itself either way. */
+static void shut_down_past_the_stuck_call(void)
+{
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "0", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    e2e_expect_no_descendants(5000);
+}
+
 static void leave_a_stuck_call(const char *name)
 {
     char *so = e2e_build_module(
@@ -160,13 +171,7 @@ Test(e2e_status_slots, a_call_that_ignores_cancellation_shows_as_stuck)
     e2e_run_fini(&t);
     e2e_run_fini(&j);
 
-    /* The spinning call would wait out the default 5 s grace for nothing;
-     * the worker ends it with itself either way. */
-    e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "0", NULL);
-    E2E_EXPECT(&r, 0);
-    e2e_run_fini(&r);
-    e2e_expect_no_descendants(5000);
+    shut_down_past_the_stuck_call();
 }
 
 /* A module's name comes from the wire: status shows it escaped, as the log
@@ -185,9 +190,5 @@ Test(e2e_status_slots, a_hostile_module_name_is_shown_escaped)
               "a raw escape reached status:\n%s\n%s", t.out, j.out);
     e2e_run_fini(&t);
     e2e_run_fini(&j);
-    e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS, "shutdown", "--grace-ms", "0", NULL);
-    E2E_EXPECT(&r, 0);
-    e2e_run_fini(&r);
-    e2e_expect_no_descendants(5000);
+    shut_down_past_the_stuck_call();
 }
