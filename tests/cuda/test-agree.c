@@ -7,6 +7,7 @@
 #include <ferry/error.h>
 
 #include "tcuda.h"
+#include "tref.h"
 
 /* One host array, on both devices. */
 typedef struct both {
@@ -107,26 +108,8 @@ Test(cuda_agree, conv2d_and_conv2d_grad)
     tc_gpu();
     tc_cpu();
     /* The CNN's two layers, batch 32, then an odd shape with stride. */
-    agree_conv((ferry_conv_t){.n = 32,
-                              .c = 1,
-                              .h = 28,
-                              .w = 28,
-                              .k = 16,
-                              .r = 5,
-                              .s = 5,
-                              .pad = 2,
-                              .stride = 1},
-               81);
-    agree_conv((ferry_conv_t){.n = 32,
-                              .c = 16,
-                              .h = 14,
-                              .w = 14,
-                              .k = 32,
-                              .r = 5,
-                              .s = 5,
-                              .pad = 2,
-                              .stride = 1},
-               82);
+    agree_conv(tref_cnn_conv1(32), 81);
+    agree_conv(tref_cnn_conv2(32), 82);
     agree_conv((ferry_conv_t){.n = 5,
                               .c = 3,
                               .h = 17,

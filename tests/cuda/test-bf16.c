@@ -206,26 +206,8 @@ Test(cuda_bf16, convolutions_take_bfloat16_inputs_at_the_cnns_shapes, .timeout =
 {
     tc_gpu();
     set_bf16();
-    conv_bf16((ferry_conv_t){.n = 32,
-                             .c = 1,
-                             .h = 28,
-                             .w = 28,
-                             .k = 16,
-                             .r = 5,
-                             .s = 5,
-                             .pad = 2,
-                             .stride = 1},
-              11);
-    conv_bf16((ferry_conv_t){.n = 32,
-                             .c = 16,
-                             .h = 14,
-                             .w = 14,
-                             .k = 32,
-                             .r = 5,
-                             .s = 5,
-                             .pad = 2,
-                             .stride = 1},
-              12);
+    conv_bf16(tref_cnn_conv1(32), 11);
+    conv_bf16(tref_cnn_conv2(32), 12);
     tc_finish();
 }
 

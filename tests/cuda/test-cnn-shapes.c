@@ -17,18 +17,6 @@
 #include "tcuda.h"
 #include "tref.h"
 
-static ferry_conv_t layer1(int n)
-{
-    return (ferry_conv_t){
-        .n = n, .c = 1, .h = 28, .w = 28, .k = 16, .r = 5, .s = 5, .pad = 2, .stride = 1};
-}
-
-static ferry_conv_t layer2(int n)
-{
-    return (ferry_conv_t){
-        .n = n, .c = 16, .h = 14, .w = 14, .k = 32, .r = 5, .s = 5, .pad = 2, .stride = 1};
-}
-
 static ferry_pool_t pool1(int n)
 {
     return (ferry_pool_t){.n = n, .c = 16, .h = 28, .w = 28, .size = 2, .stride = 2};
@@ -42,8 +30,8 @@ static ferry_pool_t pool2(int n)
 static void cnn_layers(ferry_device_t *dev, int batch)
 {
     fprintf(stderr, "%s: the CNN's layers at batch %d\n", dev->name, batch);
-    tref_check_conv(dev, layer1(batch), 1000u + (unsigned)batch, TC_TOL);
-    tref_check_conv(dev, layer2(batch), 2000u + (unsigned)batch, TC_TOL);
+    tref_check_conv(dev, tref_cnn_conv1(batch), 1000u + (unsigned)batch, TC_TOL);
+    tref_check_conv(dev, tref_cnn_conv2(batch), 2000u + (unsigned)batch, TC_TOL);
     tref_check_pool(dev, pool1(batch), 3000u + (unsigned)batch, 1e-6);
     tref_check_pool(dev, pool2(batch), 4000u + (unsigned)batch, 1e-6);
 }

@@ -9,6 +9,20 @@
 
 #include <ferry/device.h>
 
+/* tasks/cnn's two convolutions at batch n: 1->16 5x5 pad 2 on 28x28, then
+ * 16->32 5x5 pad 2 on 14x14. */
+static inline ferry_conv_t tref_cnn_conv1(int n)
+{
+    return (ferry_conv_t){
+        .n = n, .c = 1, .h = 28, .w = 28, .k = 16, .r = 5, .s = 5, .pad = 2, .stride = 1};
+}
+
+static inline ferry_conv_t tref_cnn_conv2(int n)
+{
+    return (ferry_conv_t){
+        .n = n, .c = 16, .h = 14, .w = 14, .k = 32, .r = 5, .s = 5, .pad = 2, .stride = 1};
+}
+
 /* y = conv(x, w) + bias (bias NULL: none), dx = conv^T(dy, w),
  * dw = sum over the batch of x (*) dy, dbias = sum of dy per filter: every
  * output overwritten, summed in double. Any of y, dx, dw, dbias may be NULL
