@@ -154,7 +154,6 @@ struct rt_comm {
     uv_async_t kick;
     uv_timer_t tick;
     rpc_client *client;
-    rpc_channel *right; /* to[rt_right()].ch */
     struct rt_peer_ch {
         rpc_channel *ch; /* to the right neighbour and the exchange partners */
         bool reached;    /* a chunk has gone through on it */

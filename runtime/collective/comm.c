@@ -93,7 +93,6 @@ static void close_channels(rt_comm *c)
             rpc_channel_destroy(c->to[i].ch);
         c->to[i].ch = NULL;
     }
-    c->right = NULL;
 }
 
 static void on_kick(uv_async_t *a)
@@ -231,7 +230,6 @@ static int open_channels(rt_comm *c, char *err, size_t errlen)
             return rc;
         }
     }
-    c->right = c->to[rt_right(c)].ch;
     return 0;
 }
 
