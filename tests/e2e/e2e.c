@@ -70,12 +70,18 @@ void e2e_teardown(void)
         e2e_run_fini(&r);
         /* The supervisor leads its own session and process group, which its
          * workers share: whatever of it survived goes now, even workers
-         * whose supervisor died before them. */
-        if (sup > 0)
+         * whose supervisor died before them. Only while some process still
+         * holds that session: once none does, the kernel may give its
+         * number to another test's new supervisor (pid_max is 32768 here). */
+        pid_t left;
+        if (sup > 0 && e2e_session_procs(sup, &left, 1) > 0)
             kill(-sup, SIGKILL);
     }
+    /* A child this test reaped already may have lent its pid to a process
+     * or thread of another test running beside it: only ours are killed. */
     for (size_t i = 0; i < n_spawned; i++)
-        kill(spawned[i], SIGKILL);
+        if (waitpid(spawned[i], NULL, WNOHANG) == 0)
+            kill(spawned[i], SIGKILL);
     n_spawned = 0;
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
@@ -109,6 +115,37 @@ char *e2e_slurp(const char *path)
     if (buf)
         buf[len] = '\0';
     return buf;
+}
+
+#define LOG_TAIL 4096
+
+const char *e2e_logs(void)
+{
+    static char text[64 * 1024];
+    size_t len = 0;
+    text[0] = '\0';
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/logs", e2e_home);
+    DIR *d = opendir(dir);
+    if (!d)
+        return "(no logs)";
+    struct dirent *e;
+    while ((e = readdir(d)) && len + LOG_TAIL + 600 < sizeof text) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[900];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *all = e2e_slurp(path);
+        if (!all)
+            continue;
+        size_t n = strlen(all);
+        const char *tail = n > LOG_TAIL ? all + n - LOG_TAIL : all;
+        len += (size_t)snprintf(text + len, sizeof text - len, "== %s%s:\n%s\n", e->d_name,
+                                n > LOG_TAIL ? " (its end)" : "", tail);
+        free(all);
+    }
+    closedir(d);
+    return text;
 }
 
 /* Forks `ferry args...` with stdout and stderr to two new files under the

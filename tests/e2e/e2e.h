@@ -43,10 +43,17 @@ void e2e_ferry(e2e_run *r, int timeout_ms, const char *arg, ...)
     __attribute__((sentinel));
 void e2e_run_fini(e2e_run *r);
 
-/* Runs ferry and asserts its exit status; prints both outputs on failure. */
+/* Runs ferry and asserts its exit status; prints both outputs on failure,
+ * and the end of each of the cluster's logs (a worker's side of a failure
+ * seen only in CI is otherwise lost with its FERRY_HOME). */
 #define E2E_EXPECT(r, want)                                                              \
-    cr_assert((r)->status == (want), "exit %d, expected %d\nstdout:\n%s\nstderr:\n%s",   \
-              (r)->status, (want), (r)->out, (r)->err)
+    cr_assert((r)->status == (want),                                                     \
+              "exit %d, expected %d\nstdout:\n%s\nstderr:\n%s\n%s", (r)->status, (want),   \
+              (r)->out, (r)->err, e2e_logs())
+
+/* The last few KiB of every log under FERRY_HOME/logs, each headed by its
+ * name; a static buffer, rewritten by each call. */
+const char *e2e_logs(void);
 
 /* `ferry start N --base-port 0`, asserted to succeed. */
 void e2e_start(int n);
