@@ -9,8 +9,12 @@
  *            (bench/allreduce_gloo.py under Debian's /usr/bin/python3)
  *   tcp      the same all-reduce over bare loopback sockets
  *            (bench/tcp_allreduce): not a peer but a reference, no framing
- *            and no RPC; a target above all three asks for more than this
- *            machine gave any implementation over TCP in the run
+ *            and no RPC; a target above all of these asks for more than
+ *            this machine gave any implementation over TCP in the run
+ *   grpc     2 ranks only: the exchange over gRPC-core unary calls, one a
+ *            chunk, with one completion-queue thread a process
+ *            (bench/grpc_allreduce): what an RPC per chunk allows here,
+ *            and so what ferry's threads and checks cost
  *
  * For each rank count: half of ferry's repetitions, the two baselines, the
  * other half; then the targets as ratio lines of bus bandwidth. A baseline that cannot
@@ -47,16 +51,16 @@
 #define TARGET_VS_GLOO    1.5
 static const size_t target_sizes[] = {1 * MiB, 16 * MiB, 64 * MiB};
 
-enum { IMPL_FERRY, IMPL_MPI, IMPL_GLOO, IMPL_TCP, N_IMPLS };
-static const char *const impl_name[N_IMPLS] = {"ferry", "openmpi", "gloo", "tcp"};
+enum { IMPL_FERRY, IMPL_MPI, IMPL_GLOO, IMPL_TCP, IMPL_GRPC, N_IMPLS };
+static const char *const impl_name[N_IMPLS] = {"ferry", "openmpi", "gloo", "tcp", "grpc"};
 
 typedef struct cfg {
-    bool quick, mpi_on, gloo_on, tcp_on;
+    bool quick, mpi_on, gloo_on, tcp_on, grpc_on;
     int ranks[4], n_ranks;
     size_t chunk_bytes;
     ar_plan plan;
     const char *python, *gloo_script, *mpirun;
-    char mpi_bin[PATH_MAX], tcp_bin[PATH_MAX];
+    char mpi_bin[PATH_MAX], tcp_bin[PATH_MAX], grpc_bin[PATH_MAX];
     int deadline_s;
     /* busbw[impl][ranks index][step], GB/s; NaN: not measured */
     double busbw[N_IMPLS][4][AR_MAX_SIZES];
@@ -68,7 +72,8 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--plan SPEC]\n"
-        "                 [--no-mpi] [--no-gloo] [--no-tcp] [--python PATH] [--help]\n"
+        "                 [--no-mpi] [--no-gloo] [--no-tcp] [--no-grpc] [--python PATH]\n"
+        "                 [--help]\n"
         "\n"
         "Times ferry's all-reduce (float32, in place: the exchange on 2 ranks,\n"
         "exchange rounds up to 1 MiB and the ring above on 4) of 4 KiB, 64 KiB, 1 MiB,\n"
@@ -76,10 +81,13 @@ static void usage(FILE *f)
         "the repetitions before the baselines, half after), Open MPI's\n"
         "MPI_Allreduce over TCP loopback, gloo's (torch.distributed) and the same\n"
         "all-reduce over bare loopback sockets (tcp: what TCP itself moves here)\n"
-        "on the same sizes, and prints one JSON object per line on stdout:\n"
+        "and, on 2 ranks, over gRPC-core calls with one thread a process (grpc:\n"
+        "what an RPC per chunk allows here) on the same sizes, and prints one\n"
+        "JSON object per line on stdout:\n"
         "time_us, algbw and busbw (GB/s; busbw = algbw x 2(n-1)/n) as medians of\n"
         "the repetitions with min/max, then busbw_vs_openmpi and busbw_vs_gloo\n"
-        "with their targets, busbw_vs_tcp, and targets_need_vs_best_tcp: the bus\n"
+        "with their targets, busbw_vs_tcp, busbw_vs_grpc, and\n"
+        "targets_need_vs_best_tcp: the bus\n"
         "bandwidth the targets ask for over the most any TCP implementation\n"
         "moved in the run (above 1: more than any reached on this machine).\n"
         "Progress goes to stderr.\n"
@@ -91,6 +99,7 @@ static void usage(FILE *f)
         "  --no-mpi         skip Open MPI\n"
         "  --no-gloo        skip gloo\n"
         "  --no-tcp         skip the plain-TCP reference\n"
+        "  --no-grpc        skip the gRPC floor\n"
         "  --python P       the interpreter with torch (default /usr/bin/python3)\n"
         "  --help           this text\n",
         RT_COMM_DEFAULT_CHUNK, AR_MAX_RANKS);
@@ -140,6 +149,8 @@ static void parse_args(int argc, char **argv, cfg *c)
             c->gloo_on = false;
         else if (strcmp(a, "--no-tcp") == 0)
             c->tcp_on = false;
+        else if (strcmp(a, "--no-grpc") == 0)
+            c->grpc_on = false;
         else if (strcmp(a, "--python") == 0 && i + 1 < argc)
             c->python = argv[++i];
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -317,19 +328,34 @@ static void run_gloo(cfg *c, int ri)
         skip_line(c, IMPL_GLOO, ri, why);
 }
 
-static void run_tcp(cfg *c, int ri)
+/* A reference of this folder's own: `bin --ranks N --plan SPEC`. */
+static void run_reference(cfg *c, int ri, int impl, const char *bin)
 {
-    if (!c->tcp_on) {
-        skip_line(c, IMPL_TCP, ri, "--no-tcp");
-        return;
-    }
     char world[16], plan[512];
     ext_args(c, ri, world, plan);
-    char *argv[] = {c->tcp_bin, "--ranks", world, "--plan", plan, NULL};
+    char *argv[] = {(char *)bin, "--ranks", world, "--plan", plan, NULL};
     char why[256];
-    if (ar_ext_run(argv, NULL, c->deadline_s, &c->plan, c->busbw[IMPL_TCP][ri], why,
+    if (ar_ext_run(argv, NULL, c->deadline_s, &c->plan, c->busbw[impl][ri], why,
                    sizeof why) != 0)
-        skip_line(c, IMPL_TCP, ri, why);
+        skip_line(c, impl, ri, why);
+}
+
+static void run_tcp(cfg *c, int ri)
+{
+    if (!c->tcp_on)
+        skip_line(c, IMPL_TCP, ri, "--no-tcp");
+    else
+        run_reference(c, ri, IMPL_TCP, c->tcp_bin);
+}
+
+static void run_grpc(cfg *c, int ri)
+{
+    if (!c->grpc_on)
+        skip_line(c, IMPL_GRPC, ri, "--no-grpc");
+    else if (c->ranks[ri] != 2)
+        skip_line(c, IMPL_GRPC, ri, "the gRPC floor runs the exchange of 2 ranks only");
+    else
+        run_reference(c, ri, IMPL_GRPC, c->grpc_bin);
 }
 
 /* ---- the targets ------------------------------------------------------------ */
@@ -367,16 +393,22 @@ static void against_tcp(cfg *c, int ri, int s)
     char p[256];
     snprintf(p, sizeof p, "\"ranks\":%d,\"bytes\":%zu", c->ranks[ri],
              c->plan.step[s].bytes);
-    double tcp = c->busbw[IMPL_TCP][ri][s];
+    double tcp = c->busbw[IMPL_TCP][ri][s], grpc = c->busbw[IMPL_GRPC][ri][s];
     if (!c->skipped[IMPL_TCP][ri][0] && tcp > 0)
         bench_emit("busbw_vs_tcp", c->busbw[IMPL_FERRY][ri][s] / tcp, "ratio", NULL, "%s",
+                   p);
+    if (!c->skipped[IMPL_GRPC][ri][0] && grpc > 0)
+        bench_emit("busbw_vs_grpc", c->busbw[IMPL_FERRY][ri][s] / grpc, "ratio", NULL, "%s",
                    p);
     double mpi = c->busbw[IMPL_MPI][ri][s], gloo = c->busbw[IMPL_GLOO][ri][s];
     if (!(mpi > 0) || !(gloo > 0)) /* both targets, or none */
         return;
     double need = fmax(TARGET_VS_OPENMPI * mpi, TARGET_VS_GLOO * gloo);
-    double best = fmax(fmax(mpi, gloo), tcp > 0 ? tcp : 0);
-    const char *who = best == mpi ? "openmpi" : best == gloo ? "gloo" : "tcp";
+    double best = fmax(fmax(fmax(mpi, gloo), tcp > 0 ? tcp : 0), grpc > 0 ? grpc : 0);
+    const char *who = best == mpi    ? "openmpi"
+                      : best == gloo ? "gloo"
+                      : best == tcp  ? "tcp"
+                                     : "grpc";
     bench_emit("targets_need_vs_best_tcp", need / best, "ratio", NULL,
                "%s,\"needs_busbw\":%.4g,\"best_busbw\":%.4g,\"best\":\"%s\"", p, need,
                best, who);
@@ -405,6 +437,7 @@ int main(int argc, char **argv)
         .mpi_on = true,
         .gloo_on = true,
         .tcp_on = true,
+        .grpc_on = true,
         .ranks = {2, 4},
         .n_ranks = 2,
         .python = "/usr/bin/python3",
@@ -414,6 +447,7 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &c);
     build_path(c.mpi_bin, "bench/mpi_allreduce");
     build_path(c.tcp_bin, "bench/tcp_allreduce");
+    build_path(c.grpc_bin, "bench/grpc_allreduce");
     uint64_t t0 = bench_now_ns();
     bench_log("allreduce: chunk %zu bytes, %d sizes, ranks %d..%d", chunk_of(&c),
               c.plan.n, c.ranks[0], c.ranks[c.n_ranks - 1]);
@@ -423,6 +457,7 @@ int main(int argc, char **argv)
         run_mpi(&c, ri);
         run_gloo(&c, ri);
         run_tcp(&c, ri);
+        run_grpc(&c, ri);
         run_ferry_half(&c, ri, 1, secs);
         report_ferry(&c, ri, secs);
     }

@@ -1,0 +1,441 @@
+/* bench/grpc_allreduce — the gRPC floor of bench/allreduce: two ranks
+ * exchange their buffers over gRPC-core unary calls as ferry's ranks do
+ * (one call per chunk of 1 MiB, at most four on the wire, the peer's chunk
+ * added in place once this rank's own copy of it is acknowledged), but with
+ * the fewest threads gRPC allows: one completion queue per process serves
+ * the server and the client, and the one thread that drains it sends,
+ * receives and adds. No protobuf, no token, no session, no libuv.
+ *
+ *   build/bench/grpc_allreduce --ranks 2 --plan BYTES:REPS:ITERS,...
+ *
+ * What it reaches is about what an RPC-per-chunk design can reach here:
+ * ferry's own figure below it is the price of its threads and checks. Two
+ * ranks only (the exchange); rank 0 prints the lines. */
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "allreduce_plan.h"
+#include "stats.h"
+
+#define METHOD     "/bench.Allreduce/Chunk"
+#define CHUNK      ((size_t)1 << 20) /* bytes, ferry's default */
+#define WIRE       4                 /* chunks in flight, as ferry */
+#define REQUESTS   8                 /* server calls waiting for a chunk */
+#define MAX_CHUNKS 128               /* 128 MiB */
+
+enum { T_REQUEST, T_REPLY, T_SEND };
+
+typedef struct tag {
+    int kind;
+    struct tag *self; /* what completes: this */
+    grpc_call *call;
+    /* T_REQUEST */
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *msg;
+    int cancelled;
+    /* T_SEND */
+    uint32_t chunk;
+    grpc_byte_buffer *out, *reply;
+    grpc_metadata_array md_in, md_trailing;
+    grpc_status_code status;
+    grpc_slice details;
+} tag;
+
+typedef struct rank {
+    int r;
+    int side; /* socket to the other rank, for barriers */
+    grpc_completion_queue *cq;
+    grpc_server *srv;
+    void *srv_method;
+    grpc_channel *ch;
+    void *ch_method;
+    float *buf;
+    size_t n;        /* floats in the current all-reduce */
+    uint32_t seq;    /* the current all-reduce */
+    size_t chunks;   /* of it */
+    size_t next;     /* the next chunk to send */
+    size_t inflight; /* sends not yet acknowledged */
+    bool acked[MAX_CHUNKS], added[MAX_CHUNKS];
+    /* The peer's chunks by the parity of their all-reduce: the peer may be
+     * one all-reduce ahead, never two (it needs this rank's chunks). */
+    grpc_byte_buffer *parked[2][MAX_CHUNKS];
+    size_t left; /* chunks not yet both acknowledged and added */
+    tag req[REQUESTS];
+} rank;
+
+static void die(const rank *k, const char *what)
+{
+    fprintf(stderr, "grpc_allreduce: rank %d: %s\n", k ? k->r : -1, what);
+    exit(1);
+}
+
+static grpc_channel_args *unlimited(void)
+{
+    static grpc_arg a[2];
+    static grpc_channel_args args = {.num_args = 2, .args = a};
+    a[0] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                      .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+                      .value.integer = -1};
+    a[1] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                      .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+                      .value.integer = -1};
+    return &args;
+}
+
+static void request(rank *k, tag *t)
+{
+    grpc_metadata_array_init(&t->md);
+    t->kind = T_REQUEST;
+    t->self = t;
+    t->msg = NULL;
+    if (grpc_server_request_registered_call(k->srv, k->srv_method, &t->call, &t->deadline,
+                                            &t->md, &t->msg, k->cq, k->cq,
+                                            t) != GRPC_CALL_OK)
+        die(k, "cannot request a call");
+}
+
+static void noop_free(void *p)
+{
+    (void)p;
+}
+
+/* Chunk c of the current all-reduce, from the buffer itself: a 12-byte
+ * head (seq, chunk) and the floats, no copy. */
+static void send_chunk(rank *k, size_t c)
+{
+    tag *t = calloc(1, sizeof *t);
+    if (!t)
+        die(k, "no memory");
+    t->kind = T_SEND;
+    t->self = t;
+    t->chunk = (uint32_t)c;
+    size_t off = c * (CHUNK / sizeof(float));
+    size_t len = k->n - off < CHUNK / sizeof(float) ? k->n - off : CHUNK / sizeof(float);
+    uint32_t head[2] = {k->seq, (uint32_t)c};
+    grpc_slice s[2] = {grpc_slice_from_copied_buffer((const char *)head, sizeof head),
+                       grpc_slice_new(k->buf + off, len * sizeof(float), noop_free)};
+    t->out = grpc_raw_byte_buffer_create(s, 2);
+    grpc_slice_unref(s[0]);
+    grpc_slice_unref(s[1]);
+    t->call = grpc_channel_create_registered_call(k->ch, NULL, GRPC_PROPAGATE_DEFAULTS, k->cq,
+                                                  k->ch_method,
+                                                  gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_metadata_array_init(&t->md_in);
+    grpc_metadata_array_init(&t->md_trailing);
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = t->out;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &t->md_in;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &t->reply;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &t->md_trailing;
+    ops[5].data.recv_status_on_client.status = &t->status;
+    ops[5].data.recv_status_on_client.status_details = &t->details;
+    if (!t->call || grpc_call_start_batch(t->call, ops, 6, t, NULL) != GRPC_CALL_OK)
+        die(k, "cannot start a call");
+    k->inflight++;
+}
+
+static void pump(rank *k)
+{
+    while (k->next < k->chunks && k->inflight < WIRE)
+        send_chunk(k, k->next++);
+}
+
+/* dst[0..) += the floats of `msg` after its head, run by run as gRPC
+ * received them; a float split between two runs is put together first. */
+static void add_message(float *dst, grpc_byte_buffer *msg)
+{
+    grpc_byte_buffer_reader rd;
+    grpc_byte_buffer_reader_init(&rd, msg);
+    grpc_slice s;
+    size_t skip = 2 * sizeof(uint32_t), at = 0, have = 0;
+    union {
+        float f;
+        uint8_t b[4];
+    } part;
+    while (grpc_byte_buffer_reader_next(&rd, &s)) {
+        const uint8_t *p = GRPC_SLICE_START_PTR(s);
+        size_t len = GRPC_SLICE_LENGTH(s);
+        size_t k = skip < len ? skip : len;
+        p += k, len -= k, skip -= k;
+        if (have) {
+            k = sizeof part - have < len ? sizeof part - have : len;
+            memcpy(part.b + have, p, k);
+            p += k, len -= k, have += k;
+            if (have == sizeof part)
+                dst[at++] += part.f, have = 0;
+        }
+        size_t whole = have ? 0 : len / sizeof(float);
+        for (size_t i = 0; i < whole; i++) {
+            float v;
+            memcpy(&v, p + i * sizeof v, sizeof v);
+            dst[at + i] += v;
+        }
+        at += whole;
+        if (!have) {
+            have = len - whole * sizeof(float);
+            memcpy(part.b, p + whole * sizeof(float), have);
+        }
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&rd);
+}
+
+static void try_add(rank *k, size_t c)
+{
+    grpc_byte_buffer **m = &k->parked[k->seq & 1][c];
+    if (!*m || !k->acked[c] || k->added[c])
+        return;
+    add_message(k->buf + c * (CHUNK / sizeof(float)), *m);
+    grpc_byte_buffer_destroy(*m);
+    *m = NULL;
+    k->added[c] = true;
+    k->left--;
+}
+
+static void on_request(rank *k, tag *t, bool ok)
+{
+    if (!ok || !t->msg)
+        die(k, "a request failed");
+    /* The head, from the first run or two: the floats stay where they are. */
+    uint32_t head[2];
+    grpc_byte_buffer_reader rd;
+    grpc_byte_buffer_reader_init(&rd, t->msg);
+    uint8_t hb[sizeof head];
+    size_t got = 0;
+    grpc_slice s;
+    while (got < sizeof hb && grpc_byte_buffer_reader_next(&rd, &s)) {
+        size_t n = GRPC_SLICE_LENGTH(s) < sizeof hb - got ? GRPC_SLICE_LENGTH(s)
+                                                           : sizeof hb - got;
+        memcpy(hb + got, GRPC_SLICE_START_PTR(s), n);
+        got += n;
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&rd);
+    memcpy(head, hb, sizeof head);
+    if (head[1] >= MAX_CHUNKS || k->parked[head[0] & 1][head[1]])
+        die(k, "a chunk out of place");
+    k->parked[head[0] & 1][head[1]] = t->msg;
+
+    /* The reply: no message, status OK; its own tag frees it. */
+    tag *rep = calloc(1, sizeof *rep);
+    if (!rep)
+        die(k, "no memory");
+    rep->kind = T_REPLY;
+    rep->self = rep;
+    rep->call = t->call;
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[1].data.send_status_from_server.status = GRPC_STATUS_OK;
+    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[2].data.recv_close_on_server.cancelled = &rep->cancelled;
+    if (grpc_call_start_batch(t->call, ops, 3, rep, NULL) != GRPC_CALL_OK)
+        die(k, "cannot reply");
+    grpc_metadata_array_destroy(&t->md);
+    request(k, t);
+    if (head[0] == k->seq && k->chunks)
+        try_add(k, head[1]);
+}
+
+static void on_send(rank *k, tag *t, bool ok)
+{
+    if (!ok || t->status != GRPC_STATUS_OK)
+        die(k, "a chunk was refused");
+    grpc_byte_buffer_destroy(t->out);
+    if (t->reply)
+        grpc_byte_buffer_destroy(t->reply);
+    grpc_metadata_array_destroy(&t->md_in);
+    grpc_metadata_array_destroy(&t->md_trailing);
+    grpc_slice_unref(t->details);
+    grpc_call_unref(t->call);
+    k->inflight--;
+    k->acked[t->chunk] = true;
+    try_add(k, t->chunk);
+    free(t);
+    pump(k);
+}
+
+static void step(rank *k)
+{
+    grpc_event ev = grpc_completion_queue_next(k->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type != GRPC_OP_COMPLETE)
+        die(k, "the completion queue ended");
+    tag *t = ev.tag;
+    if (t->kind == T_REQUEST)
+        on_request(k, t, ev.success);
+    else if (t->kind == T_SEND)
+        on_send(k, t, ev.success);
+    else {
+        grpc_call_unref(t->call);
+        free(t);
+    }
+}
+
+static void allreduce(rank *k, size_t n)
+{
+    k->seq++;
+    k->n = n;
+    k->chunks = (n * sizeof(float) + CHUNK - 1) / CHUNK;
+    if (k->chunks > MAX_CHUNKS)
+        die(k, "buffer too large");
+    k->next = 0;
+    k->left = k->chunks;
+    memset(k->acked, 0, sizeof k->acked);
+    memset(k->added, 0, sizeof k->added);
+    pump(k);
+    while (k->left)
+        step(k);
+    k->chunks = 0;
+}
+
+/* The larger of the two ranks' values, over the side socket: a barrier,
+ * and the slower rank's time. */
+static double both_max(rank *k, double v)
+{
+    double in;
+    if (write(k->side, &v, sizeof v) != sizeof v || read(k->side, &in, sizeof in) != sizeof in)
+        die(k, "the side socket failed");
+    return in > v ? in : v;
+}
+
+static void fill(rank *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        k->buf[i] = ar_fill_value(k->r, i);
+}
+
+static void check(rank *k, size_t n, int times)
+{
+    size_t i = ar_check(k->buf, n, 2, times);
+    if (i < n) {
+        fprintf(stderr, "grpc_allreduce: rank %d: element %zu of %zu is %g, expected %g\n",
+                k->r, i, n, (double)k->buf[i], ar_expected(2, i, times));
+        exit(1);
+    }
+}
+
+static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
+{
+    grpc_init();
+    k->cq = grpc_completion_queue_create_for_next(NULL);
+    k->srv = grpc_server_create(unlimited(), NULL);
+    k->srv_method = grpc_server_register_method(k->srv, METHOD, NULL,
+                                                GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    grpc_server_register_completion_queue(k->srv, k->cq, NULL);
+    grpc_server_credentials *sc = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(k->srv, "127.0.0.1:0", sc);
+    grpc_server_credentials_release(sc);
+    if (port <= 0)
+        die(k, "cannot listen on 127.0.0.1");
+    grpc_server_start(k->srv);
+    for (int i = 0; i < REQUESTS; i++)
+        request(k, &k->req[i]);
+
+    /* Ports through the parent: each rank learns the other's. */
+    int peer;
+    if (write(port_w, &port, sizeof port) != sizeof port ||
+        read(port_r, &peer, sizeof peer) != sizeof peer)
+        die(k, "cannot learn the other rank's port");
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1:%d", peer);
+    grpc_channel_credentials *cc = grpc_insecure_credentials_create();
+    k->ch = grpc_channel_create(target, cc, unlimited());
+    grpc_channel_credentials_release(cc);
+    k->ch_method = grpc_channel_register_call(k->ch, METHOD, NULL, NULL);
+
+    size_t max = ar_plan_max_bytes(plan);
+    if (!(k->buf = malloc(max)))
+        die(k, "no memory");
+    for (int s = 0; s < plan->n; s++) {
+        const ar_step *st = &plan->step[s];
+        size_t n = st->bytes / sizeof(float);
+        fill(k, n);
+        for (int w = 0; w < AR_WARMUP; w++)
+            allreduce(k, n);
+        check(k, n, AR_WARMUP);
+        double secs[AR_MAX_REPS];
+        for (int r = 0; r < st->reps; r++) {
+            fill(k, n);
+            both_max(k, 0);
+            double t0 = bench_now_ns() * 1e-9;
+            for (int i = 0; i < st->iters; i++)
+                allreduce(k, n);
+            secs[r] = both_max(k, (bench_now_ns() * 1e-9 - t0) / st->iters);
+            check(k, n, st->iters);
+        }
+        if (k->r == 0)
+            ar_report("grpc", 2, st, secs,
+                      "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\","
+                      "\"threads\":1");
+        fflush(stdout);
+    }
+    /* Leaves without tearing gRPC down: the process ends here, and a peer
+     * may still be reading its last reply. */
+    both_max(k, 0);
+    free(k->buf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_set_name("allreduce");
+    ar_plan plan;
+    int world = argc == 5 && strcmp(argv[1], "--ranks") == 0 ? atoi(argv[2]) : 0;
+    if (world != 2 || strcmp(argv[3], "--plan") != 0 || ar_plan_parse(argv[4], &plan) != 0) {
+        fprintf(stderr, "usage: grpc_allreduce --ranks 2 --plan BYTES:REPS:ITERS,...\n"
+                        "  (the exchange of two ranks only)\n");
+        return 2;
+    }
+    if (ar_plan_max_bytes(&plan) > MAX_CHUNKS * CHUNK) {
+        fprintf(stderr, "grpc_allreduce: buffers of up to %zu MiB\n", MAX_CHUNKS * CHUNK >> 20);
+        return 2;
+    }
+    int side[2], up[2][2], down[2][2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, side) || pipe(up[0]) || pipe(up[1]) ||
+        pipe(down[0]) || pipe(down[1]))
+        die(NULL, "cannot make the side channels");
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++) {
+        if ((pid[r] = fork()) < 0)
+            die(NULL, "fork");
+        if (pid[r] == 0) {
+            rank k = {.r = r, .side = side[r]};
+            _exit(run_rank(&k, &plan, up[r][1], down[r][0]));
+        }
+    }
+    /* Each rank's port to the other. */
+    int port[2];
+    for (int r = 0; r < 2; r++)
+        if (read(up[r][0], &port[r], sizeof port[r]) != sizeof port[r])
+            die(NULL, "a rank did not start");
+    for (int r = 0; r < 2; r++)
+        if (write(down[r][1], &port[1 - r], sizeof port[r]) != sizeof port[r])
+            die(NULL, "a rank did not start");
+    int failed = 0;
+    for (int r = 0; r < 2; r++) {
+        int st;
+        if (waitpid(pid[r], &st, 0) != pid[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            failed = 1;
+    }
+    return failed;
+}
