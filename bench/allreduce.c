@@ -11,10 +11,10 @@
  *            (bench/tcp_allreduce): not a peer but a reference, no framing
  *            and no RPC; a target above all of these asks for more than
  *            this machine gave any implementation over TCP in the run
- *   grpc     2 ranks only: the exchange over gRPC-core unary calls, one a
- *            chunk, with one completion-queue thread a process
- *            (bench/grpc_allreduce): what an RPC per chunk allows here,
- *            and so what ferry's threads and checks cost
+ *   grpc     2, 4 or 8 ranks: the exchange (and its rounds) over gRPC-core
+ *            unary calls, one a chunk, with one completion-queue thread a
+ *            process (bench/grpc_allreduce): what an RPC per chunk allows
+ *            here, and so what ferry's threads and checks cost
  *
  * For each rank count: half of ferry's repetitions, the two baselines, the
  * other half; then the targets as ratio lines of bus bandwidth. A baseline that cannot
@@ -79,17 +79,17 @@ static void usage(FILE *f)
         "exchange rounds up to 1 MiB and the ring above on 4) of 4 KiB, 64 KiB, 1 MiB,\n"
         "16 MiB and 64 MiB on 2 and 4 local rank processes over 127.0.0.1 (half\n"
         "the repetitions before the baselines, half after), Open MPI's\n"
-        "MPI_Allreduce over TCP loopback, gloo's (torch.distributed) and the same\n"
+        "MPI_Allreduce over TCP loopback, gloo's (torch.distributed), the same\n"
         "all-reduce over bare loopback sockets (tcp: what TCP itself moves here)\n"
-        "and, on 2 ranks, over gRPC-core calls with one thread a process (grpc:\n"
-        "what an RPC per chunk allows here) on the same sizes, and prints one\n"
-        "JSON object per line on stdout:\n"
+        "and, on 2, 4 or 8 ranks, the exchange and its rounds over gRPC-core\n"
+        "calls with one thread a process (grpc: what an RPC per chunk allows\n"
+        "here) on the same sizes, and prints one JSON object per line on stdout:\n"
         "time_us, algbw and busbw (GB/s; busbw = algbw x 2(n-1)/n) as medians of\n"
         "the repetitions with min/max, then busbw_vs_openmpi and busbw_vs_gloo\n"
         "with their targets, busbw_vs_tcp, busbw_vs_grpc, and\n"
-        "targets_need_vs_best_tcp: the bus\n"
-        "bandwidth the targets ask for over the most any TCP implementation\n"
-        "moved in the run (above 1: more than any reached on this machine).\n"
+        "targets_need_vs_best_tcp: the bus bandwidth the targets ask for over\n"
+        "the most any TCP implementation moved in the run (above 1: more than\n"
+        "any reached on this machine).\n"
         "Progress goes to stderr.\n"
         "\n"
         "  --quick          64 KiB, 1 MiB and 16 MiB, fewer repetitions (CI, < 1 min)\n"
@@ -352,8 +352,8 @@ static void run_grpc(cfg *c, int ri)
 {
     if (!c->grpc_on)
         skip_line(c, IMPL_GRPC, ri, "--no-grpc");
-    else if (c->ranks[ri] != 2)
-        skip_line(c, IMPL_GRPC, ri, "the gRPC floor runs the exchange of 2 ranks only");
+    else if (c->ranks[ri] & (c->ranks[ri] - 1))
+        skip_line(c, IMPL_GRPC, ri, "the gRPC floor runs 2, 4 or 8 ranks only");
     else
         run_reference(c, ri, IMPL_GRPC, c->grpc_bin);
 }

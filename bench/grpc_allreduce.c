@@ -1,16 +1,20 @@
-/* bench/grpc_allreduce — the gRPC floor of bench/allreduce: two ranks
- * exchange their buffers over gRPC-core unary calls as ferry's ranks do
- * (one call per chunk of 1 MiB, at most four on the wire, the peer's chunk
- * added in place once this rank's own copy of it is acknowledged), but with
- * the fewest threads gRPC allows: one completion queue per process serves
- * the server and the client, and the one thread that drains it sends,
- * receives and adds. No protobuf, no token, no session, no libuv.
+/* bench/grpc_allreduce — the gRPC floor of bench/allreduce: ranks exchange
+ * their buffers over gRPC-core unary calls as ferry's ranks do (one call
+ * per chunk of 1 MiB, at most four on the wire, the partner's chunk added
+ * in place once this rank's own copy of it is acknowledged; with 4 or 8
+ * ranks in rounds, rank r with r ^ 2^j in round j, each chunk sent on as
+ * soon as it has been added), but with the fewest threads gRPC allows: one
+ * completion queue per process serves the server and the client, and the
+ * one thread that drains it sends, receives and adds. No protobuf, no
+ * token, no session, no libuv.
  *
- *   build/bench/grpc_allreduce --ranks 2 --plan BYTES:REPS:ITERS,...
+ *   build/bench/grpc_allreduce --ranks 2|4|8 --plan BYTES:REPS:ITERS,...
  *
  * What it reaches is about what an RPC-per-chunk design can reach here:
- * ferry's own figure below it is the price of its threads and checks. Two
- * ranks only (the exchange); rank 0 prints the lines. */
+ * ferry's own figure below it is the price of its threads and checks. (On
+ * 4 ranks ferry runs the rounds up to 1 MiB only, and the ring above,
+ * which moves 1.5 buffers a rank where the rounds move 2.) Rank 0 prints
+ * the lines. */
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -33,6 +37,8 @@
 #define WIRE       4                 /* chunks in flight, as ferry */
 #define REQUESTS   8                 /* server calls waiting for a chunk */
 #define MAX_CHUNKS 128               /* 128 MiB */
+#define MAX_RANKS  8
+#define MAX_ROUNDS 3
 
 enum { T_REQUEST, T_REPLY, T_SEND };
 
@@ -46,32 +52,38 @@ typedef struct tag {
     grpc_byte_buffer *msg;
     int cancelled;
     /* T_SEND */
-    uint32_t chunk;
+    uint32_t round, chunk;
     grpc_byte_buffer *out, *reply;
     grpc_metadata_array md_in, md_trailing;
     grpc_status_code status;
     grpc_slice details;
 } tag;
 
+/* A chunk of a round, ready to go to that round's partner. */
+typedef struct ready {
+    uint32_t round, chunk;
+} ready;
+
 typedef struct rank {
-    int r;
-    int side; /* socket to the other rank, for barriers */
+    int r, world, rounds;
+    int side[MAX_RANKS]; /* rank 0: a socket to each rank; others: side[0] */
     grpc_completion_queue *cq;
     grpc_server *srv;
     void *srv_method;
-    grpc_channel *ch;
-    void *ch_method;
+    grpc_channel *ch[MAX_ROUNDS]; /* to each round's partner */
+    void *ch_method[MAX_ROUNDS];
     float *buf;
     size_t n;        /* floats in the current all-reduce */
     uint32_t seq;    /* the current all-reduce */
     size_t chunks;   /* of it */
-    size_t next;     /* the next chunk to send */
     size_t inflight; /* sends not yet acknowledged */
-    bool acked[MAX_CHUNKS], added[MAX_CHUNKS];
-    /* The peer's chunks by the parity of their all-reduce: the peer may be
-     * one all-reduce ahead, never two (it needs this rank's chunks). */
-    grpc_byte_buffer *parked[2][MAX_CHUNKS];
-    size_t left; /* chunks not yet both acknowledged and added */
+    ready queue[MAX_ROUNDS * MAX_CHUNKS];
+    size_t q_head, q_tail;
+    bool acked[MAX_ROUNDS][MAX_CHUNKS], added[MAX_ROUNDS][MAX_CHUNKS];
+    /* Partners' chunks by the parity of their all-reduce: a rank may be one
+     * all-reduce ahead of another, never two (it needs its chunks). */
+    grpc_byte_buffer *parked[2][MAX_ROUNDS][MAX_CHUNKS];
+    size_t left; /* chunk-rounds not yet both acknowledged and added */
     tag req[REQUESTS];
 } rank;
 
@@ -111,26 +123,29 @@ static void noop_free(void *p)
     (void)p;
 }
 
-/* Chunk c of the current all-reduce, from the buffer itself: a 12-byte
- * head (seq, chunk) and the floats, no copy. */
-static void send_chunk(rank *k, size_t c)
+#define HEAD_BYTES (3 * sizeof(uint32_t)) /* seq, round, chunk */
+
+/* Chunk c of the current all-reduce to round j's partner, from the buffer
+ * itself: the head and the floats, no copy. */
+static void send_chunk(rank *k, uint32_t j, size_t c)
 {
     tag *t = calloc(1, sizeof *t);
     if (!t)
         die(k, "no memory");
     t->kind = T_SEND;
     t->self = t;
+    t->round = j;
     t->chunk = (uint32_t)c;
     size_t off = c * (CHUNK / sizeof(float));
     size_t len = k->n - off < CHUNK / sizeof(float) ? k->n - off : CHUNK / sizeof(float);
-    uint32_t head[2] = {k->seq, (uint32_t)c};
+    uint32_t head[3] = {k->seq, j, (uint32_t)c};
     grpc_slice s[2] = {grpc_slice_from_copied_buffer((const char *)head, sizeof head),
                        grpc_slice_new(k->buf + off, len * sizeof(float), noop_free)};
     t->out = grpc_raw_byte_buffer_create(s, 2);
     grpc_slice_unref(s[0]);
     grpc_slice_unref(s[1]);
-    t->call = grpc_channel_create_registered_call(k->ch, NULL, GRPC_PROPAGATE_DEFAULTS, k->cq,
-                                                  k->ch_method,
+    t->call = grpc_channel_create_registered_call(k->ch[j], NULL, GRPC_PROPAGATE_DEFAULTS,
+                                                  k->cq, k->ch_method[j],
                                                   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     grpc_metadata_array_init(&t->md_in);
     grpc_metadata_array_init(&t->md_trailing);
@@ -155,8 +170,15 @@ static void send_chunk(rank *k, size_t c)
 
 static void pump(rank *k)
 {
-    while (k->next < k->chunks && k->inflight < WIRE)
-        send_chunk(k, k->next++);
+    while (k->q_head < k->q_tail && k->inflight < WIRE) {
+        ready x = k->queue[k->q_head++];
+        send_chunk(k, x.round, x.chunk);
+    }
+}
+
+static void enqueue(rank *k, uint32_t j, size_t c)
+{
+    k->queue[k->q_tail++] = (ready){j, (uint32_t)c};
 }
 
 /* dst[0..) += the floats of `msg` after its head, run by run as gRPC
@@ -166,7 +188,7 @@ static void add_message(float *dst, grpc_byte_buffer *msg)
     grpc_byte_buffer_reader rd;
     grpc_byte_buffer_reader_init(&rd, msg);
     grpc_slice s;
-    size_t skip = 2 * sizeof(uint32_t), at = 0, have = 0;
+    size_t skip = HEAD_BYTES, at = 0, have = 0;
     union {
         float f;
         uint8_t b[4];
@@ -199,16 +221,22 @@ static void add_message(float *dst, grpc_byte_buffer *msg)
     grpc_byte_buffer_reader_destroy(&rd);
 }
 
-static void try_add(rank *k, size_t c)
+/* Round j's partner's chunk c, added once this rank's own copy of it has
+ * been acknowledged; then on to the next round's partner. */
+static void try_add(rank *k, uint32_t j, size_t c)
 {
-    grpc_byte_buffer **m = &k->parked[k->seq & 1][c];
-    if (!*m || !k->acked[c] || k->added[c])
+    grpc_byte_buffer **m = &k->parked[k->seq & 1][j][c];
+    if (!*m || !k->acked[j][c] || k->added[j][c])
         return;
     add_message(k->buf + c * (CHUNK / sizeof(float)), *m);
     grpc_byte_buffer_destroy(*m);
     *m = NULL;
-    k->added[c] = true;
+    k->added[j][c] = true;
     k->left--;
+    if ((int)j + 1 < k->rounds) {
+        enqueue(k, j + 1, c);
+        pump(k);
+    }
 }
 
 static void on_request(rank *k, tag *t, bool ok)
@@ -216,7 +244,7 @@ static void on_request(rank *k, tag *t, bool ok)
     if (!ok || !t->msg)
         die(k, "a request failed");
     /* The head, from the first run or two: the floats stay where they are. */
-    uint32_t head[2];
+    uint32_t head[3];
     grpc_byte_buffer_reader rd;
     grpc_byte_buffer_reader_init(&rd, t->msg);
     uint8_t hb[sizeof head];
@@ -231,9 +259,10 @@ static void on_request(rank *k, tag *t, bool ok)
     }
     grpc_byte_buffer_reader_destroy(&rd);
     memcpy(head, hb, sizeof head);
-    if (head[1] >= MAX_CHUNKS || k->parked[head[0] & 1][head[1]])
+    if (head[1] >= (uint32_t)k->rounds || head[2] >= MAX_CHUNKS ||
+        k->parked[head[0] & 1][head[1]][head[2]])
         die(k, "a chunk out of place");
-    k->parked[head[0] & 1][head[1]] = t->msg;
+    k->parked[head[0] & 1][head[1]][head[2]] = t->msg;
 
     /* The reply: no message, status OK; its own tag frees it. */
     tag *rep = calloc(1, sizeof *rep);
@@ -254,7 +283,7 @@ static void on_request(rank *k, tag *t, bool ok)
     grpc_metadata_array_destroy(&t->md);
     request(k, t);
     if (head[0] == k->seq && k->chunks)
-        try_add(k, head[1]);
+        try_add(k, head[1], head[2]);
 }
 
 static void on_send(rank *k, tag *t, bool ok)
@@ -269,10 +298,11 @@ static void on_send(rank *k, tag *t, bool ok)
     grpc_slice_unref(t->details);
     grpc_call_unref(t->call);
     k->inflight--;
-    k->acked[t->chunk] = true;
-    try_add(k, t->chunk);
+    k->acked[t->round][t->chunk] = true;
+    uint32_t j = t->round, c = t->chunk;
     free(t);
     pump(k);
+    try_add(k, j, c);
 }
 
 static void step(rank *k)
@@ -298,24 +328,47 @@ static void allreduce(rank *k, size_t n)
     k->chunks = (n * sizeof(float) + CHUNK - 1) / CHUNK;
     if (k->chunks > MAX_CHUNKS)
         die(k, "buffer too large");
-    k->next = 0;
-    k->left = k->chunks;
+    k->left = k->chunks * (size_t)k->rounds;
     memset(k->acked, 0, sizeof k->acked);
     memset(k->added, 0, sizeof k->added);
+    k->q_head = k->q_tail = 0;
+    for (size_t c = 0; c < k->chunks; c++)
+        enqueue(k, 0, c);
     pump(k);
     while (k->left)
         step(k);
     k->chunks = 0;
 }
 
-/* The larger of the two ranks' values, over the side socket: a barrier,
- * and the slower rank's time. */
-static double both_max(rank *k, double v)
+static void put(rank *k, int fd, double v)
 {
-    double in;
-    if (write(k->side, &v, sizeof v) != sizeof v || read(k->side, &in, sizeof in) != sizeof in)
-        die(k, "the side socket failed");
-    return in > v ? in : v;
+    if (write(fd, &v, sizeof v) != sizeof v)
+        die(k, "a side socket failed");
+}
+
+static double get(rank *k, int fd)
+{
+    double v;
+    if (read(fd, &v, sizeof v) != sizeof v)
+        die(k, "a side socket failed");
+    return v;
+}
+
+/* The largest of the ranks' values, gathered at rank 0 over the side
+ * sockets and sent back: a barrier, and the slowest rank's time. */
+static double all_max(rank *k, double v)
+{
+    if (k->r) {
+        put(k, k->side[0], v);
+        return get(k, k->side[0]);
+    }
+    for (int i = 1; i < k->world; i++) {
+        double in = get(k, k->side[i]);
+        v = in > v ? in : v;
+    }
+    for (int i = 1; i < k->world; i++)
+        put(k, k->side[i], v);
+    return v;
 }
 
 static void fill(rank *k, size_t n)
@@ -326,10 +379,10 @@ static void fill(rank *k, size_t n)
 
 static void check(rank *k, size_t n, int times)
 {
-    size_t i = ar_check(k->buf, n, 2, times);
+    size_t i = ar_check(k->buf, n, k->world, times);
     if (i < n) {
         fprintf(stderr, "grpc_allreduce: rank %d: element %zu of %zu is %g, expected %g\n",
-                k->r, i, n, (double)k->buf[i], ar_expected(2, i, times));
+                k->r, i, n, (double)k->buf[i], ar_expected(k->world, i, times));
         exit(1);
     }
 }
@@ -351,17 +404,20 @@ static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
     for (int i = 0; i < REQUESTS; i++)
         request(k, &k->req[i]);
 
-    /* Ports through the parent: each rank learns the other's. */
-    int peer;
+    /* Ports through the parent: each rank learns every rank's. */
+    int ports[MAX_RANKS];
     if (write(port_w, &port, sizeof port) != sizeof port ||
-        read(port_r, &peer, sizeof peer) != sizeof peer)
-        die(k, "cannot learn the other rank's port");
-    char target[64];
-    snprintf(target, sizeof target, "127.0.0.1:%d", peer);
-    grpc_channel_credentials *cc = grpc_insecure_credentials_create();
-    k->ch = grpc_channel_create(target, cc, unlimited());
-    grpc_channel_credentials_release(cc);
-    k->ch_method = grpc_channel_register_call(k->ch, METHOD, NULL, NULL);
+        read(port_r, ports, sizeof ports[0] * (size_t)k->world) !=
+            (ssize_t)(sizeof ports[0] * (size_t)k->world))
+        die(k, "cannot learn the other ranks' ports");
+    for (int j = 0; j < k->rounds; j++) {
+        char target[64];
+        snprintf(target, sizeof target, "127.0.0.1:%d", ports[k->r ^ (1 << j)]);
+        grpc_channel_credentials *cc = grpc_insecure_credentials_create();
+        k->ch[j] = grpc_channel_create(target, cc, unlimited());
+        grpc_channel_credentials_release(cc);
+        k->ch_method[j] = grpc_channel_register_call(k->ch[j], METHOD, NULL, NULL);
+    }
 
     size_t max = ar_plan_max_bytes(plan);
     if (!(k->buf = malloc(max)))
@@ -376,22 +432,24 @@ static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
         double secs[AR_MAX_REPS];
         for (int r = 0; r < st->reps; r++) {
             fill(k, n);
-            both_max(k, 0);
+            all_max(k, 0);
             double t0 = bench_now_ns() * 1e-9;
             for (int i = 0; i < st->iters; i++)
                 allreduce(k, n);
-            secs[r] = both_max(k, (bench_now_ns() * 1e-9 - t0) / st->iters);
+            secs[r] = all_max(k, (bench_now_ns() * 1e-9 - t0) / st->iters);
             check(k, n, st->iters);
         }
         if (k->r == 0)
-            ar_report("grpc", 2, st, secs,
-                      "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\","
-                      "\"threads\":1");
+            ar_report("grpc", k->world, st, secs,
+                      k->world == 2 ? "\"transport\":\"grpc\",\"calls\":\"unary, one a "
+                                      "chunk\",\"threads\":1,\"algorithm\":\"exchange\""
+                                    : "\"transport\":\"grpc\",\"calls\":\"unary, one a "
+                                      "chunk\",\"threads\":1,\"algorithm\":\"rounds\"");
         fflush(stdout);
     }
     /* Leaves without tearing gRPC down: the process ends here, and a peer
      * may still be reading its last reply. */
-    both_max(k, 0);
+    all_max(k, 0);
     free(k->buf);
     return 0;
 }
@@ -401,38 +459,46 @@ int main(int argc, char **argv)
     bench_set_name("allreduce");
     ar_plan plan;
     int world = argc == 5 && strcmp(argv[1], "--ranks") == 0 ? atoi(argv[2]) : 0;
-    if (world != 2 || strcmp(argv[3], "--plan") != 0 || ar_plan_parse(argv[4], &plan) != 0) {
-        fprintf(stderr, "usage: grpc_allreduce --ranks 2 --plan BYTES:REPS:ITERS,...\n"
-                        "  (the exchange of two ranks only)\n");
+    if ((world != 2 && world != 4 && world != 8) || strcmp(argv[3], "--plan") != 0 ||
+        ar_plan_parse(argv[4], &plan) != 0) {
+        fprintf(stderr, "usage: grpc_allreduce --ranks 2|4|8 --plan BYTES:REPS:ITERS,...\n");
         return 2;
     }
     if (ar_plan_max_bytes(&plan) > MAX_CHUNKS * CHUNK) {
         fprintf(stderr, "grpc_allreduce: buffers of up to %zu MiB\n", MAX_CHUNKS * CHUNK >> 20);
         return 2;
     }
-    int side[2], up[2][2], down[2][2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, side) || pipe(up[0]) || pipe(up[1]) ||
-        pipe(down[0]) || pipe(down[1]))
-        die(NULL, "cannot make the side channels");
-    pid_t pid[2];
-    for (int r = 0; r < 2; r++) {
+    /* Side sockets from rank 0 to each rank (barriers); a pipe up and one
+     * down per rank for the ports. */
+    int side[MAX_RANKS][2], up[MAX_RANKS][2], down[MAX_RANKS][2];
+    for (int r = 0; r < world; r++)
+        if ((r && socketpair(AF_UNIX, SOCK_STREAM, 0, side[r])) || pipe(up[r]) ||
+            pipe(down[r]))
+            die(NULL, "cannot make the side channels");
+    pid_t pid[MAX_RANKS];
+    for (int r = 0; r < world; r++) {
         if ((pid[r] = fork()) < 0)
             die(NULL, "fork");
         if (pid[r] == 0) {
-            rank k = {.r = r, .side = side[r]};
+            rank k = {.r = r, .world = world, .rounds = __builtin_ctz((unsigned)world)};
+            if (r)
+                k.side[0] = side[r][1];
+            else
+                for (int i = 1; i < world; i++)
+                    k.side[i] = side[i][0];
             _exit(run_rank(&k, &plan, up[r][1], down[r][0]));
         }
     }
-    /* Each rank's port to the other. */
-    int port[2];
-    for (int r = 0; r < 2; r++)
+    int port[MAX_RANKS];
+    for (int r = 0; r < world; r++)
         if (read(up[r][0], &port[r], sizeof port[r]) != sizeof port[r])
             die(NULL, "a rank did not start");
-    for (int r = 0; r < 2; r++)
-        if (write(down[r][1], &port[1 - r], sizeof port[r]) != sizeof port[r])
+    for (int r = 0; r < world; r++)
+        if (write(down[r][1], port, sizeof port[0] * (size_t)world) !=
+            (ssize_t)(sizeof port[0] * (size_t)world))
             die(NULL, "a rank did not start");
     int failed = 0;
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < world; r++) {
         int st;
         if (waitpid(pid[r], &st, 0) != pid[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
             failed = 1;
