@@ -96,3 +96,46 @@ size_t ar_check(const float *buf, size_t n, int world, int k)
             return i;
     return n && (double)buf[n - 1] != ar_expected(world, n - 1, k) ? n - 1 : n;
 }
+
+static void run_check(const ar_runner *r, size_t n, int times)
+{
+    size_t i = ar_check(r->buf, n, r->world, times);
+    if (i == n)
+        return;
+    fprintf(stderr, "%s: rank %d: element %zu of %zu is %g, expected %g\n", r->impl, r->rank,
+            i, n, (double)r->buf[i], ar_expected(r->world, i, times));
+    if (r->abort)
+        r->abort(r->arg);
+    exit(1);
+}
+
+static void run_fill(const ar_runner *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        r->buf[i] = ar_fill_value(r->rank, i);
+}
+
+void ar_run_plan(const ar_plan *plan, const ar_runner *r)
+{
+    for (int s = 0; s < plan->n; s++) {
+        const ar_step *st = &plan->step[s];
+        size_t n = st->bytes / sizeof(float);
+        run_fill(r, n);
+        for (int w = 0; w < AR_WARMUP; w++)
+            r->allreduce(r->arg, n);
+        run_check(r, n, AR_WARMUP);
+        double secs[AR_MAX_REPS];
+        for (int rep = 0; rep < st->reps; rep++) {
+            run_fill(r, n);
+            r->max(r->arg, 0);
+            double t0 = (double)bench_now_ns() * 1e-9;
+            for (int i = 0; i < st->iters; i++)
+                r->allreduce(r->arg, n);
+            secs[rep] = r->max(r->arg, ((double)bench_now_ns() * 1e-9 - t0) / st->iters);
+            run_check(r, n, st->iters);
+        }
+        if (r->rank == 0)
+            ar_report(r->impl, r->world, st, secs, r->extra);
+        fflush(stdout);
+    }
+}

@@ -57,4 +57,23 @@ double ar_expected(int world, size_t i, int k);
  * Returns the index of the first wrong element, or n when all are right. */
 size_t ar_check(const float *buf, size_t n, int world, int k);
 
+/* One rank of a reference implementation running a plan: for each size it
+ * fills the buffer, runs AR_WARMUP untimed all-reduces and checks them,
+ * then the repetitions, each after a barrier and timed as its slowest
+ * rank; rank 0 prints the lines. A wrong sum is printed with its place and
+ * ends the process (`abort`, or exit status 1). */
+typedef struct ar_runner {
+    const char *impl;  /* as ar_report() names it */
+    const char *extra; /* ar_report()'s extra members, or NULL */
+    int rank, world;
+    float *buf; /* ar_plan_max_bytes() */
+    void *arg;
+    void (*allreduce)(void *arg, size_t n);
+    /* The largest of every rank's v, on every rank: a barrier too. */
+    double (*max)(void *arg, double v);
+    void (*abort)(void *arg); /* NULL: exit(1) */
+} ar_runner;
+
+void ar_run_plan(const ar_plan *plan, const ar_runner *r);
+
 #endif

@@ -371,20 +371,14 @@ static double all_max(rank *k, double v)
     return v;
 }
 
-static void fill(rank *k, size_t n)
+static void run_allreduce(void *arg, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        k->buf[i] = ar_fill_value(k->r, i);
+    allreduce(arg, n);
 }
 
-static void check(rank *k, size_t n, int times)
+static double run_max(void *arg, double v)
 {
-    size_t i = ar_check(k->buf, n, k->world, times);
-    if (i < n) {
-        fprintf(stderr, "grpc_allreduce: rank %d: element %zu of %zu is %g, expected %g\n",
-                k->r, i, n, (double)k->buf[i], ar_expected(k->world, i, times));
-        exit(1);
-    }
+    return all_max(arg, v);
 }
 
 static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
@@ -419,34 +413,21 @@ static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
         k->ch_method[j] = grpc_channel_register_call(k->ch[j], METHOD, NULL, NULL);
     }
 
-    size_t max = ar_plan_max_bytes(plan);
-    if (!(k->buf = malloc(max)))
+    if (!(k->buf = malloc(ar_plan_max_bytes(plan))))
         die(k, "no memory");
-    for (int s = 0; s < plan->n; s++) {
-        const ar_step *st = &plan->step[s];
-        size_t n = st->bytes / sizeof(float);
-        fill(k, n);
-        for (int w = 0; w < AR_WARMUP; w++)
-            allreduce(k, n);
-        check(k, n, AR_WARMUP);
-        double secs[AR_MAX_REPS];
-        for (int r = 0; r < st->reps; r++) {
-            fill(k, n);
-            all_max(k, 0);
-            double t0 = bench_now_ns() * 1e-9;
-            for (int i = 0; i < st->iters; i++)
-                allreduce(k, n);
-            secs[r] = all_max(k, (bench_now_ns() * 1e-9 - t0) / st->iters);
-            check(k, n, st->iters);
-        }
-        if (k->r == 0)
-            ar_report("grpc", k->world, st, secs,
-                      k->world == 2 ? "\"transport\":\"grpc\",\"calls\":\"unary, one a "
-                                      "chunk\",\"threads\":1,\"algorithm\":\"exchange\""
-                                    : "\"transport\":\"grpc\",\"calls\":\"unary, one a "
-                                      "chunk\",\"threads\":1,\"algorithm\":\"rounds\"");
-        fflush(stdout);
-    }
+    ar_runner run = {.impl = "grpc",
+                     .extra = k->world == 2
+                                  ? "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\","
+                                    "\"threads\":1,\"algorithm\":\"exchange\""
+                                  : "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\","
+                                    "\"threads\":1,\"algorithm\":\"rounds\"",
+                     .rank = k->r,
+                     .world = k->world,
+                     .buf = k->buf,
+                     .arg = k,
+                     .allreduce = run_allreduce,
+                     .max = run_max};
+    ar_run_plan(plan, &run);
     /* Leaves without tearing gRPC down: the process ends here, and a peer
      * may still be reading its last reply. */
     all_max(k, 0);

@@ -13,20 +13,24 @@
 #include "allreduce_plan.h"
 #include "stats.h"
 
-static void check(const float *buf, size_t n, int world, int times, int rank)
+static void run_allreduce(void *buf, size_t n)
 {
-    size_t i = ar_check(buf, n, world, times);
-    if (i < n) {
-        fprintf(stderr, "mpi_allreduce: rank %d: element %zu of %zu is %g, expected %g\n",
-                rank, i, n, (double)buf[i], ar_expected(world, i, times));
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
-static void fill(float *buf, size_t n, int rank)
+/* A repetition lasts as long as its slowest rank. */
+static double run_max(void *arg, double v)
 {
-    for (size_t i = 0; i < n; i++)
-        buf[i] = ar_fill_value(rank, i);
+    (void)arg;
+    double m;
+    MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+static void run_abort(void *arg)
+{
+    (void)arg;
+    MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
 int main(int argc, char **argv)
@@ -48,29 +52,16 @@ int main(int argc, char **argv)
     float *buf = malloc(ar_plan_max_bytes(&plan));
     if (!buf)
         MPI_Abort(MPI_COMM_WORLD, 1);
-    for (int s = 0; s < plan.n; s++) {
-        const ar_step *st = &plan.step[s];
-        int n = (int)(st->bytes / sizeof(float));
-        fill(buf, (size_t)n, rank);
-        for (int w = 0; w < AR_WARMUP; w++)
-            MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        check(buf, (size_t)n, world, AR_WARMUP, rank);
-        double secs[AR_MAX_REPS];
-        for (int r = 0; r < st->reps; r++) {
-            fill(buf, (size_t)n, rank);
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
-            for (int i = 0; i < st->iters; i++)
-                MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            double t = (MPI_Wtime() - t0) / st->iters, slowest;
-            /* A repetition lasts as long as its slowest rank. */
-            MPI_Reduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-            secs[r] = slowest;
-            check(buf, (size_t)n, world, st->iters, rank);
-        }
-        if (rank == 0)
-            ar_report("openmpi", world, st, secs, "\"transport\":\"tcp\"");
-    }
+    ar_runner run = {.impl = "openmpi",
+                     .extra = "\"transport\":\"tcp\"",
+                     .rank = rank,
+                     .world = world,
+                     .buf = buf,
+                     .arg = buf,
+                     .allreduce = run_allreduce,
+                     .max = run_max,
+                     .abort = run_abort};
+    ar_run_plan(&plan, &run);
     free(buf);
     MPI_Finalize();
     return 0;

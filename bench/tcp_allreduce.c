@@ -187,20 +187,14 @@ static double ring_max(rank *k, double v)
     return v;
 }
 
-static void fill(rank *k, size_t n)
+static void run_allreduce(void *arg, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        k->buf[i] = ar_fill_value(k->r, i);
+    allreduce(arg, n);
 }
 
-static void check(rank *k, size_t n, int times)
+static double run_max(void *arg, double v)
 {
-    size_t i = ar_check(k->buf, n, k->world, times);
-    if (i < n) {
-        fprintf(stderr, "tcp_allreduce: rank %d: element %zu of %zu is %g, expected %g\n",
-                k->r, i, n, (double)k->buf[i], ar_expected(k->world, i, times));
-        exit(1);
-    }
+    return ring_max(arg, v);
 }
 
 static int run_rank(rank *k, const ar_plan *plan)
@@ -211,29 +205,15 @@ static int run_rank(rank *k, const ar_plan *plan)
     if (!k->buf || !k->tmp)
         die(k, "no memory");
     memset(k->tmp, 0, max); /* touched: no page faults in the timed part */
-    for (int s = 0; s < plan->n; s++) {
-        const ar_step *st = &plan->step[s];
-        size_t n = st->bytes / sizeof(float);
-        fill(k, n);
-        for (int w = 0; w < AR_WARMUP; w++)
-            allreduce(k, n);
-        check(k, n, AR_WARMUP);
-        double secs[AR_MAX_REPS];
-        for (int r = 0; r < st->reps; r++) {
-            fill(k, n);
-            ring_max(k, 0);
-            ring_max(k, 0);
-            double t0 = bench_now_ns() * 1e-9;
-            for (int i = 0; i < st->iters; i++)
-                allreduce(k, n);
-            secs[r] = ring_max(k, (bench_now_ns() * 1e-9 - t0) / st->iters);
-            check(k, n, st->iters);
-        }
-        if (k->r == 0)
-            ar_report("tcp", k->world, st, secs,
-                      "\"transport\":\"tcp\",\"framing\":\"none\"");
-        fflush(stdout);
-    }
+    ar_runner run = {.impl = "tcp",
+                     .extra = "\"transport\":\"tcp\",\"framing\":\"none\"",
+                     .rank = k->r,
+                     .world = k->world,
+                     .buf = k->buf,
+                     .arg = k,
+                     .allreduce = run_allreduce,
+                     .max = run_max};
+    ar_run_plan(plan, &run);
     free(k->buf);
     free(k->tmp);
     return 0;
