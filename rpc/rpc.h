@@ -294,7 +294,9 @@ typedef struct rpc_server_opts {
 } rpc_server_opts;
 
 /* Binds, registers `methods` (copied; name strings must outlive the server)
- * and starts serving. Calls to any other method get UNIMPLEMENTED.
+ * and starts serving. Calls to any other method get UNIMPLEMENTED. *out is
+ * set before the first call is served, so that a handler may read it; it
+ * is NULL again if creation fails.
  *
  * Status codes, following gRPC's conventions: a missing or wrong token
  * UNAUTHENTICATED (before anything else is looked at); a request that is

@@ -406,6 +406,11 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
         goto fail;
     s->lane_started = true;
 
+    /* No call is served before a request is posted for it, and a handler
+     * may read what *out points to (a worker's Stats and Shutdown read its
+     * server): set it first. A worker's port is known before it listens,
+     * and `ferry start` asks for its Stats as soon as the port answers. */
+    *out = s;
     for (size_t i = 0; i < n_methods; i++)
         for (int k = 0; k < REQUESTS_PER_METHOD; k++)
             if ((rc = rpc_srv_call_post(s, &s->methods[i])))
@@ -413,11 +418,10 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     for (int k = 0; k < 2; k++)
         if ((rc = rpc_srv_call_post(s, NULL)))
             goto fail;
-
-    *out = s;
     return 0;
 
 fail:
+    *out = NULL;
     if (s->started)
         rpc_server_shutdown(s, 0); /* destroys s->gs */
     server_free(s);

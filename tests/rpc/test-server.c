@@ -2,6 +2,8 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -139,4 +141,87 @@ H_TEST(rpc_server, ipv6_loopback_server_answers)
                 H_CALL_TIMEOUT_MS);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), call.errmsg);
     rpc_call_fini(&call);
+}
+
+/* ---- *out is set before the first call is served ------------------------- */
+
+/* What rpc_server_create() fills in, read by the handler: a worker's Stats
+ * handler reads its server the same way, and `ferry start` asks for Stats
+ * as soon as a worker's port answers. */
+static rpc_server *created;
+static atomic_int early, peeked;
+
+static void peek_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
+{
+    (void)req;
+    (void)data;
+    if (!__atomic_load_n(&created, __ATOMIC_ACQUIRE))
+        atomic_fetch_add(&early, 1);
+    atomic_fetch_add(&peeked, 1);
+    Ferry__CallRequest head = FERRY__CALL_REQUEST__INIT;
+    rpc_msg_out reply = {.head = &head.base};
+    rpc_srv_reply(sc, &reply);
+}
+
+typedef struct making {
+    rpc_server_opts o;
+    rpc_method m;
+    int rc;
+    atomic_bool done;
+} making;
+
+static void *make_server(void *arg)
+{
+    making *mk = arg;
+    mk->rc = rpc_server_create(&mk->o, &mk->m, 1, &created);
+    atomic_store(&mk->done, true);
+    return NULL;
+}
+
+#define RACE_ROUNDS   20
+#define RACE_CHANNELS 48
+
+H_TEST(rpc_server, a_handler_sees_the_server_that_create_hands_back)
+{
+    for (int round = 0; round < RACE_ROUNDS; round++) {
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", h_dead_port());
+        making mk = {.o = {.listen = addr},
+                     .m = {"/test.Race/Peek", peek_handler, NULL, RPC_METHOD_INLINE, 0}};
+        atomic_init(&mk.done, false);
+        __atomic_store_n(&created, NULL, __ATOMIC_RELEASE);
+        pthread_t t;
+        cr_assert(pthread_create(&t, NULL, make_server, &mk) == 0);
+        /* A new channel a millisecond while the server comes up: a fresh
+         * channel connects at once, where a refused one would back off. */
+        rpc_channel *ch[RACE_CHANNELS];
+        rpc_call call[RACE_CHANNELS];
+        h_done d[RACE_CHANNELS];
+        int n = 0;
+        while (n < RACE_CHANNELS && (!atomic_load(&mk.done) || n < 4)) {
+            cr_assert(rpc_channel_create(H.client, addr, NULL, &ch[n]) == 0);
+            memset(&call[n], 0, sizeof call[n]);
+            memset(&d[n], 0, sizeof d[n]);
+            call[n].data = &d[n];
+            Ferry__CallRequest req;
+            rpc_msg_out out;
+            h_msg_out(&out, &req, "", "", NULL, 0, RPC_CODEC_RAW);
+            cr_assert(rpc_call_start(ch[n], &call[n], "/test.Race/Peek", &out, 5000,
+                                     h_done_cb) == 0);
+            n++;
+            h_run_for(1);
+        }
+        pthread_join(t, NULL);
+        cr_assert(mk.rc == 0, "rpc_server_create: %s", ferry_err_name(mk.rc));
+        for (int i = 0; i < n; i++) {
+            cr_assert(h_run_until_flag(&d[i].done, H_WAIT_MS));
+            rpc_call_fini(&call[i]);
+            rpc_channel_destroy(ch[i]);
+        }
+        rpc_server_destroy(created);
+    }
+    cr_assert(atomic_load(&early) == 0,
+              "%d of %d calls were served before rpc_server_create() set its result",
+              atomic_load(&early), atomic_load(&peeked));
+    cr_assert(atomic_load(&peeked) > 0, "no call reached a server as it came up");
 }
