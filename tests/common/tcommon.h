@@ -8,6 +8,10 @@
  * listening on it now. */
 int tcom_free_port(void);
 
+/* Listens on 127.0.0.1:port (0: any free port). Returns the port, with the
+ * socket in *fd_out, or -1 when the port is taken. */
+int tcom_listen(int port, int *fd_out);
+
 /* Removes `dir` and everything below it; quiet about what is not there. */
 void tcom_rm_tree(const char *dir);
 

@@ -3,13 +3,10 @@
 #include "e2e.h"
 #include "tcommon.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,28 +137,6 @@ Test(e2e_cli, submit_with_no_cluster_says_how_to_start_one)
     e2e_run_fini(&r);
 }
 
-/* A socket listening on 127.0.0.1:port (0: any free port); -1 if taken. */
-static int listen_on(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0)
-        return fd;
-    if (fd >= 0)
-        close(fd);
-    return -1;
-}
-
-static int port_of(int fd)
-{
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    return ntohs(a.sin_port);
-}
-
 Test(e2e_cli, a_taken_port_is_named_and_nothing_starts)
 {
     /* A taken port whose neighbour below is free: tests beside this one
@@ -169,16 +144,15 @@ Test(e2e_cli, a_taken_port_is_named_and_nothing_starts)
      * only just before the start. */
     int fd = -1, taken = 0;
     for (int tries = 0; tries < 50 && fd < 0; tries++) {
-        fd = listen_on(0);
-        cr_assert(fd >= 0);
-        taken = port_of(fd);
-        int below = taken > 1024 ? listen_on(taken - 1) : -1;
-        if (below < 0) {
+        taken = tcom_listen(0, &fd);
+        cr_assert(taken > 0);
+        int below;
+        if (taken > 1024 && tcom_listen(taken - 1, &below) > 0) {
+            close(below);
+        } else {
             close(fd);
             fd = -1;
-            continue;
         }
-        close(below);
     }
     cr_assert(fd >= 0, "no free port with a free port below it");
     char base[16], want[64];

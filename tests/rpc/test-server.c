@@ -1,35 +1,14 @@
 /* tests/rpc — creating and destroying servers: ports and addresses. */
 #include "harness.h"
+#include "tcommon.h"
 
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 TestSuite(rpc_server, .init = h_setup_bare, .fini = h_teardown, .timeout = 60);
-
-static int listen_socket(int port, int *fd_out)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int rc = bind(fd, (struct sockaddr *)&a, sizeof a);
-    if (rc == 0)
-        rc = listen(fd, 4);
-    if (rc != 0) {
-        close(fd);
-        return -1;
-    }
-    socklen_t alen = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &alen);
-    *fd_out = fd;
-    return ntohs(a.sin_port);
-}
 
 H_TEST(rpc_server, port_zero_picks_a_free_port_for_each_server)
 {
@@ -45,7 +24,7 @@ H_TEST(rpc_server, port_zero_picks_a_free_port_for_each_server)
 H_TEST(rpc_server, address_held_by_another_socket_fails_with_eaddrinuse)
 {
     int fd;
-    int port = listen_socket(0, &fd);
+    int port = tcom_listen(0, &fd);
     cr_assert(port > 0);
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
@@ -101,7 +80,7 @@ H_TEST(rpc_server, destroyed_server_releases_its_port)
     rpc_server_destroy(H.server);
     H.server = NULL;
     int fd;
-    int got = listen_socket(port, &fd);
+    int got = tcom_listen(port, &fd);
     cr_assert(got == port, "port %d still taken after rpc_server_destroy", port);
     close(fd);
 }
