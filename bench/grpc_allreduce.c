@@ -44,7 +44,6 @@ enum { T_REQUEST, T_REPLY, T_SEND };
 
 typedef struct tag {
     int kind;
-    struct tag *self; /* what completes: this */
     grpc_call *call;
     /* T_REQUEST */
     gpr_timespec deadline;
@@ -110,7 +109,6 @@ static void request(rank *k, tag *t)
 {
     grpc_metadata_array_init(&t->md);
     t->kind = T_REQUEST;
-    t->self = t;
     t->msg = NULL;
     if (grpc_server_request_registered_call(k->srv, k->srv_method, &t->call, &t->deadline,
                                             &t->md, &t->msg, k->cq, k->cq,
@@ -133,7 +131,6 @@ static void send_chunk(rank *k, uint32_t j, size_t c)
     if (!t)
         die(k, "no memory");
     t->kind = T_SEND;
-    t->self = t;
     t->round = j;
     t->chunk = (uint32_t)c;
     size_t off = c * (CHUNK / sizeof(float));
@@ -269,7 +266,6 @@ static void on_request(rank *k, tag *t, bool ok)
     if (!rep)
         die(k, "no memory");
     rep->kind = T_REPLY;
-    rep->self = rep;
     rep->call = t->call;
     grpc_op ops[3];
     memset(ops, 0, sizeof ops);
@@ -381,6 +377,10 @@ static double run_max(void *arg, double v)
     return all_max(arg, v);
 }
 
+/* The lines' own members, the algorithm last. */
+#define EXTRA                                                                            \
+    "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\",\"threads\":1,\"algorithm\":"
+
 static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
 {
     grpc_init();
@@ -416,11 +416,7 @@ static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
     if (!(k->buf = malloc(ar_plan_max_bytes(plan))))
         die(k, "no memory");
     ar_runner run = {.impl = "grpc",
-                     .extra = k->world == 2
-                                  ? "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\","
-                                    "\"threads\":1,\"algorithm\":\"exchange\""
-                                  : "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\","
-                                    "\"threads\":1,\"algorithm\":\"rounds\"",
+                     .extra = k->world == 2 ? EXTRA "\"exchange\"" : EXTRA "\"rounds\"",
                      .rank = k->r,
                      .world = k->world,
                      .buf = k->buf,
