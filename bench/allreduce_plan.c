@@ -102,10 +102,12 @@ static void run_check(const ar_runner *r, size_t n, int times)
     size_t i = ar_check(r->buf, n, r->world, times);
     if (i == n)
         return;
-    fprintf(stderr, "%s: rank %d: element %zu of %zu is %g, expected %g\n", r->impl, r->rank,
-            i, n, (double)r->buf[i], ar_expected(r->world, i, times));
+    char why[160];
+    snprintf(why, sizeof why, "wrong sum: element %zu of %zu is %g, expected %g", i, n,
+             (double)r->buf[i], ar_expected(r->world, i, times));
     if (r->abort)
-        r->abort(r->arg);
+        r->abort(r->arg, why);
+    fprintf(stderr, "%s: rank %d: %s\n", r->impl, r->rank, why);
     exit(1);
 }
 
@@ -122,7 +124,7 @@ void ar_run_plan(const ar_plan *plan, const ar_runner *r)
         size_t n = st->bytes / sizeof(float);
         run_fill(r, n);
         for (int w = 0; w < AR_WARMUP; w++)
-            r->allreduce(r->arg, n);
+            r->allreduce(r->arg, n, "warm-up");
         run_check(r, n, AR_WARMUP);
         double secs[AR_MAX_REPS];
         for (int rep = 0; rep < st->reps; rep++) {
@@ -130,11 +132,13 @@ void ar_run_plan(const ar_plan *plan, const ar_runner *r)
             r->max(r->arg, 0);
             double t0 = (double)bench_now_ns() * 1e-9;
             for (int i = 0; i < st->iters; i++)
-                r->allreduce(r->arg, n);
+                r->allreduce(r->arg, n, "all-reduce");
             secs[rep] = r->max(r->arg, ((double)bench_now_ns() * 1e-9 - t0) / st->iters);
             run_check(r, n, st->iters);
         }
-        if (r->rank == 0)
+        if (r->times)
+            r->times(r->arg, s, secs, st->reps);
+        else if (r->rank == 0)
             ar_report(r->impl, r->world, st, secs, r->extra);
         fflush(stdout);
     }

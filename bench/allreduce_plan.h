@@ -57,21 +57,26 @@ double ar_expected(int world, size_t i, int k);
  * Returns the index of the first wrong element, or n when all are right. */
 size_t ar_check(const float *buf, size_t n, int world, int k);
 
-/* One rank of a reference implementation running a plan: for each size it
- * fills the buffer, runs AR_WARMUP untimed all-reduces and checks them,
- * then the repetitions, each after a barrier and timed as its slowest
- * rank; rank 0 prints the lines. A wrong sum is printed with its place and
- * ends the process (`abort`, or exit status 1). */
+/* One rank running a plan: for each size it fills the buffer, runs
+ * AR_WARMUP untimed all-reduces and checks them, then the repetitions,
+ * each after a barrier and timed as `max` gives it; rank 0 prints the
+ * lines, unless `times` takes them. A wrong sum ends the process. */
 typedef struct ar_runner {
     const char *impl;  /* as ar_report() names it */
     const char *extra; /* ar_report()'s extra members, or NULL */
     int rank, world;
     float *buf; /* ar_plan_max_bytes() */
     void *arg;
-    void (*allreduce)(void *arg, size_t n);
-    /* The largest of every rank's v, on every rank: a barrier too. */
+    /* `what` says which, for errors: "warm-up" or "all-reduce". */
+    void (*allreduce)(void *arg, size_t n, const char *what);
+    /* A barrier; returns the largest of every rank's v (the slowest rank's
+     * time), or v where `times` leaves that to someone else. */
     double (*max)(void *arg, double v);
-    void (*abort)(void *arg); /* NULL: exit(1) */
+    /* Says `why` (a wrong sum) and ends the process; NULL: says it on
+     * stderr and exits with status 1. */
+    void (*abort)(void *arg, const char *why);
+    /* Takes step `step`'s repetition times instead of rank 0's lines. */
+    void (*times)(void *arg, int step, const double *secs, int reps);
 } ar_runner;
 
 void ar_run_plan(const ar_plan *plan, const ar_runner *r);

@@ -134,36 +134,28 @@ static void barrier(rank *k)
     allreduce(k, b, BARRIER_FLOATS, "barrier");
 }
 
-static void fill(rank *k, size_t n)
+static void run_allreduce(void *arg, size_t n, const char *what)
 {
-    for (size_t i = 0; i < n; i++)
-        k->buf[i] = ar_fill_value(k->rank, i);
+    rank *k = arg;
+    allreduce(k, k->buf, n, what);
 }
 
-static void check(rank *k, size_t n, int times)
+/* The parent takes the slowest rank's times. */
+static double run_barrier(void *arg, double v)
 {
-    size_t i = ar_check(k->buf, n, k->world, times);
-    if (i < n)
-        fail(k, true, FERRY_EPROTO, "wrong sum: element %zu of %zu is %g, expected %g", i,
-             n, (double)k->buf[i], ar_expected(k->world, i, times));
+    barrier(arg);
+    return v;
 }
 
-static void run_step(rank *k, int s, const ar_step *st)
+static void run_abort(void *arg, const char *why)
 {
-    size_t n = st->bytes / sizeof(float);
-    fill(k, n);
-    for (int w = 0; w < AR_WARMUP; w++)
-        allreduce(k, k->buf, n, "warm-up");
-    check(k, n, AR_WARMUP);
-    for (int r = 0; r < st->reps; r++) {
-        fill(k, n);
-        barrier(k);
-        uint64_t t0 = bench_now_ns();
-        for (int i = 0; i < st->iters; i++)
-            allreduce(k, k->buf, n, "all-reduce");
-        k->res.secs[s][r] = (double)(bench_now_ns() - t0) / 1e9 / st->iters;
-        check(k, n, st->iters);
-    }
+    fail(arg, true, FERRY_EPROTO, "%s", why);
+}
+
+static void run_times(void *arg, int step, const double *secs, int reps)
+{
+    rank *k = arg;
+    memcpy(k->res.secs[step], secs, sizeof secs[0] * (size_t)reps);
 }
 
 void ar_rank_main(int rank_no, const ar_plan *plan, const ar_ferry_opts *o, int up,
@@ -176,8 +168,16 @@ void ar_rank_main(int rank_no, const ar_plan *plan, const ar_ferry_opts *o, int 
     k.buf = aligned_alloc(64, (ar_plan_max_bytes(plan) + 63) / 64 * 64);
     if (!k.buf)
         fail(&k, true, FERRY_ENOMEM, "no memory for %zu bytes", ar_plan_max_bytes(plan));
-    for (int s = 0; s < plan->n; s++)
-        run_step(&k, s, &plan->step[s]);
+    ar_runner run = {.impl = "ferry",
+                     .rank = k.rank,
+                     .world = k.world,
+                     .buf = k.buf,
+                     .arg = &k,
+                     .allreduce = run_allreduce,
+                     .max = run_barrier,
+                     .abort = run_abort,
+                     .times = run_times};
+    ar_run_plan(plan, &run);
     barrier(&k);
     if (!put(up, &k.res, sizeof k.res))
         _exit(3);

@@ -13,8 +13,9 @@
 #include "allreduce_plan.h"
 #include "stats.h"
 
-static void run_allreduce(void *buf, size_t n)
+static void run_allreduce(void *buf, size_t n, const char *what)
 {
+    (void)what;
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
@@ -27,9 +28,12 @@ static double run_max(void *arg, double v)
     return m;
 }
 
-static void run_abort(void *arg)
+static void run_abort(void *arg, const char *why)
 {
     (void)arg;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "mpi_allreduce: rank %d: %s\n", rank, why);
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
