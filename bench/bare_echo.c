@@ -15,6 +15,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include "grpc_unary.h"
 #include "stats.h"
 
 /* Requests kept posted on the server: more than the most calls in flight. */
@@ -194,10 +195,7 @@ int bench_bare_server_start(bench_child *c)
 
 typedef struct cli_call {
     grpc_call *call;
-    grpc_byte_buffer *send, *recv;
-    grpc_metadata_array im, tm;
-    grpc_status_code status;
-    grpc_slice details;
+    bench_unary u;
     uint64_t t0;
 } cli_call;
 
@@ -212,29 +210,12 @@ typedef struct bench_bare client;
 static int start_call(client *cl, cli_call *c)
 {
     memset(c, 0, sizeof *c);
-    grpc_metadata_array_init(&c->im);
-    grpc_metadata_array_init(&c->tm);
     grpc_slice sl = grpc_slice_from_static_buffer(cl->msg, sizeof cl->msg);
-    c->send = grpc_raw_byte_buffer_create(&sl, 1);
     c->t0 = bench_now_ns();
     c->call = grpc_channel_create_registered_call(
         cl->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cl->cq, cl->method,
         gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    grpc_op ops[6];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = c->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->im;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &c->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &c->tm;
-    ops[5].data.recv_status_on_client.status = &c->status;
-    ops[5].data.recv_status_on_client.status_details = &c->details;
-    grpc_call_error e = grpc_call_start_batch(c->call, ops, 6, c, NULL);
+    grpc_call_error e = bench_unary_start(c->call, &c->u, grpc_raw_byte_buffer_create(&sl, 1), c);
     if (e != GRPC_CALL_OK) {
         fprintf(stderr, "bench/rpc: bare client start_batch: %d\n", (int)e);
         return -1;
@@ -246,20 +227,15 @@ static int start_call(client *cl, cli_call *c)
 static int finish_call(cli_call *c, bool ok)
 {
     int rc = 0;
-    size_t got = c->recv ? grpc_byte_buffer_length(c->recv) : 0;
-    if (!ok || c->status != GRPC_STATUS_OK || got != BENCH_ECHO_BYTES) {
-        char *d = grpc_slice_to_c_string(c->details);
+    size_t got = c->u.recv ? grpc_byte_buffer_length(c->u.recv) : 0;
+    if (!ok || c->u.status != GRPC_STATUS_OK || got != BENCH_ECHO_BYTES) {
+        char *d = grpc_slice_to_c_string(c->u.details);
         fprintf(stderr, "bench/rpc: bare echo failed: ok %d status %d (%s), %zu bytes\n",
-                (int)ok, (int)c->status, d, got);
+                (int)ok, (int)c->u.status, d, got);
         gpr_free(d);
         rc = -1;
     }
-    grpc_metadata_array_destroy(&c->im);
-    grpc_metadata_array_destroy(&c->tm);
-    grpc_slice_unref(c->details);
-    grpc_byte_buffer_destroy(c->send);
-    if (c->recv)
-        grpc_byte_buffer_destroy(c->recv);
+    bench_unary_fini(&c->u);
     grpc_call_unref(c->call);
     return rc;
 }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "allreduce_plan.h"
+#include "grpc_unary.h"
 #include "stats.h"
 
 #define METHOD     "/bench.Allreduce/Chunk"
@@ -52,10 +53,7 @@ typedef struct tag {
     int cancelled;
     /* T_SEND */
     uint32_t round, chunk;
-    grpc_byte_buffer *out, *reply;
-    grpc_metadata_array md_in, md_trailing;
-    grpc_status_code status;
-    grpc_slice details;
+    bench_unary u;
 } tag;
 
 /* A chunk of a round, ready to go to that round's partner. */
@@ -138,29 +136,13 @@ static void send_chunk(rank *k, uint32_t j, size_t c)
     uint32_t head[3] = {k->seq, j, (uint32_t)c};
     grpc_slice s[2] = {grpc_slice_from_copied_buffer((const char *)head, sizeof head),
                        grpc_slice_new(k->buf + off, len * sizeof(float), noop_free)};
-    t->out = grpc_raw_byte_buffer_create(s, 2);
+    grpc_byte_buffer *out = grpc_raw_byte_buffer_create(s, 2);
     grpc_slice_unref(s[0]);
     grpc_slice_unref(s[1]);
     t->call = grpc_channel_create_registered_call(k->ch[j], NULL, GRPC_PROPAGATE_DEFAULTS,
                                                   k->cq, k->ch_method[j],
                                                   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    grpc_metadata_array_init(&t->md_in);
-    grpc_metadata_array_init(&t->md_trailing);
-    grpc_op ops[6];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = t->out;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &t->md_in;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &t->reply;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &t->md_trailing;
-    ops[5].data.recv_status_on_client.status = &t->status;
-    ops[5].data.recv_status_on_client.status_details = &t->details;
-    if (!t->call || grpc_call_start_batch(t->call, ops, 6, t, NULL) != GRPC_CALL_OK)
+    if (!t->call || bench_unary_start(t->call, &t->u, out, t) != GRPC_CALL_OK)
         die(k, "cannot start a call");
     k->inflight++;
 }
@@ -284,14 +266,9 @@ static void on_request(rank *k, tag *t, bool ok)
 
 static void on_send(rank *k, tag *t, bool ok)
 {
-    if (!ok || t->status != GRPC_STATUS_OK)
+    if (!ok || t->u.status != GRPC_STATUS_OK)
         die(k, "a chunk was refused");
-    grpc_byte_buffer_destroy(t->out);
-    if (t->reply)
-        grpc_byte_buffer_destroy(t->reply);
-    grpc_metadata_array_destroy(&t->md_in);
-    grpc_metadata_array_destroy(&t->md_trailing);
-    grpc_slice_unref(t->details);
+    bench_unary_fini(&t->u);
     grpc_call_unref(t->call);
     k->inflight--;
     k->acked[t->round][t->chunk] = true;
