@@ -1,5 +1,6 @@
 /* A unary call: one registered call and one six-op batch, which gRPC
- * completes with exactly one event; the bridge delivers it on the loop. */
+ * completes with exactly one event; the bridge delivers it on the loop, or
+ * the poller runs it on its thread. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,11 @@ static void op_done(rpc_tag *tag, bool ok)
     rpc_call *call = op->call;
     rpc_channel *ch = op->ch;
     rpc_client *c = ch->client;
+    /* On a poller: the owner's exclusion, kept until the client may be
+     * gone (closing frees it with the last call). */
+    rpc_guard guard = c->guard;
+    if (c->poller)
+        guard.enter(guard.arg);
 
     if (!ok) {
         /* A client batch fails as a whole only when gRPC itself is broken. */
@@ -73,7 +79,10 @@ static void op_done(rpc_tag *tag, bool ok)
         c->callback_depth--;
     }
     rpc_channel_release(ch);
+    bool on_poller = c->poller != NULL;
     rpc_client_op_done(c);
+    if (on_poller)
+        guard.leave(guard.arg);
 }
 
 int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
@@ -107,7 +116,7 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
     /* Everything that can fail comes before the encoding, which takes an
      * owned payload: a failed start leaves it with the caller. */
     op->gc = grpc_channel_create_registered_call(ch->gch, NULL, GRPC_PROPAGATE_DEFAULTS,
-                                                 ch->client->bridge.cq, reg->handle,
+                                                 ch->client->cq, reg->handle,
                                                  rpc_deadline(timeout_ms), NULL);
     if (!op->gc) {
         op_free(op);

@@ -1,5 +1,7 @@
-/* The client side of rpc for one libuv loop: a completion queue, its bridge
- * thread, and the count of what is still open so that closing waits for it. */
+/* The client side of rpc: for one libuv loop, a completion queue and its
+ * bridge thread; or on a poller's queue, completed on its thread under the
+ * owner's guard. And the count of what is still open, so that closing
+ * waits for it. */
 #include <stdlib.h>
 
 #include "rpc_int.h"
@@ -12,6 +14,7 @@ int rpc_client_create(uv_loop_t *loop, rpc_client **out)
     grpc_init();
     c->loop = loop;
     int rc = rpc_bridge_init(&c->bridge, loop);
+    c->cq = c->bridge.cq;
     if (rc) {
         grpc_shutdown();
         free(c); /* the failed bridge closed its handle with no callback */
@@ -20,6 +23,22 @@ int rpc_client_create(uv_loop_t *loop, rpc_client **out)
     /* The handle keeps the loop alive only while calls are in flight, so a
      * plain uv_run() returns once every callback has run. */
     uv_unref((uv_handle_t *)&c->bridge.async);
+    *out = c;
+    return 0;
+}
+
+int rpc_client_create_on(rpc_poller *p, const rpc_guard *guard, rpc_client **out)
+{
+    *out = NULL;
+    if (!p || !guard || !guard->enter || !guard->leave)
+        return FERRY_EINVAL;
+    rpc_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return FERRY_ENOMEM;
+    /* The poller holds gRPC initialised for as long as the client may. */
+    c->poller = p;
+    c->cq = p->cq;
+    c->guard = *guard;
     *out = c;
     return 0;
 }
@@ -33,7 +52,11 @@ static void client_closed(rpc_bridge *b)
 
 static void maybe_finish(rpc_client *c)
 {
-    if (c->closing && c->ops == 0 && c->channels == 0)
+    if (!c->closing || c->ops || c->channels)
+        return;
+    if (c->poller)
+        free(c);
+    else
         rpc_bridge_close(&c->bridge, client_closed);
 }
 
@@ -47,13 +70,13 @@ void rpc_client_close(rpc_client *c)
 
 void rpc_client_op_started(rpc_client *c)
 {
-    if (c->ops++ == 0)
+    if (c->ops++ == 0 && c->loop)
         uv_ref((uv_handle_t *)&c->bridge.async);
 }
 
 void rpc_client_op_done(rpc_client *c)
 {
-    if (--c->ops == 0)
+    if (--c->ops == 0 && c->loop)
         uv_unref((uv_handle_t *)&c->bridge.async);
     maybe_finish(c);
 }

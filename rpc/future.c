@@ -10,6 +10,8 @@ int rpc_call_wait(rpc_call *call)
     if (call->done)
         return call->result;
     rpc_client *c = call->ch->client; /* held by the op while not done */
+    if (!c->loop) /* on a poller: only its callbacks complete calls */
+        return FERRY_EINVAL;
     /* uv_run is not reentrant: inside a completion callback the loop is
      * already running, and the call could only finish after we return. */
     if (c->callback_depth > 0)

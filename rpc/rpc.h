@@ -4,6 +4,7 @@
  *   codec.c, wire.c   payload framing on the wire (raw or lz4), limits
  *   bufpool.c         reused large receive buffers
  *   bridge.c          completion-queue thread -> libuv loop hand-off
+ *   poller.c          one queue and thread shared by a server and clients
  *   client.c          one client (CQ + bridge) per libuv loop
  *   channel.c         one HTTP/2 channel per endpoint
  *   call.c            a unary call, completed on the loop thread
@@ -13,8 +14,9 @@
  *   status.c          gRPC status <-> ferry error codes
  *
  * Threads. Client calls are started and completed on the libuv loop thread
- * of their rpc_client. A server runs its own completion-queue thread and a
- * pool of handler threads; it needs no loop. This header exposes neither
+ * of their rpc_client, or, for a client on a poller, on the poller's thread
+ * under the owner's guard. A server runs a poller (its own, or one it
+ * shares) and a pool of handler threads; it needs no loop. This header exposes neither
  * grpc.h types nor device pointers. */
 #ifndef FERRY_RPC_H
 #define FERRY_RPC_H
@@ -147,6 +149,17 @@ void rpc_buf_free(void *buf);
 /* Returns every cached buffer to the system (tests use it to check leaks). */
 void rpc_buf_trim(void);
 
+/* ---- pollers ---------------------------------------------------------- */
+
+/* One completion queue and the thread that drains it. A server and the
+ * clients on the same poller are served by that one thread, so that no
+ * message read for one of them costs a hand-off between threads. */
+typedef struct rpc_poller rpc_poller;
+
+int rpc_poller_create(rpc_poller **out);
+/* Every server and client on `p` must be gone first. NULL is a no-op. */
+void rpc_poller_destroy(rpc_poller *p);
+
 /* ---- client ----------------------------------------------------------- */
 
 typedef struct rpc_client rpc_client;
@@ -157,6 +170,24 @@ typedef struct rpc_op rpc_op;
 /* Creates the client side of rpc for `loop`: one completion queue and one
  * thread that hands completions to the loop. Call on the loop thread. */
 int rpc_client_create(uv_loop_t *loop, rpc_client **out);
+
+/* What excludes every other use of a client on a poller while one of its
+ * callbacks runs: enter(arg) before, leave(arg) after (a mutex, say, that
+ * its owner also holds around each rpc call it makes on the client). */
+typedef struct rpc_guard {
+    void (*enter)(void *arg);
+    void (*leave)(void *arg);
+    void *arg;
+} rpc_guard;
+
+/* Creates a client whose calls complete on the thread of poller `p`, each
+ * callback between guard->enter and guard->leave (copied). Its owner
+ * starts, cancels and closes, and creates and destroys its channels, from
+ * any thread, inside the same exclusion. rpc_call_wait refuses its calls
+ * (FERRY_EINVAL): they are completed by callbacks. Once closed, it frees
+ * itself with its last call's completion, or at once: the guard's arg
+ * must outlive its last leave(). */
+int rpc_client_create_on(rpc_poller *p, const rpc_guard *guard, rpc_client **out);
 
 /* Closes the client. Every channel must be destroyed first; calls still in
  * flight complete (cancelled) before the handles close, so run the loop
@@ -279,6 +310,9 @@ typedef struct rpc_server_opts {
     const char *listen;  /* "127.0.0.1:0", "[::1]:5000"; port 0 picks a free one */
     size_t max_payload;  /* 0: RPC_DEFAULT_MAX_PAYLOAD */
     int handler_threads; /* 0: two per core, at least 4 */
+    /* Where the server's queue is drained: NULL, a poller of its own; or a
+     * poller it shares with clients (which must outlive the server). */
+    rpc_poller *poller;
     /* NULL: no token. Otherwise every method not flagged RPC_METHOD_PUBLIC
      * needs metadata RPC_TOKEN_KEY equal to it (compared in constant time).
      * It is checked from the call's metadata on arrival, before the request

@@ -2,6 +2,7 @@
 #ifndef FERRY_RPC_INT_H
 #define FERRY_RPC_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include <grpc/grpc.h>
@@ -39,10 +40,31 @@ int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop);
  * closes the async handle; closed_cb runs from the loop once it is closed. */
 void rpc_bridge_close(rpc_bridge *b, void (*closed_cb)(rpc_bridge *b));
 
+/* ---- poller ------------------------------------------------------------ */
+
+/* Runs on the poller's thread before it waits for each event, and with
+ * `final` once its queue has shut down; returns whether it wants to run
+ * again within a second even without an event. */
+typedef bool (*rpc_poller_hook_fn)(void *arg, bool final);
+
+struct rpc_poller {
+    grpc_completion_queue *cq;
+    pthread_t thread;
+    pthread_mutex_t mu; /* the hooks */
+    struct rpc_hook *hooks;
+    atomic_int n_hooks;
+};
+
+int rpc_poller_hook(rpc_poller *p, rpc_poller_hook_fn fn, void *arg);
+void rpc_poller_unhook(rpc_poller *p, rpc_poller_hook_fn fn, void *arg);
+
 /* ---- client ------------------------------------------------------------ */
 struct rpc_client {
-    uv_loop_t *loop;
+    uv_loop_t *loop;        /* NULL: a client on a poller */
+    grpc_completion_queue *cq; /* the bridge's or the poller's */
     rpc_bridge bridge;
+    rpc_poller *poller;
+    rpc_guard guard;
     size_t channels; /* open channels */
     size_t ops;      /* calls in flight */
     bool closing;
@@ -176,8 +198,9 @@ typedef struct rpc_refusals {
 
 struct rpc_server {
     grpc_server *gs;
-    grpc_completion_queue *cq;
-    uv_thread_t cq_thread;
+    grpc_completion_queue *cq; /* the poller's */
+    rpc_poller *poller;
+    bool own_poller;
     uv_thread_t *pool;
     int n_pool;
     uv_thread_t lane; /* decodes and handles large inline requests */
@@ -206,7 +229,7 @@ struct rpc_server {
     bool shutdown_done;      /* guarded by lock */
     bool pool_exit;          /* guarded by lock */
     bool shut;               /* rpc_server_shutdown ran */
-    bool started, cq_thread_started;
+    bool started, hooked;
     rpc_tag shutdown_tag;
 };
 

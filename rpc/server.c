@@ -1,7 +1,7 @@
 /* The server: listening, the method table, keeping requests posted, and
- * graceful shutdown. One thread drains the completion queue; handlers run on
- * a pool (or inline on that thread when they never block), so a long task
- * never holds up other calls. */
+ * graceful shutdown. A poller's thread drains the completion queue; handlers
+ * run on a pool (or inline on that thread when they never block), so a long
+ * task never holds up other calls. */
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -73,26 +73,13 @@ uint64_t rpc_server_refused(const rpc_server *s)
 
 /* ---- threads ------------------------------------------------------------ */
 
-static void cq_thread(void *arg)
+/* The poller's hook: the summary of refusals, once per interval. */
+static bool refusals_hook(void *arg, bool final)
 {
     rpc_server *s = arg;
-    pthread_setname_np(pthread_self(), "ferry-srv-cq");
-    for (;;) {
-        /* Wakes once a second while refusals wait for their summary. */
-        gpr_timespec until = s->refusals.pending
-                                 ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                                gpr_time_from_millis(1000, GPR_TIMESPAN))
-                                 : gpr_inf_future(GPR_CLOCK_MONOTONIC);
-        grpc_event ev = grpc_completion_queue_next(s->cq, until, NULL);
-        if (s->refusals.pending)
-            refusals_flush(s, uv_hrtime(), ev.type == GRPC_QUEUE_SHUTDOWN);
-        if (ev.type == GRPC_QUEUE_SHUTDOWN)
-            return;
-        if (ev.type != GRPC_OP_COMPLETE)
-            continue;
-        rpc_tag *t = ev.tag;
-        t->done(t, ev.success != 0);
-    }
+    if (s->refusals.pending)
+        refusals_flush(s, uv_hrtime(), final);
+    return s->refusals.pending != 0;
 }
 
 /* A thread of the handler pool, or the lane: takes calls off its queue,
@@ -254,12 +241,14 @@ static void server_free(rpc_server *s)
 {
     if (s->gs)
         grpc_server_destroy(s->gs);
-    if (s->cq) {
-        grpc_completion_queue_shutdown(s->cq);
-        if (s->cq_thread_started)
-            uv_thread_join(&s->cq_thread);
-        grpc_completion_queue_destroy(s->cq);
+    /* No batch of the server's is left on the queue (shutdown waited for
+     * every call): the summary of refusals is this thread's now. */
+    if (s->hooked) {
+        rpc_poller_unhook(s->poller, refusals_hook, s);
+        refusals_flush(s, uv_hrtime(), true);
     }
+    if (s->own_poller)
+        rpc_poller_destroy(s->poller);
     free(s->pool);
     free(s->slots);
     free(s->methods);
@@ -349,9 +338,18 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     rpc_grpc_size_args(args, max_payload);
     grpc_channel_args srv_args = {.num_args = sizeof args / sizeof args[0], .args = args};
     s->gs = grpc_server_create(&srv_args, NULL);
-    s->cq = grpc_completion_queue_create_for_next(NULL);
-    if (!s->gs || !s->cq)
+    if (!s->gs)
         goto fail;
+    /* The queue's thread exists before the server starts, so that a
+     * failure from here on can always shut down through it. */
+    if ((s->poller = opts->poller))
+        rc = 0;
+    else if ((rc = rpc_poller_create(&s->poller)) == 0)
+        s->own_poller = true;
+    if (rc || (rc = rpc_poller_hook(s->poller, refusals_hook, s)))
+        goto fail;
+    s->hooked = true;
+    s->cq = s->poller->cq;
     grpc_server_register_completion_queue(s->gs, s->cq, NULL);
 
     rc = FERRY_EINVAL;
@@ -376,12 +374,6 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
         rc = probe_bind(host, port) == FERRY_EADDRINUSE ? FERRY_EADDRINUSE : FERRY_EINVAL;
         goto fail;
     }
-    /* The queue thread exists before the server starts, so that a failure
-     * from here on can always shut down through it. */
-    rc = uv_thread_create(&s->cq_thread, cq_thread, s);
-    if (rc)
-        goto fail;
-    s->cq_thread_started = true;
     grpc_server_start(s->gs);
     s->started = true;
 

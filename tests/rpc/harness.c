@@ -374,6 +374,8 @@ static int release_all(void)
     H.server = NULL;
     rpc_server_destroy(H.extra_server);
     H.extra_server = NULL;
+    rpc_poller_destroy(H.poller);
+    H.poller = NULL;
     rpc_buf_trim();
     peers_reset();
     if (H.loop_open) {

@@ -51,6 +51,7 @@ typedef struct harness {
     rpc_channel *ch;
     rpc_channel *extra[4];    /* more channels a test opened; released at the end */
     rpc_server *extra_server; /* another server a test started; released at the end */
+    rpc_poller *poller;       /* a poller a test made; released after the servers */
     int port;
     char target[64];
     bool loop_open;   /* H.loop is initialised and not yet closed */
