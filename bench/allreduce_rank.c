@@ -23,6 +23,7 @@ typedef struct rank {
     int rank, world;
     const ar_ferry_opts *o;
     int up, down;
+    rpc_poller *poller;
     rt_hub *hub;
     rpc_server *server;
     rt_comm *comm;
@@ -79,14 +80,16 @@ static void fail(rank *k, bool ready, int rc, const char *fmt, ...)
 
 static void start_server(rank *k)
 {
-    int rc = rt_hub_create(&k->hub);
+    int rc = rpc_poller_create(&k->poller);
+    if (rc == 0)
+        rc = rt_hub_create(k->poller, &k->hub);
     if (rc)
         fail(k, false, rc, "rt_hub_create: %s", ferry_strerror(rc));
     const rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, k->hub,
                           RT_REDUCE_CHUNK_FLAGS, 0};
     /* The largest chunk is a whole segment at most; rpc's default limit
      * (1 GiB) covers every size of the plan. */
-    rpc_server_opts so = {.listen = "127.0.0.1:0"};
+    rpc_server_opts so = {.listen = "127.0.0.1:0", .poller = k->poller};
     rc = rpc_server_create(&so, &m, 1, &k->server);
     if (rc)
         fail(k, false, rc, "rpc_server_create: %s", ferry_strerror(rc));
@@ -193,6 +196,7 @@ void ar_rank_main(int rank_no, const ar_plan *plan, const ar_ferry_opts *o, int 
     rpc_server_destroy(k.server);
     uint64_t t2 = bench_now_ns();
     rt_hub_destroy(k.hub);
+    rpc_poller_destroy(k.poller);
     free(k.buf);
     /* The parent gives a rank 5 s to exit: say where a slow one spent it. */
     if (bench_now_ns() - t0 > 1000000000u)

@@ -53,6 +53,9 @@ typedef struct rt_stats {
 #define RT_GUARDED_METHODS 7 /* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull */
 
 struct rt_worker {
+    /* Drains the server's queue and the collective sessions' calls: one
+     * thread for both (rpc.h). */
+    rpc_poller *poller;
     rpc_server *srv;
     rt_modcache *cache;
     rt_identity id;

@@ -145,6 +145,7 @@ static void worker_free(rt_worker *w)
     rt_train_session_free(w);
     rt_hub_destroy(w->hub);
     rt_ps_store_destroy(w->ps);
+    rpc_poller_destroy(w->poller);
     rt_device_close(w->device);
     rt_modcache_destroy(w->cache);
     pthread_mutex_destroy(&w->train_lock);
@@ -200,8 +201,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         goto fail;
     }
     snprintf(w->id.device, sizeof w->id.device, "%s", w->device->description);
-    if ((rc = rt_modcache_create(cache, &w->cache)) || (rc = rt_hub_create(&w->hub)) ||
-        (rc = rt_ps_store_create(&w->ps)))
+    if ((rc = rt_modcache_create(cache, &w->cache)) || (rc = rpc_poller_create(&w->poller)) ||
+        (rc = rt_hub_create(w->poller, &w->hub)) || (rc = rt_ps_store_create(&w->ps)))
         goto fail;
 
     /* LoadModule writes a file and dlopens, so it stays on the pool and,
@@ -216,7 +217,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         {RT_METHOD_CALL, rt_call_handler, 0},
         {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
         {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
-        /* Files the chunk and wakes the session's thread: never blocks. */
+        /* Files the chunk and reduces it unless the session is busy
+         * elsewhere: never blocks. */
         {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, RT_REDUCE_CHUNK_FLAGS},
         /* A push steps the shard's optimizer: the pool. */
         {RT_METHOD_PUSH, rt_ps_push_handler, 0},
@@ -238,6 +240,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         .listen = opts->listen,
         .max_payload = opts->max_payload,
         .handler_threads = opts->threads,
+        .poller = w->poller,
         .token = opts->token,
         .log = log_line,
         .log_interval_ms = opts->log_interval_ms,

@@ -106,7 +106,7 @@ struct rt_comm_op {
     /* Under the comm's mutex: released to the waiter. */
     bool done;
     int result;
-    /* The loop thread's. */
+    /* Under the session's run. */
     bool started;
     size_t recv_expected[RT_PHASES], recv_done[RT_PHASES];
     /* The exchange's chunks, by round * chunks + chunk: whether this
@@ -148,11 +148,25 @@ struct rt_comm {
     rt_comm_stats stats;
     atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */
 
-    /* The loop thread's. */
-    uv_thread_t thread;
-    uv_loop_t loop;
-    uv_async_t kick;
-    uv_timer_t tick;
+    /* The session's work — starting ops, reducing chunks, sends and their
+     * completions, the tick — is done by whichever thread holds `run`: a
+     * caller starting a collective, the poller's thread that received a
+     * chunk or completed a send, the ticker. A thread that files something
+     * and finds `run` taken sets `dirty`; the holder looks again before it
+     * lets go (rt_comm_poke). Order: run, then mu. */
+    pthread_mutex_t run;
+    atomic_bool dirty, tick_due;
+    /* Threads from outside inside the session (the poller's, in a send's
+     * completion; gRPC's, releasing a send's bytes): destroy waits for
+     * them to leave. */
+    atomic_int guests;
+    pthread_t ticker;
+    bool ticker_started;
+    pthread_cond_t tick_cv; /* under mu: tick_stop */
+    bool tick_stop;
+    bool closed; /* the channels and client are closed */
+
+    /* Under run. */
     rpc_client *client;
     struct rt_peer_ch {
         rpc_channel *ch; /* to the right neighbour and the exchange partners */
@@ -165,22 +179,29 @@ struct rt_comm {
     rt_send *sendq;    /* not yet started: oldest collective first, FIFO */
     size_t wire_bytes; /* payload bytes of the sends started and not done */
     size_t wire_max;   /* start no more than this, unless none is out */
-    bool failed_seen;  /* the loop has cancelled the sends of a failure */
+    bool failed_seen;  /* the sends of a failure are cancelled */
     rt_relbox *box;
 };
 
-/* Records the session's first failure and wakes the loop thread. Any
+/* Something was filed for the session (a chunk, a release, an op, a
+ * failure): does the session's work now if `run` is free, or leaves it to
+ * the thread that holds it. Any thread that keeps the session alive (its
+ * owner's, a guest's, the hub's handler under the hub's mutex); never
+ * under mu. */
+void rt_comm_poke(rt_comm *c);
+
+/* Records the session's first failure and pokes the session. Any
  * thread; takes mu. */
 void rt_comm_fail(rt_comm *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void rt_comm_fail_locked(rt_comm *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Loop thread: an op taken off the queue starts; a chunk for an active op
- * is consumed; the timer looks for silent peers; failures release ops. */
+/* Under run: an op taken off the queue starts; a chunk for an active op
+ * is consumed; the tick looks for silent peers; failures release ops. */
 void rt_ring_start(rt_comm *c, rt_comm_op *op);
-/* Frees an op and what it still holds. Any thread, once the loop is done
- * with it. */
+/* Frees an op and what it still holds. Any thread, once the session is
+ * done with it. */
 void rt_ring_op_free(rt_comm_op *op);
 void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch);
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
@@ -190,7 +211,7 @@ void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
 void rt_ring_release(rt_comm *c);
 /* Cancels every send in flight and drops those waiting for a retry. */
 void rt_ring_cancel_sends(rt_comm *c);
-/* Takes note of sends whose bytes gRPC no longer reads (loop thread). */
+/* Takes note of sends whose bytes gRPC no longer reads (under run). */
 void rt_ring_released(rt_comm *c, rt_release *list);
 void rt_relbox_unref(rt_relbox *b);
 
@@ -211,6 +232,8 @@ static inline int rt_partner(const rt_comm *c, uint32_t round)
 
 /* The hub's list lookup (hub.c): a session by id, under the hub's mutex. */
 int rt_hub_add(rt_hub *h, rt_comm *c);
+/* Where the hub's sessions run their calls: its server's poller. */
+rpc_poller *rt_hub_poller(const rt_hub *h);
 void rt_hub_remove(rt_hub *h, rt_comm *c);
 
 #endif

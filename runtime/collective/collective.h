@@ -5,7 +5,7 @@
  *   geometry.c  how a buffer splits into segments and chunks (both ends
  *               compute it, so the receiver can check every chunk)
  *   hub.c       a process's sessions by id; the ReduceChunk handler
- *   comm.c      a session: its thread, loop, peer channel, ops, waits
+ *   comm.c      a session: who runs its work, its channels, ops, waits
  *   ring.c      the ring all-reduce and broadcast as chunk events
  *   half.c      float32 <-> IEEE half for --grad-compression fp16
  *
@@ -19,10 +19,15 @@
  * the kernel); received chunks are reduced straight from rpc's receive
  * buffer into place.
  *
- * Threads. Each session runs one thread with its own libuv loop and
- * rpc_client: it starts every send, reduces every received chunk and
- * completes ops. The ReduceChunk handler runs inline on the server's
- * completion-queue thread and only files the chunk and wakes the session.
+ * Threads. A hub's sessions run on its server's poller: one thread that
+ * receives every chunk (the ReduceChunk handler runs inline there) and
+ * completes every send, as the server and the sessions' clients share its
+ * queue. A session's work is done under its own mutex by whichever thread
+ * has it to do: the caller that starts an op sends its first chunks
+ * itself; the poller's thread reduces a chunk where it arrived and sends
+ * it on. Nothing is handed between threads but the end of an op, to its
+ * waiter; a ticker thread per session retries sends and finds silent
+ * peers.
  * Callers start ops and wait for them from any one thread at a time. */
 #ifndef FERRY_RUNTIME_COLLECTIVE_H
 #define FERRY_RUNTIME_COLLECTIVE_H
@@ -58,7 +63,9 @@ int rt_exchange_rounds(int world);
 
 typedef struct rt_hub rt_hub;
 
-int rt_hub_create(rt_hub **out);
+/* `poller`: the one the hub's server runs on (rpc_server_opts.poller),
+ * where its sessions' calls complete. It must outlive the hub. */
+int rt_hub_create(rpc_poller *poller, rt_hub **out);
 /* Every session must have been destroyed. NULL: no-op. */
 void rt_hub_destroy(rt_hub *h);
 
@@ -104,14 +111,15 @@ typedef struct rt_comm_opts {
 typedef struct rt_comm rt_comm;
 
 /* Registers session o->session in `hub` (chunks for it are kept from now
- * on) and starts its thread. Returns 0, or FERRY_EINVAL / FERRY_EEXIST /
+ * on) and starts its ticker. Returns 0, or FERRY_EINVAL / FERRY_EEXIST /
  * FERRY_ENOMEM with `err` saying why. */
 int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
                    size_t errlen);
 
-/* Unregisters, fails what is still running, stops the thread and frees,
- * ops never waited for included. No rt_comm_wait may be running. NULL:
- * no-op. */
+/* Unregisters, fails what is still running, waits for its sends to end
+ * and frees, ops never waited for included. No rt_comm_wait may be
+ * running, and it must not run on the hub's poller (whose thread ends the
+ * sends). NULL: no-op. */
 void rt_comm_destroy(rt_comm *c);
 
 int rt_comm_rank(const rt_comm *c);

@@ -1,16 +1,19 @@
-/* A collective session: its thread and libuv loop, the one channel to the
- * right neighbour, the queue of collectives callers start and the waits
- * that end them.
+/* A collective session: who does its work, its channels, the queue of
+ * collectives callers start and the waits that end them.
  *
- * Callers and the ReduceChunk handler talk to the thread through `mu` and
- * one uv_async (wake-ups coalesce: the thread drains both lists each time).
- * Everything on the loop — sends, reductions, timers — belongs to the
- * thread alone. */
+ * Callers, the ReduceChunk handler and gRPC file what they have under `mu`
+ * and poke the session. Its work — sends, reductions, completions, the
+ * tick — is done under `run`, by the thread that pokes when `run` is free
+ * and otherwise by the one holding it, before it lets go: a chunk is
+ * reduced and sent on by the poller thread that received it, a caller's
+ * first chunks go out from the caller's thread, and no event waits for
+ * another thread to wake up. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coll_int.h"
 
@@ -58,10 +61,10 @@ void rt_comm_fail(rt_comm *c, int rc, const char *fmt, ...)
     va_end(ap);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    uv_async_send(&c->kick);
+    rt_comm_poke(c);
 }
 
-/* ---- the loop thread ------------------------------------------------------------ */
+/* ---- the session's work ---------------------------------------------------------- */
 
 static rt_comm_op *find_active(rt_comm *c, uint64_t seq)
 {
@@ -95,9 +98,20 @@ static void close_channels(rt_comm *c)
     }
 }
 
-static void on_kick(uv_async_t *a)
+/* Everything filed since last time, and the tick when it is due. Under
+ * run. */
+static void drain(rt_comm *c)
 {
-    rt_comm *c = a->data;
+    if (atomic_exchange(&c->tick_due, false)) {
+        pthread_mutex_lock(&c->mu);
+        bool failed = c->error != 0;
+        pthread_mutex_unlock(&c->mu);
+        if (!failed) {
+            uint64_t now = uv_hrtime();
+            rt_ring_retry_due(c, now);
+            rt_ring_check_progress(c, now);
+        }
+    }
     pthread_mutex_lock(&c->mu);
     rt_comm_op *started = c->queue;
     c->queue = NULL;
@@ -137,41 +151,76 @@ static void on_kick(uv_async_t *a)
         rt_ring_cancel_sends(c);
     }
     rt_ring_release(c);
-    if (stopping) {
-        uv_close((uv_handle_t *)&c->kick, NULL);
-        uv_close((uv_handle_t *)&c->tick, NULL);
+    if (stopping && !c->closed) {
+        c->closed = true;
         close_channels(c);
-        rpc_client_close(c->client);
+        rpc_client_close(c->client); /* freed with its last call */
         c->client = NULL;
     }
 }
 
-static uint64_t now_ns(void)
+/* Lets go of run, first doing what was filed while it was held. */
+static void run_unlock(rt_comm *c)
 {
-    return uv_hrtime();
+    for (;;) {
+        pthread_mutex_unlock(&c->run);
+        if (!atomic_load(&c->dirty) || pthread_mutex_trylock(&c->run) != 0)
+            return;
+        atomic_store(&c->dirty, false);
+        drain(c);
+    }
 }
 
-static void on_tick(uv_timer_t *t)
+void rt_comm_poke(rt_comm *c)
 {
-    rt_comm *c = t->data;
-    if (!c->error) {
-        rt_ring_retry_due(c, now_ns());
-        rt_ring_check_progress(c, now_ns());
-    }
-    pthread_mutex_lock(&c->mu);
-    bool failed = c->error != 0;
-    pthread_mutex_unlock(&c->mu);
-    if (failed && !c->failed_seen) {
-        c->failed_seen = true;
-        rt_ring_cancel_sends(c);
-    }
-    rt_ring_release(c);
+    atomic_store(&c->dirty, true);
+    if (pthread_mutex_trylock(&c->run) != 0)
+        return; /* its holder looks again before it lets go */
+    atomic_store(&c->dirty, false);
+    drain(c);
+    run_unlock(c);
 }
 
-static void thread_main(void *arg)
+/* The client's guard: a send's completion runs on the poller's thread as a
+ * guest of the session, under run. */
+static void guest_enter(void *arg)
 {
     rt_comm *c = arg;
-    uv_run(&c->loop, UV_RUN_DEFAULT);
+    atomic_fetch_add(&c->guests, 1);
+    pthread_mutex_lock(&c->run);
+}
+
+static void guest_leave(void *arg)
+{
+    rt_comm *c = arg;
+    run_unlock(c);
+    atomic_fetch_sub(&c->guests, 1); /* the last touch of c */
+}
+
+/* The ticker: retries sends that wait and looks for silent peers. */
+static void *ticker_main(void *arg)
+{
+    rt_comm *c = arg;
+    pthread_setname_np(pthread_self(), "ferry-coll-tick");
+    pthread_mutex_lock(&c->mu);
+    while (!c->tick_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->tick_cv, &c->mu, &ts);
+        if (c->tick_stop)
+            break;
+        pthread_mutex_unlock(&c->mu);
+        atomic_store(&c->tick_due, true);
+        rt_comm_poke(c);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
 }
 
 /* ---- create and destroy ------------------------------------------------------------ */
@@ -201,6 +250,8 @@ static void comm_free(rt_comm *c)
     free(c->to);
     free(c->token);
     pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&c->tick_cv);
+    pthread_mutex_destroy(&c->run);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -260,7 +311,13 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
         return FERRY_ENOMEM;
     }
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->run, NULL);
     pthread_cond_init(&c->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->tick_cv, &ca);
+    pthread_condattr_destroy(&ca);
     c->hub = hub;
     c->session = o->session;
     c->rank = o->rank;
@@ -293,16 +350,8 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
             goto fail;
     }
 
-    if ((rc = uv_loop_init(&c->loop))) {
-        snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
-        rc = FERRY_ENOMEM;
-        goto fail;
-    }
-    c->kick.data = c->tick.data = c;
-    uv_async_init(&c->loop, &c->kick, on_kick);
-    uv_timer_init(&c->loop, &c->tick);
-    uv_timer_start(&c->tick, on_tick, TICK_MS, TICK_MS);
-    if ((rc = rpc_client_create(&c->loop, &c->client)))
+    rpc_guard guard = {guest_enter, guest_leave, c};
+    if ((rc = rpc_client_create_on(rt_hub_poller(hub), &guard, &c->client)))
         snprintf(err, errlen, "cannot create the session's rpc client: %s",
                  ferry_strerror(rc));
     if (rc == 0)
@@ -310,20 +359,16 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     if (rc == 0 && (rc = rt_hub_add(hub, c)))
         snprintf(err, errlen, "a collective session %llu exists already",
                  (unsigned long long)o->session);
-    if (rc == 0 && uv_thread_create(&c->thread, thread_main, c) != 0) {
+    if (rc == 0 && pthread_create(&c->ticker, NULL, ticker_main, c) != 0) {
         rc = FERRY_ENOMEM;
-        snprintf(err, errlen, "cannot start the thread of collective session %llu",
+        snprintf(err, errlen, "cannot start the ticker of collective session %llu",
                  (unsigned long long)o->session);
         rt_hub_remove(hub, c);
     }
-    if (rc) {
+    if (rc) { /* no call was started: the client goes at once */
         close_channels(c);
         if (c->client)
             rpc_client_close(c->client);
-        uv_close((uv_handle_t *)&c->kick, NULL);
-        uv_close((uv_handle_t *)&c->tick, NULL);
-        uv_run(&c->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&c->loop);
         goto fail;
     }
     *out = c;
@@ -353,10 +398,24 @@ void rt_comm_destroy(rt_comm *c)
         c->error = FERRY_ECANCELED;
         snprintf(c->errmsg, sizeof c->errmsg, "the collective session ended");
     }
+    c->tick_stop = true;
+    pthread_cond_signal(&c->tick_cv);
     pthread_mutex_unlock(&c->mu);
-    uv_async_send(&c->kick);
-    uv_thread_join(&c->thread);
-    uv_loop_close(&c->loop);
+    pthread_join(c->ticker, NULL);
+
+    /* Cancels the sends and closes the channels and the client; then waits
+     * until the last send's completion has left the session. */
+    pthread_mutex_lock(&c->run);
+    drain(c);
+    run_unlock(c);
+    for (;;) {
+        pthread_mutex_lock(&c->run);
+        bool idle = c->sends == NULL;
+        run_unlock(c);
+        if (idle && atomic_load(&c->guests) == 0)
+            break;
+        usleep(200);
+    }
     /* Ops nobody waited for, whatever list they were on. */
     while (c->owned) {
         rt_comm_op *op = c->owned;
@@ -404,7 +463,7 @@ static int start(rt_comm *c, int kind, float *buf, size_t n, int root, rt_comm_o
         rt_ring_op_free(op);
         return rc;
     }
-    uv_async_send(&c->kick);
+    rt_comm_poke(c); /* its first chunks go out from this thread */
     *out = op;
     return 0;
 }
@@ -440,7 +499,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
                                 op->kind == RT_OP_ALLREDUCE ? "all-reduce" : "broadcast",
                                 (unsigned long long)op->seq);
             pthread_mutex_unlock(&c->mu);
-            uv_async_send(&c->kick);
+            rt_comm_poke(c);
             pthread_mutex_lock(&c->mu);
         }
     }

@@ -1,10 +1,10 @@
 /* The hub: a process's collective sessions by id, and the ReduceChunk
  * handler that files each incoming chunk with its session.
  *
- * The handler runs inline on the server's completion-queue thread, so it
- * only checks the header, takes the payload where gRPC received it (the
- * method has RPC_METHOD_PAYLOAD_RUNS: no copy) and wakes the session's
- * thread: the reduction reads it there, in place. It holds the hub's
+ * The handler runs inline on the server's poller thread: it checks the
+ * header, takes the payload where gRPC received it (the method has
+ * RPC_METHOD_PAYLOAD_RUNS: no copy) and pokes the session, which reduces
+ * it in place, on this thread unless another holds the session's work. It holds the hub's
  * mutex while it touches a session, and a session leaves the hub before it
  * is torn down, so no chunk is ever filed with a session being freed. */
 #include <stdlib.h>
@@ -16,13 +16,18 @@
 struct rt_hub {
     pthread_mutex_t mu;
     rt_comm *list;
+    rpc_poller *poller;
 };
 
-int rt_hub_create(rt_hub **out)
+int rt_hub_create(rpc_poller *poller, rt_hub **out)
 {
+    *out = NULL;
+    if (!poller)
+        return FERRY_EINVAL;
     rt_hub *h = calloc(1, sizeof *h);
     if (!h)
         return FERRY_ENOMEM;
+    h->poller = poller;
     pthread_mutex_init(&h->mu, NULL);
     *out = h;
     return 0;
@@ -34,6 +39,11 @@ void rt_hub_destroy(rt_hub *h)
         return;
     pthread_mutex_destroy(&h->mu);
     free(h);
+}
+
+rpc_poller *rt_hub_poller(const rt_hub *h)
+{
+    return h->poller;
 }
 
 static rt_comm *find(rt_hub *h, uint64_t session)
@@ -169,7 +179,9 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         *c->inbox_tail = ch;
         c->inbox_tail = &ch->next;
         pthread_mutex_unlock(&c->mu);
-        uv_async_send(&c->kick);
+        /* Reduced (and sent on) right here, unless the session's work is
+         * in another thread's hands: that thread takes it. */
+        rt_comm_poke(c);
     }
     pthread_mutex_unlock(&hub->mu);
     if (rc) {

@@ -1,4 +1,4 @@
-/* The ring collectives as chunk events on the session's loop thread.
+/* The ring collectives as chunk events, under the session's run.
  *
  * All-reduce: rank r starts by sending each chunk of its own segment to
  * r + 1 (reduce-scatter step 0). Each chunk it receives is added into
@@ -117,22 +117,23 @@ static void on_release(void *payload, void *arg)
     (void)payload;
     rt_release *r = arg;
     rt_relbox *b = r->box;
-    bool filed = false;
     pthread_mutex_lock(&b->mu);
     atomic_store(&r->fired, true);
     rt_comm *c = b->c;
-    if (c) {
-        pthread_mutex_lock(&c->mu);
-        r->next = c->released;
-        c->released = r;
-        pthread_mutex_unlock(&c->mu);
-        uv_async_send(&c->kick);
-        filed = true;
-    }
+    if (c) /* a guest: destroy waits for it to leave */
+        atomic_fetch_add(&c->guests, 1);
     pthread_mutex_unlock(&b->mu);
-    if (!filed)
-        free(r);
     rt_relbox_unref(b);
+    if (!c) {
+        free(r);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    r->next = c->released;
+    c->released = r;
+    pthread_mutex_unlock(&c->mu);
+    rt_comm_poke(c);
+    atomic_fetch_sub(&c->guests, 1);
 }
 
 /* A note of the release of send `s`'s bytes, for the exchange: once they
@@ -188,7 +189,7 @@ static void issue(rt_comm *c, rt_send *s)
                             c->timeout_ms, send_done);
     /* A start that failed before it encoded never releases; one that failed
      * after has released already (on this thread, so the note is filed and
-     * is freed by the loop). */
+     * is freed by the session's next drain). */
     if (rc && rel && !atomic_load(&rel->fired)) {
         rt_relbox_unref(rel->box);
         free(rel);

@@ -43,6 +43,8 @@ static int release_all(void)
     for (int i = 0; i < CO_MAX_RANKS; i++) {
         rt_hub_destroy(R.r[i].hub);
         R.r[i].hub = NULL;
+        rpc_poller_destroy(R.r[i].poller);
+        R.r[i].poller = NULL;
     }
     for (size_t i = 0; i < sizeof R.allocs / sizeof R.allocs[0]; i++) {
         free(R.allocs[i]);
@@ -66,18 +68,27 @@ void co_finish(void)
     tcom_assert_no_leaks();
 }
 
+void co_make_hub(int rank)
+{
+    int rc = rpc_poller_create(&R.r[rank].poller);
+    cr_assert(rc == 0, "rpc_poller_create: %s", ferry_err_name(rc));
+    rc = rt_hub_create(R.r[rank].poller, &R.r[rank].hub);
+    cr_assert(rc == 0, "rt_hub_create: %s", ferry_err_name(rc));
+}
+
 void co_start(int world)
 {
     cr_assert(world >= 1 && world <= CO_MAX_RANKS);
     R.world = world;
     for (int i = 0; i < world; i++) {
-        int rc = rt_hub_create(&R.r[i].hub);
-        cr_assert(rc == 0, "rt_hub_create: %s", ferry_err_name(rc));
+        co_make_hub(i);
         /* The name string must outlive the server: a literal does. */
         rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[i].hub,
                         RT_REDUCE_CHUNK_FLAGS, 0};
-        rpc_server_opts so = {.listen = "127.0.0.1:0", .max_payload = CO_MAX_PAYLOAD};
-        rc = rpc_server_create(&so, &m, 1, &R.r[i].server);
+        rpc_server_opts so = {.listen = "127.0.0.1:0",
+                              .max_payload = CO_MAX_PAYLOAD,
+                              .poller = R.r[i].poller};
+        int rc = rpc_server_create(&so, &m, 1, &R.r[i].server);
         cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));
         int port = rpc_server_port(R.r[i].server);
         cr_assert(port > 0 && port < 65536, "rpc_server_port returned %d", port);
@@ -96,7 +107,8 @@ int co_listen_again(int rank)
 {
     rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[rank].hub,
                     RT_REDUCE_CHUNK_FLAGS, 0};
-    rpc_server_opts so = {.listen = R.r[rank].addr, .max_payload = CO_MAX_PAYLOAD};
+    rpc_server_opts so = {
+        .listen = R.r[rank].addr, .max_payload = CO_MAX_PAYLOAD, .poller = R.r[rank].poller};
     return rpc_server_create(&so, &m, 1, &R.r[rank].server);
 }
 

@@ -1,6 +1,6 @@
 /* tests/collective — the shared fixture: K ranks in this test process, each
- * with its own rt_hub, its own rpc_server on 127.0.0.1:0 serving
- * ReduceChunk (inline, the hub as its data) and its own rt_comm of one
+ * with its own poller, rt_hub, rpc_server on 127.0.0.1:0 on that poller
+ * serving ReduceChunk (inline, the hub as its data) and its own rt_comm of one
  * session whose peers are every rank's server. Each rank's collectives run
  * on a thread of their own (co_run), as they would in K workers.
  *
@@ -9,7 +9,7 @@
  * builds) run in co_finish(), called from the body by CO_TEST: Criterion
  * 2.4.1 reports a test whose .fini fails as passed. co_teardown (.fini)
  * only releases what a failed test left behind: sessions, then servers,
- * then hubs. */
+ * then hubs and pollers. */
 #ifndef FERRY_TESTS_COLLECTIVE_TCOLL_H
 #define FERRY_TESTS_COLLECTIVE_TCOLL_H
 
@@ -35,6 +35,7 @@
 #define CO_ERRLEN      512
 
 typedef struct co_rank {
+    rpc_poller *poller; /* the server's and the sessions': outlives both */
     rt_hub *hub;
     rpc_server *server;
     rt_comm *comm;
@@ -75,8 +76,10 @@ void co_finish(void);
     }                                                                                    \
     static void co_body_##suite##_##name(void)
 
-/* Starts `world` ranks: a hub and a server each; fills R.peers. */
+/* Starts `world` ranks: a poller, a hub and a server each; fills R.peers. */
 void co_start(int world);
+/* Rank's poller and hub, without a server. */
+void co_make_hub(int rank);
 /* Destroys rank's server now (its hub and session stay). */
 void co_stop_server(int rank);
 /* Starts rank's server again on its old address (after co_stop_server).

@@ -35,8 +35,7 @@ static void refused(const rt_comm_opts *o, int want, const char *what)
 
 static void make_hub(void)
 {
-    int rc = rt_hub_create(&R.r[0].hub);
-    cr_assert(rc == 0, "rt_hub_create: %s", ferry_err_name(rc));
+    co_make_hub(0);
 }
 
 CO_TEST(comm_create, refuses_a_rank_at_or_past_the_world)
@@ -95,8 +94,7 @@ CO_TEST(comm_create, refuses_a_session_id_already_in_its_hub)
     o = opts(43, 1, 2);
     rc = rt_comm_create(R.r[0].hub, &o, &R.r[1].comm, err, sizeof err);
     cr_assert(rc == 0, "session 43 beside 42: %s: %s", ferry_err_name(rc), err);
-    rc = rt_hub_create(&R.r[2].hub);
-    cr_assert(rc == 0);
+    co_make_hub(2);
     o = opts(42, 1, 2);
     rc = rt_comm_create(R.r[2].hub, &o, &R.r[2].comm, err, sizeof err);
     cr_assert(rc == 0, "session 42 in another hub: %s: %s", ferry_err_name(rc), err);
@@ -114,6 +112,13 @@ CO_TEST(comm_create, destroy_and_hub_destroy_take_null)
 {
     rt_comm_destroy(NULL);
     rt_hub_destroy(NULL);
+}
+
+CO_TEST(comm_create, a_hub_needs_a_poller)
+{
+    rt_hub *h = (rt_hub *)&h;
+    cr_assert(rt_hub_create(NULL, &h) == FERRY_EINVAL);
+    cr_assert(h == NULL, "*out was left set on failure");
 }
 
 Test(compress_names, parse_none_empty_lz4_and_fp16_and_refuse_the_rest)

@@ -25,6 +25,7 @@
 
 typedef struct rank_state {
     ferry_device_t *dev;
+    rpc_poller *poller;
     rt_hub *hub;
     rpc_server *server;
     rt_comm *comm;
@@ -65,6 +66,8 @@ static void release(sync_run *s)
     for (int i = 0; i < MAX_RANKS; i++) {
         rt_hub_destroy(s->r[i].hub);
         s->r[i].hub = NULL;
+        rpc_poller_destroy(s->r[i].poller);
+        s->r[i].poller = NULL;
         if (s->r[i].dev)
             rt_device_close(s->r[i].dev);
         s->r[i].dev = NULL;
@@ -147,10 +150,11 @@ static void run(sync_run *s)
         cr_assert(rc == 0, "rank %d: cpu device: %s", i, err);
         if (s->world == 1)
             break;
-        cr_assert(rt_hub_create(&me->hub) == 0);
+        cr_assert(rpc_poller_create(&me->poller) == 0);
+        cr_assert(rt_hub_create(me->poller, &me->hub) == 0);
         rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, me->hub,
                         RT_REDUCE_CHUNK_FLAGS, 0};
-        rpc_server_opts so = {.listen = "127.0.0.1:0"};
+        rpc_server_opts so = {.listen = "127.0.0.1:0", .poller = me->poller};
         rc = rpc_server_create(&so, &m, 1, &me->server);
         cr_assert(rc == 0, "rank %d: rpc_server_create: %s", i, ferry_err_name(rc));
         snprintf(me->addr, sizeof me->addr, "127.0.0.1:%d", rpc_server_port(me->server));
