@@ -361,8 +361,14 @@ static void send_done(rpc_call *call)
         fail_send(c, s, stopped_code(why), why);
     } else if (!failed) {
         /* A chunk this rank built from the session's own geometry can only
-         * be refused as malformed when the ranks disagree on it. */
-        fail_send(c, s, rc == FERRY_EINVAL ? FERRY_EPROTO : rc, call->errmsg);
+         * be refused as malformed when the ranks disagree on it. A peer
+         * still without the session when the timeout has passed is what
+         * the tick would have found a moment later: a timeout. */
+        fail_send(c, s,
+                  rc == FERRY_EINVAL   ? FERRY_EPROTO
+                  : rc == FERRY_ENOENT ? FERRY_ETIMEDOUT
+                                       : rc,
+                  call->errmsg);
     }
     rpc_call_fini(call);
     send_free(c, s);
