@@ -197,6 +197,19 @@ static void guest_leave(void *arg)
     atomic_fetch_sub(&c->guests, 1); /* the last touch of c */
 }
 
+/* Waits on `cv` (whose clock is `clk`) for at most a tick. */
+static void wait_tick(pthread_cond_t *cv, pthread_mutex_t *mu, clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    ts.tv_nsec += TICK_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
 /* The ticker: retries sends that wait and looks for silent peers. */
 static void *ticker_main(void *arg)
 {
@@ -204,14 +217,7 @@ static void *ticker_main(void *arg)
     pthread_setname_np(pthread_self(), "ferry-coll-tick");
     pthread_mutex_lock(&c->mu);
     while (!c->tick_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&c->tick_cv, &c->mu, &ts);
+        wait_tick(&c->tick_cv, &c->mu, CLOCK_MONOTONIC);
         if (c->tick_stop)
             break;
         pthread_mutex_unlock(&c->mu);
@@ -485,14 +491,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
         return FERRY_EINVAL;
     pthread_mutex_lock(&c->mu);
     while (!op->done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        wait_tick(&c->cv, &c->mu, CLOCK_REALTIME);
         if (!op->done && !c->error && cancelled && cancelled(arg)) {
             rt_comm_fail_locked(c, FERRY_ECANCELED,
                                 "cancelled while waiting for %s %llu",
