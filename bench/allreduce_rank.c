@@ -15,6 +15,8 @@
 
 /* Every rank's session has this id: ranks of one run are one session. */
 #define SESSION 0xfe77u
+/* Workers always check a cluster token on every chunk: so do the ranks. */
+#define TOKEN "bench-allreduce-5f0c2a9e7d41b386"
 /* Floats in the barrier's all-reduce: a few, so that every segment of the
  * ring has one. */
 #define BARRIER_FLOATS 64
@@ -89,7 +91,7 @@ static void start_server(rank *k)
                           RT_REDUCE_CHUNK_FLAGS, 0};
     /* The largest chunk is a whole segment at most; rpc's default limit
      * (1 GiB) covers every size of the plan. */
-    rpc_server_opts so = {.listen = "127.0.0.1:0", .poller = k->poller};
+    rpc_server_opts so = {.listen = "127.0.0.1:0", .poller = k->poller, .token = TOKEN};
     rc = rpc_server_create(&so, &m, 1, &k->server);
     if (rc)
         fail(k, false, rc, "rpc_server_create: %s", ferry_strerror(rc));
@@ -116,6 +118,7 @@ static void open_comm(rank *k)
         .chunk_bytes = k->o->chunk_bytes,
         .compress = RT_COMPRESS_NONE,
         .timeout_ms = k->o->timeout_ms,
+        .token = TOKEN,
     };
     char err[256] = "";
     int rc = rt_comm_create(k->hub, &co, &k->comm, err, sizeof err);
