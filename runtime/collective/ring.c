@@ -810,6 +810,7 @@ void rt_ring_release(rt_comm *c)
 {
     pthread_mutex_lock(&c->mu);
     int err = c->error;
+    bool ended = false;
     for (rt_comm_op **p = &c->active; *p;) {
         rt_comm_op *op = *p;
         bool ok = complete(op);
@@ -818,6 +819,7 @@ void rt_ring_release(rt_comm *c)
             c->stats.ops += ok;
             op->result = ok ? 0 : err;
             op->done = true; /* the waiter may free it from here on */
+            ended = true;
             continue;
         }
         p = &op->next;
@@ -828,7 +830,10 @@ void rt_ring_release(rt_comm *c)
     for (rt_comm_op *op = c->queue; op; op = op->next)
         low = op->seq < low ? op->seq : low;
     atomic_store(&c->done_upto, low - 1);
-    pthread_cond_broadcast(&c->cv);
+    /* Waiters wait for their op alone: a wake-up for anything else costs
+     * them a context switch for nothing. */
+    if (ended)
+        pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 
     /* Chunks of collectives that are over can only be strays. */
