@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "coll_int.h"
+#include "runtime/cond_wait.h"
 
 #define TICK_MS 20
 
@@ -197,19 +198,6 @@ static void guest_leave(void *arg)
     atomic_fetch_sub(&c->guests, 1); /* the last touch of c */
 }
 
-/* Waits on `cv` (whose clock is `clk`) for at most a tick. */
-static void wait_tick(pthread_cond_t *cv, pthread_mutex_t *mu, clockid_t clk)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    ts.tv_nsec += TICK_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-
 /* The ticker: retries sends that wait and looks for silent peers. */
 static void *ticker_main(void *arg)
 {
@@ -217,7 +205,7 @@ static void *ticker_main(void *arg)
     pthread_setname_np(pthread_self(), "ferry-coll-tick");
     pthread_mutex_lock(&c->mu);
     while (!c->tick_stop) {
-        wait_tick(&c->tick_cv, &c->mu, CLOCK_MONOTONIC);
+        rt_cond_wait_ms(&c->tick_cv, &c->mu, CLOCK_MONOTONIC, TICK_MS);
         if (c->tick_stop)
             break;
         pthread_mutex_unlock(&c->mu);
@@ -491,7 +479,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
         return FERRY_EINVAL;
     pthread_mutex_lock(&c->mu);
     while (!op->done) {
-        wait_tick(&c->cv, &c->mu, CLOCK_REALTIME);
+        rt_cond_wait_ms(&c->cv, &c->mu, CLOCK_REALTIME, TICK_MS);
         if (!op->done && !c->error && cancelled && cancelled(arg)) {
             rt_comm_fail_locked(c, FERRY_ECANCELED,
                                 "cancelled while waiting for %s %llu",

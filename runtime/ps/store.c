@@ -15,6 +15,7 @@
 
 #include "ferry.pb-c.h"
 #include "ps_int.h"
+#include "runtime/cond_wait.h"
 #include "runtime/device/device.h"
 
 #define SWEEP_MS 100
@@ -41,14 +42,7 @@ static void *sweep_main(void *arg)
     rt_ps_store *st = arg;
     pthread_mutex_lock(&st->mu);
     while (!st->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SWEEP_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&st->cv, &st->mu, &ts);
+        rt_cond_wait_ms(&st->cv, &st->mu, CLOCK_MONOTONIC, SWEEP_MS);
         uint64_t now = uv_hrtime();
         for (rt_ps_sess **p = &st->list; *p;) {
             rt_ps_sess *s = *p;
