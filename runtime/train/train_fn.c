@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -30,6 +31,9 @@
 #define FN_LEAVE "ferry.train.leave"
 
 #define IDLE_MS_DEFAULT 30000
+/* How long a begin waits for an epoch whose caller has gone to end: it
+ * sees that within a tick of its all-reduce (20 ms) or a step. */
+#define ORPHAN_WAIT_MS 5000
 
 typedef struct rt_train_session {
     uint64_t id;
@@ -37,6 +41,7 @@ typedef struct rt_train_session {
     rt_trainer *t;
     rt_comm *comm; /* sync mode: the collectives between the ranks */
     bool busy; /* an epoch is running; under the worker's train_lock */
+    ferry_ctx_t *holder; /* the call that holds it busy; under train_lock */
     /* Ownership, under train_lock: who began it, when it last finished a
      * call of its own, how long it may idle, whether its owner hung up. */
     char owner[512];
@@ -111,6 +116,23 @@ static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
                           "%016llx, begun %.0f s ago by %s; %s",
                           s->m->name, (unsigned long long)s->id,
                           (double)(now - s->started_ns) / 1e9, s->owner, state);
+}
+
+/* An epoch whose caller has hung up (a submit killed mid-epoch) is
+ * ending: a begin from its successor waits for it rather than refuse.
+ * Called and returns with train_lock held. */
+static void wait_for_orphaned_epoch(rt_worker *w, uint64_t id)
+{
+    uint64_t until = uv_hrtime() + ORPHAN_WAIT_MS * 1000000ull;
+    for (;;) {
+        rt_train_session *s = w->session;
+        if (!s || s->id == id || !s->busy || !s->holder ||
+            !s->holder->ops->cancelled(s->holder) || uv_hrtime() >= until)
+            return;
+        pthread_mutex_unlock(&w->train_lock);
+        usleep(5000);
+        pthread_mutex_lock(&w->train_lock);
+    }
 }
 
 static int bad_argument(ferry_ctx_t *ctx, const char *what)
@@ -208,6 +230,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     }
 
     pthread_mutex_lock(&w->train_lock);
+    wait_for_orphaned_epoch(w, id);
     rt_train_session *old = w->session;
     if (old && old->busy && old->id == id) {
         pthread_mutex_unlock(&w->train_lock);
@@ -227,8 +250,8 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         return FERRY_ENOMEM;
     }
     uint64_t now = uv_hrtime();
-    *s = (rt_train_session){.id = id, .m = m, .busy = true, .idle_ms = idle_ms,
-                            .started_ns = now, .idle_since_ns = now};
+    *s = (rt_train_session){.id = id, .m = m, .busy = true, .holder = ctx,
+                            .idle_ms = idle_ms, .started_ns = now, .idle_since_ns = now};
     snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
     w->session = s;
     pthread_mutex_unlock(&w->train_lock);
@@ -270,6 +293,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     free_peers(peers, co.world);
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
+    s->holder = NULL;
     s->idle_since_ns = uv_hrtime();
     if (rc) {
         w->session = NULL;
@@ -311,6 +335,7 @@ static rt_train_session *take(ferry_ctx_t *ctx, uint64_t id, int *rc)
         return NULL;
     }
     s->busy = true;
+    s->holder = ctx;
     pthread_mutex_unlock(&w->train_lock);
     return s;
 }
@@ -320,6 +345,7 @@ static void give_back(ferry_ctx_t *ctx, rt_train_session *s, bool failed)
     rt_worker *w = rt_call_worker(ctx);
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
+    s->holder = NULL;
     s->idle_since_ns = uv_hrtime();
     /* A failed epoch ends the run for its submitter; a caller that hung up
      * or gave up never goes on with the session either. */
