@@ -57,7 +57,8 @@ static void op_done(rpc_tag *tag, bool ok)
     /* On a poller: the owner's exclusion, kept until the client may be
      * gone (closing frees it with the last call). */
     rpc_guard guard = c->guard;
-    if (c->poller)
+    bool on_poller = c->poller != NULL;
+    if (on_poller)
         guard.enter(guard.arg);
 
     if (!ok) {
@@ -79,7 +80,6 @@ static void op_done(rpc_tag *tag, bool ok)
         c->callback_depth--;
     }
     rpc_channel_release(ch);
-    bool on_poller = c->poller != NULL;
     rpc_client_op_done(c);
     if (on_poller)
         guard.leave(guard.arg);

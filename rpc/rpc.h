@@ -5,9 +5,9 @@
  *   bufpool.c         reused large receive buffers
  *   bridge.c          completion-queue thread -> libuv loop hand-off
  *   poller.c          one queue and thread shared by a server and clients
- *   client.c          one client (CQ + bridge) per libuv loop
+ *   client.c          a client: per libuv loop (CQ + bridge), or on a poller
  *   channel.c         one HTTP/2 channel per endpoint
- *   call.c            a unary call, completed on the loop thread
+ *   call.c            a unary call, completed on the loop or poller thread
  *   future.c          wait for one call / for all (gather), driving the loop
  *   server.c          listening, method table, request posting, shutdown
  *   server_call.c     one incoming call: dispatch, reply from any thread
@@ -16,8 +16,8 @@
  * Threads. Client calls are started and completed on the libuv loop thread
  * of their rpc_client, or, for a client on a poller, on the poller's thread
  * under the owner's guard. A server runs a poller (its own, or one it
- * shares) and a pool of handler threads; it needs no loop. This header exposes neither
- * grpc.h types nor device pointers. */
+ * shares) and a pool of handler threads; it needs no loop. This header
+ * exposes neither grpc.h types nor device pointers. */
 #ifndef FERRY_RPC_H
 #define FERRY_RPC_H
 

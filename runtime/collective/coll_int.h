@@ -161,7 +161,6 @@ struct rt_comm {
      * them to leave. */
     atomic_int guests;
     pthread_t ticker;
-    bool ticker_started;
     pthread_cond_t tick_cv; /* under mu: tick_stop */
     bool tick_stop;
     bool closed; /* the channels and client are closed */

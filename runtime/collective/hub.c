@@ -4,9 +4,10 @@
  * The handler runs inline on the server's poller thread: it checks the
  * header, takes the payload where gRPC received it (the method has
  * RPC_METHOD_PAYLOAD_RUNS: no copy) and pokes the session, which reduces
- * it in place, on this thread unless another holds the session's work. It holds the hub's
- * mutex while it touches a session, and a session leaves the hub before it
- * is torn down, so no chunk is ever filed with a session being freed. */
+ * it in place, on this thread unless another holds the session's work.
+ * It holds the hub's mutex while it touches a session, and a session
+ * leaves the hub before it is torn down, so no chunk is ever filed with a
+ * session being freed. */
 #include <stdlib.h>
 #include <string.h>
 
