@@ -7,7 +7,9 @@
  * gradient, so every rank learns the global loss — and stops together on a
  * NaN — without a collective of its own. On another device the gradient is
  * copied bucket by bucket into a host buffer of the same layout, reduced
- * there and copied back (the gRPC ring works on host memory).
+ * there and copied back (the gRPC ring works on host memory); the buffer
+ * is page-locked where the device can give such memory, so that the
+ * copies are DMA with no bounce through the driver's own staging.
  *
  * Buckets are cut at tensor boundaries from the last tensor backwards, the
  * order backward produces them, each at least bucket_bytes; a bucket starts
@@ -43,6 +45,7 @@ struct rt_sync {
     size_t plen;
     float *red;       /* SLOT + plen floats */
     bool red_on_dev;  /* allocated with the cpu device: the model writes into it */
+    bool red_pinned;  /* else from the device's host_alloc: page-locked */
     float *grad;      /* the model's gradient (device) this step */
     float weight;     /* this rank's share of the global batch */
     bucket *b;
@@ -50,6 +53,11 @@ struct rt_sync {
     int *bucket_of;   /* tensor -> bucket */
     int failed;       /* a start failed: the rest wait for the error */
 };
+
+static bool has_host_alloc(const rt_device_ext_t *e)
+{
+    return e->size >= sizeof(rt_device_ext_t) && e->host_alloc && e->host_free;
+}
 
 int rt_sync_create(const ferry_model_t *m, ferry_device_t *dev, rt_comm *comm,
                    size_t bucket_bytes, rt_sync **out, char *err, size_t errlen)
@@ -70,11 +78,17 @@ int rt_sync_create(const ferry_model_t *m, ferry_device_t *dev, rt_comm *comm,
         goto nomem;
     s->plen = off[nt] = ferry_model_layout(m, off);
     s->red_on_dev = dev->kind == FERRY_DEVICE_CPU;
-    s->red = s->red_on_dev ? dev->ops->alloc(dev, (SLOT + s->plen) * sizeof(float))
-                           : aligned_alloc(64, (SLOT + s->plen) * sizeof(float));
+    size_t red_bytes = (SLOT + s->plen) * sizeof(float);
+    const rt_device_ext_t *ext = rt_device_ext(dev);
+    if (s->red_on_dev)
+        s->red = dev->ops->alloc(dev, red_bytes);
+    else if (has_host_alloc(ext) && (s->red = ext->host_alloc(dev, red_bytes)))
+        s->red_pinned = true;
+    else /* no page-locked memory left: pageable still works, slower */
+        s->red = aligned_alloc(64, (red_bytes + 63) / 64 * 64);
     if (!s->red)
         goto nomem;
-    memset(s->red, 0, (SLOT + s->plen) * sizeof(float));
+    memset(s->red, 0, red_bytes);
 
     /* DDP's rule: a tensor that would overflow the bucket starts the next
      * one; a tensor larger than a bucket has one of its own. */
@@ -110,6 +124,8 @@ void rt_sync_destroy(rt_sync *s)
         return;
     if (s->red_on_dev)
         s->dev->ops->free(s->dev, s->red);
+    else if (s->red_pinned)
+        rt_device_ext(s->dev)->host_free(s->dev, s->red);
     else
         free(s->red);
     free(s->b);
