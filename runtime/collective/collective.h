@@ -151,6 +151,13 @@ int rt_comm_broadcast_start(rt_comm *c, float *buf, size_t n, int root, rt_comm_
 int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *arg,
                  char *err, size_t errlen);
 
+/* Fails the session from this rank (FERRY_ECANCELED, `why` its text, as
+ * "rank 1 of session 7 stopped (ECANCELED): <why>" to the peers): what is
+ * in flight fails and every later op at once, and a peer's next chunk is
+ * refused with this error, so that it stops instead of waiting for a rank
+ * that has left the collective. Any thread but the hub's poller's. */
+void rt_comm_abort(rt_comm *c, const char *why);
+
 /* Blocking forms: start and wait. */
 int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen);
 int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root, char *err,

@@ -503,6 +503,11 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
     return rc;
 }
 
+void rt_comm_abort(rt_comm *c, const char *why)
+{
+    rt_comm_fail(c, FERRY_ECANCELED, "%s", why);
+}
+
 /* Starts and waits: the blocking forms. */
 static int run(rt_comm *c, int kind, float *buf, size_t n, int root, char *err,
                size_t errlen)

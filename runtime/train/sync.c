@@ -247,6 +247,16 @@ int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
     return 0;
 }
 
+void rt_sync_step_abort(rt_sync *s, const char *why)
+{
+    rt_comm_abort(s->comm, why);
+    for (int k = 0; k < s->nb; k++)
+        if (s->b[k].op) {
+            rt_comm_wait(s->comm, s->b[k].op, NULL, NULL, NULL, 0);
+            s->b[k].op = NULL;
+        }
+}
+
 int rt_sync_broadcast(rt_sync *s, float *params, char *err, size_t errlen)
 {
     float *host = s->red_on_dev ? params : s->red + SLOT;

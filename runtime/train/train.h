@@ -108,6 +108,12 @@ void rt_sync_grad_ready(void *s, int tensor);
  * with `err` set. */
 int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
                      bool (*cancelled)(void *), void *arg, char *err, size_t errlen);
+/* Instead of rt_sync_step_end, when the step cannot go on (the model or
+ * the device failed; `why` says how): fails the session, so that the other
+ * ranks stop at their next chunk instead of waiting out the timeout for
+ * buckets this rank will not start, and returns once the buckets it did
+ * start have let go of the reduction buffer. */
+void rt_sync_step_abort(rt_sync *s, const char *why);
 /* Replaces every rank's parameters (device) with rank 0's. */
 int rt_sync_broadcast(rt_sync *s, float *params, char *err, size_t errlen);
 /* Sums `n` host floats across the ranks, in place. */

@@ -54,8 +54,10 @@ static void session_free(rt_train_session *s)
 {
     if (!s)
         return;
-    rt_trainer_destroy(s->t);
+    /* The session first: ops a failed step left running still use the
+     * trainer's reduction buffer until it is gone. */
     rt_comm_destroy(s->comm);
+    rt_trainer_destroy(s->t);
     free(s);
 }
 

@@ -427,14 +427,15 @@ static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoc
     int rc = 0;
     if (hb->n > 0) {
         ferry_batch_t b;
-        if ((rc = rt_trainer_to_device(t, hb, &b))) {
+        if ((rc = rt_trainer_to_device(t, hb, &b)))
             snprintf(err, errlen, "epoch %d step %zu: cannot copy the batch to %s: %s",
                      epoch, step, t->dev->name, ferry_strerror(rc));
-            return rc;
-        }
-        if ((rc = run_loss_grad(t, &b, loss, st))) {
+        else if ((rc = run_loss_grad(t, &b, loss, st)))
             snprintf(err, errlen, "the model's loss_grad failed at epoch %d step %zu: %s",
                      epoch, step, ferry_strerror(rc));
+        if (rc) {
+            if (t->sync) /* buckets grad_ready started are still running */
+                rt_sync_step_abort(t->sync, err);
             return rc;
         }
     }

@@ -315,6 +315,38 @@ CO_TEST(failure, a_neighbour_that_failed_first_is_quoted)
     co_free_bufs(bufs, w);
 }
 
+/* A rank that leaves the collective (its model failed) says so: its own
+ * ops fail at once, and its peer's next chunk is refused with its reason,
+ * well before the timeout. */
+CO_TEST(failure, an_aborted_session_stops_its_peer_at_its_next_chunk)
+{
+    int w = 2;
+    co_start(w);
+    rt_comm_opts o = co_opts(1, CO_CHUNK_BYTES, RT_COMPRESS_NONE, 20000);
+    co_join_all(&o);
+    size_t n = 3 * CO_CHUNK_FLOATS;
+    float **bufs = co_bufs(w, n, 1);
+    rt_comm_abort(R.r[1].comm, "the model failed at step 2");
+    rt_comm_abort(R.r[1].comm, "a second reason is not kept");
+    rt_comm_op *op = NULL;
+    int rc = rt_comm_allreduce_start(R.r[1].comm, bufs[1], n, &op);
+    cr_assert(rc == FERRY_ECANCELED, "rank 1: a start after the abort gave %s",
+              ferry_err_name(rc));
+
+    char err[CO_ERRLEN] = "";
+    double t0 = co_now_ms();
+    rc = rt_comm_allreduce(R.r[0].comm, bufs[0], n, err, sizeof err);
+    double ms = co_now_ms() - t0;
+    cr_assert(rc == FERRY_ECANCELED, "rank 0: got %s (%s), want rank 1's ECANCELED",
+              ferry_err_name(rc), err);
+    cr_assert(ms < 5000, "rank 0 took %.0f ms to hear that rank 1 stopped", ms);
+    assert_names(err, 1, "rank 0");
+    cr_assert(strstr(err, "rank 1 of session 1 stopped (ECANCELED): the model failed at "
+                          "step 2"),
+              "rank 0's error \"%s\" does not give rank 1's reason", err);
+    co_free_bufs(bufs, w);
+}
+
 /* ---- cancellation -------------------------------------------------------------------
  */
 
