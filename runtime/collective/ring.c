@@ -228,6 +228,15 @@ static void pump(rt_comm *c)
 static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring_step,
                        uint32_t chunk, rt_span span)
 {
+    /* Nothing new once the session has failed: a send acknowledged after
+     * the failure would otherwise pass its chunk on to the next round's
+     * partner and keep the failed op, and its waiter, until that call
+     * ended (up to the timeout, were the partner hung). */
+    pthread_mutex_lock(&c->mu);
+    bool failed = c->error != 0;
+    pthread_mutex_unlock(&c->mu);
+    if (failed)
+        return;
     rt_send *s = calloc(1, sizeof *s);
     bool f16 = phase != RT_PHASE_BC && phase != RT_PHASE_EX && c->compress == RT_COMPRESS_FP16;
     if (s && f16 && (s->half = malloc(span.len * sizeof(uint16_t))))

@@ -236,6 +236,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rt_train_session *old = w->session;
     if (old && old->busy && old->id == id) {
         pthread_mutex_unlock(&w->train_lock);
+        free_peers(peers, co.world);
         return ctx->ops->fail(ctx, FERRY_EBUSY, "session %016llx is busy",
                               (unsigned long long)id);
     }
@@ -249,6 +250,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rt_train_session *s = calloc(1, sizeof *s);
     if (!s) {
         pthread_mutex_unlock(&w->train_lock);
+        free_peers(peers, co.world);
         return FERRY_ENOMEM;
     }
     uint64_t now = uv_hrtime();
