@@ -676,6 +676,10 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         rt_chunk_free(ch);
         return;
     }
+    if (h->phase == RT_PHASE_EX && !op->ex) { /* its start ran out of memory */
+        rt_chunk_free(ch);
+        return;
+    }
     if (h->phase == RT_PHASE_EX) {
         struct rt_ex_chunk *x = &op->ex[h->ring_step * op->ex_chunks + h->chunk];
         if (x->got) {
