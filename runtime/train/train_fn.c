@@ -295,6 +295,19 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     if (rc == 0)
         rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
     free_peers(peers, co.world);
+    /* Read while the session is still this call's: once it is not busy, an
+     * end (or a begin of the same id) may free it at once. */
+    Ferry__TrainBeginReply r = FERRY__TRAIN_BEGIN_REPLY__INIT;
+    if (rc == 0) {
+        r.params = rt_model_param_count(m->task->model);
+        r.train_samples = rt_trainer_dataset(s->t, true)->n;
+        r.test_samples = rt_trainer_dataset(s->t, false)->n;
+        r.device = (char *)ctx->device->description;
+        r.steps_per_epoch = rt_trainer_steps(s->t);
+        r.rank = (uint32_t)o.rank;
+        r.world = (uint32_t)o.world;
+        r.buckets = (uint32_t)rt_trainer_buckets(s->t);
+    }
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
     s->holder = NULL;
@@ -306,16 +319,6 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
     }
     pthread_mutex_unlock(&w->train_lock);
-
-    Ferry__TrainBeginReply r = FERRY__TRAIN_BEGIN_REPLY__INIT;
-    r.params = rt_model_param_count(m->task->model);
-    r.train_samples = rt_trainer_dataset(s->t, true)->n;
-    r.test_samples = rt_trainer_dataset(s->t, false)->n;
-    r.device = (char *)ctx->device->description;
-    r.steps_per_epoch = rt_trainer_steps(s->t);
-    r.rank = (uint32_t)o.rank;
-    r.world = (uint32_t)o.world;
-    r.buckets = (uint32_t)rt_trainer_buckets(s->t);
     return reply(ctx, &r.base, out);
 }
 
