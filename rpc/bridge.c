@@ -49,9 +49,13 @@ static void bridge_drain(uv_async_t *async)
     }
 }
 
-int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop)
+static void bridge_closed(uv_handle_t *h);
+
+int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop, void (*failed_cb)(rpc_bridge *b),
+                    bool *closing)
 {
     int rc;
+    *closing = false;
     b->ready_head = b->ready_tail = NULL;
     b->closed_cb = NULL;
     b->cq = grpc_completion_queue_create_for_next(NULL);
@@ -70,9 +74,14 @@ int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop)
     return 0;
 
 fail_async:
-    /* The handle was never used: it can close without running the loop's
-     * other work, but the close still completes on the loop. */
-    uv_close((uv_handle_t *)&b->async, NULL);
+    /* The close completes on the loop, which holds the handle until then:
+     * the owner frees `b` from failed_cb (bridge_closed destroys the lock). */
+    grpc_completion_queue_shutdown(b->cq);
+    grpc_completion_queue_destroy(b->cq);
+    b->closed_cb = failed_cb;
+    uv_close((uv_handle_t *)&b->async, bridge_closed);
+    *closing = true;
+    return rc;
 fail_lock:
     uv_mutex_destroy(&b->lock);
 fail_cq:

@@ -2,9 +2,16 @@
  * bridge thread; or on a poller's queue, completed on its thread under the
  * owner's guard. And the count of what is still open, so that closing
  * waits for it. */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "rpc_int.h"
+
+/* A client whose bridge failed once its handle has closed. */
+static void free_failed(rpc_bridge *b)
+{
+    free((char *)b - offsetof(rpc_client, bridge));
+}
 
 int rpc_client_create(uv_loop_t *loop, rpc_client **out)
 {
@@ -13,11 +20,13 @@ int rpc_client_create(uv_loop_t *loop, rpc_client **out)
         return FERRY_ENOMEM;
     grpc_init();
     c->loop = loop;
-    int rc = rpc_bridge_init(&c->bridge, loop);
+    bool closing;
+    int rc = rpc_bridge_init(&c->bridge, loop, free_failed, &closing);
     c->cq = c->bridge.cq;
     if (rc) {
         grpc_shutdown();
-        free(c); /* the failed bridge closed its handle with no callback */
+        if (!closing) /* else freed from the loop */
+            free(c);
         return rc;
     }
     /* The handle keeps the loop alive only while calls are in flight, so a

@@ -35,7 +35,11 @@ typedef struct rpc_bridge {
     void (*closed_cb)(struct rpc_bridge *b);
 } rpc_bridge;
 
-int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop);
+/* 0, or an error. After an error with *closing set, the async handle was
+ * made and is closing: `b` must stay until failed_cb(b) runs from the
+ * loop; without it, nothing is left and `b` may go at once. */
+int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop, void (*failed_cb)(rpc_bridge *b),
+                    bool *closing);
 /* Shuts the queue down (no batch may be outstanding), joins the thread and
  * closes the async handle; closed_cb runs from the loop once it is closed. */
 void rpc_bridge_close(rpc_bridge *b, void (*closed_cb)(rpc_bridge *b));

@@ -384,6 +384,7 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     s->slots = calloc((size_t)s->n_pool, sizeof *s->slots);
     s->n_slots = s->slots ? s->n_pool : 0;
     if (!s->pool || !s->slots) {
+        s->n_pool = 0; /* no thread to join */
         rc = FERRY_ENOMEM;
         goto fail;
     }
@@ -413,9 +414,11 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     return 0;
 
 fail:
-    *out = NULL;
+    /* Handlers already served may read *out until the shutdown has
+     * drained them. */
     if (s->started)
         rpc_server_shutdown(s, 0); /* destroys s->gs */
+    *out = NULL;
     server_free(s);
     return rc;
 }
