@@ -75,13 +75,12 @@ int rpc_bridge_init(rpc_bridge *b, uv_loop_t *loop, void (*failed_cb)(rpc_bridge
 
 fail_async:
     /* The close completes on the loop, which holds the handle until then:
-     * the owner frees `b` from failed_cb (bridge_closed destroys the lock). */
-    grpc_completion_queue_shutdown(b->cq);
-    grpc_completion_queue_destroy(b->cq);
+     * the owner frees `b` from failed_cb, and bridge_closed destroys the
+     * lock. */
     b->closed_cb = failed_cb;
     uv_close((uv_handle_t *)&b->async, bridge_closed);
     *closing = true;
-    return rc;
+    goto fail_cq;
 fail_lock:
     uv_mutex_destroy(&b->lock);
 fail_cq:

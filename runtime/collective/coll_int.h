@@ -189,6 +189,15 @@ struct rt_comm {
  * under mu. */
 void rt_comm_poke(rt_comm *c);
 
+/* Whether the session has failed (takes mu). */
+static inline bool rt_comm_failed(rt_comm *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool failed = c->error != 0;
+    pthread_mutex_unlock(&c->mu);
+    return failed;
+}
+
 /* Records the session's first failure and pokes the session. Any
  * thread; takes mu. */
 void rt_comm_fail(rt_comm *c, int rc, const char *fmt, ...)

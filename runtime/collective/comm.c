@@ -104,10 +104,7 @@ static void close_channels(rt_comm *c)
 static void drain(rt_comm *c)
 {
     if (atomic_exchange(&c->tick_due, false)) {
-        pthread_mutex_lock(&c->mu);
-        bool failed = c->error != 0;
-        pthread_mutex_unlock(&c->mu);
-        if (!failed) {
+        if (!rt_comm_failed(c)) {
             uint64_t now = uv_hrtime();
             rt_ring_retry_due(c, now);
             rt_ring_check_progress(c, now);

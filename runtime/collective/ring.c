@@ -232,10 +232,7 @@ static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring
      * the failure would otherwise pass its chunk on to the next round's
      * partner and keep the failed op, and its waiter, until that call
      * ended (up to the timeout, were the partner hung). */
-    pthread_mutex_lock(&c->mu);
-    bool failed = c->error != 0;
-    pthread_mutex_unlock(&c->mu);
-    if (failed)
+    if (rt_comm_failed(c))
         return;
     rt_send *s = calloc(1, sizeof *s);
     bool f16 = phase != RT_PHASE_BC && phase != RT_PHASE_EX && c->compress == RT_COMPRESS_FP16;
@@ -323,9 +320,7 @@ static void send_done(rpc_call *call)
         s->on_wire = false;
         c->wire_bytes -= s->bytes;
     }
-    pthread_mutex_lock(&c->mu);
-    bool failed = c->error != 0;
-    pthread_mutex_unlock(&c->mu);
+    bool failed = rt_comm_failed(c);
     /* The neighbour has not registered the session yet (it is still
      * loading its data, say), or its server cannot be reached before this
      * session has ever reached it (it is not accepting yet, or gRPC lost
@@ -676,11 +671,11 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         rt_chunk_free(ch);
         return;
     }
-    if (h->phase == RT_PHASE_EX && !op->ex) { /* its start ran out of memory */
-        rt_chunk_free(ch);
-        return;
-    }
     if (h->phase == RT_PHASE_EX) {
+        if (!op->ex) { /* its start ran out of memory */
+            rt_chunk_free(ch);
+            return;
+        }
         struct rt_ex_chunk *x = &op->ex[h->ring_step * op->ex_chunks + h->chunk];
         if (x->got) {
             int from = (int)h->from_rank;
