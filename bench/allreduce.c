@@ -15,6 +15,10 @@
  *            unary calls, one a chunk, with one completion-queue thread a
  *            process (bench/grpc_allreduce): what an RPC per chunk allows
  *            here, and so what ferry's threads and checks cost
+ *   grpc_stream  the same over one bidirectional stream a partner, opened
+ *            once (grpc_allreduce --stream): the cheapest way gRPC offers
+ *            to move a chunk, so what a design without a call per chunk
+ *            could gain here
  *
  * For each rank count: half of ferry's repetitions, the two baselines, the
  * other half; then the targets as ratio lines of bus bandwidth. A baseline that cannot
@@ -51,8 +55,9 @@
 #define TARGET_VS_GLOO    1.5
 static const size_t target_sizes[] = {1 * MiB, 16 * MiB, 64 * MiB};
 
-enum { IMPL_FERRY, IMPL_MPI, IMPL_GLOO, IMPL_TCP, IMPL_GRPC, N_IMPLS };
-static const char *const impl_name[N_IMPLS] = {"ferry", "openmpi", "gloo", "tcp", "grpc"};
+enum { IMPL_FERRY, IMPL_MPI, IMPL_GLOO, IMPL_TCP, IMPL_GRPC, IMPL_GRPC_STREAM, N_IMPLS };
+static const char *const impl_name[N_IMPLS] = {"ferry", "openmpi", "gloo",
+                                               "tcp",   "grpc",    "grpc_stream"};
 
 typedef struct cfg {
     bool quick, mpi_on, gloo_on, tcp_on, grpc_on;
@@ -83,10 +88,13 @@ static void usage(FILE *f)
         "all-reduce over bare loopback sockets (tcp: what TCP itself moves here)\n"
         "and, on 2, 4 or 8 ranks, the exchange and its rounds over gRPC-core\n"
         "calls with one thread a process (grpc: what an RPC per chunk allows\n"
-        "here) on the same sizes, and prints one JSON object per line on stdout:\n"
+        "here) and over one gRPC stream a partner (grpc_stream: what gRPC\n"
+        "allows without a call per chunk) on the same sizes, and prints one\n"
+        "JSON object per line on stdout:\n"
         "time_us, algbw and busbw (GB/s; busbw = algbw x 2(n-1)/n) as medians of\n"
         "the repetitions with min/max, then busbw_vs_openmpi and busbw_vs_gloo\n"
-        "with their targets, busbw_vs_tcp, busbw_vs_grpc, and\n"
+        "with their targets, busbw_vs_tcp, busbw_vs_grpc, busbw_vs_grpc_stream,\n"
+        "and\n"
         "targets_need_vs_best_tcp: the bus bandwidth the targets ask for over\n"
         "the most any TCP implementation moved in the run (above 1: more than\n"
         "any reached on this machine).\n"
@@ -99,7 +107,7 @@ static void usage(FILE *f)
         "  --no-mpi         skip Open MPI\n"
         "  --no-gloo        skip gloo\n"
         "  --no-tcp         skip the plain-TCP reference\n"
-        "  --no-grpc        skip the gRPC floor\n"
+        "  --no-grpc        skip the gRPC floors (unary and stream)\n"
         "  --python P       the interpreter with torch (default /usr/bin/python3)\n"
         "  --help           this text\n",
         RT_COMM_DEFAULT_CHUNK, AR_MAX_RANKS);
@@ -328,12 +336,15 @@ static void run_gloo(cfg *c, int ri)
         skip_line(c, IMPL_GLOO, ri, why);
 }
 
-/* A reference of this folder's own: `bin --ranks N --plan SPEC`. */
-static void run_reference(cfg *c, int ri, int impl, const char *bin)
+/* A reference of this folder's own: `bin [flag] --ranks N --plan SPEC`. */
+static void run_reference(cfg *c, int ri, int impl, const char *bin, const char *flag)
 {
     char world[16], plan[512];
     ext_args(c, ri, world, plan);
-    char *argv[] = {(char *)bin, "--ranks", world, "--plan", plan, NULL};
+    char *argv[7] = {(char *)bin}, **at = argv + 1;
+    if (flag)
+        *at++ = (char *)flag;
+    *at++ = "--ranks", *at++ = world, *at++ = "--plan", *at++ = plan;
     char why[256];
     if (ar_ext_run(argv, NULL, c->deadline_s, &c->plan, c->busbw[impl][ri], why,
                    sizeof why) != 0)
@@ -345,17 +356,17 @@ static void run_tcp(cfg *c, int ri)
     if (!c->tcp_on)
         skip_line(c, IMPL_TCP, ri, "--no-tcp");
     else
-        run_reference(c, ri, IMPL_TCP, c->tcp_bin);
+        run_reference(c, ri, IMPL_TCP, c->tcp_bin, NULL);
 }
 
-static void run_grpc(cfg *c, int ri)
+static void run_grpc(cfg *c, int ri, int impl)
 {
     if (!c->grpc_on)
-        skip_line(c, IMPL_GRPC, ri, "--no-grpc");
+        skip_line(c, impl, ri, "--no-grpc");
     else if (c->ranks[ri] & (c->ranks[ri] - 1))
-        skip_line(c, IMPL_GRPC, ri, "the gRPC floor runs 2, 4 or 8 ranks only");
+        skip_line(c, impl, ri, "the gRPC floor runs 2, 4 or 8 ranks only");
     else
-        run_reference(c, ri, IMPL_GRPC, c->grpc_bin);
+        run_reference(c, ri, impl, c->grpc_bin, impl == IMPL_GRPC_STREAM ? "--stream" : NULL);
 }
 
 /* ---- the targets ------------------------------------------------------------ */
@@ -385,30 +396,36 @@ static void target(cfg *c, int impl, const char *metric, double want, int ri, in
 }
 
 /* What the targets ask for at one size against the most any TCP
- * implementation moved in this run (Open MPI, gloo, plain sockets): above
- * 1, none of them reached it on this machine, and 1 means matching the
- * best. And ferry against plain TCP, no target. */
+ * implementation moved in this run (Open MPI, gloo, plain sockets, the
+ * gRPC floors): above 1, none of them reached it on this machine, and 1
+ * means matching the best. And ferry against plain TCP and the gRPC
+ * floors, no target. */
 static void against_tcp(cfg *c, int ri, int s)
 {
     char p[256];
     snprintf(p, sizeof p, "\"ranks\":%d,\"bytes\":%zu", c->ranks[ri],
              c->plan.step[s].bytes);
-    double tcp = c->busbw[IMPL_TCP][ri][s], grpc = c->busbw[IMPL_GRPC][ri][s];
-    if (!c->skipped[IMPL_TCP][ri][0] && tcp > 0)
-        bench_emit("busbw_vs_tcp", c->busbw[IMPL_FERRY][ri][s] / tcp, "ratio", NULL, "%s",
-                   p);
-    if (!c->skipped[IMPL_GRPC][ri][0] && grpc > 0)
-        bench_emit("busbw_vs_grpc", c->busbw[IMPL_FERRY][ri][s] / grpc, "ratio", NULL, "%s",
-                   p);
+    static const struct {
+        int impl;
+        const char *metric;
+    } refs[] = {{IMPL_TCP, "busbw_vs_tcp"},
+                {IMPL_GRPC, "busbw_vs_grpc"},
+                {IMPL_GRPC_STREAM, "busbw_vs_grpc_stream"}};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        double ref = c->busbw[refs[i].impl][ri][s];
+        if (!c->skipped[refs[i].impl][ri][0] && ref > 0)
+            bench_emit(refs[i].metric, c->busbw[IMPL_FERRY][ri][s] / ref, "ratio", NULL,
+                       "%s", p);
+    }
     double mpi = c->busbw[IMPL_MPI][ri][s], gloo = c->busbw[IMPL_GLOO][ri][s];
     if (!(mpi > 0) || !(gloo > 0)) /* both targets, or none */
         return;
     double need = fmax(TARGET_VS_OPENMPI * mpi, TARGET_VS_GLOO * gloo);
-    double best = fmax(fmax(fmax(mpi, gloo), tcp > 0 ? tcp : 0), grpc > 0 ? grpc : 0);
-    const char *who = best == mpi    ? "openmpi"
-                      : best == gloo ? "gloo"
-                      : best == tcp  ? "tcp"
-                                     : "grpc";
+    double best = 0;
+    const char *who = "";
+    for (int impl = IMPL_MPI; impl < N_IMPLS; impl++)
+        if (c->busbw[impl][ri][s] > best) /* NaN: not measured */
+            best = c->busbw[impl][ri][s], who = impl_name[impl];
     bench_emit("targets_need_vs_best_tcp", need / best, "ratio", NULL,
                "%s,\"needs_busbw\":%.4g,\"best_busbw\":%.4g,\"best\":\"%s\"", p, need,
                best, who);
@@ -457,7 +474,8 @@ int main(int argc, char **argv)
         run_mpi(&c, ri);
         run_gloo(&c, ri);
         run_tcp(&c, ri);
-        run_grpc(&c, ri);
+        run_grpc(&c, ri, IMPL_GRPC);
+        run_grpc(&c, ri, IMPL_GRPC_STREAM);
         run_ferry_half(&c, ri, 1, secs);
         report_ferry(&c, ri, secs);
     }

@@ -8,10 +8,17 @@
  * one thread that drains it sends, receives and adds. No protobuf, no
  * token, no session, no libuv.
  *
- *   build/bench/grpc_allreduce --ranks 2|4|8 --plan BYTES:REPS:ITERS,...
+ *   build/bench/grpc_allreduce [--stream] --ranks 2|4|8 --plan BYTES:REPS:ITERS,...
  *
- * What it reaches is about what an RPC-per-chunk design can reach here:
- * ferry's own figure below it is the price of its threads and checks. (On
+ * With --stream the chunks go as messages of one bidirectional stream a
+ * partner, opened once: no call to set up per chunk, one message in
+ * flight a stream (all gRPC allows), a chunk added once its own copy's
+ * send has completed (chttp2 completes it once the bytes are written).
+ * That is the cheapest way gRPC offers to move a chunk.
+ *
+ * What it reaches is about what an RPC-per-chunk design (or a stream a
+ * partner) can reach here: ferry's own figure below it is the price of
+ * its threads and checks. (On
  * 4 ranks ferry runs the rounds up to 1 MiB only, and the ring above,
  * which moves 1.5 buffers a rank where the rounds move 2.) Rank 0 prints
  * the lines. */
@@ -34,6 +41,7 @@
 #include "stats.h"
 
 #define METHOD     "/bench.Allreduce/Chunk"
+#define STREAM     "/bench.Allreduce/Stream"
 #define CHUNK      ((size_t)1 << 20) /* bytes, ferry's default */
 #define WIRE       4                 /* chunks in flight, as ferry */
 #define REQUESTS   8                 /* server calls waiting for a chunk */
@@ -41,7 +49,7 @@
 #define MAX_RANKS  8
 #define MAX_ROUNDS 3
 
-enum { T_REQUEST, T_REPLY, T_SEND };
+enum { T_REQUEST, T_REPLY, T_SEND, T_STREAM_IN, T_STREAM_RECV, T_STREAM_SEND, T_OPENED };
 
 typedef struct tag {
     int kind;
@@ -51,9 +59,10 @@ typedef struct tag {
     grpc_metadata_array md;
     grpc_byte_buffer *msg;
     int cancelled;
-    /* T_SEND */
+    /* T_SEND, T_STREAM_SEND; T_STREAM_RECV: round is the stream's slot */
     uint32_t round, chunk;
     bench_unary u;
+    grpc_byte_buffer *out; /* T_STREAM_SEND: the message in flight */
 } tag;
 
 /* A chunk of a round, ready to go to that round's partner. */
@@ -82,6 +91,16 @@ typedef struct rank {
     grpc_byte_buffer *parked[2][MAX_ROUNDS][MAX_CHUNKS];
     size_t left; /* chunk-rounds not yet both acknowledged and added */
     tag req[REQUESTS];
+    /* --stream: a stream to each round's partner, one from each. */
+    bool stream;
+    void *srv_stream, *ch_stream[MAX_ROUNDS];
+    grpc_call *out[MAX_ROUNDS];
+    tag sending[MAX_ROUNDS]; /* busy while kind == T_STREAM_SEND */
+    bool busy[MAX_ROUNDS];
+    tag in_req[MAX_ROUNDS], recv[MAX_ROUNDS], opened;
+    grpc_call *in[MAX_ROUNDS];
+    grpc_byte_buffer *in_msg[MAX_ROUNDS];
+    int n_in;
 } rank;
 
 static void die(const rank *k, const char *what)
@@ -123,14 +142,8 @@ static void noop_free(void *p)
 
 /* Chunk c of the current all-reduce to round j's partner, from the buffer
  * itself: the head and the floats, no copy. */
-static void send_chunk(rank *k, uint32_t j, size_t c)
+static grpc_byte_buffer *chunk_message(const rank *k, uint32_t j, size_t c)
 {
-    tag *t = calloc(1, sizeof *t);
-    if (!t)
-        die(k, "no memory");
-    t->kind = T_SEND;
-    t->round = j;
-    t->chunk = (uint32_t)c;
     size_t off = c * (CHUNK / sizeof(float));
     size_t len = k->n - off < CHUNK / sizeof(float) ? k->n - off : CHUNK / sizeof(float);
     uint32_t head[3] = {k->seq, j, (uint32_t)c};
@@ -139,6 +152,31 @@ static void send_chunk(rank *k, uint32_t j, size_t c)
     grpc_byte_buffer *out = grpc_raw_byte_buffer_create(s, 2);
     grpc_slice_unref(s[0]);
     grpc_slice_unref(s[1]);
+    return out;
+}
+
+/* --stream: the chunk as the next message of round j's stream. */
+static void stream_chunk(rank *k, uint32_t j, size_t c)
+{
+    tag *t = &k->sending[j];
+    *t = (tag){.kind = T_STREAM_SEND, .round = j, .chunk = (uint32_t)c};
+    t->out = chunk_message(k, j, c);
+    grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+    op.data.send_message.send_message = t->out;
+    if (grpc_call_start_batch(k->out[j], &op, 1, t, NULL) != GRPC_CALL_OK)
+        die(k, "cannot send on a stream");
+    k->busy[j] = true;
+}
+
+static void send_chunk(rank *k, uint32_t j, size_t c)
+{
+    tag *t = calloc(1, sizeof *t);
+    if (!t)
+        die(k, "no memory");
+    t->kind = T_SEND;
+    t->round = j;
+    t->chunk = (uint32_t)c;
+    grpc_byte_buffer *out = chunk_message(k, j, c);
     t->call = grpc_channel_create_registered_call(k->ch[j], NULL, GRPC_PROPAGATE_DEFAULTS,
                                                   k->cq, k->ch_method[j],
                                                   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
@@ -147,8 +185,27 @@ static void send_chunk(rank *k, uint32_t j, size_t c)
     k->inflight++;
 }
 
+/* --stream: the oldest ready chunk of each idle stream; chunks taken out
+ * of order are marked by round = UINT32_MAX. */
+static void pump_streams(rank *k)
+{
+    for (size_t i = k->q_head; i < k->q_tail; i++) {
+        ready *x = &k->queue[i];
+        if (x->round != UINT32_MAX && !k->busy[x->round]) {
+            stream_chunk(k, x->round, x->chunk);
+            x->round = UINT32_MAX;
+        }
+    }
+    while (k->q_head < k->q_tail && k->queue[k->q_head].round == UINT32_MAX)
+        k->q_head++;
+}
+
 static void pump(rank *k)
 {
+    if (k->stream) {
+        pump_streams(k);
+        return;
+    }
     while (k->q_head < k->q_tail && k->inflight < WIRE) {
         ready x = k->queue[k->q_head++];
         send_chunk(k, x.round, x.chunk);
@@ -218,14 +275,13 @@ static void try_add(rank *k, uint32_t j, size_t c)
     }
 }
 
-static void on_request(rank *k, tag *t, bool ok)
+/* Files a partner's chunk (taking `msg`) by the head of its first run or
+ * two: the floats stay where they are; added at once if its turn came. */
+static void file_chunk(rank *k, grpc_byte_buffer *msg)
 {
-    if (!ok || !t->msg)
-        die(k, "a request failed");
-    /* The head, from the first run or two: the floats stay where they are. */
     uint32_t head[3];
     grpc_byte_buffer_reader rd;
-    grpc_byte_buffer_reader_init(&rd, t->msg);
+    grpc_byte_buffer_reader_init(&rd, msg);
     uint8_t hb[sizeof head];
     size_t got = 0;
     grpc_slice s;
@@ -241,7 +297,15 @@ static void on_request(rank *k, tag *t, bool ok)
     if (head[1] >= (uint32_t)k->rounds || head[2] >= MAX_CHUNKS ||
         k->parked[head[0] & 1][head[1]][head[2]])
         die(k, "a chunk out of place");
-    k->parked[head[0] & 1][head[1]][head[2]] = t->msg;
+    k->parked[head[0] & 1][head[1]][head[2]] = msg;
+    if (head[0] == k->seq && k->chunks)
+        try_add(k, head[1], head[2]);
+}
+
+static void on_request(rank *k, tag *t, bool ok)
+{
+    if (!ok || !t->msg)
+        die(k, "a request failed");
 
     /* The reply: no message, status OK; its own tag frees it. */
     tag *rep = calloc(1, sizeof *rep);
@@ -259,9 +323,62 @@ static void on_request(rank *k, tag *t, bool ok)
     if (grpc_call_start_batch(t->call, ops, 3, rep, NULL) != GRPC_CALL_OK)
         die(k, "cannot reply");
     grpc_metadata_array_destroy(&t->md);
+    grpc_byte_buffer *msg = t->msg;
     request(k, t);
-    if (head[0] == k->seq && k->chunks)
-        try_add(k, head[1], head[2]);
+    file_chunk(k, msg);
+}
+
+/* --stream: the next message of incoming stream `slot`. */
+static void stream_recv(rank *k, int slot)
+{
+    tag *t = &k->recv[slot];
+    *t = (tag){.kind = T_STREAM_RECV, .round = (uint32_t)slot};
+    grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+    op.data.recv_message.recv_message = &k->in_msg[slot];
+    if (grpc_call_start_batch(k->in[slot], &op, 1, t, NULL) != GRPC_CALL_OK)
+        die(k, "cannot receive on a stream");
+}
+
+static void request_stream(rank *k, tag *t)
+{
+    grpc_metadata_array_init(&t->md);
+    t->kind = T_STREAM_IN;
+    if (grpc_server_request_registered_call(k->srv, k->srv_stream, &t->call, &t->deadline,
+                                            &t->md, NULL, k->cq, k->cq,
+                                            t) != GRPC_CALL_OK)
+        die(k, "cannot request a stream");
+}
+
+static void on_stream_in(rank *k, tag *t, bool ok)
+{
+    if (!ok || k->n_in == k->rounds)
+        die(k, "a stream request failed");
+    grpc_metadata_array_destroy(&t->md);
+    k->in[k->n_in] = t->call;
+    stream_recv(k, k->n_in++);
+}
+
+static void on_stream_recv(rank *k, tag *t, bool ok)
+{
+    int slot = (int)t->round;
+    grpc_byte_buffer *msg = k->in_msg[slot];
+    k->in_msg[slot] = NULL;
+    if (!ok || !msg)
+        die(k, "a stream ended");
+    stream_recv(k, slot);
+    file_chunk(k, msg);
+}
+
+static void on_stream_sent(rank *k, tag *t, bool ok)
+{
+    if (!ok)
+        die(k, "a stream refused a chunk");
+    grpc_byte_buffer_destroy(t->out);
+    uint32_t j = t->round, c = t->chunk;
+    k->busy[j] = false;
+    k->acked[j][c] = true;
+    pump(k);
+    try_add(k, j, c);
 }
 
 static void on_send(rank *k, tag *t, bool ok)
@@ -288,7 +405,16 @@ static void step(rank *k)
         on_request(k, t, ev.success);
     else if (t->kind == T_SEND)
         on_send(k, t, ev.success);
-    else {
+    else if (t->kind == T_STREAM_IN)
+        on_stream_in(k, t, ev.success);
+    else if (t->kind == T_STREAM_RECV)
+        on_stream_recv(k, t, ev.success);
+    else if (t->kind == T_STREAM_SEND)
+        on_stream_sent(k, t, ev.success);
+    else if (t->kind == T_OPENED) {
+        if (!ev.success)
+            die(k, "cannot open a stream");
+    } else {
         grpc_call_unref(t->call);
         free(t);
     }
@@ -356,8 +482,7 @@ static double run_max(void *arg, double v)
 }
 
 /* The lines' own members, the algorithm last. */
-#define EXTRA                                                                            \
-    "\"transport\":\"grpc\",\"calls\":\"unary, one a chunk\",\"threads\":1,\"algorithm\":"
+#define EXTRA(calls) "\"transport\":\"grpc\",\"calls\":\"" calls "\",\"threads\":1,\"algorithm\":"
 
 static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
 {
@@ -366,6 +491,8 @@ static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
     k->srv = grpc_server_create(unlimited(), NULL);
     k->srv_method = grpc_server_register_method(k->srv, METHOD, NULL,
                                                 GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    k->srv_stream =
+        grpc_server_register_method(k->srv, STREAM, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
     grpc_server_register_completion_queue(k->srv, k->cq, NULL);
     grpc_server_credentials *sc = grpc_insecure_server_credentials_create();
     int port = grpc_server_add_http2_port(k->srv, "127.0.0.1:0", sc);
@@ -375,6 +502,8 @@ static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
     grpc_server_start(k->srv);
     for (int i = 0; i < REQUESTS; i++)
         request(k, &k->req[i]);
+    for (int j = 0; k->stream && j < k->rounds; j++)
+        request_stream(k, &k->in_req[j]);
 
     /* Ports through the parent: each rank learns every rank's. */
     int ports[MAX_RANKS];
@@ -389,12 +518,28 @@ static int run_rank(rank *k, const ar_plan *plan, int port_w, int port_r)
         k->ch[j] = grpc_channel_create(target, cc, unlimited());
         grpc_channel_credentials_release(cc);
         k->ch_method[j] = grpc_channel_register_call(k->ch[j], METHOD, NULL, NULL);
+        k->ch_stream[j] = grpc_channel_register_call(k->ch[j], STREAM, NULL, NULL);
+    }
+    k->opened.kind = T_OPENED;
+    for (int j = 0; k->stream && j < k->rounds; j++) {
+        k->out[j] = grpc_channel_create_registered_call(
+            k->ch[j], NULL, GRPC_PROPAGATE_DEFAULTS, k->cq, k->ch_stream[j],
+            gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        grpc_op op = {.op = GRPC_OP_SEND_INITIAL_METADATA};
+        if (!k->out[j] ||
+            grpc_call_start_batch(k->out[j], &op, 1, &k->opened, NULL) != GRPC_CALL_OK)
+            die(k, "cannot open a stream");
     }
 
     if (!(k->buf = malloc(ar_plan_max_bytes(plan))))
         die(k, "no memory");
-    ar_runner run = {.impl = "grpc",
-                     .extra = k->world == 2 ? EXTRA "\"exchange\"" : EXTRA "\"rounds\"",
+    const char *extra = k->stream
+                            ? (k->world == 2 ? EXTRA("a stream a partner") "\"exchange\""
+                                             : EXTRA("a stream a partner") "\"rounds\"")
+                            : (k->world == 2 ? EXTRA("unary, one a chunk") "\"exchange\""
+                                             : EXTRA("unary, one a chunk") "\"rounds\"");
+    ar_runner run = {.impl = k->stream ? "grpc_stream" : "grpc",
+                     .extra = extra,
                      .rank = k->r,
                      .world = k->world,
                      .buf = k->buf,
@@ -413,10 +558,13 @@ int main(int argc, char **argv)
 {
     bench_set_name("allreduce");
     ar_plan plan;
+    bool stream = argc > 1 && strcmp(argv[1], "--stream") == 0;
+    argc -= stream, argv += stream;
     int world = argc == 5 && strcmp(argv[1], "--ranks") == 0 ? atoi(argv[2]) : 0;
     if ((world != 2 && world != 4 && world != 8) || strcmp(argv[3], "--plan") != 0 ||
         ar_plan_parse(argv[4], &plan) != 0) {
-        fprintf(stderr, "usage: grpc_allreduce --ranks 2|4|8 --plan BYTES:REPS:ITERS,...\n");
+        fprintf(stderr, "usage: grpc_allreduce [--stream] --ranks 2|4|8 --plan "
+                        "BYTES:REPS:ITERS,...\n");
         return 2;
     }
     if (ar_plan_max_bytes(&plan) > MAX_CHUNKS * CHUNK) {
@@ -435,7 +583,10 @@ int main(int argc, char **argv)
         if ((pid[r] = fork()) < 0)
             die(NULL, "fork");
         if (pid[r] == 0) {
-            rank k = {.r = r, .world = world, .rounds = __builtin_ctz((unsigned)world)};
+            rank k = {.r = r,
+                      .world = world,
+                      .rounds = __builtin_ctz((unsigned)world),
+                      .stream = stream};
             if (r)
                 k.side[0] = side[r][1];
             else
