@@ -282,6 +282,22 @@ CO_TEST(failure, a_right_neighbour_that_listens_late_is_waited_for)
 
 /* ---- a neighbour whose session has failed ---------------------------------------- */
 
+/* Rank 0's all-reduce of `buf` fails with rank 1's code `want` well before
+ * `within_ms`, naming rank 1 and saying `says`; `err` keeps rank 0's error
+ * for the caller's own checks. */
+static void expect_rank1_stopped(float *buf, size_t n, int want, double within_ms,
+                                 const char *says, char *err, size_t errlen)
+{
+    double t0 = co_now_ms();
+    int rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, errlen);
+    double ms = co_now_ms() - t0;
+    cr_assert(rc == want, "rank 0: got %s (%s), want rank 1's %s", ferry_err_name(rc), err,
+              ferry_err_name(want));
+    cr_assert(ms < within_ms, "rank 0 took %.0f ms to hear that rank 1 stopped", ms);
+    assert_names(err, 1, "rank 0");
+    cr_assert(strstr(err, says), "rank 0's error \"%s\" does not say \"%s\"", err, says);
+}
+
 /* Rank 1 ran a collective alone and timed out waiting for rank 0. When rank
  * 0 then starts it, rank 1 refuses its chunks with its own error, and rank
  * 0 fails at once saying what happened there, not that its chunks were
@@ -300,15 +316,8 @@ CO_TEST(failure, a_neighbour_that_failed_first_is_quoted)
               ferry_err_name(rc), err1);
 
     char err[CO_ERRLEN] = "";
-    double t0 = co_now_ms();
-    rc = rt_comm_allreduce(R.r[0].comm, bufs[0], n, err, sizeof err);
-    double ms = co_now_ms() - t0;
-    cr_assert(rc == FERRY_ETIMEDOUT, "rank 0: got %s (%s), want rank 1's ETIMEDOUT",
-              ferry_err_name(rc), err);
-    cr_assert(ms < FAIL_TIMEOUT_MS, "rank 0 took %.0f ms to hear that rank 1 stopped", ms);
-    assert_names(err, 1, "rank 0");
-    cr_assert(strstr(err, "rank 1 of session 1 stopped (ETIMEDOUT)"),
-              "rank 0's error \"%s\" does not say that rank 1 stopped", err);
+    expect_rank1_stopped(bufs[0], n, FERRY_ETIMEDOUT, FAIL_TIMEOUT_MS,
+                         "rank 1 of session 1 stopped (ETIMEDOUT)", err, sizeof err);
     cr_assert(strstr(err, "sent nothing"),
               "rank 0's error \"%s\" does not quote rank 1's (\"%s\")", err, err1);
     cr_assert(!strstr(err, "are done"), "rank 0's error \"%s\" talks of windows", err);
@@ -334,16 +343,9 @@ CO_TEST(failure, an_aborted_session_stops_its_peer_at_its_next_chunk)
               ferry_err_name(rc));
 
     char err[CO_ERRLEN] = "";
-    double t0 = co_now_ms();
-    rc = rt_comm_allreduce(R.r[0].comm, bufs[0], n, err, sizeof err);
-    double ms = co_now_ms() - t0;
-    cr_assert(rc == FERRY_ECANCELED, "rank 0: got %s (%s), want rank 1's ECANCELED",
-              ferry_err_name(rc), err);
-    cr_assert(ms < 5000, "rank 0 took %.0f ms to hear that rank 1 stopped", ms);
-    assert_names(err, 1, "rank 0");
-    cr_assert(strstr(err, "rank 1 of session 1 stopped (ECANCELED): the model failed at "
-                          "step 2"),
-              "rank 0's error \"%s\" does not give rank 1's reason", err);
+    expect_rank1_stopped(bufs[0], n, FERRY_ECANCELED, 5000,
+                         "rank 1 of session 1 stopped (ECANCELED): the model failed at step 2",
+                         err, sizeof err);
     co_free_bufs(bufs, w);
 }
 
