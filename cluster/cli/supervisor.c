@@ -380,6 +380,14 @@ static int spawn_worker(sv_worker *w)
         return FERRY_ENOMEM;
     }
     proc->data = w;
+    /* Read before the fork: the child may write its files before this
+     * thread runs again after uv_spawn (a busy machine), and a port file
+     * that looked older than its run was never read, so the worker was
+     * never pinged and was killed as silent. The coarse clock is the one
+     * file times come from: a precise reading could be later than the
+     * mtime of a file written after it. */
+    struct timespec spawned_at;
+    clock_gettime(CLOCK_REALTIME_COARSE, &spawned_at);
     rc = uv_spawn(&sv->loop, proc, &po);
     close(fd);
     if (rc) {
@@ -392,9 +400,7 @@ static int spawn_worker(sv_worker *w)
     }
     w->proc = proc;
     w->running = true;
-    /* The coarse clock is the one file times come from: a precise reading
-     * could be later than the mtime of a file written after it. */
-    clock_gettime(CLOCK_REALTIME_COARSE, &w->spawned_at);
+    w->spawned_at = spawned_at;
     sv->running++;
     sv_live_spawned(w);
     /* What `ferry shutdown` checks is gone, rather than a pid a Ping claims. */
