@@ -47,6 +47,10 @@ typedef struct sv_worker {
     bool pinging;
     uint64_t last_answer_ms;
     uint64_t silent_ms;
+    /* Pings of this run that failed since its last answer, and how the
+     * last of them did: what the kill's log line says. */
+    unsigned ping_failures;
+    char ping_error[200];
     struct supervisor *sv;
 } sv_worker;
 

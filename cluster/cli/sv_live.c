@@ -5,8 +5,10 @@
  * answered for liveness_timeout_ms (cluster file) is killed with SIGKILL,
  * and its exit is then a crash recorded as "unresponsive for N s". Ping
  * needs no token, and a worker answers it on its completion-queue thread,
- * however busy its executor is. */
+ * however busy its executor is. Each ping has a third of the timeout: one
+ * lost on the way costs a retry, not the worker. */
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "supervisor_int.h"
@@ -14,11 +16,19 @@
 /* Pings this often, at most; a shorter timeout pings more often. */
 #define TICK_MAX_MS 1000
 #define TICK_MIN_MS 100
+/* Failed pings, besides the timeout's silence, that kill a worker. */
+#define FAILED_PINGS_TO_KILL 2
 
 static uint64_t tick_ms(const supervisor *sv)
 {
     int64_t t = sv->o->conf->liveness_timeout_ms / 4;
     return (uint64_t)(t < TICK_MIN_MS ? TICK_MIN_MS : t > TICK_MAX_MS ? TICK_MAX_MS : t);
+}
+
+static int64_t ping_deadline_ms(const supervisor *sv)
+{
+    int64_t t = sv->o->conf->liveness_timeout_ms / 3;
+    return t < TICK_MIN_MS ? TICK_MIN_MS : t;
 }
 
 /* Where the supervisor reaches a worker listening on a wildcard address. */
@@ -36,13 +46,37 @@ static void on_pong(rpc_call *call)
     sv_worker *w = call->data;
     w->pinging = false;
     Ferry__PingReply *rep = NULL;
-    /* Anything may listen on a port: only our own process counts. */
+    bool answered = false;
     if (call->result == 0 && pw_ping_reply(call, &rep) == 0) {
-        if (w->running && w->proc && rep->pid == w->proc->pid)
-            w->last_answer_ms = uv_now(&w->sv->loop);
+        /* Anything may listen on a port: only our own process counts. */
+        answered = w->proc && rep->pid == w->proc->pid;
+        if (!answered)
+            snprintf(w->ping_error, sizeof w->ping_error, "answered by pid %d, not %d",
+                     (int)rep->pid, w->proc ? w->proc->pid : 0);
         protobuf_c_message_free_unpacked(&rep->base, NULL);
+    } else {
+        snprintf(w->ping_error, sizeof w->ping_error, "%s",
+                 call->errmsg ? call->errmsg : ferry_strerror(call->result));
+    }
+    if (answered && w->running) {
+        w->last_answer_ms = uv_now(&w->sv->loop);
+        w->ping_failures = 0;
+    } else if (!answered) {
+        w->ping_failures++;
     }
     rpc_call_fini(call);
+}
+
+/* What the pings got since the last answer, for the kill's log line. */
+static void describe_silence(const sv_worker *w, char *buf, size_t len)
+{
+    if (!w->pw)
+        snprintf(buf, len, "no ping sent: its port is not known");
+    else if (!w->ping_failures)
+        snprintf(buf, len, "a ping still waits for its answer");
+    else
+        snprintf(buf, len, "%u ping(s) failed, the last: %s", w->ping_failures,
+                 w->ping_error);
 }
 
 static void check(sv_worker *w, uint64_t now)
@@ -56,11 +90,19 @@ static void check(sv_worker *w, uint64_t now)
         if (cli_read_number(path, 1, 65535, &port))
             w->port = (int)port;
     }
+    /* Silence alone may be the supervisor's own: a loop that did not run
+     * for the timeout sees the answers that came meanwhile only after this
+     * tick. So two pings of the silence must have failed as well (unless
+     * none could be sent: the worker never said its port). */
     uint64_t silent = now - w->last_answer_ms;
-    if (!w->silent_ms && silent > (uint64_t)sv->o->conf->liveness_timeout_ms) {
+    bool unanswered = !w->pw || w->ping_failures >= FAILED_PINGS_TO_KILL;
+    if (!w->silent_ms && unanswered &&
+        silent > (uint64_t)sv->o->conf->liveness_timeout_ms) {
         w->silent_ms = silent;
-        sv_log(sv, "worker %d (pid %d) has not answered a ping for %.1f s: SIGKILL",
-               w->rank, w->proc->pid, (double)silent / 1e3);
+        char what[320];
+        describe_silence(w, what, sizeof what);
+        sv_log(sv, "worker %d (pid %d) has not answered a ping for %.1f s (%s): SIGKILL",
+               w->rank, w->proc->pid, (double)silent / 1e3, what);
         uv_process_kill(w->proc, SIGKILL);
         return;
     }
@@ -73,8 +115,14 @@ static void check(sv_worker *w, uint64_t now)
     }
     if (w->pw && !w->pinging) {
         w->ping.data = w;
-        if (pw_ping(w->pw, &w->ping, now, sv->o->conf->liveness_timeout_ms, on_pong) == 0)
+        int rc = pw_ping(w->pw, &w->ping, now, ping_deadline_ms(sv), on_pong);
+        if (rc == 0) {
             w->pinging = true;
+        } else {
+            w->ping_failures++;
+            snprintf(w->ping_error, sizeof w->ping_error, "cannot send it: %s",
+                     ferry_strerror(rc));
+        }
     }
 }
 
@@ -108,6 +156,7 @@ void sv_live_spawned(sv_worker *w)
 {
     w->last_answer_ms = uv_now(&w->sv->loop);
     w->silent_ms = 0;
+    w->ping_failures = 0;
 }
 
 void sv_live_stop(supervisor *sv)

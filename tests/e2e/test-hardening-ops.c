@@ -309,6 +309,15 @@ Test(e2e_ops, a_stopped_worker_is_killed_and_restarted_after_the_liveness_timeou
     cr_assert(e2e_has(r.out, "last crash: unresponsive for") && e2e_has(r.out, "SIGKILL"),
               "%s", r.out);
     e2e_run_fini(&r);
+    /* Each ping has a third of the timeout: the kill says how they failed. */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/logs/supervisor.log", e2e_home);
+    char *log = e2e_slurp(path);
+    cr_assert(log && e2e_has(log, "worker 1 (pid") &&
+                  e2e_has(log, "ping(s) failed, the last:") &&
+                  e2e_has(log, "DEADLINE_EXCEEDED"),
+              "supervisor.log:\n%s", log ? log : "(none)");
+    free(log);
     shutdown_leaves_nothing(sup, &frozen, 1);
 }
 
