@@ -321,6 +321,40 @@ Test(e2e_ops, a_stopped_worker_is_killed_and_restarted_after_the_liveness_timeou
     shutdown_leaves_nothing(sup, &frozen, 1);
 }
 
+/* A supervisor that runs again only after its new worker has written its
+ * port file (a busy machine; the shim holds it up in the clock reading that
+ * tells this run's files from older ones): the worker is still pinged, not
+ * killed as silent. Before, that file looked older than its run, the port
+ * was never read and both workers were killed at the timeout. */
+Test(e2e_ops, a_supervisor_held_up_after_a_spawn_still_pings_its_workers)
+{
+    char shim[4200], asan[512];
+    snprintf(shim, sizeof shim, "%s/slowclock.so", getenv("FERRY_TEST_E2E"));
+    const char *was = getenv("ASAN_OPTIONS");
+    /* Preloaded before ASan's runtime, which would refuse that otherwise. */
+    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "",
+             was && *was ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+    setenv("LD_PRELOAD", shim, 1);
+    start_with("2", "liveness_timeout_ms = 4000\n");
+    unsetenv("LD_PRELOAD");
+    pid_t sup = e2e_supervisor_pid(), w0 = 0, w1 = 0;
+    for (int i = 0; i < 100 && (w0 <= 0 || w1 <= 0); i++, usleep(50000)) {
+        w0 = e2e_worker_pid_file(0);
+        w1 = e2e_worker_pid_file(1);
+    }
+    cr_assert(w0 > 0 && w1 > 0, "no pid files");
+    sleep(7); /* the timeout and then some */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/logs/supervisor.log", e2e_home);
+    char *log = e2e_slurp(path);
+    cr_assert(log && !e2e_has(log, "SIGKILL") && e2e_alive(w0) && e2e_alive(w1) &&
+                  e2e_worker_pid_file(0) == w0 && e2e_worker_pid_file(1) == w1,
+              "a worker was killed:\n%s", log ? log : "(no supervisor.log)");
+    free(log);
+    shutdown_leaves_nothing(sup, NULL, 0);
+}
+
 /* ---- 16: aliases and the cap ----------------------------------------------- */
 
 Test(e2e_ops, two_names_of_one_worker_are_refused_naming_both_lines)
