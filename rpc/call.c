@@ -1,6 +1,7 @@
 /* A unary call: one registered call and one six-op batch, which gRPC
  * completes with exactly one event; the bridge delivers it on the loop, or
  * the poller runs it on its thread. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,15 @@ static void call_set_error(rpc_call *call, int err, const char *what, const char
 static void op_finish(rpc_op *op)
 {
     rpc_call *call = op->call;
-    if (op->status == GRPC_STATUS_OK && !op->recv) {
+    if (rpc_status_by_deadline(op->status, op->deadline, atomic_load(&op->cancelled))) {
+        char *details = grpc_slice_to_c_string(op->details);
+        char what[320];
+        snprintf(what, sizeof what, "DEADLINE_EXCEEDED (gRPC said %s%s%s)",
+                 rpc_status_name(op->status), details && *details ? ": " : "",
+                 details ? details : "");
+        call_set_error(call, FERRY_ETIMEDOUT, what, NULL);
+        gpr_free(details);
+    } else if (op->status == GRPC_STATUS_OK && !op->recv) {
         call_set_error(call, FERRY_ECORRUPT, "the server sent no reply message", NULL);
     } else if (op->status == GRPC_STATUS_OK) {
         char err[256];
@@ -115,9 +124,10 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
 
     /* Everything that can fail comes before the encoding, which takes an
      * owned payload: a failed start leaves it with the caller. */
+    op->deadline = rpc_deadline(timeout_ms);
     op->gc = grpc_channel_create_registered_call(ch->gch, NULL, GRPC_PROPAGATE_DEFAULTS,
                                                  ch->client->cq, reg->handle,
-                                                 rpc_deadline(timeout_ms), NULL);
+                                                 op->deadline, NULL);
     if (!op->gc) {
         op_free(op);
         return FERRY_EINTERNAL;
@@ -164,8 +174,10 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
 
 void rpc_call_cancel(rpc_call *call)
 {
-    if (call && call->op)
+    if (call && call->op) {
+        atomic_store(&call->op->cancelled, true);
         grpc_call_cancel(call->op->gc, NULL);
+    }
 }
 
 void rpc_call_fini(rpc_call *call)

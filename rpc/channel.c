@@ -88,8 +88,10 @@ void rpc_channel_destroy(rpc_channel *ch)
     if (!ch || ch->destroyed)
         return;
     ch->destroyed = true;
-    for (rpc_op *op = ch->ops; op; op = op->next)
+    for (rpc_op *op = ch->ops; op; op = op->next) {
+        atomic_store(&op->cancelled, true);
         grpc_call_cancel(op->gc, NULL);
+    }
     /* Calls in flight hold their own references to the grpc channel. */
     grpc_channel_destroy(ch->gch);
     ch->gch = NULL;

@@ -105,6 +105,8 @@ struct rpc_op {
     grpc_byte_buffer *send, *recv;
     grpc_status_code status;
     grpc_slice details;
+    gpr_timespec deadline; /* monotonic; infinite: none */
+    atomic_bool cancelled; /* by ferry: rpc_call_cancel, a destroyed channel */
 };
 
 void rpc_client_op_started(rpc_client *c);
@@ -292,6 +294,12 @@ void rpc_server_refusal(rpc_server *s, rpc_srv_call *sc, const char *why);
 
 /* ---- misc -------------------------------------------------------------- */
 gpr_timespec rpc_deadline(int64_t timeout_ms);
+/* Whether a client call that ended with `status` ended because its deadline
+ * passed: gRPC's DEADLINE_EXCEEDED is best effort (the server's own timer
+ * may fire first and reset the stream, and the client then sees what the
+ * reset maps to: CANCELLED, INTERNAL or UNKNOWN). True for those statuses
+ * when ferry did not cancel the call and the deadline has passed. */
+bool rpc_status_by_deadline(grpc_status_code status, gpr_timespec deadline, bool cancelled);
 /* Fills gRPC's max receive and send message length args for a payload
  * limit; channel and server both use them. */
 void rpc_grpc_size_args(grpc_arg args[2], size_t max_payload);

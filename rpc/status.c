@@ -128,6 +128,15 @@ gpr_timespec rpc_deadline(int64_t timeout_ms)
                         gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
 }
 
+bool rpc_status_by_deadline(grpc_status_code status, gpr_timespec deadline,
+                            bool cancelled)
+{
+    if (cancelled || (status != GRPC_STATUS_CANCELLED && status != GRPC_STATUS_INTERNAL &&
+                      status != GRPC_STATUS_UNKNOWN))
+        return false;
+    return gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) >= 0;
+}
+
 void rpc_grpc_size_args(grpc_arg args[2], size_t max_payload)
 {
     /* gRPC's limit covers the whole message: payload, head and framing. */

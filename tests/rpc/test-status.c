@@ -2,6 +2,9 @@
 #include "harness.h"
 
 #include <grpc/status.h>
+#include <unistd.h>
+
+#include "rpc/rpc_int.h"
 
 TestSuite(rpc_status, .fini = h_teardown);
 
@@ -41,4 +44,30 @@ H_TEST(rpc_status, every_failure_maps_to_a_failure)
     cr_assert(rpc_status_to_err(1000) < 0, "an unknown status maps to success");
     cr_assert(rpc_err_to_status(FERRY_EUNKNOWN) != GRPC_STATUS_OK);
     cr_assert(rpc_err_to_status(-123456) != GRPC_STATUS_OK);
+}
+
+/* gRPC's DEADLINE_EXCEEDED is best effort: a reset stream the server's own
+ * timer sent may reach the client first and end the call as CANCELLED,
+ * INTERNAL or UNKNOWN (seen once: a 10 ms deadline came back UNKNOWN). */
+H_TEST(rpc_status, a_reset_after_the_deadline_is_a_timeout_unless_ferry_cancelled)
+{
+    gpr_timespec past = rpc_deadline(1), future = rpc_deadline(60000),
+                 none = rpc_deadline(0);
+    usleep(5000);
+    const grpc_status_code resets[] = {GRPC_STATUS_CANCELLED, GRPC_STATUS_INTERNAL,
+                                       GRPC_STATUS_UNKNOWN};
+    for (size_t i = 0; i < sizeof resets / sizeof resets[0]; i++) {
+        cr_assert(rpc_status_by_deadline(resets[i], past, false), "%s after the deadline",
+                  rpc_status_name(resets[i]));
+        cr_assert(!rpc_status_by_deadline(resets[i], past, true),
+                  "%s of a call ferry cancelled", rpc_status_name(resets[i]));
+        cr_assert(!rpc_status_by_deadline(resets[i], future, false),
+                  "%s before the deadline", rpc_status_name(resets[i]));
+        cr_assert(!rpc_status_by_deadline(resets[i], none, false),
+                  "%s without a deadline", rpc_status_name(resets[i]));
+    }
+    /* What the server said on purpose stays what it said. */
+    cr_assert(!rpc_status_by_deadline(GRPC_STATUS_UNAVAILABLE, past, false));
+    cr_assert(!rpc_status_by_deadline(GRPC_STATUS_NOT_FOUND, past, false));
+    cr_assert(!rpc_status_by_deadline(GRPC_STATUS_OK, past, false));
 }
