@@ -119,6 +119,13 @@ char *e2e_slurp(const char *path)
 
 #define LOG_TAIL 4096
 
+char *e2e_slurp_log(const char *name)
+{
+    char path[900];
+    snprintf(path, sizeof path, "%s/logs/%s", e2e_home, name);
+    return e2e_slurp(path);
+}
+
 const char *e2e_logs(void)
 {
     static char text[64 * 1024];

@@ -114,5 +114,7 @@ pid_t e2e_wait_new_worker(int rank, pid_t old, int ms);
 
 /* Reads a whole file (malloc'd, NUL-terminated); NULL if it cannot. */
 char *e2e_slurp(const char *path);
+/* The same for FERRY_HOME/logs/<name> ("supervisor.log", "worker-0.log"). */
+char *e2e_slurp_log(const char *name);
 
 #endif

@@ -180,11 +180,9 @@ Test(e2e_fail, a_wrong_token_is_refused_through_the_library)
     cluster_module_fini(&m);
     /* The worker logged the refusal; the line reaches the log through its
      * supervisor, a moment later. */
-    char log[600];
-    snprintf(log, sizeof log, "%s/logs/worker-0.log", e2e_home);
     bool logged = false;
     for (int i = 0; i < 200 && !logged; i++) {
-        char *text = e2e_slurp(log);
+        char *text = e2e_slurp_log("worker-0.log");
         logged = text && (e2e_has(text, "token") || e2e_has(text, "PERMISSION"));
         free(text);
         if (!logged)

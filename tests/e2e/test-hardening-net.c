@@ -308,10 +308,8 @@ Test(e2e_net, ping_stays_fast_while_two_tokenless_clients_send_lz4_bombs)
 
     /* The summary of the last seconds is due within 10 s of the first line. */
     usleep(1500 * 1000);
-    char log_path[700];
-    snprintf(log_path, sizeof log_path, "%s/logs/worker-0.log", e2e_home);
-    char *log = e2e_slurp(log_path);
-    cr_assert(log, "no worker log at %s", log_path);
+    char *log = e2e_slurp_log("worker-0.log");
+    cr_assert(log, "no worker log at %s/logs/worker-0.log", e2e_home);
     size_t lines = 0;
     for (const char *q = log; (q = strstr(q, "refused ")); q++)
         lines++;
@@ -415,9 +413,7 @@ Test(e2e_net, a_worker_out_of_descriptors_is_serving_again_once_the_flood_ends)
     uv_run(&loop, UV_RUN_DEFAULT);
     cr_assert(uv_loop_close(&loop) == 0);
 
-    char log_path[700];
-    snprintf(log_path, sizeof log_path, "%s/logs/worker-0.log", e2e_home);
-    char *log = e2e_slurp(log_path);
+    char *log = e2e_slurp_log("worker-0.log");
     fprintf(
         stderr,
         "e2e: worker (pid %ld, 128 descriptors) after %d idle connections: serving again "

@@ -310,9 +310,7 @@ Test(e2e_ops, a_stopped_worker_is_killed_and_restarted_after_the_liveness_timeou
               "%s", r.out);
     e2e_run_fini(&r);
     /* Each ping has a third of the timeout: the kill says how they failed. */
-    char path[4200];
-    snprintf(path, sizeof path, "%s/logs/supervisor.log", e2e_home);
-    char *log = e2e_slurp(path);
+    char *log = e2e_slurp_log("supervisor.log");
     cr_assert(log && e2e_has(log, "worker 1 (pid") &&
                   e2e_has(log, "ping(s) failed, the last:") &&
                   e2e_has(log, "DEADLINE_EXCEEDED"),
@@ -328,14 +326,13 @@ Test(e2e_ops, a_stopped_worker_is_killed_and_restarted_after_the_liveness_timeou
  * was never read and both workers were killed at the timeout. */
 Test(e2e_ops, a_supervisor_held_up_after_a_spawn_still_pings_its_workers)
 {
-    char shim[4200], asan[512];
-    snprintf(shim, sizeof shim, "%s/slowclock.so", getenv("FERRY_TEST_E2E"));
+    char asan[512];
     const char *was = getenv("ASAN_OPTIONS");
     /* Preloaded before ASan's runtime, which would refuse that otherwise. */
     snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "",
              was && *was ? ":" : "");
     setenv("ASAN_OPTIONS", asan, 1);
-    setenv("LD_PRELOAD", shim, 1);
+    setenv("LD_PRELOAD", e2e_local_module("slowclock.so"), 1);
     start_with("2", "liveness_timeout_ms = 4000\n");
     unsetenv("LD_PRELOAD");
     pid_t sup = e2e_supervisor_pid(), w0 = 0, w1 = 0;
@@ -345,9 +342,7 @@ Test(e2e_ops, a_supervisor_held_up_after_a_spawn_still_pings_its_workers)
     }
     cr_assert(w0 > 0 && w1 > 0, "no pid files");
     sleep(7); /* the timeout and then some */
-    char path[4200];
-    snprintf(path, sizeof path, "%s/logs/supervisor.log", e2e_home);
-    char *log = e2e_slurp(path);
+    char *log = e2e_slurp_log("supervisor.log");
     cr_assert(log && !e2e_has(log, "SIGKILL") && e2e_alive(w0) && e2e_alive(w1) &&
                   e2e_worker_pid_file(0) == w0 && e2e_worker_pid_file(1) == w1,
               "a worker was killed:\n%s", log ? log : "(no supervisor.log)");

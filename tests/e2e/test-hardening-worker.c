@@ -165,11 +165,8 @@ Test(e2e_worker, a_wedged_worker_is_restarted_by_its_supervisor)
     free(so);
     if (e2e_wait_new_worker(0, worker, 15000) <= 0) {
         /* Once seen in CI and never again here: what the cluster said. */
-        char path[600];
-        snprintf(path, sizeof path, "%s/logs/supervisor.log", e2e_home);
-        char *sup = e2e_slurp(path);
-        snprintf(path, sizeof path, "%s/logs/worker-0.log", e2e_home);
-        char *log = e2e_slurp(path);
+        char *sup = e2e_slurp_log("supervisor.log");
+        char *log = e2e_slurp_log("worker-0.log");
         cr_assert(false,
                   "the wedged worker (pid %d, %s) was not restarted\nsupervisor.log:\n%s\n"
                   "worker-0.log:\n%s",
