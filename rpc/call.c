@@ -19,15 +19,7 @@ static void call_set_error(rpc_call *call, int err, const char *what, const char
 static void op_finish(rpc_op *op)
 {
     rpc_call *call = op->call;
-    if (rpc_status_by_deadline(op->status, op->deadline, atomic_load(&op->cancelled))) {
-        char *details = grpc_slice_to_c_string(op->details);
-        char what[320];
-        snprintf(what, sizeof what, "DEADLINE_EXCEEDED (gRPC said %s%s%s)",
-                 rpc_status_name(op->status), details && *details ? ": " : "",
-                 details ? details : "");
-        call_set_error(call, FERRY_ETIMEDOUT, what, NULL);
-        gpr_free(details);
-    } else if (op->status == GRPC_STATUS_OK && !op->recv) {
+    if (op->status == GRPC_STATUS_OK && !op->recv) {
         call_set_error(call, FERRY_ECORRUPT, "the server sent no reply message", NULL);
     } else if (op->status == GRPC_STATUS_OK) {
         char err[256];
@@ -37,8 +29,17 @@ static void op_finish(rpc_op *op)
             call_set_error(call, rc, err, NULL);
     } else {
         char *details = grpc_slice_to_c_string(op->details);
-        call_set_error(call, rpc_status_to_err(op->status), rpc_status_name(op->status),
-                       details && *details ? details : NULL);
+        const char *detail = details && *details ? details : NULL;
+        if (rpc_status_by_deadline(op->status, op->deadline,
+                                   atomic_load(&op->cancelled))) {
+            char what[64];
+            snprintf(what, sizeof what, "DEADLINE_EXCEEDED (gRPC said %s)",
+                     rpc_status_name(op->status));
+            call_set_error(call, FERRY_ETIMEDOUT, what, detail);
+        } else {
+            call_set_error(call, rpc_status_to_err(op->status),
+                           rpc_status_name(op->status), detail);
+        }
         gpr_free(details);
     }
 }
