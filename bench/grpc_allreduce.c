@@ -95,7 +95,7 @@ typedef struct rank {
     bool stream;
     void *srv_stream, *ch_stream[MAX_ROUNDS];
     grpc_call *out[MAX_ROUNDS];
-    tag sending[MAX_ROUNDS]; /* busy while kind == T_STREAM_SEND */
+    tag sending[MAX_ROUNDS]; /* the message in flight on stream j, while busy[j] */
     bool busy[MAX_ROUNDS];
     tag in_req[MAX_ROUNDS], recv[MAX_ROUNDS], opened;
     grpc_call *in[MAX_ROUNDS];
