@@ -23,6 +23,25 @@ enum { RT_ELEM_F32 = 0, RT_ELEM_F16 = 1 };
  * run ahead of its receiver by the buckets of about one step. */
 #define RT_COMM_WINDOW 1024u
 
+/* Chunks of collectives this rank has not started yet are kept until they
+ * start, within two bounds a session, so that a peer holding the cluster
+ * token cannot make a worker hold what it likes. A sender runs ahead of
+ * its receiver by the collectives its caller starts before it waits: the
+ * trainer's buckets of one step (25 MiB each, so 1-4 for the models here),
+ * the initial broadcast. RT_COMM_AHEAD collectives past the last one
+ * completed covers that many times over. Their bytes: a step's gradient can
+ * all arrive before this rank starts it (all but its own segment of every
+ * bucket), which RT_COMM_HELD_BYTES covers for the models here; a bigger
+ * one costs time, not memory. A chunk past either bound is refused as
+ * NOT_FOUND, as for a session not registered yet: its sender tries again
+ * (for up to the collective's timeout), by when this rank has usually
+ * started the collective and takes it at once. Each chunk kept is charged
+ * its payload and RT_COMM_HELD_OVERHEAD (its gRPC buffer's slices and
+ * headers, its record), so that a flood of tiny chunks is bounded too. */
+#define RT_COMM_AHEAD         16u
+#define RT_COMM_HELD_BYTES    ((size_t)64 << 20)
+#define RT_COMM_HELD_OVERHEAD ((size_t)4096)
+
 /* Chunks' worth of payload a session has on the wire at once (one chunk
  * at least). All of a collective's chunks at once share the connection and
  * all arrive late: the first could have been passed on or added while the
@@ -67,7 +86,9 @@ typedef struct rt_chunk {
     rt_chunk_hdr h;
     rpc_payload pl; /* in gRPC's buffers as it arrived, or decoded (lz4) */
     size_t wire_len;
+    size_t held; /* charged to c->held_bytes: it came before its collective */
     bool lz4;
+    char peer[64]; /* who sent it, as gRPC names the caller */
 } rt_chunk;
 
 void rt_chunk_free(rt_chunk *ch);
@@ -108,6 +129,10 @@ struct rt_comm_op {
     int result;
     /* Under the session's run. */
     bool started;
+    /* The chunks received, by slot (rt_ring_slot), so that a second chunk
+     * for one is noticed: one of the two was not the neighbour's. */
+    uint8_t *got;
+    size_t got_slots;
     size_t recv_expected[RT_PHASES], recv_done[RT_PHASES];
     /* The exchange's chunks, by round * chunks + chunk: whether this
      * rank's own send of it is done (only then may the peer's be added in
@@ -146,6 +171,8 @@ struct rt_comm {
     char errmsg[1024]; /* room for a neighbour's error quoted in ours */
     bool stopping;
     rt_comm_stats stats;
+    size_t held_bytes; /* charged by the chunks kept before their collective */
+    char stray[384];   /* the first chunk dropped as not its collective's */
     atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */
 
     /* The session's work — starting ops, reducing chunks, sends and their
@@ -212,6 +239,14 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op);
  * done with it. */
 void rt_ring_op_free(rt_comm_op *op);
 void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch);
+/* Whether chunk `h` can belong to op `op` (its element count, kind, root
+ * and algorithm): 0, or FERRY_EINVAL with `why` naming `peer`, the chunk's
+ * sender. Under mu or run: reads only what start() fixed. */
+int rt_ring_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
+                 const char *peer, char *why, size_t len);
+/* Gives back what a chunk kept before its collective was charged (under
+ * run; takes mu). */
+void rt_ring_uncharge(rt_comm *c, rt_chunk *ch);
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
 void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
 /* Marks ops done that are complete, or whose session failed and whose

@@ -174,6 +174,14 @@ typedef struct rt_comm_stats {
                                registered the session */
     uint64_t reconnects;    /* sends repeated because the right neighbour's
                                server could not be reached yet */
+    /* Chunks that came before this rank started their collective. */
+    uint64_t held;          /* kept until it started */
+    uint64_t held_bytes;    /* what those kept now are charged (payload and
+                               overhead), never above the session's budget */
+    uint64_t held_peak;     /* the most held_bytes has been */
+    uint64_t held_refused;  /* refused (NOT_FOUND): too far ahead or over budget */
+    uint64_t strays;        /* kept, then dropped: they did not fit their
+                               collective when it started */
 } rt_comm_stats;
 
 void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out);

@@ -86,53 +86,114 @@ void rt_chunk_free(rt_chunk *ch)
     free(ch);
 }
 
-/* Checks the chunk against session `c`; 0, FERRY_EBUSY when the session
- * has failed (the text is its own error and code, so that the sender can
- * say what happened here) or FERRY_EINVAL, with `why`. */
-static int check(rt_comm *c, const rt_chunk_hdr *h, size_t bytes, char *why, size_t len)
+/* The op a caller started as `seq`, or NULL when it has been waited for.
+ * Under mu. */
+static rt_comm_op *started_op(rt_comm *c, uint64_t seq)
 {
+    for (rt_comm_op *op = c->owned; op; op = op->owned)
+        if (op->seq == seq)
+            return op;
+    return NULL;
+}
+
+/* Whether a chunk for collective `h->seq`, not started on this rank, may be
+ * kept until it starts (coll_int.h's bounds): 0, charging the session
+ * `cost`, or FERRY_ENOENT, which its sender takes as "try again". Under
+ * mu. */
+static int hold(rt_comm *c, const rt_chunk_hdr *h, uint64_t done, size_t cost, char *why,
+                size_t len)
+{
+    size_t budget = RT_COMM_HELD_BYTES;
+    if (h->seq > done + RT_COMM_AHEAD) {
+        snprintf(why, len,
+                 "collective %llu of session %llu has not started on rank %d, which keeps "
+                 "chunks of collectives up to %llu only until then",
+                 (unsigned long long)h->seq, (unsigned long long)c->session, c->rank,
+                 (unsigned long long)done + RT_COMM_AHEAD);
+    } else if (c->held_bytes + cost > budget && c->held_bytes > 0) {
+        snprintf(why, len,
+                 "collective %llu of session %llu has not started on rank %d, whose chunks "
+                 "kept for collectives not started fill its %zu MiB",
+                 (unsigned long long)h->seq, (unsigned long long)c->session, c->rank,
+                 budget >> 20);
+    } else {
+        c->held_bytes += cost;
+        c->stats.held++;
+        c->stats.held_bytes = c->held_bytes;
+        if (c->held_bytes > c->stats.held_peak)
+            c->stats.held_peak = c->held_bytes;
+        return 0;
+    }
+    c->stats.held_refused++;
+    return FERRY_ENOENT;
+}
+
+/* Checks the chunk against session `c` and files it: 0, FERRY_EBUSY when
+ * the session has failed (the text is its own error and code, so that the
+ * sender can say what happened here), FERRY_ENOENT for a chunk that may
+ * come again later (hold) or FERRY_EINVAL, with `why` naming the sender. */
+static int check_and_file(rt_comm *c, rt_chunk *ch, size_t bytes, char *why, size_t len)
+{
+    const rt_chunk_hdr *h = &ch->h;
     pthread_mutex_lock(&c->mu);
-    int failed = c->error;
-    if (failed)
-        snprintf(why, len, "rank %d of session %llu stopped (%s): %.900s", c->rank,
-                 (unsigned long long)c->session, ferry_err_name(failed), c->errmsg);
-    pthread_mutex_unlock(&c->mu);
-    if (failed)
-        return FERRY_EBUSY;
+    int rc = 0;
     uint64_t done = atomic_load(&c->done_upto);
-    if (h->seq <= done || h->seq > done + RT_COMM_WINDOW) {
+    rt_span sp;
+    if (c->error) {
+        rc = FERRY_EBUSY;
+        snprintf(why, len, "rank %d of session %llu stopped (%s): %.900s", c->rank,
+                 (unsigned long long)c->session, ferry_err_name(c->error), c->errmsg);
+    } else if (h->seq <= done || h->seq > done + RT_COMM_WINDOW) {
+        rc = FERRY_EINVAL;
         snprintf(why, len,
                  "step %llu of session %llu: collectives up to %llu are done, this "
                  "rank takes steps %llu..%llu",
                  (unsigned long long)h->seq, (unsigned long long)c->session,
                  (unsigned long long)done, (unsigned long long)done + 1,
                  (unsigned long long)done + RT_COMM_WINDOW);
-        return FERRY_EINVAL;
+    } else {
+        rc = rt_geo_check(h, c->rank, c->world, c->chunk, &sp, why, len);
     }
-    rt_span sp;
-    int rc = rt_geo_check(h, c->rank, c->world, c->chunk, &sp, why, len);
-    if (rc)
-        return rc;
     /* (An fp16 session never exchanges: it refuses exchange chunks here.) */
     int want_elem = h->phase != RT_PHASE_BC && c->compress == RT_COMPRESS_FP16
                         ? RT_ELEM_F16
                         : RT_ELEM_F32;
-    if (h->elem != want_elem) {
+    if (rc == 0 && h->elem != want_elem) {
+        rc = FERRY_EINVAL;
         snprintf(why, len, "element type %d: session %llu sends %s in %s", h->elem,
                  (unsigned long long)c->session, want_elem ? "float16" : "float32",
                  rt_phase_name(h->phase));
-        return FERRY_EINVAL;
     }
-    size_t want = sp.len * (h->elem == RT_ELEM_F16 ? 2 : 4);
-    if (bytes != want) {
+    size_t want = rc ? 0 : sp.len * (h->elem == RT_ELEM_F16 ? 2 : 4);
+    if (rc == 0 && bytes != want) {
+        rc = FERRY_EINVAL;
         snprintf(why, len,
                  "%s ring step %u chunk %u of a %llu-float collective: %zu payload bytes, "
                  "expected %zu",
                  rt_phase_name(h->phase), h->ring_step, h->chunk,
                  (unsigned long long)h->count, bytes, want);
-        return FERRY_EINVAL;
     }
-    return 0;
+    if (rc == 0 && h->seq <= c->next_seq) {
+        /* Started here: it is checked against its op now. */
+        rt_comm_op *op = started_op(c, h->seq);
+        if (!op || op->done) {
+            rc = FERRY_EINVAL;
+            snprintf(why, len, "collective %llu of session %llu is over on rank %d",
+                     (unsigned long long)h->seq, (unsigned long long)c->session, c->rank);
+        } else {
+            rc = rt_ring_fits(c, op, h, ch->peer, why, len);
+        }
+    } else if (rc == 0) {
+        size_t cost = bytes + RT_COMM_HELD_OVERHEAD;
+        if ((rc = hold(c, h, done, cost, why, len)) == 0)
+            ch->held = cost;
+    }
+    if (rc == 0) {
+        *c->inbox_tail = ch;
+        c->inbox_tail = &ch->next;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
@@ -169,17 +230,17 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         snprintf(why, sizeof why, "no collective session %llu on this worker",
                  (unsigned long long)session);
     } else {
-        rc = check(c, &h, req->payload_len, why, sizeof why);
-    }
-    if (rc == 0) {
         ch->h = h;
         ch->lz4 = req->codec == RPC_CODEC_LZ4;
         ch->wire_len = req->wire_len;
+        snprintf(ch->peer, sizeof ch->peer, "%s", rpc_srv_peer(sc));
+        size_t bytes = req->payload_len;
         rpc_msg_take_runs(req, &ch->pl);
-        pthread_mutex_lock(&c->mu);
-        *c->inbox_tail = ch;
-        c->inbox_tail = &ch->next;
-        pthread_mutex_unlock(&c->mu);
+        rc = check_and_file(c, ch, bytes, why, sizeof why);
+        if (rc)
+            rpc_payload_fini(&ch->pl);
+    }
+    if (rc == 0) {
         /* Reduced (and sent on) right here, unless the session's work is
          * in another thread's hands: that thread takes it. */
         rt_comm_poke(c);

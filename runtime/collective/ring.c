@@ -386,6 +386,79 @@ static bool exchange(const rt_comm *c, const rt_comm_op *op)
            (c->world == 2 || op->n * sizeof(float) <= RT_EX_MAX_BYTES);
 }
 
+int rt_ring_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
+                 const char *peer, char *why, size_t len)
+{
+    bool bc = h->phase == RT_PHASE_BC;
+    if (h->count == op->n && bc == (op->kind == RT_OP_BROADCAST) &&
+        (!bc || h->root == (uint32_t)op->root) &&
+        (h->phase == RT_PHASE_EX) == exchange(c, op))
+        return 0;
+    int from = (int)h->from_rank; /* checked against the geometry already */
+    snprintf(why, len,
+             "%s chunk of a %llu-float collective %llu from %s (as rank %d, %s), which "
+             "rank %d runs as a %s of %zu floats%s: the ranks disagree, or the chunk is "
+             "not rank %d's",
+             rt_phase_name(h->phase), (unsigned long long)h->count,
+             (unsigned long long)op->seq, peer, from, c->peers[from], c->rank, op_name(op),
+             op->n, exchange(c, op) ? " by exchange" : "", from);
+    return FERRY_EINVAL;
+}
+
+/* The slot of a ring or broadcast chunk in op->got: phase, ring step and
+ * chunk, in room for the longest segment's chunks (the first). */
+static size_t ring_slot(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h)
+{
+    if (h->phase == RT_PHASE_BC)
+        return h->chunk;
+    size_t per = rt_geo_chunks(rt_geo_segment(op->n, c->world, 0).len, c->chunk);
+    return ((size_t)h->phase * (size_t)(c->world - 1) + h->ring_step) * per + h->chunk;
+}
+
+static bool alloc_got(rt_comm *c, rt_comm_op *op)
+{
+    size_t slots = op->kind == RT_OP_BROADCAST
+                       ? rt_geo_chunks(op->n, c->chunk)
+                       : 2 * (size_t)(c->world - 1) *
+                             rt_geo_chunks(rt_geo_segment(op->n, c->world, 0).len, c->chunk);
+    if (!(op->got = calloc(slots ? slots : 1, 1))) {
+        rt_comm_fail(c, FERRY_ENOMEM, "no memory to start %s %llu", op_name(op),
+                     (unsigned long long)op->seq);
+        return false;
+    }
+    op->got_slots = slots;
+    return true;
+}
+
+void rt_ring_uncharge(rt_comm *c, rt_chunk *ch)
+{
+    if (!ch->held)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->held_bytes -= ch->held;
+    c->stats.held_bytes = c->held_bytes;
+    pthread_mutex_unlock(&c->mu);
+    ch->held = 0;
+}
+
+/* A second chunk for one slot: one of the two came from a client that holds
+ * the cluster's token but is not the neighbour. Which cannot be told, and
+ * the first may have been added already: the collective fails, naming
+ * where the second came from. */
+static void fail_twice(rt_comm *c, rt_comm_op *op, const rt_chunk *ch)
+{
+    int from = (int)ch->h.from_rank;
+    char step[32] = "";
+    if (ch->h.phase != RT_PHASE_BC)
+        snprintf(step, sizeof step, " %s %u",
+                 ch->h.phase == RT_PHASE_EX ? "round" : "ring step", ch->h.ring_step);
+    rt_comm_fail(c, FERRY_EPROTO,
+                 "%s%s chunk %u of %s %llu came twice, the second from %s as rank %d (%s): "
+                 "a client other than rank %d holds the cluster token and sent one of them",
+                 rt_phase_name(ch->h.phase), step, ch->h.chunk, op_name(op),
+                 (unsigned long long)op->seq, ch->peer, from, c->peers[from], from);
+}
+
 void rt_ring_start(rt_comm *c, rt_comm_op *op)
 {
     op->progress_ns = uv_hrtime();
@@ -407,6 +480,8 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
                        rt_geo_chunk((rt_span){0, op->n}, c->chunk, k));
         return;
     }
+    if (!alloc_got(c, op))
+        return;
     if (op->kind == RT_OP_BROADCAST) {
         size_t chunks = rt_geo_chunks(op->n, c->chunk);
         op->recv_expected[RT_PHASE_BC] = r == op->root ? 0 : chunks;
@@ -438,6 +513,7 @@ void rt_ring_op_free(rt_comm_op *op)
         for (size_t k = 0; k < op->recv_expected[RT_PHASE_EX]; k++)
             rt_chunk_free(op->ex[k].parked);
     free(op->ex);
+    free(op->got);
     free(op);
 }
 
@@ -650,26 +726,35 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 {
     const rt_chunk_hdr *h = &ch->h;
     bool bc = h->phase == RT_PHASE_BC;
-    if (h->count != op->n || bc != (op->kind == RT_OP_BROADCAST) ||
-        (bc && h->root != (uint32_t)op->root) ||
-        (h->phase == RT_PHASE_EX) != exchange(c, op)) {
-        int from = (int)h->from_rank; /* checked on arrival */
-        rt_comm_fail(c, FERRY_EPROTO,
-                     "rank %d (%s) sent %s chunks of %llu floats for collective %llu, "
-                     "which this rank runs as a %s of %zu floats: the ranks disagree",
-                     from, c->peers[from], rt_phase_name(h->phase),
-                     (unsigned long long)h->count, (unsigned long long)op->seq,
-                     op_name(op), op->n);
+    char why[512];
+    rt_span sp;
+    rt_ring_uncharge(c, ch);
+    if (rt_ring_fits(c, op, h, ch->peer, why, sizeof why)) {
+        /* Kept before its collective started (a chunk that came after was
+         * refused on arrival): not this collective's, so it is dropped, and
+         * the real one is still to come. Should that never come, the
+         * timeout's message quotes this. */
+        pthread_mutex_lock(&c->mu);
+        if (!c->stats.strays++)
+            snprintf(c->stray, sizeof c->stray, "%.380s", why);
+        pthread_mutex_unlock(&c->mu);
         rt_chunk_free(ch);
         return;
     }
-    rt_span sp;
-    char why[256];
     if (rt_geo_check(h, c->rank, c->world, c->chunk, &sp, why, sizeof why)) {
         rt_comm_fail(c, FERRY_EPROTO, "collective %llu: %s", (unsigned long long)op->seq,
                      why);
         rt_chunk_free(ch);
         return;
+    }
+    if (h->phase != RT_PHASE_EX && op->got) {
+        size_t k = ring_slot(c, op, h);
+        if (k >= op->got_slots || op->got[k]) {
+            fail_twice(c, op, ch);
+            rt_chunk_free(ch);
+            return;
+        }
+        op->got[k] = 1;
     }
     if (h->phase == RT_PHASE_EX) {
         if (!op->ex) { /* its start ran out of memory */
@@ -678,10 +763,7 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         }
         struct rt_ex_chunk *x = &op->ex[h->ring_step * op->ex_chunks + h->chunk];
         if (x->got) {
-            int from = (int)h->from_rank;
-            rt_comm_fail(c, FERRY_EPROTO,
-                         "rank %d (%s) sent chunk %u of all-reduce %llu twice", from,
-                         c->peers[from], h->chunk, (unsigned long long)op->seq);
+            fail_twice(c, op, ch);
             rt_chunk_free(ch);
             return;
         }
@@ -765,13 +847,20 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
                 if (c->rounds > 1)
                     snprintf(round, sizeof round, " round %zu", k / op->ex_chunks);
             }
+            pthread_mutex_lock(&c->mu);
+            char stray[sizeof c->stray + 64] = "";
+            if (c->stats.strays)
+                snprintf(stray, sizeof stray, "; %llu chunk(s) kept for it were dropped, "
+                                              "the first: %.300s",
+                         (unsigned long long)c->stats.strays, c->stray);
+            pthread_mutex_unlock(&c->mu);
             rt_comm_fail(c, FERRY_ETIMEDOUT,
                          "rank %d (%s) sent nothing for %.1f s: %s %llu of %zu floats, "
                          "%s%s: %zu of %zu chunks received; it is dead, hung or not in "
-                         "this collective",
+                         "this collective%s",
                          from, c->peers[from], quiet, op_name(op),
                          (unsigned long long)op->seq, op->n, rt_phase_name((uint32_t)ph),
-                         round, op->recv_done[ph], op->recv_expected[ph]);
+                         round, op->recv_done[ph], op->recv_expected[ph], stray);
         } else {
             int to = rt_right(c);
             for (rt_send *s = c->sends; s; s = s->next)
@@ -849,6 +938,7 @@ void rt_ring_release(rt_comm *c)
         rt_chunk *ch = *q;
         if (ch->h.seq < low) {
             *q = ch->next;
+            rt_ring_uncharge(c, ch);
             rt_chunk_free(ch);
         } else {
             q = &ch->next;
