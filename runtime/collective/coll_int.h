@@ -116,6 +116,10 @@ typedef struct rt_release {
     atomic_bool fired;
 } rt_release;
 
+/* Distinct callers an op remembers by name: the neighbour, and a stray
+ * client or two. */
+#define RT_OP_SENDERS 4
+
 struct rt_comm_op {
     rt_comm_op *next;  /* in the queue, then in the active list */
     rt_comm_op *owned; /* every op not yet freed by a wait, under mu */
@@ -129,10 +133,18 @@ struct rt_comm_op {
     int result;
     /* Under the session's run. */
     bool started;
-    /* The chunks received, by slot (rt_ring_slot), so that a second chunk
-     * for one is noticed: one of the two was not the neighbour's. */
+    /* The chunks received, by slot (ring.c's slot()), so that a second
+     * chunk for one is noticed (one of the two was not the neighbour's):
+     * 0, or 1 + the index in `senders` of where it came from (255: a
+     * sender past the first RT_OP_SENDERS). */
     uint8_t *got;
     size_t got_slots;
+    char senders[RT_OP_SENDERS][64];
+    int n_senders;
+    /* Chunks kept for it before it started here that did not fit it, and
+     * why the first did not: quoted if it then times out. */
+    size_t strays;
+    char stray[384];
     size_t recv_expected[RT_PHASES], recv_done[RT_PHASES];
     /* The exchange's chunks, by round * chunks + chunk: whether this
      * rank's own send of it is done (only then may the peer's be added in
@@ -172,7 +184,6 @@ struct rt_comm {
     bool stopping;
     rt_comm_stats stats;
     size_t held_bytes; /* charged by the chunks kept before their collective */
-    char stray[384];   /* the first chunk dropped as not its collective's */
     atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */
 
     /* The session's work — starting ops, reducing chunks, sends and their

@@ -405,22 +405,29 @@ int rt_ring_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
     return FERRY_EINVAL;
 }
 
-/* The slot of a ring or broadcast chunk in op->got: phase, ring step and
- * chunk, in room for the longest segment's chunks (the first). */
-static size_t ring_slot(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h)
+/* The slot of a chunk in op->got: broadcast by chunk; exchange by round
+ * and chunk; the ring by phase, ring step and chunk, in room for the
+ * longest segment's chunks (the first). */
+static size_t slot(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h)
 {
     if (h->phase == RT_PHASE_BC)
         return h->chunk;
+    if (h->phase == RT_PHASE_EX)
+        return (size_t)h->ring_step * op->ex_chunks + h->chunk;
     size_t per = rt_geo_chunks(rt_geo_segment(op->n, c->world, 0).len, c->chunk);
     return ((size_t)h->phase * (size_t)(c->world - 1) + h->ring_step) * per + h->chunk;
 }
 
 static bool alloc_got(rt_comm *c, rt_comm_op *op)
 {
-    size_t slots = op->kind == RT_OP_BROADCAST
-                       ? rt_geo_chunks(op->n, c->chunk)
-                       : 2 * (size_t)(c->world - 1) *
-                             rt_geo_chunks(rt_geo_segment(op->n, c->world, 0).len, c->chunk);
+    size_t slots;
+    if (op->ex)
+        slots = op->ex_chunks * (size_t)c->rounds;
+    else if (op->kind == RT_OP_BROADCAST)
+        slots = rt_geo_chunks(op->n, c->chunk);
+    else
+        slots = 2 * (size_t)(c->world - 1) *
+                rt_geo_chunks(rt_geo_segment(op->n, c->world, 0).len, c->chunk);
     if (!(op->got = calloc(slots ? slots : 1, 1))) {
         rt_comm_fail(c, FERRY_ENOMEM, "no memory to start %s %llu", op_name(op),
                      (unsigned long long)op->seq);
@@ -428,6 +435,18 @@ static bool alloc_got(rt_comm *c, rt_comm_op *op)
     }
     op->got_slots = slots;
     return true;
+}
+
+/* 1 + the index of `peer` in op->senders, added if new (255 when full). */
+static uint8_t sender_mark(rt_comm_op *op, const char *peer)
+{
+    for (int i = 0; i < op->n_senders; i++)
+        if (strcmp(op->senders[i], peer) == 0)
+            return (uint8_t)(i + 1);
+    if (op->n_senders == RT_OP_SENDERS)
+        return 255;
+    snprintf(op->senders[op->n_senders], sizeof op->senders[0], "%s", peer);
+    return (uint8_t)++op->n_senders;
 }
 
 void rt_ring_uncharge(rt_comm *c, rt_chunk *ch)
@@ -444,19 +463,22 @@ void rt_ring_uncharge(rt_comm *c, rt_chunk *ch)
 /* A second chunk for one slot: one of the two came from a client that holds
  * the cluster's token but is not the neighbour. Which cannot be told, and
  * the first may have been added already: the collective fails, naming
- * where the second came from. */
-static void fail_twice(rt_comm *c, rt_comm_op *op, const rt_chunk *ch)
+ * where each came from. */
+static void fail_twice(rt_comm *c, rt_comm_op *op, const rt_chunk *ch, uint8_t first)
 {
     int from = (int)ch->h.from_rank;
     char step[32] = "";
     if (ch->h.phase != RT_PHASE_BC)
         snprintf(step, sizeof step, " %s %u",
                  ch->h.phase == RT_PHASE_EX ? "round" : "ring step", ch->h.ring_step);
+    const char *was = first > 0 && first <= op->n_senders ? op->senders[first - 1]
+                                                          : "another caller";
     rt_comm_fail(c, FERRY_EPROTO,
-                 "%s%s chunk %u of %s %llu came twice, the second from %s as rank %d (%s): "
-                 "a client other than rank %d holds the cluster token and sent one of them",
+                 "%s%s chunk %u of %s %llu came twice as rank %d's (%s), first from %s, "
+                 "then from %s: a client that holds the cluster token but is not rank %d "
+                 "sent one of them",
                  rt_phase_name(ch->h.phase), step, ch->h.chunk, op_name(op),
-                 (unsigned long long)op->seq, ch->peer, from, c->peers[from], from);
+                 (unsigned long long)op->seq, from, c->peers[from], was, ch->peer, from);
 }
 
 void rt_ring_start(rt_comm *c, rt_comm_op *op)
@@ -474,6 +496,8 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
             return;
         }
         op->ex_chunks = chunks;
+        if (!alloc_got(c, op))
+            return;
         op->recv_expected[RT_PHASE_EX] = op->sends_expected = chunks * (size_t)c->rounds;
         for (size_t k = 0; k < chunks; k++)
             send_chunk(c, op, RT_PHASE_EX, 0, (uint32_t)k,
@@ -734,9 +758,10 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
          * refused on arrival): not this collective's, so it is dropped, and
          * the real one is still to come. Should that never come, the
          * timeout's message quotes this. */
+        if (!op->strays++)
+            snprintf(op->stray, sizeof op->stray, "%.380s", why);
         pthread_mutex_lock(&c->mu);
-        if (!c->stats.strays++)
-            snprintf(c->stray, sizeof c->stray, "%.380s", why);
+        c->stats.strays++;
         pthread_mutex_unlock(&c->mu);
         rt_chunk_free(ch);
         return;
@@ -747,14 +772,14 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         rt_chunk_free(ch);
         return;
     }
-    if (h->phase != RT_PHASE_EX && op->got) {
-        size_t k = ring_slot(c, op, h);
+    if (op->got) {
+        size_t k = slot(c, op, h);
         if (k >= op->got_slots || op->got[k]) {
-            fail_twice(c, op, ch);
+            fail_twice(c, op, ch, k < op->got_slots ? op->got[k] : 0);
             rt_chunk_free(ch);
             return;
         }
-        op->got[k] = 1;
+        op->got[k] = sender_mark(op, ch->peer);
     }
     if (h->phase == RT_PHASE_EX) {
         if (!op->ex) { /* its start ran out of memory */
@@ -762,11 +787,6 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
             return;
         }
         struct rt_ex_chunk *x = &op->ex[h->ring_step * op->ex_chunks + h->chunk];
-        if (x->got) {
-            fail_twice(c, op, ch);
-            rt_chunk_free(ch);
-            return;
-        }
         x->got = true;
         if (x->sent) {
             ex_add(c, op, ch);
@@ -847,14 +867,15 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
                 if (c->rounds > 1)
                     snprintf(round, sizeof round, " round %zu", k / op->ex_chunks);
             }
-            pthread_mutex_lock(&c->mu);
-            char stray[sizeof c->stray + 64] = "";
-            if (c->stats.strays)
-                snprintf(stray, sizeof stray, "; %llu chunk(s) kept for it were dropped, "
-                                              "the first: %.300s",
-                         (unsigned long long)c->stats.strays, c->stray);
-            pthread_mutex_unlock(&c->mu);
-            rt_comm_fail(c, FERRY_ETIMEDOUT,
+            /* Chunks that came for it and did not fit it, then silence: the
+             * ranks most likely disagree on it. */
+            char stray[sizeof op->stray + 96] = "";
+            if (op->strays)
+                snprintf(stray, sizeof stray,
+                         "; %zu chunk(s) that came for it before it started here did "
+                         "not fit it, the first: %.380s",
+                         op->strays, op->stray);
+            rt_comm_fail(c, op->strays ? FERRY_EPROTO : FERRY_ETIMEDOUT,
                          "rank %d (%s) sent nothing for %.1f s: %s %llu of %zu floats, "
                          "%s%s: %zu of %zu chunks received; it is dead, hung or not in "
                          "this collective%s",
