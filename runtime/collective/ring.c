@@ -473,6 +473,13 @@ static void fail_twice(rt_comm *c, rt_comm_op *op, const rt_chunk *ch, uint8_t f
                  ch->h.phase == RT_PHASE_EX ? "round" : "ring step", ch->h.ring_step);
     const char *was = first > 0 && first <= op->n_senders ? op->senders[first - 1]
                                                           : "another caller";
+    if (strcmp(was, ch->peer) == 0) {
+        rt_comm_fail(c, FERRY_EPROTO, "%s%s chunk %u of %s %llu came twice from %s, as rank "
+                     "%d's (%s)",
+                     rt_phase_name(ch->h.phase), step, ch->h.chunk, op_name(op),
+                     (unsigned long long)op->seq, was, from, c->peers[from]);
+        return;
+    }
     rt_comm_fail(c, FERRY_EPROTO,
                  "%s%s chunk %u of %s %llu came twice as rank %d's (%s), first from %s, "
                  "then from %s: a client that holds the cluster token but is not rank %d "
