@@ -92,6 +92,12 @@ typedef struct rt_ps_session_opts {
     const struct rt_optim_opts *optim; /* downpour and dynsgd; defaults filled */
     /* Cosine schedule over this many samples (0: constant rate). */
     uint64_t schedule_samples;
+    /* What a push may claim (the epoch ends on the samples the shards
+     * count): rank r computes at most its slice of a global batch of
+     * `batch` samples a local step (batch / world, the first batch % world
+     * ranks one more), and one push gathers at most `push_steps` steps.
+     * Both at least 1. */
+    uint32_t batch, push_steps;
     /* The initial parameters (all n floats; this rank keeps its shards'). */
     const float *init;
     size_t n;

@@ -30,6 +30,7 @@ typedef struct rt_shard {
     rt_optim *opt; /* downpour, dynsgd */
     uint64_t version, samples;
     uint64_t *clock; /* by rank: worker_step of its last push */
+    uint64_t *pushed; /* by rank: the samples its pushes claimed */
     bool *gone;      /* by rank: left the session */
     rt_parked *parked;
     rt_ps_shard_stats stats;
@@ -42,6 +43,7 @@ struct rt_ps_sess {
     rt_ps_algo algo;
     float lr;
     uint64_t schedule_samples;
+    uint32_t batch, push_steps; /* rt_ps_session_opts' */
     rt_shard *held; /* this rank's shards, in shard order */
     int n_held;
     int refs; /* handlers using it; under the store's mutex */

@@ -27,7 +27,8 @@ int rt_shard_init(rt_shard *sh, rt_ps_sess *s, int index, ferry_device_t *cpu,
     sh->values = cpu->ops->alloc(cpu, (len ? len : 1) * sizeof(float));
     sh->clock = calloc((size_t)s->world, sizeof *sh->clock);
     sh->gone = calloc((size_t)s->world, sizeof *sh->gone);
-    if (!sh->values || !sh->clock || !sh->gone)
+    sh->pushed = calloc((size_t)s->world, sizeof *sh->pushed);
+    if (!sh->values || !sh->clock || !sh->gone || !sh->pushed)
         return FERRY_ENOMEM;
     memcpy(sh->values, init + sh->span.lo, len * sizeof(float));
     if (s->algo != RT_PS_EASGD && len > 0)
@@ -44,6 +45,7 @@ void rt_shard_fini(rt_shard *sh)
     sh->cpu->ops->free(sh->cpu, sh->values);
     free(sh->clock);
     free(sh->gone);
+    free(sh->pushed);
     pthread_mutex_destroy(&sh->mu);
     sh->sess = NULL;
 }
@@ -150,6 +152,30 @@ static bool park(rt_shard *sh, rpc_srv_call *sc, const rt_parked *what)
     return true;
 }
 
+/* Whether push `in` claims no more samples than its sender can have
+ * computed: its slice of the global batch a local step, push_steps steps
+ * a push, and `step` steps in all (the pusher's clock counts the batches
+ * it computed, and its pushes together carry each sample once). An epoch
+ * ends on the samples the shards count: one that was never computed
+ * would end it early. Under the shard's mutex; a refusal goes to `sc`. */
+static bool samples_fit(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
+{
+    const rt_ps_sess *s = sh->sess;
+    uint64_t w = (uint64_t)s->world, slice = s->batch / w + ((uint64_t)in->from < s->batch % w);
+    uint64_t per_push = slice * s->push_steps, done = sh->pushed[in->from];
+    bool ok = in->samples <= per_push && in->step <= UINT64_MAX / (slice ? slice : 1) &&
+              done + in->samples <= in->step * slice;
+    if (!ok)
+        rpc_srv_fail(sc, FERRY_EINVAL,
+                     "Push: %u samples from rank %d (%s) at its local step %llu: rank %d "
+                     "computes at most %llu a step (its slice of a global batch of %u) and "
+                     "%u step(s) a push, and its pushes to shard %d claimed %llu already",
+                     in->samples, in->from, rpc_srv_peer(sc), (unsigned long long)in->step,
+                     in->from, (unsigned long long)slice, s->batch, s->push_steps, sh->index,
+                     (unsigned long long)done);
+    return ok;
+}
+
 void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
 {
     const rt_ps_sess *s = sh->sess;
@@ -176,6 +202,10 @@ void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
                          (unsigned long long)have);
         return;
     }
+    if (!samples_fit(sh, sc, in)) {
+        pthread_mutex_unlock(&sh->mu);
+        return;
+    }
     uint64_t staleness = sh->version - in->version;
     if (len > 0) {
         if (sh->opt) {
@@ -188,6 +218,7 @@ void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
     }
     sh->version++;
     sh->samples += in->samples;
+    sh->pushed[in->from] += in->samples;
     if (in->step > sh->clock[in->from])
         sh->clock[in->from] = in->step;
     sh->stats.pushes++;

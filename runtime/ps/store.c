@@ -127,9 +127,11 @@ int rt_ps_open(rt_ps_store *st, const rt_ps_session_opts *o, char *err, size_t e
 {
     int shards = o->shards > 0 ? o->shards : o->world;
     if (o->world < 1 || o->rank < 0 || o->rank >= o->world || !o->init || o->n == 0 ||
-        (o->algo != RT_PS_EASGD && !o->optim)) {
-        snprintf(err, errlen, "bad parameter-server session: rank %d of %d, %zu floats",
-                 o->rank, o->world, o->n);
+        (o->algo != RT_PS_EASGD && !o->optim) || o->batch < 1 || o->push_steps < 1) {
+        snprintf(err, errlen,
+                 "bad parameter-server session: rank %d of %d, %zu floats, batch %u, %u "
+                 "step(s) a push",
+                 o->rank, o->world, o->n, o->batch, o->push_steps);
         return FERRY_EINVAL;
     }
     rt_ps_sess *s = calloc(1, sizeof *s);
@@ -142,7 +144,9 @@ int rt_ps_open(rt_ps_store *st, const rt_ps_session_opts *o, char *err, size_t e
                       .staleness = o->staleness,
                       .algo = o->algo,
                       .lr = o->optim ? o->optim->lr : 0,
-                      .schedule_samples = o->schedule_samples};
+                      .schedule_samples = o->schedule_samples,
+                      .batch = o->batch,
+                      .push_steps = o->push_steps};
     for (int i = o->rank; i < shards; i += o->world)
         s->n_held++;
     s->held = calloc((size_t)(s->n_held ? s->n_held : 1), sizeof *s->held);

@@ -112,6 +112,9 @@ int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
         .optim = &t->o.optim,
         .schedule_samples =
             o->cosine && o->epochs > 0 ? (uint64_t)o->epochs * t->set[0]->n : 0,
+        .batch = (uint32_t)rt_trainer_global_batch(t, 0),
+        /* The last push of an epoch carries fewer. */
+        .push_steps = (uint32_t)(a->algo == RT_PS_EASGD ? a->tau : a->push_every),
         .init = init,
         .n = n,
     };

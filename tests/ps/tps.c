@@ -140,6 +140,8 @@ int tps_open(int rank, const tps_sess *s, char *err, size_t errlen)
                             .algo = s->algo,
                             .optim = &opt,
                             .schedule_samples = s->schedule_samples,
+                            .batch = s->batch ? s->batch : TPS_BATCH,
+                            .push_steps = s->push_steps ? s->push_steps : TPS_PUSH_STEPS,
                             .init = s->init,
                             .n = s->n};
     return rt_ps_open(T.r[rank].store, &o, err, errlen);

@@ -95,9 +95,14 @@ typedef struct tps_sess {
     rt_ps_algo algo;
     float lr;
     uint64_t schedule_samples;
+    uint32_t batch, push_steps; /* 0: TPS_BATCH, TPS_PUSH_STEPS */
     const float *init;
     size_t n;
 } tps_sess;
+
+/* Room for the samples the tests' pushes claim (rt_ps_session_opts). */
+#define TPS_BATCH      (1u << 20)
+#define TPS_PUSH_STEPS 1024u
 
 /* Opens the session on rank's store; returns rt_ps_open's result. */
 int tps_open(int rank, const tps_sess *s, char *err, size_t errlen);
