@@ -161,8 +161,19 @@ int cli_async_epoch(cluster *cl, const cluster_module *m, const char *module,
     }
     if (rc)
         return rc;
-    if (sum->local_samples)
-        sum->train_loss /= (double)sum->local_samples;
+    /* The shards end an epoch on the samples pushes claim (each checked
+     * against what its sender can have computed); one that ended with none
+     * computed anywhere ended on a count that had reached its end before
+     * it began. */
+    if (sum->local_samples == 0) {
+        cli_err("submit",
+                "%s: epoch %d ended (async mode) with no training sample computed on any "
+                "worker: the shards' count had reached its end before the epoch began "
+                "(fewer epochs, or fewer --push-every batches, would each compute some)",
+                module, e);
+        return FERRY_EPROTO;
+    }
+    sum->train_loss /= (double)sum->local_samples;
     if (sum->eval_samples) {
         sum->test_loss /= (double)sum->eval_samples;
         sum->test_accuracy /= (double)sum->eval_samples;
