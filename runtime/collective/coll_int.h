@@ -250,14 +250,11 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op);
  * done with it. */
 void rt_ring_op_free(rt_comm_op *op);
 void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch);
-/* Whether chunk `h` can belong to op `op` (its element count, kind, root
- * and algorithm): 0, or FERRY_EINVAL with `why` naming `peer`, the chunk's
- * sender. Under mu or run: reads only what start() fixed. */
-int rt_ring_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
-                 const char *peer, char *why, size_t len);
-/* Gives back what a chunk kept before its collective was charged (under
- * run; takes mu). */
-void rt_ring_uncharge(rt_comm *c, rt_chunk *ch);
+/* "all-reduce" or "broadcast". */
+const char *rt_op_name(const rt_comm_op *op);
+/* Whether op runs as an exchange rather than round the ring. */
+bool rt_ring_exchange(const rt_comm *c, const rt_comm_op *op);
+
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
 void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
 /* Marks ops done that are complete, or whose session failed and whose
@@ -268,6 +265,24 @@ void rt_ring_cancel_sends(rt_comm *c);
 /* Takes note of sends whose bytes gRPC no longer reads (under run). */
 void rt_ring_released(rt_comm *c, rt_release *list);
 void rt_relbox_unref(rt_relbox *b);
+
+/* ---- what an op has received (slots.c) ------------------------------------------ */
+
+/* Whether chunk `h` can belong to op `op` (its element count, kind, root
+ * and algorithm): 0, or FERRY_EINVAL with `why` naming `peer`, the chunk's
+ * sender. Under mu or run: reads only what start() fixed. */
+int rt_slot_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
+                 const char *peer, char *why, size_t len);
+/* Gives back what a chunk kept before its collective was charged (under
+ * run; takes mu). */
+void rt_slot_uncharge(rt_comm *c, rt_chunk *ch);
+/* Makes op->got for the chunks op receives; false (the session failed
+ * with ENOMEM) when there is no memory. Under run, at the op's start. */
+bool rt_slots_alloc(rt_comm *c, rt_comm_op *op);
+/* Marks the slot chunk `ch` fills as taken, by its caller; false when a
+ * chunk filled it already: the session has failed (EPROTO) naming both
+ * callers, and `ch` must not be used. Under run. */
+bool rt_slot_take(rt_comm *c, rt_comm_op *op, const rt_chunk *ch);
 
 /* The left and right neighbours. */
 static inline int rt_left(const rt_comm *c)

@@ -105,17 +105,19 @@ static int hold(rt_comm *c, const rt_chunk_hdr *h, uint64_t done, size_t cost, c
 {
     size_t budget = RT_COMM_HELD_BYTES;
     if (h->seq > done + RT_COMM_AHEAD) {
-        snprintf(why, len,
-                 "collective %llu of session %llu has not started on rank %d, which keeps "
-                 "chunks of collectives up to %llu only until then",
-                 (unsigned long long)h->seq, (unsigned long long)c->session, c->rank,
-                 (unsigned long long)done + RT_COMM_AHEAD);
+        snprintf(
+            why, len,
+            "collective %llu of session %llu has not started on rank %d, which keeps "
+            "chunks of collectives up to %llu only until then",
+            (unsigned long long)h->seq, (unsigned long long)c->session, c->rank,
+            (unsigned long long)done + RT_COMM_AHEAD);
     } else if (c->held_bytes + cost > budget && c->held_bytes > 0) {
-        snprintf(why, len,
-                 "collective %llu of session %llu has not started on rank %d, whose chunks "
-                 "kept for collectives not started fill its %zu MiB",
-                 (unsigned long long)h->seq, (unsigned long long)c->session, c->rank,
-                 budget >> 20);
+        snprintf(
+            why, len,
+            "collective %llu of session %llu has not started on rank %d, whose chunks "
+            "kept for collectives not started fill its %zu MiB",
+            (unsigned long long)h->seq, (unsigned long long)c->session, c->rank,
+            budget >> 20);
     } else {
         c->held_bytes += cost;
         c->stats.held++;
@@ -167,11 +169,12 @@ static int check_and_file(rt_comm *c, rt_chunk *ch, size_t bytes, char *why, siz
     size_t want = rc ? 0 : sp.len * (h->elem == RT_ELEM_F16 ? 2 : 4);
     if (rc == 0 && bytes != want) {
         rc = FERRY_EINVAL;
-        snprintf(why, len,
-                 "%s ring step %u chunk %u of a %llu-float collective: %zu payload bytes, "
-                 "expected %zu",
-                 rt_phase_name(h->phase), h->ring_step, h->chunk,
-                 (unsigned long long)h->count, bytes, want);
+        snprintf(
+            why, len,
+            "%s ring step %u chunk %u of a %llu-float collective: %zu payload bytes, "
+            "expected %zu",
+            rt_phase_name(h->phase), h->ring_step, h->chunk, (unsigned long long)h->count,
+            bytes, want);
     }
     if (rc == 0 && h->seq <= c->next_seq) {
         /* Started here: it is checked against its op now. */
@@ -181,7 +184,7 @@ static int check_and_file(rt_comm *c, rt_chunk *ch, size_t bytes, char *why, siz
             snprintf(why, len, "collective %llu of session %llu is over on rank %d",
                      (unsigned long long)h->seq, (unsigned long long)c->session, c->rank);
         } else {
-            rc = rt_ring_fits(c, op, h, ch->peer, why, len);
+            rc = rt_slot_fits(c, op, h, ch->peer, why, len);
         }
     } else if (rc == 0) {
         size_t cost = bytes + RT_COMM_HELD_OVERHEAD;
@@ -202,7 +205,8 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     Ferry__ReduceChunkRequest *in = NULL;
     if (rpc_msg_unpack(req, &ferry__reduce_chunk_request__descriptor,
                        (ProtobufCMessage **)&in)) {
-        rpc_srv_fail(sc, FERRY_EINVAL, "ReduceChunk: the request is not a ReduceChunkRequest");
+        rpc_srv_fail(sc, FERRY_EINVAL,
+                     "ReduceChunk: the request is not a ReduceChunkRequest");
         return;
     }
     rt_chunk_hdr h = {.seq = in->step,

@@ -51,7 +51,7 @@ struct rt_send {
     char *last_err; /* the last refusal's text, for FERRY_EUNAVAIL */
 };
 
-static const char *op_name(const rt_comm_op *op)
+const char *rt_op_name(const rt_comm_op *op)
 {
     return op->kind == RT_OP_ALLREDUCE ? "all-reduce" : "broadcast";
 }
@@ -198,7 +198,7 @@ static void issue(rt_comm *c, rt_send *s)
         s->on_wire = true;
         c->wire_bytes += s->bytes;
     } else {
-        rt_comm_fail(c, rc, "cannot send %s %llu to rank %d (%s): %s", op_name(s->op),
+        rt_comm_fail(c, rc, "cannot send %s %llu to rank %d (%s): %s", rt_op_name(s->op),
                      (unsigned long long)s->h.seq, s->to, c->peers[s->to],
                      ferry_strerror(rc));
         send_free(c, s);
@@ -241,7 +241,7 @@ static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring
     if (!s || (f16 && !s->half)) {
         if (s)
             free(s);
-        rt_comm_fail(c, FERRY_ENOMEM, "no memory to send %s %llu", op_name(op),
+        rt_comm_fail(c, FERRY_ENOMEM, "no memory to send %s %llu", rt_op_name(op),
                      (unsigned long long)op->seq);
         return;
     }
@@ -302,7 +302,7 @@ static void fail_send(rt_comm *c, rt_send *s, int rc, const char *detail)
     else if (s->h.phase == RT_PHASE_EX && c->rounds > 1)
         snprintf(step, sizeof step, " round %u", s->h.ring_step);
     rt_comm_fail(c, rc, "rank %d (%s) did not take %s %llu, %s%s chunk %u: %s", s->to,
-                 c->peers[s->to], op_name(s->op), (unsigned long long)s->h.seq,
+                 c->peers[s->to], rt_op_name(s->op), (unsigned long long)s->h.seq,
                  rt_phase_name(s->h.phase), step, s->h.chunk,
                  detail ? detail : ferry_strerror(rc));
 }
@@ -380,112 +380,10 @@ static void send_done(rpc_call *call)
     rt_ring_release(c);
 }
 
-static bool exchange(const rt_comm *c, const rt_comm_op *op)
+bool rt_ring_exchange(const rt_comm *c, const rt_comm_op *op)
 {
     return c->rounds > 0 && op->kind == RT_OP_ALLREDUCE && c->compress != RT_COMPRESS_FP16 &&
            (c->world == 2 || op->n * sizeof(float) <= RT_EX_MAX_BYTES);
-}
-
-int rt_ring_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
-                 const char *peer, char *why, size_t len)
-{
-    bool bc = h->phase == RT_PHASE_BC;
-    if (h->count == op->n && bc == (op->kind == RT_OP_BROADCAST) &&
-        (!bc || h->root == (uint32_t)op->root) &&
-        (h->phase == RT_PHASE_EX) == exchange(c, op))
-        return 0;
-    int from = (int)h->from_rank; /* checked against the geometry already */
-    snprintf(why, len,
-             "%s chunk of a %llu-float collective %llu from %s (as rank %d, %s), which "
-             "rank %d runs as a %s of %zu floats%s: the ranks disagree, or the chunk is "
-             "not rank %d's",
-             rt_phase_name(h->phase), (unsigned long long)h->count,
-             (unsigned long long)op->seq, peer, from, c->peers[from], c->rank, op_name(op),
-             op->n, exchange(c, op) ? " by exchange" : "", from);
-    return FERRY_EINVAL;
-}
-
-/* The slot of a chunk in op->got: broadcast by chunk; exchange by round
- * and chunk; the ring by phase, ring step and chunk, in room for the
- * longest segment's chunks (the first). */
-static size_t slot(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h)
-{
-    if (h->phase == RT_PHASE_BC)
-        return h->chunk;
-    if (h->phase == RT_PHASE_EX)
-        return (size_t)h->ring_step * op->ex_chunks + h->chunk;
-    size_t per = rt_geo_chunks(rt_geo_segment(op->n, c->world, 0).len, c->chunk);
-    return ((size_t)h->phase * (size_t)(c->world - 1) + h->ring_step) * per + h->chunk;
-}
-
-static bool alloc_got(rt_comm *c, rt_comm_op *op)
-{
-    size_t slots;
-    if (op->ex)
-        slots = op->ex_chunks * (size_t)c->rounds;
-    else if (op->kind == RT_OP_BROADCAST)
-        slots = rt_geo_chunks(op->n, c->chunk);
-    else
-        slots = 2 * (size_t)(c->world - 1) *
-                rt_geo_chunks(rt_geo_segment(op->n, c->world, 0).len, c->chunk);
-    if (!(op->got = calloc(slots ? slots : 1, 1))) {
-        rt_comm_fail(c, FERRY_ENOMEM, "no memory to start %s %llu", op_name(op),
-                     (unsigned long long)op->seq);
-        return false;
-    }
-    op->got_slots = slots;
-    return true;
-}
-
-/* 1 + the index of `peer` in op->senders, added if new (255 when full). */
-static uint8_t sender_mark(rt_comm_op *op, const char *peer)
-{
-    for (int i = 0; i < op->n_senders; i++)
-        if (strcmp(op->senders[i], peer) == 0)
-            return (uint8_t)(i + 1);
-    if (op->n_senders == RT_OP_SENDERS)
-        return 255;
-    snprintf(op->senders[op->n_senders], sizeof op->senders[0], "%s", peer);
-    return (uint8_t)++op->n_senders;
-}
-
-void rt_ring_uncharge(rt_comm *c, rt_chunk *ch)
-{
-    if (!ch->held)
-        return;
-    pthread_mutex_lock(&c->mu);
-    c->held_bytes -= ch->held;
-    c->stats.held_bytes = c->held_bytes;
-    pthread_mutex_unlock(&c->mu);
-    ch->held = 0;
-}
-
-/* A second chunk for one slot: one of the two came from a client that holds
- * the cluster's token but is not the neighbour. Which cannot be told, and
- * the first may have been added already: the collective fails, naming
- * where each came from. */
-static void fail_twice(rt_comm *c, rt_comm_op *op, const rt_chunk *ch, uint8_t first)
-{
-    int from = (int)ch->h.from_rank;
-    char step[32] = "";
-    if (ch->h.phase != RT_PHASE_BC)
-        snprintf(step, sizeof step, " %s %u",
-                 ch->h.phase == RT_PHASE_EX ? "round" : "ring step", ch->h.ring_step);
-    const char *was = first > 0 && first <= op->n_senders ? op->senders[first - 1]
-                                                          : "another caller";
-    if (strcmp(was, ch->peer) == 0) {
-        rt_comm_fail(c, FERRY_EPROTO, "%s%s chunk %u of %s %llu came twice from %s, as rank "
-                     "%d's (%s)",
-                     rt_phase_name(ch->h.phase), step, ch->h.chunk, op_name(op),
-                     (unsigned long long)op->seq, was, from, c->peers[from]);
-        return;
-    }
-    rt_comm_fail(c, FERRY_EPROTO,
-                 "%s%s chunk %u of %s %llu came twice as rank %d's (%s), first from %s, "
-                 "then from %s: a client that holds the cluster token but is not rank %d "
-                 "sent one of them",
-                 rt_phase_name(ch->h.phase), step, ch->h.chunk, op_name(op),
-                 (unsigned long long)op->seq, from, c->peers[from], was, ch->peer, from);
 }
 
 void rt_ring_start(rt_comm *c, rt_comm_op *op)
@@ -495,7 +393,7 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
     int W = c->world, r = c->rank;
     if (W == 1 || op->n == 0)
         return;
-    if (exchange(c, op)) {
+    if (rt_ring_exchange(c, op)) {
         size_t chunks = rt_geo_chunks(op->n, c->chunk);
         if (!(op->ex = calloc(chunks * (size_t)c->rounds, sizeof *op->ex))) {
             rt_comm_fail(c, FERRY_ENOMEM, "no memory to start all-reduce %llu",
@@ -503,7 +401,7 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
             return;
         }
         op->ex_chunks = chunks;
-        if (!alloc_got(c, op))
+        if (!rt_slots_alloc(c, op))
             return;
         op->recv_expected[RT_PHASE_EX] = op->sends_expected = chunks * (size_t)c->rounds;
         for (size_t k = 0; k < chunks; k++)
@@ -511,7 +409,7 @@ void rt_ring_start(rt_comm *c, rt_comm_op *op)
                        rt_geo_chunk((rt_span){0, op->n}, c->chunk, k));
         return;
     }
-    if (!alloc_got(c, op))
+    if (!rt_slots_alloc(c, op))
         return;
     if (op->kind == RT_OP_BROADCAST) {
         size_t chunks = rt_geo_chunks(op->n, c->chunk);
@@ -759,8 +657,8 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     bool bc = h->phase == RT_PHASE_BC;
     char why[512];
     rt_span sp;
-    rt_ring_uncharge(c, ch);
-    if (rt_ring_fits(c, op, h, ch->peer, why, sizeof why)) {
+    rt_slot_uncharge(c, ch);
+    if (rt_slot_fits(c, op, h, ch->peer, why, sizeof why)) {
         /* Kept before its collective started (a chunk that came after was
          * refused on arrival): not this collective's, so it is dropped, and
          * the real one is still to come. Should that never come, the
@@ -779,14 +677,9 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
         rt_chunk_free(ch);
         return;
     }
-    if (op->got) {
-        size_t k = slot(c, op, h);
-        if (k >= op->got_slots || op->got[k]) {
-            fail_twice(c, op, ch, k < op->got_slots ? op->got[k] : 0);
-            rt_chunk_free(ch);
-            return;
-        }
-        op->got[k] = sender_mark(op, ch->peer);
+    if (!rt_slot_take(c, op, ch)) {
+        rt_chunk_free(ch);
+        return;
     }
     if (h->phase == RT_PHASE_EX) {
         if (!op->ex) { /* its start ran out of memory */
@@ -886,7 +779,7 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
                          "rank %d (%s) sent nothing for %.1f s: %s %llu of %zu floats, "
                          "%s%s: %zu of %zu chunks received; it is dead, hung or not in "
                          "this collective%s",
-                         from, c->peers[from], quiet, op_name(op),
+                         from, c->peers[from], quiet, rt_op_name(op),
                          (unsigned long long)op->seq, op->n, rt_phase_name((uint32_t)ph),
                          round, op->recv_done[ph], op->recv_expected[ph], stray);
         } else {
@@ -899,7 +792,7 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
             rt_comm_fail(c, FERRY_ETIMEDOUT,
                          "rank %d (%s) acknowledged nothing for %.1f s: %s %llu of %zu "
                          "floats, %zu of %zu chunks sent",
-                         to, c->peers[to], quiet, op_name(op),
+                         to, c->peers[to], quiet, rt_op_name(op),
                          (unsigned long long)op->seq, op->n, op->sends_done,
                          op->sends_expected);
         }
@@ -966,7 +859,7 @@ void rt_ring_release(rt_comm *c)
         rt_chunk *ch = *q;
         if (ch->h.seq < low) {
             *q = ch->next;
-            rt_ring_uncharge(c, ch);
+            rt_slot_uncharge(c, ch);
             rt_chunk_free(ch);
         } else {
             q = &ch->next;

@@ -92,10 +92,10 @@ static void twins_assert_identical(twins *t, const char *what)
     co_run_ok(reps_fn, &t->twin, "the undisturbed twin");
     for (int k = 0; k < REPS; k++)
         for (int r = 0; r < 3; r++)
-            cr_assert(memcmp(t->run.bufs[k][r], t->twin.bufs[k][r], COUNT * sizeof(float)) ==
-                          0,
-                      "%s: rank %d's all-reduce %d differs from its undisturbed twin", what,
-                      r, k + 1);
+            cr_assert(
+                memcmp(t->run.bufs[k][r], t->twin.bufs[k][r], COUNT * sizeof(float)) == 0,
+                "%s: rank %d's all-reduce %d differs from its undisturbed twin", what, r,
+                k + 1);
 }
 
 static void twins_free(twins *t)
@@ -161,7 +161,8 @@ CO_TEST(strays, a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_i
         cr_assert(named >= 0, "no rank says a chunk came twice: %s | %s | %s", res[0].err,
                   res[1].err, res[2].err);
         const char *e = res[named].err;
-        const char *first = strstr(e, "first from ipv"), *then = strstr(e, "then from ipv");
+        const char *first = strstr(e, "first from ipv"),
+                   *then = strstr(e, "then from ipv");
         cr_assert(first && then, "rank %d does not name both callers: %s", named, e);
         const char *end = strstr(then, ": a client");
         cr_assert(end, "%s", e);
@@ -174,7 +175,8 @@ CO_TEST(strays, a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_i
     twins_free(&t);
 }
 
-CO_TEST(strays, a_chunk_of_the_wrong_count_kept_for_a_future_step_is_dropped_when_it_starts)
+CO_TEST(strays,
+        a_chunk_of_the_wrong_count_kept_for_a_future_step_is_dropped_when_it_starts)
 {
     twins t;
     twins_start(&t, CO_CHUNK_BYTES);
@@ -189,14 +191,16 @@ CO_TEST(strays, a_chunk_of_the_wrong_count_kept_for_a_future_step_is_dropped_whe
     cr_assert(rc == 0, "kept until step 1 starts: %s", err);
     co_run_ok(reps_fn, &t.run, "the run after a chunk of the wrong count");
     rt_comm_stats st = target_stats();
-    cr_assert(st.strays == 1, "%llu chunks dropped, want 1", (unsigned long long)st.strays);
+    cr_assert(st.strays == 1, "%llu chunks dropped, want 1",
+              (unsigned long long)st.strays);
     cr_assert(st.held_bytes == 0, "%llu bytes still charged",
               (unsigned long long)st.held_bytes);
     twins_assert_identical(&t, "after a chunk of the wrong count");
     twins_free(&t);
 }
 
-CO_TEST(strays, a_chunk_of_the_wrong_count_for_a_started_step_is_refused_naming_its_sender)
+CO_TEST(strays,
+        a_chunk_of_the_wrong_count_for_a_started_step_is_refused_naming_its_sender)
 {
     twins t;
     twins_start(&t, CO_CHUNK_BYTES);
@@ -215,7 +219,8 @@ CO_TEST(strays, a_chunk_of_the_wrong_count_for_a_started_step_is_refused_naming_
     cr_assert(strstr(err, "3003-float collective 1 from ipv4:127.0.0.1:") ||
                   strstr(err, "3003-float collective 1 from ipv6:"),
               "the refusal does not name its caller: %s", err);
-    cr_assert(strstr(err, "3000 floats"), "the refusal does not say what step 1 is: %s", err);
+    cr_assert(strstr(err, "3000 floats"), "the refusal does not say what step 1 is: %s",
+              err);
     co_run_ok(reps_fn, &t.run, "the run after a refused chunk");
     twins_assert_identical(&t, "after a refused chunk of the wrong count");
     twins_free(&t);
@@ -224,9 +229,9 @@ CO_TEST(strays, a_chunk_of_the_wrong_count_for_a_started_step_is_refused_naming_
 /* ---- a flood ------------------------------------------------------------------- */
 
 #define FLOOD       3000
-#define FLOOD_CHUNK 32768                       /* bytes: the session's chunk */
+#define FLOOD_CHUNK 32768                         /* bytes: the session's chunk */
 #define FLOOD_FL    (FLOOD_CHUNK / sizeof(float)) /* floats a chunk */
-#define FLOOD_PER   64                          /* chunks a segment */
+#define FLOOD_PER   64                            /* chunks a segment */
 #define FLOOD_COUNT (3 * FLOOD_PER * FLOOD_FL)
 #define FLOOD_SLOTS (4 * FLOOD_PER) /* 2 phases x 2 ring steps */
 #define FLOOD_FIRST 5               /* steps the run never reaches */
@@ -262,8 +267,8 @@ CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
         req.ring_step = (uint32_t)(slot / FLOOD_PER % 2);
         req.chunk = (uint32_t)(slot % FLOOD_PER);
         int rc = co_send_chunk(&req, junk, FLOOD_CHUNK, err, sizeof err);
-        cr_assert(rc == 0 || rc == FERRY_ENOENT, "chunk %d: %s (%s)", i, ferry_err_name(rc),
-                  err);
+        cr_assert(rc == 0 || rc == FERRY_ENOENT, "chunk %d: %s (%s)", i,
+                  ferry_err_name(rc), err);
         kept += rc == 0;
         refused += rc != 0;
         if (rc && !first_refusal[0])
@@ -279,6 +284,10 @@ CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
     co_free(junk);
 
     rt_comm_stats st = target_stats();
+    cr_log_info("flood of %d chunks of %d bytes: %d kept, %d refused, %llu bytes charged "
+                "at most, RSS %ld -> %ld KiB",
+                FLOOD, FLOOD_CHUNK, kept, refused, (unsigned long long)st.held_peak, rss0,
+                rss1);
     size_t cost = FLOOD_CHUNK + RT_COMM_HELD_OVERHEAD;
     cr_assert(refused > 0 && strstr(first_refusal, "MiB"),
               "%d of %d chunks kept: none refused for the budget (%s)", kept, FLOOD,
@@ -295,7 +304,8 @@ CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
      * and what gRPC keeps with them, with room for the allocator. */
     long grew = (rss1 - rss0) / 1024;
     cr_assert(grew <= (long)(RT_COMM_HELD_BYTES >> 20) * 2,
-              "RSS grew by %ld MiB for a budget of %zu MiB", grew, RT_COMM_HELD_BYTES >> 20);
+              "RSS grew by %ld MiB for a budget of %zu MiB", grew,
+              RT_COMM_HELD_BYTES >> 20);
 #else
     (void)rss0;
     (void)rss1;

@@ -23,15 +23,17 @@ Test(e2e_async_samples, an_epoch_with_no_sample_computed_fails_the_submit)
     e2e_run r;
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--batch",
               "8192", "--push-every", "4", "--epochs", "3", NULL);
-    cr_assert(r.status != 0, "exit 0 for a run with an empty epoch:\n%s\n%s", r.out, r.err);
-    cr_assert(e2e_has(r.err, "epoch 2 ended (async mode) with no training sample computed"),
-              "%s", r.err);
+    cr_assert(r.status != 0, "exit 0 for a run with an empty epoch:\n%s\n%s", r.out,
+              r.err);
+    cr_assert(
+        e2e_has(r.err, "epoch 2 ended (async mode) with no training sample computed"),
+        "%s", r.err);
     cr_assert(!e2e_has(r.out, "done"), "%s", r.out);
     e2e_run_fini(&r);
 
     /* The same cluster trains an honest run afterwards. */
-    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs", "2",
-              NULL);
+    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs",
+              "2", NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
 }

@@ -61,19 +61,19 @@ static void assert_refused(uint32_t from, uint64_t step, uint32_t samples,
     tps_snapshot(1, SESSION, 1, before, LEN, &v0, &s0);
     tps_reply r;
     int rc = push(from, step, samples, &r);
-    cr_assert(rc == FERRY_EINVAL, "%s: got %s (%s), want EINVAL", what, ferry_err_name(rc),
-              r.err);
+    cr_assert(rc == FERRY_EINVAL, "%s: got %s (%s), want EINVAL", what,
+              ferry_err_name(rc), r.err);
     char rank[32];
     snprintf(rank, sizeof rank, "from rank %u (ipv", from);
     cr_assert(strstr(r.err, rank), "%s: the refusal does not name its sender: %s", what,
               r.err);
-    cr_assert(strstr(r.err, "global batch of 7"), "%s: the refusal gives no bound: %s", what,
-              r.err);
+    cr_assert(strstr(r.err, "global batch of 7"), "%s: the refusal gives no bound: %s",
+              what, r.err);
     tps_snapshot(1, SESSION, 1, after, LEN, &v1, &s1);
     cr_assert(v1 == version && s1 == taken && v0 == v1 && s0 == s1,
-              "%s: version %llu, samples %llu after the refusal, want %llu and %llu", what,
-              (unsigned long long)v1, (unsigned long long)s1, (unsigned long long)version,
-              (unsigned long long)taken);
+              "%s: version %llu, samples %llu after the refusal, want %llu and %llu",
+              what, (unsigned long long)v1, (unsigned long long)s1,
+              (unsigned long long)version, (unsigned long long)taken);
     cr_assert(memcmp(before, after, sizeof before) == 0, "%s: the values changed", what);
 }
 
