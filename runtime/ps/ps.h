@@ -78,8 +78,9 @@ void rt_ps_store_destroy(rt_ps_store *st);
 /* The Push and Pull methods: register them on the handler pool (not
  * inline: a push steps the optimizer) with the store as their data, behind
  * the cluster-token check. Refusals: NOT_FOUND for a session or shard this
- * worker does not hold, INVALID_ARGUMENT for a wrong rank or length, each
- * text saying what was expected. */
+ * worker does not hold, INVALID_ARGUMENT for a wrong rank or length or a
+ * push claiming more samples than its sender can have computed, each text
+ * saying what was expected. */
 void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *store);
 void rt_ps_pull_handler(rpc_srv_call *sc, rpc_msg *req, void *store);
 
