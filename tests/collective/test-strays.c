@@ -151,6 +151,9 @@ CO_TEST(strays, a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_i
         /* Which of the two chunks for that slot was rank 0's cannot be
          * told: the step fails, naming both callers, never "did not take"
          * a collective as if the receiver had lost it. */
+        cr_assert(res[TARGET].rc == FERRY_EPROTO,
+                  "rank %d, which took both chunks, got %s (%s)", TARGET,
+                  ferry_err_name(res[TARGET].rc), res[TARGET].err);
         int named = -1;
         for (int r = 0; r < 3; r++) {
             cr_assert(!strstr(res[r].err, "are done"),
