@@ -184,6 +184,11 @@ struct rt_comm {
     bool stopping;
     rt_comm_stats stats;
     size_t held_bytes; /* charged by the chunks kept before their collective */
+    /* By rank: the caller its chunks come from (hub.c's pin()). */
+    struct rt_pin {
+        char peer[64];
+        uint64_t last_ns; /* its last chunk taken */
+    } *pins;
     atomic_uint_fast64_t done_upto; /* every seq <= this completed; read by the handler */
 
     /* The session's work — starting ops, reducing chunks, sends and their

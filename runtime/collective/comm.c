@@ -245,6 +245,7 @@ static void comm_free(rt_comm *c)
     for (int i = 0; c->peers && i < c->world; i++)
         free(c->peers[i]);
     free(c->peers);
+    free(c->pins);
     free(c->to);
     free(c->token);
     pthread_cond_destroy(&c->cv);
@@ -339,7 +340,8 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     int rc = FERRY_ENOMEM;
     if (o->token && !(c->token = strdup(o->token)))
         goto fail;
-    if (!(c->peers = calloc((size_t)c->world, sizeof *c->peers)))
+    if (!(c->peers = calloc((size_t)c->world, sizeof *c->peers)) ||
+        !(c->pins = calloc((size_t)c->world, sizeof *c->pins)))
         goto fail;
     for (int i = 0; o->peers && i < c->world; i++) {
         if (!o->peers[i] || !o->peers[i][0]) {

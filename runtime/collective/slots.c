@@ -20,11 +20,12 @@ int rt_slot_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
     int from = (int)h->from_rank; /* checked against the geometry already */
     snprintf(why, len,
              "%s chunk of a %llu-float collective %llu from %s (as rank %d, %s), which "
-             "rank %d runs as a %s of %zu floats%s: the ranks disagree, or the chunk is "
+             "rank %d runs as %s %s of %zu floats%s: the ranks disagree, or the chunk is "
              "not rank %d's",
              rt_phase_name(h->phase), (unsigned long long)h->count,
              (unsigned long long)op->seq, peer, from, c->peers[from], c->rank,
-             rt_op_name(op), op->n, rt_ring_exchange(c, op) ? " by exchange" : "", from);
+             op->kind == RT_OP_ALLREDUCE ? "an" : "a", rt_op_name(op), op->n,
+             rt_ring_exchange(c, op) ? " by exchange" : "", from);
     return FERRY_EINVAL;
 }
 

@@ -1,7 +1,8 @@
 /* tests/collective — chunks sent by hand (by a client that holds the
  * cluster token, as any could) for collectives the receiver has not
- * started: a stray chunk of zeros for a future step, one with the wrong
- * element count, and a flood of them. The session runs its collectives
+ * started: a stray chunk of zeros for a future step (before and after the
+ * neighbour's own chunks have come), one with the wrong element count, and
+ * a flood of them. The session runs its collectives
  * afterwards and is compared with an undisturbed twin (a second session
  * of the same ranks, the same inputs): it either gives the same bits or
  * fails naming where the stray came from; and what it keeps for
@@ -175,6 +176,30 @@ CO_TEST(strays, a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_i
                                       then + strlen("then from "), la) != 0,
                   "the two callers named are one: %s", e);
     }
+    twins_free(&t);
+}
+
+CO_TEST(strays, a_zero_chunk_after_the_neighbours_own_is_refused_at_once_naming_both)
+{
+    twins t;
+    twins_start(&t, CO_CHUNK_BYTES);
+    /* Steps 1 and 2: rank 0's chunks reach rank 1 over rank 0's connection. */
+    co_run_ok(reps_fn, &t.run, "the first steps");
+    co_run_ok(reps_fn, &t.twin, "the twin's first steps");
+    Ferry__ReduceChunkRequest req = chunk_req(4, COUNT);
+    float *zeros = co_alloc(SEG * sizeof(float));
+    memset(zeros, 0, SEG * sizeof(float));
+    char err[CO_ERRLEN];
+    uint64_t held = target_stats().held;
+    int rc = co_send_chunk(&req, zeros, SEG * sizeof(float), err, sizeof err);
+    co_free(zeros);
+    cr_assert(rc == FERRY_EINVAL, "got %s (%s), want EINVAL", ferry_err_name(rc), err);
+    cr_assert(strstr(err, "claims to be rank 0's") && strstr(err, "come from ipv"),
+              "the refusal does not name both callers: %s", err);
+    cr_assert(target_stats().held == held, "the stray was kept");
+    /* Steps 3 and 4, on the same inputs as the twin's. */
+    co_run_ok(reps_fn, &t.run, "the steps after the stray");
+    twins_assert_identical(&t, "after a refused stray");
     twins_free(&t);
 }
 
