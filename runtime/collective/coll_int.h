@@ -278,6 +278,10 @@ void rt_relbox_unref(rt_relbox *b);
  * sender. Under mu or run: reads only what start() fixed. */
 int rt_slot_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
                  const char *peer, char *why, size_t len);
+/* Whether `peer` may send chunks as rank `from` (the caller its chunks
+ * came from so far): 0, or FERRY_EINVAL with `why` naming both. Under mu. */
+int rt_slot_pin_check(const rt_comm *c, uint32_t from, const char *peer, char *why,
+                      size_t len);
 /* Gives back what a chunk kept before its collective was charged (under
  * run; takes mu). */
 void rt_slot_uncharge(rt_comm *c, rt_chunk *ch);

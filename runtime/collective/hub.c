@@ -130,29 +130,6 @@ static int hold(rt_comm *c, const rt_chunk_hdr *h, uint64_t done, size_t cost, c
     return FERRY_ENOENT;
 }
 
-/* Whether `peer` may send chunks as rank `from`: a rank's chunks come over
- * its one channel to this worker, so from one caller (one connection), the
- * last whose chunk fitted a collective under way. Another caller claiming
- * the rank holds the cluster token but is not it: refused at once, its
- * chunk never added. A
- * connection the server closed for idleness (RPC_MAX_CONNECTION_IDLE_MS
- * with no call) comes back from another port: a rank silent that long may
- * come from a new caller. Under mu; `why` names both callers. */
-static int pin(rt_comm *c, uint32_t from, const char *peer, char *why, size_t len)
-{
-    struct rt_pin *p = &c->pins[from];
-    uint64_t now = uv_hrtime();
-    bool idle = now - p->last_ns > (uint64_t)RPC_MAX_CONNECTION_IDLE_MS * 1000000ull;
-    if (p->peer[0] && strcmp(p->peer, peer) != 0 && !idle) {
-        snprintf(why, len,
-                 "a chunk from %s claims to be rank %u's (%s), whose chunks in session %llu "
-                 "come from %s",
-                 peer, from, c->peers[from], (unsigned long long)c->session, p->peer);
-        return FERRY_EINVAL;
-    }
-    return 0;
-}
-
 /* Checks the chunk against session `c` and files it: 0, FERRY_EBUSY when
  * the session has failed (the text is its own error and code, so that the
  * sender can say what happened here), FERRY_ENOENT for a chunk that may
@@ -200,7 +177,7 @@ static int check_and_file(rt_comm *c, rt_chunk *ch, size_t bytes, char *why, siz
             bytes, want);
     }
     if (rc == 0)
-        rc = pin(c, h->from_rank, ch->peer, why, len);
+        rc = rt_slot_pin_check(c, h->from_rank, ch->peer, why, len);
     if (rc == 0 && h->seq <= c->next_seq) {
         /* Started here: it is checked against its op now. */
         rt_comm_op *op = started_op(c, h->seq);

@@ -657,12 +657,19 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     bool bc = h->phase == RT_PHASE_BC;
     char why[512];
     rt_span sp;
+    bool kept = ch->held != 0;
     rt_slot_uncharge(c, ch);
-    if (rt_slot_fits(c, op, h, ch->peer, why, sizeof why)) {
+    int unfit = rt_slot_fits(c, op, h, ch->peer, why, sizeof why);
+    if (!unfit && kept) { /* the rank's own chunks may have come since */
+        pthread_mutex_lock(&c->mu);
+        unfit = rt_slot_pin_check(c, h->from_rank, ch->peer, why, sizeof why);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (unfit) {
         /* Kept before its collective started (a chunk that came after was
-         * refused on arrival): not this collective's, so it is dropped, and
-         * the real one is still to come. Should that never come, the
-         * timeout's message quotes this. */
+         * refused on arrival): not this collective's, or not from the rank
+         * it claims, so it is dropped, and the real one is still to come.
+         * Should that never come, the timeout's message quotes this. */
         if (!op->strays++)
             snprintf(op->stray, sizeof op->stray, "%.380s", why);
         pthread_mutex_lock(&c->mu);

@@ -9,6 +9,29 @@
 
 #include "coll_int.h"
 
+/* A rank's chunks come over its one channel to this worker, so from one
+ * caller (one connection): the last whose chunk fitted a collective under
+ * way (hub.c). Another caller claiming the rank holds the cluster token
+ * but is not it: refused at once, its chunk never added. A connection the
+ * server closed for idleness (RPC_MAX_CONNECTION_IDLE_MS with no call)
+ * comes back from another port: a rank silent that long may come from a
+ * new caller. */
+int rt_slot_pin_check(const rt_comm *c, uint32_t from, const char *peer, char *why,
+                      size_t len)
+{
+    const struct rt_pin *p = &c->pins[from];
+    uint64_t now = uv_hrtime();
+    bool idle = now - p->last_ns > (uint64_t)RPC_MAX_CONNECTION_IDLE_MS * 1000000ull;
+    if (p->peer[0] && strcmp(p->peer, peer) != 0 && !idle) {
+        snprintf(why, len,
+                 "a chunk from %s claims to be rank %u's (%s), whose chunks in session %llu "
+                 "come from %s",
+                 peer, from, c->peers[from], (unsigned long long)c->session, p->peer);
+        return FERRY_EINVAL;
+    }
+    return 0;
+}
+
 int rt_slot_fits(const rt_comm *c, const rt_comm_op *op, const rt_chunk_hdr *h,
                  const char *peer, char *why, size_t len)
 {
