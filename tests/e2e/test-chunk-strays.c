@@ -266,7 +266,7 @@ Test(e2e_chunk_strays, a_wrong_count_chunk_leaves_the_run_identical_to_its_twin)
     cluster_module_fini(&u.m);
 }
 
-Test(e2e_chunk_strays, a_zero_chunk_ahead_leaves_the_run_identical_or_fails_naming_both)
+Test(e2e_chunk_strays, a_zero_chunk_ahead_is_refused_and_the_run_stays_identical_to_its_twin)
 {
     char addr[2][128], token[CONF_TOKEN_LEN + 1];
     run u = {0};
