@@ -8,6 +8,7 @@
  * fails naming where the stray came from; and what it keeps for
  * collectives not yet started stays within its budget and goes with it. */
 #include "tcoll.h"
+#include "tcommon.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,20 @@ static Ferry__ReduceChunkRequest chunk_req(uint64_t step, uint64_t count)
     return req;
 }
 
+/* Sends rank TARGET a stray chunk_req(step, count) of `floats` floats, all
+ * `v`; returns the call's result, its text in err. */
+static int send_stray(uint64_t step, uint64_t count, size_t floats, float v, char *err,
+                      size_t errlen)
+{
+    Ferry__ReduceChunkRequest req = chunk_req(step, count);
+    float *vals = co_alloc(floats * sizeof(float));
+    for (size_t i = 0; i < floats; i++)
+        vals[i] = v;
+    int rc = co_send_chunk(&req, vals, floats * sizeof(float), err, errlen);
+    co_free(vals);
+    return rc;
+}
+
 static rt_comm_stats target_stats(void)
 {
     rt_comm_stats st;
@@ -132,12 +147,8 @@ CO_TEST(strays, a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_i
 {
     twins t;
     twins_start(&t, CO_CHUNK_BYTES);
-    Ferry__ReduceChunkRequest req = chunk_req(2, COUNT);
-    float *zeros = co_alloc(SEG * sizeof(float));
-    memset(zeros, 0, SEG * sizeof(float));
     char err[CO_ERRLEN];
-    int rc = co_send_chunk(&req, zeros, SEG * sizeof(float), err, sizeof err);
-    co_free(zeros);
+    int rc = send_stray(2, COUNT, SEG, 0, err, sizeof err);
     cr_assert(rc == 0, "a well-formed chunk for step 2 was refused: %s", err);
     cr_assert(target_stats().held == 1, "the chunk for step 2 was not kept");
 
@@ -186,13 +197,9 @@ CO_TEST(strays, a_zero_chunk_after_the_neighbours_own_is_refused_at_once_naming_
     /* Steps 1 and 2: rank 0's chunks reach rank 1 over rank 0's connection. */
     co_run_ok(reps_fn, &t.run, "the first steps");
     co_run_ok(reps_fn, &t.twin, "the twin's first steps");
-    Ferry__ReduceChunkRequest req = chunk_req(4, COUNT);
-    float *zeros = co_alloc(SEG * sizeof(float));
-    memset(zeros, 0, SEG * sizeof(float));
     char err[CO_ERRLEN];
     uint64_t held = target_stats().held;
-    int rc = co_send_chunk(&req, zeros, SEG * sizeof(float), err, sizeof err);
-    co_free(zeros);
+    int rc = send_stray(4, COUNT, SEG, 0, err, sizeof err);
     cr_assert(rc == FERRY_EINVAL, "got %s (%s), want EINVAL", ferry_err_name(rc), err);
     cr_assert(strstr(err, "claims to be rank 0's") && strstr(err, "come from ipv"),
               "the refusal does not name both callers: %s", err);
@@ -208,14 +215,10 @@ CO_TEST(strays,
 {
     twins t;
     twins_start(&t, CO_CHUNK_BYTES);
-    /* 3003 floats: rank 1's first segment is 1001 floats. */
-    Ferry__ReduceChunkRequest req = chunk_req(1, COUNT + 3);
-    float *junk = co_alloc((SEG + 1) * sizeof(float));
-    for (int i = 0; i <= SEG; i++)
-        junk[i] = 1e6f; /* would show in the sum if it were added */
+    /* 3003 floats: rank 1's first segment is 1001 floats, of a value that
+     * would show in the sum if it were added. */
     char err[CO_ERRLEN];
-    int rc = co_send_chunk(&req, junk, (SEG + 1) * sizeof(float), err, sizeof err);
-    co_free(junk);
+    int rc = send_stray(1, COUNT + 3, SEG + 1, 1e6f, err, sizeof err);
     cr_assert(rc == 0, "kept until step 1 starts: %s", err);
     co_run_ok(reps_fn, &t.run, "the run after a chunk of the wrong count");
     rt_comm_stats st = target_stats();
@@ -236,13 +239,8 @@ CO_TEST(strays,
                                      &t.run.started);
     cr_assert(rc == 0);
     t.run.skip = TARGET;
-    Ferry__ReduceChunkRequest req = chunk_req(1, COUNT + 3);
-    float *junk = co_alloc((SEG + 1) * sizeof(float));
-    for (int i = 0; i <= SEG; i++)
-        junk[i] = 1e6f;
     char err[CO_ERRLEN];
-    rc = co_send_chunk(&req, junk, (SEG + 1) * sizeof(float), err, sizeof err);
-    co_free(junk);
+    rc = send_stray(1, COUNT + 3, SEG + 1, 1e6f, err, sizeof err);
     cr_assert(rc == FERRY_EINVAL, "got %s (%s), want EINVAL", ferry_err_name(rc), err);
     cr_assert(strstr(err, "3003-float collective 1 from ipv4:127.0.0.1:") ||
                   strstr(err, "3003-float collective 1 from ipv6:"),
@@ -264,18 +262,6 @@ CO_TEST(strays,
 #define FLOOD_SLOTS (4 * FLOOD_PER) /* 2 phases x 2 ring steps */
 #define FLOOD_FIRST 5               /* steps the run never reaches */
 
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    cr_assert(f);
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib;
-}
 
 CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
 {
@@ -284,7 +270,7 @@ CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
     float *junk = co_alloc(FLOOD_CHUNK);
     for (size_t i = 0; i < FLOOD_FL; i++)
         junk[i] = 1e6f;
-    long rss0 = rss_kib();
+    long rss0 = tcom_rss_kib(0);
     int kept = 0, refused = 0;
     char err[CO_ERRLEN], first_refusal[CO_ERRLEN] = "";
     for (int i = 0; i < FLOOD; i++) {
@@ -308,7 +294,7 @@ CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
     int rc = co_send_chunk(&far, junk, FLOOD_CHUNK, err, sizeof err);
     cr_assert(rc == FERRY_ENOENT && strstr(err, "up to 16"),
               "a chunk for step %u: %s (%s)", RT_COMM_AHEAD + 1, ferry_err_name(rc), err);
-    long rss1 = rss_kib();
+    long rss1 = tcom_rss_kib(0);
     co_free(junk);
 
     rt_comm_stats st = target_stats();
@@ -346,7 +332,7 @@ CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
     twins_free(&t);
     /* The kept chunks go with the session (a leak in sanitizer builds). */
     co_leave_all();
-    long rss2 = rss_kib();
+    long rss2 = tcom_rss_kib(0);
     cr_log_info("after the sessions ended: RSS %ld KiB", rss2);
 #if !defined(__SANITIZE_ADDRESS__)
     /* Handed back to the system, not only freed: half the budget is room

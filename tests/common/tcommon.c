@@ -68,3 +68,21 @@ void tcom_assert_no_leaks(void)
               "LeakSanitizer found leaks (report above)");
 #endif
 }
+
+long tcom_rss_kib(int pid)
+{
+    char path[64], line[256];
+    if (pid > 0)
+        snprintf(path, sizeof path, "/proc/%d/status", pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/status");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}

@@ -15,6 +15,10 @@ int tcom_listen(int port, int *fd_out);
 /* Removes `dir` and everything below it; quiet about what is not there. */
 void tcom_rm_tree(const char *dir);
 
+/* The resident set of process `pid` (0: this one) in KiB, from
+ * /proc/PID/status; -1 when it cannot be read. */
+long tcom_rss_kib(int pid);
+
 /* In sanitizer builds, fails the current test if LeakSanitizer finds a
  * leak in this process (report on stderr); elsewhere does nothing. Called
  * from a test's body: Criterion 2.4.1 ignores failures in .fini. */

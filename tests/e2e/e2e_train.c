@@ -8,6 +8,10 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "cluster/cluster.h"
+#include "ferry.pb-c.h"
+#include "rpc/rpc.h"
+#include "runtime/collective/coll_int.h"
 #include "config/config.h"
 #include "e2e.h"
 #include "e2e_train.h"
@@ -143,4 +147,44 @@ bool e2e_wait_idle(int n, int ms)
         e2e_sleep_ms(200);
     } while (e2e_now_ms() < end);
     return false;
+}
+
+void e2e_load_module(cluster *cl, const char *path, const char *name, cluster_module *m)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    size_t len = (size_t)ftell(f);
+    rewind(f);
+    void *bytes = malloc(len ? len : 1);
+    cr_assert(bytes && fread(bytes, 1, len, f) == len, "%s: a short read", path);
+    fclose(f);
+    int rc = cluster_load_module(cl, name, bytes, len, m);
+    free(bytes);
+    cr_assert(rc == 0, "loading %s: %s", name, cluster_error(cl));
+}
+
+int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, uint64_t step, uint32_t chunk,
+                       uint64_t count, const float *payload, size_t floats, char *msg,
+                       size_t msglen)
+{
+    Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
+    req.job = session;
+    req.step = step;
+    req.phase = RT_PHASE_EX; /* a world of 2 exchanges */
+    req.chunk = chunk;
+    req.from_rank = 1;
+    req.count = count;
+    req.elem = FERRY__ELEM__ELEM_F32;
+    rpc_msg_out out = {.head = &req.base,
+                       .payload = payload,
+                       .payload_len = floats * sizeof(float),
+                       .codec = RPC_CODEC_RAW};
+    rpc_call call = {0};
+    int rc = rpc_call_start(ch, &call, RT_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
+    cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
+    rc = rpc_call_wait(&call);
+    snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");
+    rpc_call_fini(&call);
+    return rc;
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 double e2e_now_ms(void);
@@ -32,5 +33,21 @@ int e2e_wait_exit(pid_t pid, int ms);
  * flight on any of the `n` workers (a worker that was stopped finishes, or
  * fails, the step it was in first). */
 bool e2e_wait_idle(int n, int ms);
+
+struct cluster;
+struct cluster_module;
+/* Loads the module file at `path` onto every worker of `cl` as `name`;
+ * asserts it worked. */
+void e2e_load_module(struct cluster *cl, const char *path, const char *name,
+                     struct cluster_module *m);
+
+/* An exchange chunk of `floats` floats at `payload`, claiming rank 1, for
+ * `step` of `session` (chunk `chunk` of a `count`-float collective), sent
+ * over `ch` (a channel of rpc/, carrying the token) as any client holding
+ * the token could; waits. Returns the call's result, its text in msg. */
+struct rpc_channel;
+int e2e_exchange_chunk(struct rpc_channel *ch, uint64_t session, uint64_t step,
+                       uint32_t chunk, uint64_t count, const float *payload, size_t floats,
+                       char *msg, size_t msglen);
 
 #endif

@@ -22,6 +22,7 @@
 #include "e2e_train.h"
 #include "ferry.pb-c.h"
 #include "rpc/rpc.h"
+#include "tcommon.h"
 #include "runtime/collective/coll_int.h"
 
 TestSuite(e2e_chunk_flood, .init = e2e_setup, .fini = e2e_teardown, .timeout = 300);
@@ -64,40 +65,12 @@ static void *begin_main(void *arg)
     return NULL;
 }
 
-static long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "%s", path);
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib;
-}
 
 static int send_chunk(rpc_channel *ch, uint64_t step, uint32_t chunk, const float *payload,
                       char *msg, size_t msglen)
 {
-    Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
-    req.job = SESSION;
-    req.step = step;
-    req.phase = RT_PHASE_EX;
-    req.chunk = chunk;
-    req.from_rank = 1;
-    req.count = (uint64_t)CHUNKS * (CHUNK / sizeof(float));
-    req.elem = FERRY__ELEM__ELEM_F32;
-    rpc_msg_out out = {
-        .head = &req.base, .payload = payload, .payload_len = CHUNK, .codec = RPC_CODEC_RAW};
-    rpc_call call = {0};
-    int rc = rpc_call_start(ch, &call, RT_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
-    cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
-    rc = rpc_call_wait(&call);
-    snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");
-    rpc_call_fini(&call);
-    return rc;
+    return e2e_exchange_chunk(ch, SESSION, step, chunk, (uint64_t)CHUNKS * (CHUNK / sizeof(float)),
+                              payload, CHUNK / sizeof(float), msg, msglen);
 }
 
 Test(e2e_chunk_flood, a_worker_keeps_a_flood_of_future_chunks_within_its_budget)
@@ -111,18 +84,7 @@ Test(e2e_chunk_flood, a_worker_keeps_a_flood_of_future_chunks_within_its_budget)
     cr_assert(worker > 0);
 
     begin_job j = {.cl = e2e_cluster(NULL, 60000), .peers = {addr[0], addr[1]}};
-    const char *so = e2e_task("linreg");
-    FILE *f = fopen(so, "rb");
-    cr_assert(f, "%s", so);
-    fseek(f, 0, SEEK_END);
-    size_t len = (size_t)ftell(f);
-    rewind(f);
-    void *bytes = malloc(len);
-    cr_assert(bytes && fread(bytes, 1, len, f) == len);
-    fclose(f);
-    int rc = cluster_load_module(j.cl, "linreg.so", bytes, len, &j.m);
-    free(bytes);
-    cr_assert(rc == 0, "%s", cluster_error(j.cl));
+    e2e_load_module(j.cl, e2e_task("linreg"), "linreg.so", &j.m);
     pthread_t th;
     cr_assert(pthread_create(&th, NULL, begin_main, &j) == 0);
 
@@ -138,13 +100,14 @@ Test(e2e_chunk_flood, a_worker_keeps_a_flood_of_future_chunks_within_its_budget)
 
     /* The session is registered once a chunk is kept. */
     char msg[1024] = "";
+    int rc;
     double t0 = e2e_now_ms();
     while ((rc = send_chunk(ch, 2, 0, payload, msg, sizeof msg)) == FERRY_ENOENT &&
            e2e_now_ms() - t0 < 10000)
         e2e_sleep_ms(20);
     cr_assert(rc == 0, "the begin's session never took a chunk: %s (%s)", ferry_err_name(rc),
               msg);
-    long rss0 = rss_kib(worker);
+    long rss0 = tcom_rss_kib(worker);
     int kept = 1, refused = 0;
     for (int i = 1; i < FLOOD; i++) {
         rc = send_chunk(ch, 2 + (uint64_t)(i % 15), (uint32_t)(i / 15 % CHUNKS), payload, msg,
@@ -155,14 +118,14 @@ Test(e2e_chunk_flood, a_worker_keeps_a_flood_of_future_chunks_within_its_budget)
         refused += rc != 0;
     }
     double flood_ms = e2e_now_ms() - t0;
-    long rss1 = rss_kib(worker);
+    long rss1 = tcom_rss_kib(worker);
     cr_assert(flood_ms < BEGIN_MS, "the flood outlived the session (%.0f ms)", flood_ms);
     size_t want = RT_COMM_HELD_BYTES / (CHUNK + RT_COMM_HELD_OVERHEAD);
     cr_assert((size_t)kept == want, "%d of %d chunks kept, want %zu", kept, FLOOD, want);
 
     pthread_join(th, NULL);
     cr_assert(j.rc != 0, "a begin whose other rank never came succeeded");
-    long rss2 = rss_kib(worker);
+    long rss2 = tcom_rss_kib(worker);
     cr_log_info("flood of %d chunks of %d bytes on a worker: %d kept, %d refused; RSS %ld -> "
                 "%ld KiB, %ld KiB after the session ended",
                 FLOOD, CHUNK, kept, refused, rss0, rss1, rss2);

@@ -139,24 +139,9 @@ typedef struct stray {
 static int send_chunk(rpc_channel *ch, uint64_t session, uint64_t step, uint64_t count,
                       char *msg, size_t msglen)
 {
-    Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
-    req.job = session;
-    req.step = step;
-    req.phase = RT_PHASE_EX; /* a world of 2 exchanges */
-    req.from_rank = 1;
-    req.count = count;
-    req.elem = FERRY__ELEM__ELEM_F32;
-    size_t len = (size_t)count * sizeof(float);
     float *zeros = calloc(count ? count : 1, sizeof(float));
     cr_assert(zeros);
-    rpc_msg_out out = {
-        .head = &req.base, .payload = zeros, .payload_len = len, .codec = RPC_CODEC_RAW};
-    rpc_call call = {0};
-    int rc = rpc_call_start(ch, &call, RT_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
-    cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
-    rc = rpc_call_wait(&call);
-    snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");
-    rpc_call_fini(&call);
+    int rc = e2e_exchange_chunk(ch, session, step, 0, count, zeros, count, msg, msglen);
     free(zeros);
     return rc;
 }
@@ -230,17 +215,7 @@ static void setup_run(run *u, char addr[2][128], char *token)
     u->peers[0] = addr[0];
     u->peers[1] = addr[1];
     const char *so = e2e_task("linreg");
-    FILE *f = fopen(so, "rb");
-    cr_assert(f, "%s", so);
-    fseek(f, 0, SEEK_END);
-    size_t len = (size_t)ftell(f);
-    rewind(f);
-    void *bytes = malloc(len);
-    cr_assert(bytes && fread(bytes, 1, len, f) == len);
-    fclose(f);
-    int rc = cluster_load_module(u->cl, "linreg.so", bytes, len, &u->m);
-    free(bytes);
-    cr_assert(rc == 0, "%s", cluster_error(u->cl));
+    e2e_load_module(u->cl, so, "linreg.so", &u->m);
     /* The step's one all-reduce: sync.c's 16-float loss slot in front of
      * the flat parameters, laid out as the workers lay them out. */
     rt_module mod;
@@ -250,37 +225,32 @@ static void setup_run(run *u, char addr[2][128], char *token)
     rt_module_close(&mod);
 }
 
-Test(e2e_chunk_strays, a_wrong_count_chunk_leaves_the_run_identical_to_its_twin)
+/* A twin run, then one with a stray claiming the all-reduce's floats plus
+ * `count_delta`: the same parameters at the end. */
+static void run_twins(run *u, uint64_t twin_id, uint64_t id, uint64_t count_delta)
 {
     char addr[2][128], token[CONF_TOKEN_LEN + 1];
-    run u = {0};
-    setup_run(&u, addr, token);
-    run_with(&u, 0x7a1, 0, false, token);
-    cr_assert(u.rc == 0, "the undisturbed twin: %s", u.err);
+    setup_run(u, addr, token);
+    run_with(u, twin_id, 0, false, token);
+    cr_assert(u->rc == 0, "the undisturbed twin: %s", u->err);
     char twin[80];
-    snprintf(twin, sizeof twin, "%s", u.sha);
+    snprintf(twin, sizeof twin, "%s", u->sha);
+    run_with(u, id, count_delta, true, token);
+    cr_assert(u->rc == 0, "the run with a stray failed: %s", u->err);
+    cr_assert_str_eq(u->sha, twin, "the run with a stray differs from its twin");
+    cluster_module_fini(&u->m);
+}
 
-    run_with(&u, 0x57a1, 3, true, token);
-    cr_assert(u.rc == 0, "the run with a stray of the wrong count failed: %s", u.err);
-    cr_assert_str_eq(u.sha, twin, "the run with a stray differs from its twin");
-    cluster_module_fini(&u.m);
+Test(e2e_chunk_strays, a_wrong_count_chunk_leaves_the_run_identical_to_its_twin)
+{
+    run u = {0};
+    run_twins(&u, 0x7a1, 0x57a1, 3);
 }
 
 Test(e2e_chunk_strays, a_zero_chunk_ahead_is_refused_and_the_run_stays_identical_to_its_twin)
 {
-    char addr[2][128], token[CONF_TOKEN_LEN + 1];
     run u = {0};
-    setup_run(&u, addr, token);
-    run_with(&u, 0x7a2, 0, false, token);
-    cr_assert(u.rc == 0, "the undisturbed twin: %s", u.err);
-    char twin[80];
-    snprintf(twin, sizeof twin, "%s", u.sha);
-
-    run_with(&u, 0x57a2, 0, true, token);
-    cr_assert(u.rc == 0, "the run with a zero chunk ahead failed: %s", u.err);
-    cr_assert_str_eq(u.sha, twin, "the run with a stray differs from its twin");
-    cluster_module_fini(&u.m);
-
+    run_twins(&u, 0x7a2, 0x57a2, 0);
     /* The cluster trains the next run as ever. */
     e2e_run r;
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "1", NULL);
