@@ -257,14 +257,18 @@ void rt_sync_step_abort(rt_sync *s, const char *why)
         }
 }
 
-int rt_sync_broadcast(rt_sync *s, float *params, char *err, size_t errlen)
+int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void *arg,
+                      char *err, size_t errlen)
 {
     float *host = s->red_on_dev ? params : s->red + SLOT;
     int rc = 0;
     if (!s->red_on_dev)
         rc = s->dev->ops->download(s->dev, host, params, s->plen * sizeof(float));
-    if (rc == 0)
-        rc = rt_comm_broadcast(s->comm, host, s->plen, 0, err, errlen);
+    rt_comm_op *op = NULL;
+    if (rc == 0 && (rc = rt_comm_broadcast_start(s->comm, host, s->plen, 0, &op)))
+        snprintf(err, errlen, "cannot start the broadcast: %s", ferry_strerror(rc));
+    else if (rc == 0)
+        rc = rt_comm_wait(s->comm, op, cancelled, arg, err, errlen);
     else
         snprintf(err, errlen, "cannot read the parameters from %s", s->dev->name);
     if (rc == 0 && !s->red_on_dev)
