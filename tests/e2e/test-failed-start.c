@@ -1,0 +1,283 @@
+/* A training start that fails leaves the cluster free at once, on 3-worker
+ * clusters: a worker SIGKILLed while the others are in their begin, the
+ * submit itself SIGKILLed there, a submit refused because another run holds
+ * some of the workers (with a long --timeout-ms), and an async start that
+ * fails. After each, the next `ferry submit` trains at once and no healthy
+ * worker is restarted (the wedge grace is 3 s here, so a begin left stuck
+ * past its cancellation would get its worker killed within the test). And
+ * `ferry start` keeps the state directory of an attached worker that shares
+ * its FERRY_HOME.
+ *
+ * "At once" is a liveness bound, not a performance claim: the next submit
+ * must be done within 2 s more than an undisturbed submit of the same run
+ * took on the same cluster just before (a refused or waiting start took
+ * 30-75 s). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "e2e.h"
+#include "e2e_train.h"
+#include "ferry.pb-c.h"
+#include "tcommon.h"
+
+#define WORKERS 3
+/* Over an undisturbed submit's own time. */
+#define LIVENESS_MARGIN_MS 2000
+/* A begin loading its data sees its caller gone only once a set is loaded
+ * (1-2 s for Fashion-MNIST's training set with 3 workers on 2 cores). */
+#define LOADING_MARGIN_MS 5000
+
+static void fs_setup(void)
+{
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    e2e_setup();
+}
+
+TestSuite(e2e_failed_start, .init = fs_setup, .fini = e2e_teardown, .timeout = 240);
+
+static pid_t pids[WORKERS];
+
+/* Three workers whose calls wedge them 3 s after a cancellation they
+ * ignore; their pids. */
+static void start3(void)
+{
+    const char *conf = e2e_write_file("wedge.ini", "[cluster]\nwedge_grace_ms = 3000\n");
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "3", "--base-port", "0", "--config", conf, NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    for (int i = 0; i < WORKERS; i++)
+        cr_assert((pids[i] = e2e_worker_pid_file(i)) > 0);
+}
+
+/* A short sync run of linreg on every worker; asserted to succeed. Its
+ * wall time in ms. */
+static double train_linreg(const char *why)
+{
+    e2e_run r;
+    double t0 = e2e_now_ms();
+    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "1", NULL);
+    double ms = e2e_now_ms() - t0;
+    cr_assert(r.status == 0, "%s: exit %d\nstdout:\n%s\nstderr:\n%s\n%s", why, r.status,
+              r.out, r.err, e2e_logs());
+    cr_assert(e2e_has(r.out, "on 3 workers"), "%s:\n%s", why, r.out);
+    e2e_run_fini(&r);
+    return ms;
+}
+
+/* The next submit, started as the failure is reported, is done within
+ * margin_ms more than an undisturbed one. */
+static void trains_within(double failed_at, double undisturbed_ms, double margin_ms)
+{
+    train_linreg("the submit after the failed start");
+    double took = e2e_now_ms() - failed_at;
+    cr_log_info("the next submit was done %.0f ms after the failure (undisturbed: %.0f ms)",
+                took, undisturbed_ms);
+    cr_assert(took < undisturbed_ms + margin_ms,
+              "the next submit was done %.0f ms after the failure; an undisturbed one "
+              "takes %.0f ms\n%s",
+              took, undisturbed_ms, e2e_logs());
+}
+
+static void trains_at_once(double failed_at, double undisturbed_ms)
+{
+    trains_within(failed_at, undisturbed_ms, LIVENESS_MARGIN_MS);
+}
+
+/* Workers other than `lost` (-1: none) still run the pid they had, and the
+ * supervisor restarted nobody else; waits out the wedge grace first. */
+static void no_healthy_worker_restarted(int lost)
+{
+    e2e_sleep_ms(3500);
+    for (int i = 0; i < WORKERS; i++)
+        if (i != lost)
+            cr_assert(e2e_worker_pid_file(i) == pids[i] && e2e_alive(pids[i]),
+                      "worker %d was restarted\n%s", i, e2e_logs());
+    char *log = e2e_slurp_log("supervisor.log");
+    cr_assert(log);
+    cr_assert(!e2e_has(log, "wedged"), "a worker was wedged:\n%s", log);
+    for (int i = 0; i < WORKERS; i++) {
+        char crashed[64];
+        snprintf(crashed, sizeof crashed, "worker %d crashed", i);
+        cr_assert(i == lost || !e2e_has(log, crashed), "%s:\n%s", crashed, log);
+    }
+    free(log);
+}
+
+/* Waits until `n` workers run a call (their begins), or fails. */
+static void wait_begins(cluster *cl, int n)
+{
+    double end = e2e_now_ms() + 60000;
+    while (e2e_now_ms() < end) {
+        const cluster_worker *w;
+        cluster_survey(cl, true, &w);
+        int busy = 0;
+        for (int i = 0; i < WORKERS; i++)
+            busy += w[i].stats && w[i].stats->in_flight > 0;
+        if (busy >= n)
+            return;
+        e2e_sleep_ms(5);
+    }
+    cr_assert_fail("the begins never ran\n%s", e2e_logs());
+}
+
+Test(e2e_failed_start, a_worker_killed_during_the_start_leaves_the_others_free)
+{
+    start3();
+    double undisturbed = train_linreg("the undisturbed submit");
+    cluster *cl = e2e_cluster(NULL, 5000);
+    char out[600], err[600];
+    e2e_next_outputs(out, err);
+    /* mlp: loading its data keeps the begins running long enough to be
+     * seen; the others wait there for worker 2's parameters. */
+    pid_t run = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", NULL);
+    wait_begins(cl, 2);
+    cr_assert(kill(pids[2], SIGKILL) == 0);
+    int status = e2e_wait_exit(run, 20000);
+    double failed_at = e2e_now_ms();
+    char *e = e2e_slurp(err);
+    cr_assert(status == 1, "exit %d:\n%s", status, e);
+    cr_assert(e2e_has(e, "cannot start training") && e2e_has(e, "worker 2"), "%s", e);
+    free(e);
+    trains_at_once(failed_at, undisturbed);
+    no_healthy_worker_restarted(2);
+}
+
+Test(e2e_failed_start, a_submit_killed_during_the_start_leaves_every_worker_free)
+{
+    start3();
+    double undisturbed = train_linreg("the undisturbed submit");
+    cluster *cl = e2e_cluster(NULL, 5000);
+    pid_t run = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", NULL);
+    wait_begins(cl, 1);
+    cr_assert(kill(run, SIGKILL) == 0);
+    cr_assert(e2e_wait_exit(run, 5000) == 128 + SIGKILL);
+    trains_within(e2e_now_ms(), undisturbed, LOADING_MARGIN_MS);
+    no_healthy_worker_restarted(-1);
+}
+
+/* A run on workers 0 and 1, under way; its pid. */
+static pid_t hold_two(char out[600], char err[600])
+{
+    e2e_next_outputs(out, err);
+    pid_t pid = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "2", "--workers", "2", NULL);
+    bool begun = e2e_wait_for_text(out, "training mlp in sync mode on 2 workers", 60000);
+    char *o = e2e_slurp(out), *e = e2e_slurp(err);
+    cr_assert(begun, "the holding run did not begin:\n%s\n%s", o, e);
+    free(o);
+    free(e);
+    return pid;
+}
+
+/* A submit of all 3 workers while the holding run has 0 and 1: refused
+ * naming a busy worker, promptly. */
+static void refused(const char *mode, const char *timeout_ms)
+{
+    e2e_run r;
+    e2e_ferry(&r, 60000, "submit", e2e_task("mlp"), "--epochs", "1", "--mode", mode,
+              "--timeout-ms", timeout_ms, NULL);
+    cr_assert(r.status == 1, "exit %d\n%s\n%s", r.status, r.out, r.err);
+    cr_assert(e2e_has(r.err, "for another submitter"), "%s", r.err);
+    cr_log_info("the refused %s submit exited after %.0f ms", mode, r.ms);
+    /* Refused at the first busy worker: it does not wait on the others. */
+    cr_assert(r.ms < 15000, "the refused submit took %.0f ms to exit:\n%s", r.ms, r.err);
+    e2e_run_fini(&r);
+}
+
+static void refused_then_free(const char *mode, const char *timeout_ms)
+{
+    start3();
+    double undisturbed = train_linreg("the undisturbed submit");
+    char out[600], err[600];
+    pid_t hold = hold_two(out, err);
+    refused(mode, timeout_ms);
+    int status = e2e_wait_exit(hold, 120000);
+    char *o = e2e_slurp(out), *e = e2e_slurp(err);
+    cr_assert(status == 0, "the holding run: exit %d\n%s\n%s", status, o, e);
+    free(o);
+    free(e);
+    trains_at_once(e2e_now_ms(), undisturbed);
+    no_healthy_worker_restarted(-1);
+}
+
+Test(e2e_failed_start, a_refused_submit_with_a_long_timeout_leaves_nothing_behind)
+{
+    refused_then_free("sync", "120000");
+}
+
+Test(e2e_failed_start, a_failed_async_start_exits_at_once_and_leaves_nothing_behind)
+{
+    refused_then_free("async", "120000");
+}
+
+Test(e2e_failed_start, an_async_start_losing_a_worker_exits_at_once)
+{
+    start3();
+    double undisturbed = train_linreg("the undisturbed submit");
+    cluster *cl = e2e_cluster(NULL, 5000);
+    char out[600], err[600];
+    e2e_next_outputs(out, err);
+    pid_t run = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", "--mode", "async",
+                          NULL);
+    wait_begins(cl, 2);
+    double killed = e2e_now_ms();
+    cr_assert(kill(pids[2], SIGKILL) == 0);
+    int status = e2e_wait_exit(run, 20000);
+    double failed_at = e2e_now_ms();
+    char *o = e2e_slurp(out), *e = e2e_slurp(err);
+    cr_log_info("async start: submit exited %.0f ms after worker 2 died", failed_at - killed);
+    /* The begins may all have been done before the kill: then the first
+     * epoch loses worker 2, a shard holder, and the run stops. */
+    cr_assert(status == 1, "exit %d:\n%s\n%s", status, o, e);
+    cr_assert(failed_at - killed < 10000, "submit exited %.0f ms after the failure:\n%s",
+              failed_at - killed, e);
+    free(o);
+    free(e);
+    trains_at_once(failed_at, undisturbed);
+    no_healthy_worker_restarted(2);
+}
+
+Test(e2e_failed_start, start_keeps_an_attached_workers_state_under_the_same_home)
+{
+    char token[600];
+    snprintf(token, sizeof token, "%s-token", e2e_home);
+    cr_assert(conf_token_create(token) == 0);
+    int port = tcom_free_port();
+    char listen[64], state[700];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    /* Its default state directory: FERRY_HOME/workers/PORT. */
+    snprintf(state, sizeof state, "%s/workers/%d", e2e_home, port);
+    pid_t attached = e2e_spawn("worker", "--listen", listen, "--token-file", token, NULL);
+    struct stat st;
+    for (int i = 0; i < 1000 && stat(state, &st) != 0; i++)
+        usleep(10000);
+    cr_assert(stat(state, &st) == 0, "the attached worker made no %s", state);
+    char conf[1000];
+    snprintf(conf, sizeof conf,
+             "[cluster]\ntoken_file = %s\n\n[workers]\nworker = 127.0.0.1:%d\nattach = %s\n",
+             token, tcom_free_port(), listen);
+    const char *path = e2e_write_file("attach.ini", conf);
+
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "--config", path, NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    cr_assert(stat(state, &st) == 0 && S_ISDIR(st.st_mode),
+              "ferry start removed the attached worker's %s", state);
+    /* Loading a module writes to its cache there. */
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "shutdown", NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
+    cr_assert(e2e_wait_gone(attached, 5000), "the attached worker still runs");
+    cr_assert(stat(state, &st) == 0, "ferry shutdown removed the attached worker's %s",
+              state);
+    unlink(token);
+}
