@@ -12,6 +12,7 @@
  * must be done within 2 s more than an undisturbed submit of the same run
  * took on the same cluster just before (a refused or waiting start took
  * 30-75 s). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,4 +281,171 @@ Test(e2e_failed_start, start_keeps_an_attached_workers_state_under_the_same_home
     cr_assert(stat(state, &st) == 0, "ferry shutdown removed the attached worker's %s",
               state);
     unlink(token);
+}
+
+Test(e2e_failed_start, absurd_option_values_are_refused_with_the_real_bounds)
+{
+    e2e_start(1);
+    static const char *const bad[][3] = {
+        {"--lr", "1e30", "--lr: expected a positive learning rate from 1e-12 to 1e6"},
+        {"--chunk-bytes", "64", "--chunk-bytes: expected a chunk size from 16384 bytes"},
+        {"--epochs", "1000000", "--epochs: expected a number of epochs from 1 to 100000"},
+        {"--weight-decay", "1e9", "--weight-decay: expected a weight decay from 0 to 1e6"},
+        {"--workers", "300", "--workers: expected a number of workers from 1 to 256"},
+        {"--staleness", "-1", "--staleness: expected a number of steps from 0 to"},
+        {"--push-every", "0", "--push-every: expected a number of steps from 1 to 1048576"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), bad[i][0], bad[i][1], NULL);
+        E2E_EXPECT(&r, 2);
+        cr_assert(e2e_has(r.err, bad[i][2]), "%s %s:\n%s", bad[i][0], bad[i][1], r.err);
+        e2e_run_fini(&r);
+    }
+}
+
+/* ---- a begin held in its start, seen from a client of its own ------------------ */
+
+typedef struct held_begin {
+    cluster *cl;
+    cluster_module m;
+    int rc;
+    char err[1024];
+    double t0, ms;
+} held_begin;
+
+/* Packs a TrainBegin of session `id` for rank `rank` of both workers. */
+static void pack_begin(uint64_t id, uint32_t rank, uint32_t chunk_bytes, ferry_bytes_t *in)
+{
+    char a0[128], a1[128];
+    e2e_worker_address(0, a0, sizeof a0);
+    e2e_worker_address(1, a1, sizeof a1);
+    char *peers[] = {a0, a1};
+    Ferry__TrainBegin b = FERRY__TRAIN_BEGIN__INIT;
+    b.session = id;
+    b.batch = 64;
+    b.mode = "sync";
+    b.rank = rank;
+    b.world = 2;
+    b.n_peers = 2;
+    b.peers = peers;
+    b.chunk_bytes = chunk_bytes;
+    b.timeout_ms = 60000;
+    b.submitter = "the test's own client";
+    in->len = ferry__train_begin__get_packed_size(&b);
+    in->data = malloc(in->len);
+    cr_assert(in->data);
+    ferry__train_begin__pack(&b, in->data);
+}
+
+static void *begin_rank0(void *arg)
+{
+    held_begin *h = arg;
+    ferry_bytes_t in, out = {0};
+    pack_begin(42, 0, 0, &in);
+    h->t0 = e2e_now_ms();
+    h->rc = cluster_call(h->cl, &h->m, 0, "ferry.train.begin", &in, &out);
+    h->ms = e2e_now_ms() - h->t0;
+    snprintf(h->err, sizeof h->err, "%s", h->rc ? cluster_error(h->cl) : "");
+    cluster_free_bytes(&out);
+    free(in.data);
+    return NULL;
+}
+
+static cluster *own_cluster(void)
+{
+    char a0[128], a1[128], token[256];
+    e2e_worker_address(0, a0, sizeof a0);
+    e2e_worker_address(1, a1, sizeof a1);
+    e2e_cluster_token(token, sizeof token);
+    const char *targets[] = {a0, a1};
+    cluster_opts o = {.token = token, .call_timeout_ms = 120000, .heartbeat_ms = -1};
+    cluster *cl = NULL;
+    cr_assert(cluster_create(targets, 2, &o, &cl) == 0);
+    cr_assert(cluster_wait_ready(cl, 10000) == 0, "%s", cluster_error(cl));
+    return cl;
+}
+
+static void load_linreg(cluster *cl, cluster_module *m)
+{
+    FILE *f = fopen(e2e_task("linreg"), "rb");
+    cr_assert(f);
+    static char bytes[1 << 20];
+    size_t len = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    cr_assert(len > 0 && len < sizeof bytes);
+    cr_assert(cluster_load_module(cl, "linreg.so", bytes, len, m) == 0, "%s",
+              cluster_error(cl));
+}
+
+Test(e2e_failed_start, an_end_stops_a_begin_still_waiting_for_its_peers)
+{
+    e2e_start(2);
+    /* Rank 0 of a session whose rank 1 never begins: it waits to send the
+     * parameters, up to the session's 60 s timeout. */
+    held_begin h = {.cl = own_cluster()};
+    load_linreg(h.cl, &h.m);
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, begin_rank0, &h) == 0);
+    cluster *cl = own_cluster();
+    cluster_module m;
+    load_linreg(cl, &m);
+    double end = e2e_now_ms() + 30000;
+    bool running = false;
+    while (!running && e2e_now_ms() < end) {
+        const cluster_worker *w;
+        cluster_survey(cl, true, &w);
+        running = w[0].stats && w[0].stats->in_flight > 0;
+        if (!running)
+            e2e_sleep_ms(5);
+    }
+    cr_assert(running, "the begin never ran");
+
+    /* Another submitter is told the session is still starting. */
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--mode", "single", "--epochs",
+              "1", NULL);
+    E2E_EXPECT(&r, 1);
+    cr_assert(e2e_has(r.err, "the test's own client") && e2e_has(r.err, "still starting"),
+              "%s", r.err);
+    e2e_run_fini(&r);
+
+    /* A begin's chunks are checked by the worker too. */
+    ferry_bytes_t in, out = {0};
+    pack_begin(43, 1, 64, &in);
+    cr_assert(cluster_call(cl, &m, 1, "ferry.train.begin", &in, &out) != 0);
+    cr_assert(e2e_has(cluster_error(cl), "all-reduce chunks of 64 bytes: at least 16384"),
+              "%s", cluster_error(cl));
+    free(in.data);
+
+    /* The end reaches the session while its begin runs, and stops it. */
+    Ferry__TrainEnd e = FERRY__TRAIN_END__INIT;
+    e.session = 42;
+    in.len = ferry__train_end__get_packed_size(&e);
+    in.data = malloc(in.len);
+    ferry__train_end__pack(&e, in.data);
+    double t0 = e2e_now_ms();
+    cluster_call(cl, &m, 0, "ferry.train.end", &in, &out);
+    cluster_free_bytes(&out);
+    free(in.data);
+    cr_assert(!e2e_has(cluster_error(cl), "busy"), "%s", cluster_error(cl));
+    pthread_join(th, NULL);
+    cr_log_info("the end returned after %.0f ms; the begin ended after %.0f ms (%.0f ms "
+                "before the end was sent): %s",
+                e2e_now_ms() - t0, h.ms, t0 - h.t0, h.err);
+    /* Stopped while it waited for the peer (or, had it just finished, as
+     * it finished). */
+    cr_assert(h.rc != 0 && (e2e_has(h.err, "cancelled while waiting for broadcast") ||
+                            e2e_has(h.err, "the session was ended while it started")),
+              "%s", h.err);
+    cr_assert(h.ms < 30000, "the begin ran %.0f ms, as if nobody had ended it", h.ms);
+    cluster_module_fini(&h.m);
+    cluster_destroy(h.cl);
+    cluster_module_fini(&m);
+    cluster_destroy(cl);
+
+    e2e_ferry(&r, 60000, "submit", e2e_task("linreg"), "--mode", "single", "--epochs", "1",
+              NULL);
+    E2E_EXPECT(&r, 0);
+    e2e_run_fini(&r);
 }
