@@ -59,15 +59,11 @@ static int load_sets(rt_trainer *t, char *err, size_t errlen)
         t->set[1] = t->o.test_set;
     } else {
         int features = m->input[0] * m->input[1] * m->input[2];
+        /* Loading takes seconds: a start given up meanwhile stops. */
+        rt_data_cancel cancel = {t->o.cancelled, t->o.cancel_arg};
         for (int i = 0; i < 2; i++) {
-            /* Loading a set takes a while: a start given up meanwhile
-             * stops before the next one. */
-            if (t->o.cancelled && t->o.cancelled(t->o.cancel_arg)) {
-                snprintf(err, errlen, "cancelled while loading the data");
-                return FERRY_ECANCELED;
-            }
-            int rc = rt_dataset_load(m->dataset, t->o.data_dir, i == 0, features,
-                                     DATA_SEED, &t->own[i], err, errlen);
+            int rc = rt_dataset_load_polled(m->dataset, t->o.data_dir, i == 0, features,
+                                            DATA_SEED, &cancel, &t->own[i], err, errlen);
             if (rc)
                 return rc;
             t->set[i] = &t->own[i];
