@@ -119,7 +119,10 @@ static void wait_begins(cluster *cl, int n)
     cr_assert_fail("the begins never ran\n%s", e2e_logs());
 }
 
-Test(e2e_failed_start, a_worker_killed_during_the_start_leaves_the_others_free)
+/* Worker 2 SIGKILLed while the others are in their begin of an mlp run in
+ * `mode`: the submit fails promptly, naming it (`said` too), and the next
+ * submit trains at once. */
+static void worker_killed_in_start(const char *mode, const char *said)
 {
     start3();
     double undisturbed = train_linreg("the undisturbed submit");
@@ -127,18 +130,29 @@ Test(e2e_failed_start, a_worker_killed_during_the_start_leaves_the_others_free)
     char out[600], err[600];
     e2e_next_outputs(out, err);
     /* mlp: loading its data keeps the begins running long enough to be
-     * seen; the others wait there for worker 2's parameters. */
-    pid_t run = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", NULL);
+     * seen; in sync mode the others then wait for worker 2 at the start's
+     * barrier. */
+    pid_t run = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", "--mode", mode, NULL);
     wait_begins(cl, 2);
+    double killed = e2e_now_ms();
     cr_assert(kill(pids[2], SIGKILL) == 0);
     int status = e2e_wait_exit(run, 20000);
     double failed_at = e2e_now_ms();
     char *e = e2e_slurp(err);
+    cr_log_info("%s start: submit exited %.0f ms after worker 2 died", mode,
+                failed_at - killed);
     cr_assert(status == 1, "exit %d:\n%s", status, e);
-    cr_assert(e2e_has(e, "cannot start training") && e2e_has(e, "worker 2"), "%s", e);
+    cr_assert(e2e_has(e, "worker 2") && e2e_has(e, said), "%s", e);
+    cr_assert(failed_at - killed < 10000, "submit exited %.0f ms after the failure:\n%s",
+              failed_at - killed, e);
     free(e);
     trains_at_once(failed_at, undisturbed);
     no_healthy_worker_restarted(2);
+}
+
+Test(e2e_failed_start, a_worker_killed_during_the_start_leaves_the_others_free)
+{
+    worker_killed_in_start("sync", "cannot start training");
 }
 
 Test(e2e_failed_start, a_submit_killed_during_the_start_leaves_every_worker_free)
@@ -210,29 +224,9 @@ Test(e2e_failed_start, a_failed_async_start_exits_at_once_and_leaves_nothing_beh
 
 Test(e2e_failed_start, an_async_start_losing_a_worker_exits_at_once)
 {
-    start3();
-    double undisturbed = train_linreg("the undisturbed submit");
-    cluster *cl = e2e_cluster(NULL, 5000);
-    char out[600], err[600];
-    e2e_next_outputs(out, err);
-    pid_t run = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", "--mode", "async",
-                          NULL);
-    wait_begins(cl, 2);
-    double killed = e2e_now_ms();
-    cr_assert(kill(pids[2], SIGKILL) == 0);
-    int status = e2e_wait_exit(run, 20000);
-    double failed_at = e2e_now_ms();
-    char *o = e2e_slurp(out), *e = e2e_slurp(err);
-    cr_log_info("async start: submit exited %.0f ms after worker 2 died", failed_at - killed);
-    /* The begins may all have been done before the kill: then the first
-     * epoch loses worker 2, a shard holder, and the run stops. */
-    cr_assert(status == 1, "exit %d:\n%s\n%s", status, o, e);
-    cr_assert(failed_at - killed < 10000, "submit exited %.0f ms after the failure:\n%s",
-              failed_at - killed, e);
-    free(o);
-    free(e);
-    trains_at_once(failed_at, undisturbed);
-    no_healthy_worker_restarted(2);
+    /* The begins may all be done before the kill: then the first epoch
+     * loses worker 2, a shard holder, and the run stops. */
+    worker_killed_in_start("async", "mlp.so");
 }
 
 Test(e2e_failed_start, start_keeps_an_attached_workers_state_under_the_same_home)
