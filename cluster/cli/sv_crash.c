@@ -107,8 +107,9 @@ void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t
     else if (signo)
         why_killed(signo, what, sizeof what);
     else if (rt_exit_meaning((int)status))
-        snprintf(what, sizeof what, "exited with status %d without being asked to stop (%s)",
-                 (int)status, rt_exit_meaning((int)status));
+        snprintf(what, sizeof what,
+                 "exited with status %d without being asked to stop (%s)", (int)status,
+                 rt_exit_meaning((int)status));
     else
         snprintf(what, sizeof what,
                  "exited with status %d without being asked to stop (a task called "

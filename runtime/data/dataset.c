@@ -50,7 +50,8 @@ void *rt_data_alloc(size_t n)
 int rt_dataset_load(const char *name, const char *dir, bool train, int features,
                     uint64_t seed, rt_dataset *out, char *err, size_t errlen)
 {
-    return rt_dataset_load_polled(name, dir, train, features, seed, NULL, out, err, errlen);
+    return rt_dataset_load_polled(name, dir, train, features, seed, NULL, out, err,
+                                  errlen);
 }
 
 int rt_dataset_load_polled(const char *name, const char *dir, bool train, int features,

@@ -90,8 +90,8 @@ int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *can
         return rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory", dir);
     rt_idx img = {0}, lab = {0};
     rt_dataset ds = {0};
-    int rc =
-        load_split(dir, train, cancel, &img, &lab, paths, paths + plen, plen, err, errlen);
+    int rc = load_split(dir, train, cancel, &img, &lab, paths, paths + plen, plen, err,
+                        errlen);
     if (rc != 0)
         goto out;
 

@@ -265,8 +265,8 @@ static int run_op(rt_sync *s, bool bcast, float *buf, size_t n, bool (*cancelled
     int rc = bcast ? rt_comm_broadcast_start(s->comm, buf, n, 0, &op)
                    : rt_comm_allreduce_start(s->comm, buf, n, &op);
     if (rc) {
-        snprintf(err, errlen, "cannot start the %s: %s", bcast ? "broadcast" : "all-reduce",
-                 ferry_strerror(rc));
+        snprintf(err, errlen, "cannot start the %s: %s",
+                 bcast ? "broadcast" : "all-reduce", ferry_strerror(rc));
         return rc;
     }
     return rt_comm_wait(s->comm, op, cancelled, arg, err, errlen);
@@ -276,9 +276,9 @@ int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void
                       char *err, size_t errlen)
 {
     float *host = s->red_on_dev ? params : s->red + SLOT;
-    int rc = s->red_on_dev ? 0
-                           : s->dev->ops->download(s->dev, host, params,
-                                                   s->plen * sizeof(float));
+    int rc = s->red_on_dev
+                 ? 0
+                 : s->dev->ops->download(s->dev, host, params, s->plen * sizeof(float));
     if (rc) {
         snprintf(err, errlen, "cannot read the parameters from %s", s->dev->name);
         return rc;

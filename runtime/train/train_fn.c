@@ -49,10 +49,10 @@ typedef struct rt_train_session {
     const rt_module *m;
     rt_trainer *t;
     rt_comm *comm; /* sync mode: the collectives between the ranks */
-    bool busy; /* a begin or an epoch is running; under the worker's train_lock */
+    bool busy;     /* a begin or an epoch is running; under the worker's train_lock */
     bool starting; /* that call is its begin; under train_lock */
     ferry_ctx_t *holder; /* the call that holds it busy; under train_lock */
-    atomic_bool stop; /* an end asked the call that holds it to stop */
+    atomic_bool stop;    /* an end asked the call that holds it to stop */
     /* Ownership, under train_lock: who began it, when it last finished a
      * call of its own, how long it may idle, whether its owner hung up. */
     char owner[512];
@@ -119,8 +119,8 @@ static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
         return 0;
     char state[96];
     if (s->busy && s->starting)
-        snprintf(state, sizeof state, "still starting (loading its data, or waiting for "
-                                      "its peers)");
+        snprintf(state, sizeof state,
+                 "still starting (loading its data, or waiting for its peers)");
     else if (s->busy)
         snprintf(state, sizeof state, "running an epoch");
     else
@@ -313,8 +313,14 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         return FERRY_ENOMEM;
     }
     uint64_t now = uv_hrtime();
-    *s = (rt_train_session){.id = id, .m = m, .busy = true, .starting = true, .holder = ctx,
-                            .idle_ms = idle_ms, .started_ns = now, .idle_since_ns = now};
+    *s = (rt_train_session){.id = id,
+                            .m = m,
+                            .busy = true,
+                            .starting = true,
+                            .holder = ctx,
+                            .idle_ms = idle_ms,
+                            .started_ns = now,
+                            .idle_since_ns = now};
     atomic_init(&s->stop, false);
     holder_check hc = {ctx, s};
     snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
@@ -431,7 +437,6 @@ static void give_back(ferry_ctx_t *ctx, rt_train_session *s, bool failed)
     s->abandoned |= failed || ctx->ops->cancelled(ctx);
     pthread_mutex_unlock(&w->train_lock);
 }
-
 
 static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {

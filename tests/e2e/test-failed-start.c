@@ -74,8 +74,9 @@ static void trains_at_once(double failed_at, double undisturbed_ms)
 {
     train_linreg("the submit after the failed start");
     double took = e2e_now_ms() - failed_at;
-    cr_log_info("the next submit was done %.0f ms after the failure (undisturbed: %.0f ms)",
-                took, undisturbed_ms);
+    cr_log_info(
+        "the next submit was done %.0f ms after the failure (undisturbed: %.0f ms)", took,
+        undisturbed_ms);
     cr_assert(took < undisturbed_ms + LIVENESS_MARGIN_MS,
               "the next submit was done %.0f ms after the failure; an undisturbed one "
               "takes %.0f ms\n%s",
@@ -132,7 +133,8 @@ static void worker_killed_in_start(const char *mode, const char *said)
     /* mlp: loading its data keeps the begins running long enough to be
      * seen; in sync mode the others then wait for worker 2 at the start's
      * barrier. */
-    pid_t run = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", "--mode", mode, NULL);
+    pid_t run =
+        e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", "--mode", mode, NULL);
     wait_begins(cl, 2);
     double killed = e2e_now_ms();
     cr_assert(kill(pids[2], SIGKILL) == 0);
@@ -172,7 +174,8 @@ Test(e2e_failed_start, a_submit_killed_during_the_start_leaves_every_worker_free
 static pid_t hold_two(char out[600], char err[600])
 {
     e2e_next_outputs(out, err);
-    pid_t pid = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "2", "--workers", "2", NULL);
+    pid_t pid =
+        e2e_spawn("submit", e2e_task("mlp"), "--epochs", "2", "--workers", "2", NULL);
     bool begun = e2e_wait_for_text(out, "training mlp in sync mode on 2 workers", 60000);
     char *o = e2e_slurp(out), *e = e2e_slurp(err);
     cr_assert(begun, "the holding run did not begin:\n%s\n%s", o, e);
@@ -245,9 +248,10 @@ Test(e2e_failed_start, start_keeps_an_attached_workers_state_under_the_same_home
         usleep(10000);
     cr_assert(stat(state, &st) == 0, "the attached worker made no %s", state);
     char conf[1000];
-    snprintf(conf, sizeof conf,
-             "[cluster]\ntoken_file = %s\n\n[workers]\nworker = 127.0.0.1:%d\nattach = %s\n",
-             token, tcom_free_port(), listen);
+    snprintf(
+        conf, sizeof conf,
+        "[cluster]\ntoken_file = %s\n\n[workers]\nworker = 127.0.0.1:%d\nattach = %s\n",
+        token, tcom_free_port(), listen);
     const char *path = e2e_write_file("attach.ini", conf);
 
     e2e_run r;
@@ -276,14 +280,17 @@ Test(e2e_failed_start, absurd_option_values_are_refused_with_the_real_bounds)
         {"--lr", "1e30", "--lr: expected a positive learning rate from 1e-12 to 1e6"},
         {"--chunk-bytes", "64", "--chunk-bytes: expected a chunk size from 16384 bytes"},
         {"--epochs", "1000000", "--epochs: expected a number of epochs from 1 to 100000"},
-        {"--weight-decay", "1e9", "--weight-decay: expected a weight decay from 0 to 1e6"},
+        {"--weight-decay", "1e9",
+         "--weight-decay: expected a weight decay from 0 to 1e6"},
         {"--workers", "300", "--workers: expected a number of workers from 1 to 256"},
         {"--staleness", "-1", "--staleness: expected a number of steps from 0 to"},
-        {"--push-every", "0", "--push-every: expected a number of steps from 1 to 1048576"},
+        {"--push-every", "0",
+         "--push-every: expected a number of steps from 1 to 1048576"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         e2e_run r;
-        e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), bad[i][0], bad[i][1], NULL);
+        e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), bad[i][0], bad[i][1],
+                  NULL);
         E2E_EXPECT(&r, 2);
         cr_assert(e2e_has(r.err, bad[i][2]), "%s %s:\n%s", bad[i][0], bad[i][1], r.err);
         e2e_run_fini(&r);
@@ -301,7 +308,8 @@ typedef struct held_begin {
 } held_begin;
 
 /* Packs a TrainBegin of session `id` for rank `rank` of both workers. */
-static void pack_begin(uint64_t id, uint32_t rank, uint32_t chunk_bytes, ferry_bytes_t *in)
+static void pack_begin(uint64_t id, uint32_t rank, uint32_t chunk_bytes,
+                       ferry_bytes_t *in)
 {
     char a0[128], a1[128];
     e2e_worker_address(0, a0, sizeof a0);
@@ -389,8 +397,8 @@ Test(e2e_failed_start, an_end_stops_a_begin_still_waiting_for_its_peers)
 
     /* Another submitter is told the session is still starting. */
     e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--mode", "single", "--epochs",
-              "1", NULL);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--mode", "single",
+              "--epochs", "1", NULL);
     E2E_EXPECT(&r, 1);
     cr_assert(e2e_has(r.err, "the test's own client") && e2e_has(r.err, "still starting"),
               "%s", r.err);
@@ -430,8 +438,8 @@ Test(e2e_failed_start, an_end_stops_a_begin_still_waiting_for_its_peers)
     cluster_module_fini(&m);
     cluster_destroy(cl);
 
-    e2e_ferry(&r, 60000, "submit", e2e_task("linreg"), "--mode", "single", "--epochs", "1",
-              NULL);
+    e2e_ferry(&r, 60000, "submit", e2e_task("linreg"), "--mode", "single", "--epochs",
+              "1", NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
 }
