@@ -182,6 +182,23 @@ int rt_reap_orphans(const pid_t *keep, size_t n_keep);
  * `ferry worker` calls it. Returns 0 or -errno. */
 int rt_crash_install(const char *path);
 
+/* The exit statuses of `ferry worker`. A status that is not one of its own
+ * (0 or 1 without a reason in its log, or another number) came from a
+ * task's exit(). */
+enum {
+    RT_EXIT_OK = 0,
+    RT_EXIT_FAIL = 1,
+    RT_EXIT_USAGE = 2,
+    RT_EXIT_PORT_IN_USE = 3,
+    RT_EXIT_DEAF = 4,
+    RT_EXIT_WEDGED = 5,
+};
+
+/* What exit status `status` of a worker means, as a phrase; NULL for 0, 1
+ * (any failure, or a task's exit()) and numbers the worker never exits
+ * with itself. */
+const char *rt_exit_meaning(int status);
+
 /* Writes `text` as the crash record, for an end that is no signal (a wedged
  * worker). Not for signal handlers. After rt_crash_install(). */
 void rt_crash_note(const char *text);

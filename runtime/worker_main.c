@@ -31,12 +31,12 @@
 #include "runtime_int.h"
 
 enum {
-    EXIT_OK = 0,
-    EXIT_FAIL = 1,
-    EXIT_USAGE = 2,
-    EXIT_PORT_IN_USE = 3,
-    EXIT_DEAF = 4,
-    EXIT_WEDGED = 5,
+    EXIT_OK = RT_EXIT_OK,
+    EXIT_FAIL = RT_EXIT_FAIL,
+    EXIT_USAGE = RT_EXIT_USAGE,
+    EXIT_PORT_IN_USE = RT_EXIT_PORT_IN_USE,
+    EXIT_DEAF = RT_EXIT_DEAF,
+    EXIT_WEDGED = RT_EXIT_WEDGED,
 };
 
 /* A call cancelled this long ago that still runs wedges the worker. */

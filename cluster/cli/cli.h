@@ -132,8 +132,15 @@ typedef struct cli_home {
 int cli_home_init(cli_home *h, const char *cmd);
 
 /* Removes a cluster's state (the state file, the start error, the
- * supervisor's pid, every worker's directory), not its token or logs. */
+ * supervisor's pid, the directories the supervisor made for its workers),
+ * not its token or logs. A directory under workers/ without the
+ * supervisor's mark is someone else's (an attached worker keeps its state
+ * in workers/PORT under the same FERRY_HOME) and is left alone. */
 void cli_home_forget_cluster(const cli_home *h);
+
+/* The file the supervisor leaves in each worker directory it makes: what
+ * cli_home_forget_cluster() may remove. */
+#define CLI_WORKER_MARK "supervised"
 
 /* A worker's own directory, "<home>/workers/<rank>", and files in it. */
 void cli_worker_dir(const cli_home *h, int rank, char *buf, size_t len);

@@ -1,9 +1,11 @@
 /* FERRY_HOME: where a cluster keeps its state, and opening the cluster that
  * runs there. */
+#include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -52,7 +54,23 @@ void cli_home_forget_cluster(const cli_home *h)
     unlink(h->state);
     unlink(h->start_error);
     unlink(h->supervisor_pid);
-    nftw(h->workers, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    DIR *d = opendir(h->workers);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long rank;
+        char dir[CLI_FILE_MAX], mark[CLI_FILE_MAX];
+        if (!conf_parse_long(e->d_name, 0, CONF_MAX_WORKERS, &rank))
+            continue;
+        cli_worker_dir(h, (int)rank, dir, sizeof dir);
+        cli_worker_file(h, (int)rank, CLI_WORKER_MARK, mark, sizeof mark);
+        struct stat st;
+        if (lstat(mark, &st) == 0 && S_ISREG(st.st_mode))
+            nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
+    rmdir(h->workers); /* only when nothing else is left in it */
 }
 
 void cli_worker_dir(const cli_home *h, int rank, char *buf, size_t len)

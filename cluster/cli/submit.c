@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "cli_plugin.h"
+#include "runtime/train/train.h"
 
 static const char usage[] =
     "usage: ferry submit MODULE.so [OPTIONS] [-- ARGS...]\n"
@@ -63,7 +64,8 @@ static const char usage[] =
     "      --workers K         train on the first K workers (default: all)\n"
     "      --grad-compression C  none (default), lz4 (chunks that compress),\n"
     "                          or fp16 (gradients travel as half floats)\n"
-    "      --chunk-bytes N     all-reduce chunk (default 1048576)\n"
+    "      --chunk-bytes N     all-reduce chunk, each one call between workers\n"
+    "                          (default 1048576, at least 16384)\n"
     "      --bucket-bytes N    gradient bucket started while backward runs\n"
     "                          (default 26214400, DDP's 25 MiB)\n"
     "      --timeout-ms N      a worker silent this long mid-step fails the step\n"
@@ -194,7 +196,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         case 'e':
             name = "--epochs";
             if (!conf_parse_long(optarg, 1, 100000, &v))
-                bad = "a number of epochs from 1 up";
+                bad = "a number of epochs from 1 to 100000";
             o->epochs = (int)v;
             break;
         case 'b':
@@ -218,7 +220,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         case OPT_LR:
             name = "--lr";
             if (!parse_double(optarg, 1e-12, 1e6, &o->lr))
-                bad = "a positive learning rate";
+                bad = "a positive learning rate from 1e-12 to 1e6";
             lr_given = true;
             break;
         case OPT_MOMENTUM:
@@ -229,7 +231,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         case OPT_WEIGHT_DECAY:
             name = "--weight-decay";
             if (!parse_double(optarg, 0, 1e6, &o->weight_decay))
-                bad = "a weight decay from 0 up";
+                bad = "a weight decay from 0 to 1e6";
             break;
         case OPT_SEED:
             name = "--seed";
@@ -256,8 +258,8 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
             break;
         case OPT_WORKERS:
             name = "--workers";
-            if (!conf_parse_long(optarg, 1, 4096, &v))
-                bad = "a number of workers from 1 up";
+            if (!conf_parse_long(optarg, 1, CONF_MAX_WORKERS, &v))
+                bad = "a number of workers from 1 to 256 (a cluster's most)";
             o->workers = (int)v;
             break;
         case OPT_GRAD_COMPRESSION:
@@ -269,8 +271,11 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
             break;
         case OPT_CHUNK_BYTES:
             name = "--chunk-bytes";
-            if (!conf_parse_long(optarg, 64, 256L << 20, &o->chunk_bytes))
-                bad = "a chunk size from 64 bytes to 256 MiB";
+            if (!conf_parse_long(optarg, RT_TRAIN_MIN_CHUNK_BYTES, 256L << 20,
+                                 &o->chunk_bytes))
+                bad = "a chunk size from 16384 bytes (16 KiB) to 256 MiB: each chunk is "
+                      "one call between workers, and smaller chunks make every step "
+                      "thousands of calls";
             break;
         case OPT_BUCKET_BYTES:
             name = "--bucket-bytes";
@@ -292,7 +297,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         case OPT_STALENESS:
             name = "--staleness";
             if (!conf_parse_long(optarg, 0, 1L << 30, &o->staleness))
-                bad = "a number of steps from 0 up";
+                bad = "a number of steps from 0 to 1073741824";
             break;
         case OPT_PS_SHARDS:
             name = "--ps-shards";
@@ -302,12 +307,12 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         case OPT_PUSH_EVERY:
             name = "--push-every";
             if (!conf_parse_long(optarg, 1, 1L << 20, &o->push_every))
-                bad = "a number of steps from 1 up";
+                bad = "a number of steps from 1 to 1048576";
             break;
         case OPT_PULL_EVERY:
             name = "--pull-every";
             if (!conf_parse_long(optarg, 1, 1L << 20, &o->pull_every))
-                bad = "a number of steps from 1 up";
+                bad = "a number of steps from 1 to 1048576";
             break;
         case OPT_ALPHA:
             name = "--alpha";
@@ -317,7 +322,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         case OPT_TAU:
             name = "--tau";
             if (!conf_parse_long(optarg, 1, 1L << 20, &o->tau))
-                bad = "a number of steps from 1 up";
+                bad = "a number of steps from 1 to 1048576";
             break;
         case ':':
             cli_err("submit", "%s needs a value", argv[optind - 1]);

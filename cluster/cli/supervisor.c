@@ -307,8 +307,12 @@ static int spawn_worker(sv_worker *w)
     snprintf(wedge, sizeof wedge, "%" PRId64, conf->wedge_grace_ms);
     cli_worker_dir(h, w->rank, dir, sizeof dir);
     cli_worker_file(h, w->rank, "port", port_file, sizeof port_file);
+    char mark[CLI_FILE_MAX];
+    cli_worker_file(h, w->rank, CLI_WORKER_MARK, mark, sizeof mark);
     if (conf_mkdirs(dir, 0700) != 0)
         sv_log(sv, "worker %d: cannot create %s", w->rank, dir);
+    else if (access(mark, F_OK) != 0 && conf_write_atomic(mark, "", 0, false) != 0)
+        sv_log(sv, "worker %d: cannot mark %s as its own", w->rank, dir);
     sv_forget_stop(w);
 
     if (w->log.fd < 0) {

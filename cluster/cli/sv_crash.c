@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/runtime.h"
 #include "supervisor_int.h"
 
 static void worker_path(const sv_worker *w, const char *name, char *buf, size_t len)
@@ -97,7 +98,7 @@ void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t
         return;
     }
     /* The worker keeps 255 characters of a record: the log line is cut. */
-    char what[160], last[96];
+    char what[256], last[96];
     if (w->silent_ms)
         snprintf(what, sizeof what,
                  "unresponsive for %.0f s (no answer to the supervisor's pings): killed "
@@ -105,6 +106,10 @@ void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t
                  (double)w->silent_ms / 1e3);
     else if (signo)
         why_killed(signo, what, sizeof what);
+    else if (rt_exit_meaning((int)status))
+        snprintf(what, sizeof what,
+                 "exited with status %d without being asked to stop (%s)", (int)status,
+                 rt_exit_meaning((int)status));
     else
         snprintf(what, sizeof what,
                  "exited with status %d without being asked to stop (a task called "

@@ -53,10 +53,22 @@ typedef struct rt_idx {
     size_t len;
 } rt_idx;
 
+/* What a load polls between pieces of a file (a few MiB each): fn(arg)
+ * true gives the load up with FERRY_ECANCELED, so that a training start
+ * whose caller left does not load on for seconds. NULL (or fn NULL):
+ * never. */
+typedef struct rt_data_cancel {
+    bool (*fn)(void *);
+    void *arg;
+} rt_data_cancel;
+
 /* Reads `path`. Returns 0, or FERRY_ENOENT (missing), FERRY_ECORRUPT (bad
  * magic, type, dimension count, or fewer bytes than the header promises:
  * truncated), FERRY_EIO, FERRY_ENOMEM, with `err` naming the file. */
 int rt_idx_read(const char *path, rt_idx *out, char *err, size_t errlen);
+/* rt_idx_read, polling `cancel`; FERRY_ECANCELED when it says so. */
+int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *out,
+                       char *err, size_t errlen);
 void rt_idx_free(rt_idx *idx);
 
 /* ---- the sets --------------------------------------------------------------- */
@@ -69,6 +81,8 @@ void rt_idx_free(rt_idx *idx);
  * dataset-fashion-mnist. */
 int rt_fmnist_load(const char *dir, bool train, rt_dataset *out, char *err,
                    size_t errlen);
+int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *cancel,
+                          rt_dataset *out, char *err, size_t errlen);
 
 /* A regression set of n samples with `features` inputs and one output:
  * x ~ N(0, 1), t = x . w + b + noise * N(0, 1), where w and b are drawn from
@@ -84,6 +98,10 @@ int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which
  * noise 0.1). Errors as above; FERRY_EINVAL for an unknown name. */
 int rt_dataset_load(const char *name, const char *dir, bool train, int features,
                     uint64_t seed, rt_dataset *out, char *err, size_t errlen);
+/* rt_dataset_load, polling `cancel` while it reads files. */
+int rt_dataset_load_polled(const char *name, const char *dir, bool train, int features,
+                           uint64_t seed, const rt_data_cancel *cancel, rt_dataset *out,
+                           char *err, size_t errlen);
 
 /* Frees x, labels and targets with free() and zeroes *ds. NULL: no-op. */
 void rt_dataset_free(rt_dataset *ds);

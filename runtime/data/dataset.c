@@ -50,10 +50,18 @@ void *rt_data_alloc(size_t n)
 int rt_dataset_load(const char *name, const char *dir, bool train, int features,
                     uint64_t seed, rt_dataset *out, char *err, size_t errlen)
 {
+    return rt_dataset_load_polled(name, dir, train, features, seed, NULL, out, err,
+                                  errlen);
+}
+
+int rt_dataset_load_polled(const char *name, const char *dir, bool train, int features,
+                           uint64_t seed, const rt_data_cancel *cancel, rt_dataset *out,
+                           char *err, size_t errlen)
+{
     if (!out)
         return rt_data_fail(err, errlen, FERRY_EINVAL, "rt_dataset_load: no output");
     if (!name || strcmp(name, "fashion-mnist") == 0)
-        return rt_fmnist_load(dir, train, out, err, errlen);
+        return rt_fmnist_load_polled(dir, train, cancel, out, err, errlen);
     if (strcmp(name, "linear") == 0) {
         int rc = rt_linear_make(train ? LINEAR_TRAIN_N : LINEAR_TEST_N, features,
                                 LINEAR_NOISE, seed, train ? 0 : 1, out);

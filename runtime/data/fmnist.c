@@ -33,16 +33,17 @@ static int missing(char *err, size_t errlen, int rc)
     return rc;
 }
 
-static int load_split(const char *dir, bool train, rt_idx *img, rt_idx *lab, char *ipath,
-                      char *lpath, size_t plen, char *err, size_t errlen)
+static int load_split(const char *dir, bool train, const rt_data_cancel *cancel,
+                      rt_idx *img, rt_idx *lab, char *ipath, char *lpath, size_t plen,
+                      char *err, size_t errlen)
 {
     const char *stem = train ? "train" : "t10k";
     snprintf(ipath, plen, "%s/%s-images-idx3-ubyte.gz", dir, stem);
     snprintf(lpath, plen, "%s/%s-labels-idx1-ubyte.gz", dir, stem);
-    int rc = rt_idx_read(ipath, img, err, errlen);
+    int rc = rt_idx_read_polled(ipath, cancel, img, err, errlen);
     if (rc != 0)
         return missing(err, errlen, rc);
-    rc = rt_idx_read(lpath, lab, err, errlen);
+    rc = rt_idx_read_polled(lpath, cancel, lab, err, errlen);
     if (rc != 0)
         return missing(err, errlen, rc);
     if (img->ndims != 3 || img->dims[1] != FMNIST_SIDE || img->dims[2] != FMNIST_SIDE)
@@ -67,6 +68,12 @@ static int load_split(const char *dir, bool train, rt_idx *img, rt_idx *lab, cha
 
 int rt_fmnist_load(const char *dir, bool train, rt_dataset *out, char *err, size_t errlen)
 {
+    return rt_fmnist_load_polled(dir, train, NULL, out, err, errlen);
+}
+
+int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *cancel,
+                          rt_dataset *out, char *err, size_t errlen)
+{
     if (!out)
         return rt_data_fail(err, errlen, FERRY_EINVAL, "rt_fmnist_load: no output");
     memset(out, 0, sizeof *out);
@@ -83,7 +90,8 @@ int rt_fmnist_load(const char *dir, bool train, rt_dataset *out, char *err, size
         return rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory", dir);
     rt_idx img = {0}, lab = {0};
     rt_dataset ds = {0};
-    int rc = load_split(dir, train, &img, &lab, paths, paths + plen, plen, err, errlen);
+    int rc = load_split(dir, train, cancel, &img, &lab, paths, paths + plen, plen, err,
+                        errlen);
     if (rc != 0)
         goto out;
 

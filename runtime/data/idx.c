@@ -43,13 +43,21 @@ static int short_read(gzFile gz, const char *path, const char *what, size_t want
                         what, got);
 }
 
-static int read_full(gzFile gz, void *buf, size_t len, size_t *got)
+/* Pieces between two looks at a cancellation: a few ms of inflating. */
+#define IDX_POLLED_CHUNK (4u << 20)
+
+/* -1: a short read; 1: cancelled. */
+static int read_full(gzFile gz, void *buf, size_t len, const rt_data_cancel *cancel,
+                     size_t *got)
 {
     uint8_t *p = buf;
+    unsigned chunk = cancel && cancel->fn ? IDX_POLLED_CHUNK : IDX_CHUNK;
     *got = 0;
     while (*got < len) {
+        if (cancel && cancel->fn && cancel->fn(cancel->arg))
+            return 1;
         size_t left = len - *got;
-        unsigned ask = left > IDX_CHUNK ? IDX_CHUNK : (unsigned)left;
+        unsigned ask = left > chunk ? chunk : (unsigned)left;
         int n = gzread(gz, p + *got, ask);
         if (n <= 0)
             return -1;
@@ -89,7 +97,7 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
 {
     uint8_t magic[4];
     size_t got;
-    if (read_full(gz, magic, sizeof magic, &got) != 0) {
+    if (read_full(gz, magic, sizeof magic, NULL, &got) != 0) {
         int zerr = Z_OK;
         gzerror(gz, &zerr);
         if (got == 0 && zerr == Z_OK)
@@ -114,7 +122,7 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
 
     uint8_t raw[4 * IDX_MAX_DIMS];
     size_t want = 4 * (size_t)out->ndims;
-    if (read_full(gz, raw, want, &got) != 0)
+    if (read_full(gz, raw, want, NULL, &got) != 0)
         return short_read(gz, path, "IDX dimensions", want, got, err, errlen);
     size_t len = 1;
     for (int i = 0; i < out->ndims; i++) {
@@ -132,6 +140,12 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
 }
 
 int rt_idx_read(const char *path, rt_idx *out, char *err, size_t errlen)
+{
+    return rt_idx_read_polled(path, NULL, out, err, errlen);
+}
+
+int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *out,
+                       char *err, size_t errlen)
 {
     if (!path || !out)
         return rt_data_fail(err, errlen, FERRY_EINVAL, "rt_idx_read: no path or output");
@@ -158,7 +172,13 @@ int rt_idx_read(const char *path, rt_idx *out, char *err, size_t errlen)
         goto out;
     }
     size_t got;
-    if (read_full(gz, idx.data, idx.len, &got) != 0) {
+    int r = read_full(gz, idx.data, idx.len, cancel, &got);
+    if (r > 0) {
+        rc = rt_data_fail(err, errlen, FERRY_ECANCELED, "%s: cancelled while reading it",
+                          path);
+        goto out;
+    }
+    if (r != 0) {
         rc = short_read(gz, path, "IDX data", idx.len, got, err, errlen);
         goto out;
     }

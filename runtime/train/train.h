@@ -114,8 +114,11 @@ int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
  * buckets this rank will not start, and returns once the buckets it did
  * start have let go of the reduction buffer. */
 void rt_sync_step_abort(rt_sync *s, const char *why);
-/* Replaces every rank's parameters (device) with rank 0's. */
-int rt_sync_broadcast(rt_sync *s, float *params, char *err, size_t errlen);
+/* Replaces every rank's parameters (device) with rank 0's; cancelled(arg)
+ * (NULL: never) is polled while it waits for the peers and fails it with
+ * FERRY_ECANCELED. */
+int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void *arg,
+                      char *err, size_t errlen);
 /* Sums `n` host floats across the ranks, in place. */
 int rt_sync_sum(rt_sync *s, float *host, size_t n, char *err, size_t errlen);
 
@@ -184,6 +187,12 @@ void *rt_graph_at(const rt_graph_plan *p, int slot);
 
 /* ---- the trainer -------------------------------------------------------------- */
 
+/* The smallest all-reduce chunk a begin takes (`--chunk-bytes`; 0 is the
+ * default): each chunk is one call between workers, a fixed ~0.1-0.3 ms
+ * here whatever its size, so 64-byte chunks made one epoch of the mlp take
+ * 300 s instead of 2. */
+#define RT_TRAIN_MIN_CHUNK_BYTES 16384
+
 typedef struct rt_train_opts {
     int batch; /* global batch; 0: 128 */
     rt_optim_opts optim;
@@ -209,6 +218,13 @@ typedef struct rt_train_opts {
      * gathers batches there; true keeps them on the host and uploads each
      * batch (benchmarks, tests). The cpu always reads them in place. */
     bool host_batches;
+    /* Polled about every 20 ms while the start waits for its peers (the
+     * initial parameters from rank 0): true gives the start up with
+     * FERRY_ECANCELED, so that a caller who hung up or a run that failed
+     * elsewhere frees this worker at once. NULL: never. Used by
+     * rt_trainer_create only. */
+    bool (*cancelled)(void *);
+    void *cancel_arg;
 
     /* Asynchronous training (with a store and world > 1): this rank holds
      * its shards of the parameters in `ps_store` (not owned) and pulls from

@@ -13,7 +13,15 @@
  * while a submitter lives), or one whose last epoch failed or was cancelled
  * (a submitter never goes on with a session after that: sync mode stops
  * with the step, async mode drops the worker, and a caller that hung up is
- * gone). A begin for the same session id is its owner's and replaces it. */
+ * gone). A begin for the same session id is its owner's and replaces it.
+ *
+ * A start that fails leaves nothing behind: a begin polls its caller while
+ * it waits for its peers (the initial parameters), so a caller who hung up
+ * or a run that failed on another rank (the master cancels the other
+ * begins) ends it within a tick and frees its session; an end for a session
+ * that a begin or an epoch still holds stops that call first, so that the
+ * master's cleanup reaches every rank. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +39,9 @@
 #define FN_LEAVE "ferry.train.leave"
 
 #define IDLE_MS_DEFAULT 30000
-/* How long a begin waits for an epoch whose caller has gone to end: it
- * sees that within a tick of its all-reduce (20 ms) or a step. */
+/* How long a begin waits for a begin or an epoch whose caller has gone to
+ * end, and an end for the call it stopped: such a call sees it within a
+ * tick of its collective (20 ms) or a step. */
 #define ORPHAN_WAIT_MS 5000
 
 typedef struct rt_train_session {
@@ -40,8 +49,10 @@ typedef struct rt_train_session {
     const rt_module *m;
     rt_trainer *t;
     rt_comm *comm; /* sync mode: the collectives between the ranks */
-    bool busy; /* an epoch is running; under the worker's train_lock */
+    bool busy;     /* a begin or an epoch is running; under the worker's train_lock */
+    bool starting; /* that call is its begin; under train_lock */
     ferry_ctx_t *holder; /* the call that holds it busy; under train_lock */
+    atomic_bool stop;    /* an end asked the call that holds it to stop */
     /* Ownership, under train_lock: who began it, when it last finished a
      * call of its own, how long it may idle, whether its owner hung up. */
     char owner[512];
@@ -107,7 +118,10 @@ static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
     if (!s->busy && (s->abandoned || idle_s * 1000 >= s->idle_ms))
         return 0;
     char state[96];
-    if (s->busy)
+    if (s->busy && s->starting)
+        snprintf(state, sizeof state,
+                 "still starting (loading its data, or waiting for its peers)");
+    else if (s->busy)
         snprintf(state, sizeof state, "running an epoch");
     else
         snprintf(state, sizeof state, "between epochs, idle %.1f s of the %.0f s after which "
@@ -120,21 +134,61 @@ static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
                           (double)(now - s->started_ns) / 1e9, s->owner, state);
 }
 
-/* An epoch whose caller has hung up (a submit killed mid-epoch) is
- * ending: a begin from its successor waits for it rather than refuse.
- * Called and returns with train_lock held. */
-static void wait_for_orphaned_epoch(rt_worker *w, uint64_t id)
+/* Whether the call holding `s` is ending: its caller hung up, or an end
+ * asked it to stop. Under train_lock. */
+static bool holder_leaving(const rt_train_session *s)
+{
+    return s->busy && s->holder &&
+           (s->holder->ops->cancelled(s->holder) || atomic_load(&s->stop));
+}
+
+/* A begin or an epoch whose caller has hung up (a submit killed, or a
+ * start that failed elsewhere) is ending: a begin from its successor waits
+ * for it rather than refuse. Called and returns with train_lock held. */
+static void wait_for_orphaned_call(rt_worker *w, uint64_t id)
 {
     uint64_t until = uv_hrtime() + ORPHAN_WAIT_MS * 1000000ull;
     for (;;) {
         rt_train_session *s = w->session;
-        if (!s || s->id == id || !s->busy || !s->holder ||
-            !s->holder->ops->cancelled(s->holder) || uv_hrtime() >= until)
+        if (!s || s->id == id || !holder_leaving(s) || uv_hrtime() >= until)
             return;
         pthread_mutex_unlock(&w->train_lock);
         usleep(5000);
         pthread_mutex_lock(&w->train_lock);
     }
+}
+
+/* An end for session `id` while a begin or an epoch holds it: the master
+ * ends a run that failed elsewhere, and nothing is to go on with it. That
+ * call is asked to stop and waited for, so that the end frees the session
+ * instead of being refused as busy. Called and returns with train_lock
+ * held. */
+static void stop_holder(rt_worker *w, uint64_t id)
+{
+    rt_train_session *s = w->session;
+    if (!s || s->id != id || !s->busy)
+        return;
+    atomic_store(&s->stop, true);
+    s->abandoned = true;
+    uint64_t until = uv_hrtime() + ORPHAN_WAIT_MS * 1000000ull;
+    while ((s = w->session) && s->id == id && s->busy && uv_hrtime() < until) {
+        pthread_mutex_unlock(&w->train_lock);
+        usleep(5000);
+        pthread_mutex_lock(&w->train_lock);
+    }
+}
+
+/* What a begin or an epoch polls while it waits: its caller gone, or an
+ * end for its session. */
+typedef struct holder_check {
+    ferry_ctx_t *ctx;
+    rt_train_session *s;
+} holder_check;
+
+static bool holder_cancelled(void *arg)
+{
+    holder_check *h = arg;
+    return h->ctx->ops->cancelled(h->ctx) || atomic_load(&h->s->stop);
 }
 
 static int bad_argument(ferry_ctx_t *ctx, const char *what)
@@ -204,6 +258,11 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
                                 "the global batch of %u is smaller than the %u workers: "
                                 "each needs at least one sample a step",
                                 a->batch, a->world);
+        else if (a->chunk_bytes && a->chunk_bytes < RT_TRAIN_MIN_CHUNK_BYTES)
+            rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                                "all-reduce chunks of %u bytes: at least %d (each chunk "
+                                "is one call between workers)",
+                                a->chunk_bytes, RT_TRAIN_MIN_CHUNK_BYTES);
         else if ((int)co.compress < 0)
             rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                                 "unknown gradient compression '%s' (none, lz4 or fp16)",
@@ -232,7 +291,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     }
 
     pthread_mutex_lock(&w->train_lock);
-    wait_for_orphaned_epoch(w, id);
+    wait_for_orphaned_call(w, id);
     rt_train_session *old = w->session;
     if (old && old->busy && old->id == id) {
         pthread_mutex_unlock(&w->train_lock);
@@ -254,8 +313,16 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         return FERRY_ENOMEM;
     }
     uint64_t now = uv_hrtime();
-    *s = (rt_train_session){.id = id, .m = m, .busy = true, .holder = ctx,
-                            .idle_ms = idle_ms, .started_ns = now, .idle_since_ns = now};
+    *s = (rt_train_session){.id = id,
+                            .m = m,
+                            .busy = true,
+                            .starting = true,
+                            .holder = ctx,
+                            .idle_ms = idle_ms,
+                            .started_ns = now,
+                            .idle_since_ns = now};
+    atomic_init(&s->stop, false);
+    holder_check hc = {ctx, s};
     snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
     w->session = s;
     pthread_mutex_unlock(&w->train_lock);
@@ -269,6 +336,8 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     session_free(old);
 
     char err[1024] = "";
+    o.cancelled = holder_cancelled;
+    o.cancel_arg = &hc;
     if (co.world > 1 && async) {
         o.rank = co.rank;
         o.world = co.world;
@@ -295,6 +364,14 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     if (rc == 0)
         rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
     free_peers(peers, co.world);
+    /* A caller who hung up once everything was built would leave the
+     * session to idle out: it is nobody's. */
+    if (rc == 0 && holder_cancelled(&hc)) {
+        rc = FERRY_ECANCELED;
+        snprintf(err, sizeof err, "%s",
+                 atomic_load(&s->stop) ? "the session was ended while it started"
+                                       : "the caller hung up while the session started");
+    }
     /* Read while the session is still this call's: once it is not busy, an
      * end (or a begin of the same id) may free it at once. */
     Ferry__TrainBeginReply r = FERRY__TRAIN_BEGIN_REPLY__INIT;
@@ -310,6 +387,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     }
     pthread_mutex_lock(&w->train_lock);
     s->busy = false;
+    s->starting = false;
     s->holder = NULL;
     s->idle_since_ns = uv_hrtime();
     if (rc) {
@@ -360,12 +438,6 @@ static void give_back(ferry_ctx_t *ctx, rt_train_session *s, bool failed)
     pthread_mutex_unlock(&w->train_lock);
 }
 
-static bool call_cancelled(void *arg)
-{
-    ferry_ctx_t *ctx = arg;
-    return ctx->ops->cancelled(ctx);
-}
-
 static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     Ferry__TrainEpoch *a = ferry__train_epoch__unpack(NULL, in->len, in->data);
@@ -379,7 +451,8 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         return rc;
     rt_epoch_stats st;
     char err[1024] = "";
-    rc = rt_trainer_epoch(s->t, &st, call_cancelled, ctx, err, sizeof err);
+    holder_check hc = {ctx, s};
+    rc = rt_trainer_epoch(s->t, &st, holder_cancelled, &hc, err, sizeof err);
     give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
@@ -414,6 +487,9 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
         return bad_argument(ctx, "TrainEnd");
     uint64_t id = a->session;
     ferry__train_end__free_unpacked(a, NULL);
+    pthread_mutex_lock(&w->train_lock);
+    stop_holder(w, id);
+    pthread_mutex_unlock(&w->train_lock);
     int rc;
     rt_train_session *s = take(ctx, id, &rc);
     if (!s)

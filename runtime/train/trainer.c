@@ -59,9 +59,11 @@ static int load_sets(rt_trainer *t, char *err, size_t errlen)
         t->set[1] = t->o.test_set;
     } else {
         int features = m->input[0] * m->input[1] * m->input[2];
+        /* Loading takes seconds: a start given up meanwhile stops. */
+        rt_data_cancel cancel = {t->o.cancelled, t->o.cancel_arg};
         for (int i = 0; i < 2; i++) {
-            int rc = rt_dataset_load(m->dataset, t->o.data_dir, i == 0, features,
-                                     DATA_SEED, &t->own[i], err, errlen);
+            int rc = rt_dataset_load_polled(m->dataset, t->o.data_dir, i == 0, features,
+                                            DATA_SEED, &cancel, &t->own[i], err, errlen);
             if (rc)
                 return rc;
             t->set[i] = &t->own[i];
@@ -131,7 +133,8 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
      * starts identical everywhere. */
     if (rc == 0 && t->sync) {
         char why[512] = "";
-        if ((rc = rt_sync_broadcast(t->sync, t->params, why, sizeof why)))
+        if ((rc = rt_sync_broadcast(t->sync, t->params, t->o.cancelled, t->o.cancel_arg,
+                                    why, sizeof why)))
             snprintf(err, errlen, "cannot receive the initial parameters from rank 0: %s",
                      why);
     }
@@ -240,6 +243,9 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
         rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
         snprintf(err, errlen, "cannot create the test loader: %s", ferry_strerror(rc));
+    /* The start's caller, polled above, is gone once this returns. */
+    t->o.cancelled = NULL;
+    t->o.cancel_arg = NULL;
     if (rc) {
         if (!err[0])
             snprintf(err, errlen, "%s", ferry_strerror(rc));

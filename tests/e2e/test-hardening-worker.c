@@ -183,6 +183,12 @@ Test(e2e_worker, a_wedged_worker_is_restarted_by_its_supervisor)
     }
     cr_assert(said, "status does not say why:\n%s", r.out);
     e2e_run_fini(&r);
+    /* Its exit status is named for what the worker meant by it. */
+    char *sup = e2e_slurp_log("supervisor.log");
+    cr_assert(sup && e2e_has(sup, "status 5 without being asked to stop (wedged:") &&
+                  !e2e_has(sup, "a task called exit()"),
+              "%s", sup ? sup : "(no supervisor.log)");
+    free(sup);
     e2e_shutdown_leaves_nothing();
 }
 
