@@ -83,18 +83,18 @@ static void usage(FILE *f)
         "with OpenBLAS alone as the compute limit; and prints one JSON object per\n"
         "line on stdout: samples/s (training steps only) and seconds per epoch as\n"
         "medians over epochs with min/max, test accuracy after each epoch, then\n"
-        "the issue's targets as ratio lines. Progress goes to stderr.\n"
+        "its targets as ratio lines, last. Progress goes to stderr.\n"
         "\n"
         "  --quick       3 MLP epochs, a CNN epoch on 2,000 samples, fewer sgemm\n"
         "                repetitions: a smoke run of well under a minute; accuracy\n"
-        "                targets are the issue's only in a full run\n"
+        "                targets hold only for a full run\n"
         "  --sync        instead: synchronous data parallelism, `ferry submit\n"
         "                tasks/mlp.so --mode sync` on 1, 2 and 4 local workers against\n"
         "                PyTorch DDP (gloo) on 2 and 4 processes, one BLAS thread a\n"
         "                worker: samples/s, time to 0.85 test accuracy, the\n"
         "                all-reduce share of training (with --quick: 2 epochs, DDP on\n"
         "                2 processes only)\n"
-        "  --async       instead: issue 13's straggler case, `ferry submit\n"
+        "  --async       instead: the straggler case, `ferry submit\n"
         "                tasks/mlp.so` on 4 local workers in sync mode and in async\n"
         "                mode (downpour, downpour --staleness 2, easgd; --ps-shards 3,\n"
         "                and downpour on the default 4 shards), each with and without\n"
@@ -491,7 +491,7 @@ int main(int argc, char **argv)
     else if (c.quick && c.mlp.epochs == QUICK_MLP_EPOCHS)
         target_line(
             "test_accuracy", mlp_acc, QUICK_MLP_ACCURACY, "fraction", p,
-            "quick smoke value after 3 epochs; the issue's target is 0.88 after 5");
+            "quick smoke value after 3 epochs; the target is 0.88 after 5");
     else
         bench_emit("test_accuracy", mlp_acc, "fraction", NULL, "%s", p);
     if (c.cnn_on) {

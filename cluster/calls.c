@@ -92,28 +92,64 @@ typedef struct gather {
     cl_req *reqs;
     bool *cancelled; /* by the gather, not by their own failure */
     size_t n, pending;
-    bool failed;
+    bool failed, cancelling;
 } gather;
 
-static void gather_done(cl_req *r)
+/* How long the other calls run on after a failure of a function's own
+ * before they are cancelled: when a worker dies, its peers may fail (a peer
+ * gone) before the master sees the lost connection, and the worker lost is
+ * the news to report. */
+#define CL_GATHER_SETTLE_MS 500
+
+static void cancel_rest(gather *g)
 {
-    gather *g = r->data;
-    g->pending--;
-    if (!r->result || g->failed || g->cancelled[r->index])
-        return;
-    g->failed = true;
+    g->cancelling = true;
     for (size_t i = 0; i < g->n; i++) {
-        if (g->reqs[i].busy) {
+        /* A call whose connection was lost waits for its worker's
+         * diagnosis: that verdict is the news, not a cancellation. */
+        if (g->reqs[i].busy && !g->reqs[i].node->diag) {
             g->cancelled[i] = true;
             rpc_call_cancel(&g->reqs[i].call);
         }
     }
 }
 
+static void settled(uv_timer_t *t)
+{
+    cancel_rest(t->data);
+}
+
+static void gather_done(cl_req *r)
+{
+    gather *g = r->data;
+    g->pending--;
+    if (!r->result || g->cancelling || g->cancelled[r->index])
+        return;
+    bool lost = r->fail == CL_FAIL_LOST || r->fail == CL_FAIL_CRASH;
+    if (lost || g->pending == 0) {
+        uv_timer_stop(&r->cl->gather_timer);
+        cancel_rest(g);
+    } else if (!g->failed) {
+        r->cl->gather_timer.data = g;
+        uv_timer_start(&r->cl->gather_timer, settled, CL_GATHER_SETTLE_MS, 0);
+    }
+    g->failed = true;
+}
+
 int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
                      const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     return cluster_call_first(cl, m, function, cl ? cl->n : 0, in, out);
+}
+
+/* Whether a request not in skip[] failed because its worker was lost. */
+static bool lost_one(const cl_req *reqs, const bool *skip, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].result && !skip[i] &&
+            (reqs[i].fail == CL_FAIL_LOST || reqs[i].fail == CL_FAIL_CRASH))
+            return true;
+    return false;
 }
 
 int cluster_call_first(cluster *cl, const cluster_module *m, const char *function,
@@ -139,8 +175,14 @@ int cluster_call_first(cluster *cl, const cluster_module *m, const char *functio
                    gather_done, &g);
     }
     cl_run(cl, &g.pending);
-    /* The failure to report is the first in rank order that is not one of
-     * the cancellations it caused. */
+    uv_timer_stop(&cl->gather_timer);
+    /* The failure to report is a lost or crashed worker's, when one was
+     * lost: the others' failures (a peer gone) follow from it. Otherwise the
+     * first in rank order that is not one of the cancellations it caused. */
+    if (lost_one(g.reqs, g.cancelled, n))
+        for (size_t i = 0; i < n; i++)
+            g.cancelled[i] |= g.reqs[i].fail != CL_FAIL_LOST &&
+                              g.reqs[i].fail != CL_FAIL_CRASH;
     rc = cl_first_error(cl, g.reqs, n, g.cancelled);
     for (size_t i = 0; i < n && !rc; i++)
         pw_call_result(&g.reqs[i].call, &out[i].data, &out[i].len);

@@ -52,6 +52,7 @@ int cluster_create(const char *const *targets, size_t n, const cluster_opts *opt
     }
     uv_timer_init(&cl->loop, &cl->wait_timer);
     cl->wait_timer.data = cl;
+    uv_timer_init(&cl->loop, &cl->gather_timer);
     cl->nodes = calloc(n, sizeof *cl->nodes);
     rc = cl->nodes ? rpc_client_create(&cl->loop, &cl->client) : FERRY_ENOMEM;
     if (rc)
@@ -97,6 +98,7 @@ void cluster_destroy(cluster *cl)
     if (cl->client)
         cl_health_close(cl);
     uv_close((uv_handle_t *)&cl->wait_timer, NULL);
+    uv_close((uv_handle_t *)&cl->gather_timer, NULL);
     rpc_client_close(cl->client);
     uv_run(&cl->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(&cl->loop);

@@ -119,6 +119,7 @@ struct cluster {
 
     uv_timer_t hb_timer;
     uv_timer_t wait_timer; /* cl_run_for's */
+    uv_timer_t gather_timer; /* cluster_call_first's, after a failure */
     bool wait_fired;
     int run_depth;
     bool closing;

@@ -289,6 +289,11 @@ enum {
      * completion-queue thread whatever its size. An lz4 payload is decoded
      * as usual. */
     RPC_METHOD_PAYLOAD_RUNS = 1u << 2,
+    /* Starts new work (a task call, a module load): refused with
+     * FERRY_EUNAVAIL once the server drains for its shutdown, while the
+     * other methods (pings, the peer traffic of calls already running) are
+     * still served. */
+    RPC_METHOD_NEW_WORK = 1u << 3,
 };
 
 typedef struct rpc_method {
@@ -371,9 +376,13 @@ int rpc_server_probe(const rpc_server *s, int timeout_ms);
  * Lets a launcher say which port is taken before it starts anything. */
 int rpc_listen_probe(const char *listen);
 
-/* Stops accepting calls, gives calls in flight up to `grace_ms` to finish,
- * then cancels the rest and waits for their handlers to end them. Blocks;
- * idempotent; any thread but a handler's. */
+/* Drains, then stops: for up to `grace_ms` the server refuses methods
+ * flagged RPC_METHOD_NEW_WORK but serves the others as before (so a
+ * caller's pings still see it alive while its calls finish), until the
+ * handler pool has nothing running or queued; then it stops accepting
+ * calls, gives those in flight what is left of the grace, cancels the rest
+ * and waits for their handlers to end them. Blocks; idempotent; any thread
+ * but a handler's. */
 void rpc_server_shutdown(rpc_server *s, int64_t grace_ms);
 
 /* Shuts down (grace 0) if still running, and frees. NULL is a no-op. */

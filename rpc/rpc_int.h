@@ -232,6 +232,7 @@ struct rpc_server {
     rpc_srv_queue lane_work; /* the lane's */
     size_t live_calls;       /* guarded by lock */
     bool stopping;           /* guarded by lock */
+    atomic_bool draining;    /* refusing RPC_METHOD_NEW_WORK before stopping */
     bool shutdown_done;      /* guarded by lock */
     bool pool_exit;          /* guarded by lock */
     bool shut;               /* rpc_server_shutdown ran */

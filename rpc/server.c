@@ -20,6 +20,8 @@
  * pending queue, which costs its executor thread ~6 us a call (measured at
  * 256 in flight), so keep as many posted as a busy master keeps in flight. */
 #define REQUESTS_PER_METHOD 256
+/* How often a draining server looks whether its pool is idle. */
+#define DRAIN_POLL_US 10000
 
 /* ---- refusals ---------------------------------------------------------- */
 
@@ -142,6 +144,11 @@ static void enqueue(rpc_server *s, rpc_srv_queue *q, rpc_srv_call *sc)
 void rpc_srv_dispatch(rpc_srv_call *sc)
 {
     rpc_server *s = sc->srv;
+    if ((sc->method->m.flags & RPC_METHOD_NEW_WORK) && atomic_load(&s->draining)) {
+        rpc_srv_fail(sc, FERRY_EUNAVAIL, "%s: the server is shutting down",
+                     rpc_srv_method(sc));
+        return;
+    }
     if (sc->method->m.flags & RPC_METHOD_INLINE) {
         /* Small requests here, at once; larger ones to the lane, so that
          * this thread never spends long on one message. */
@@ -481,17 +488,35 @@ int rpc_server_probe(const rpc_server *s, int timeout_ms)
     return probe_fail(fd, n > 0 ? 0 : FERRY_EUNAVAIL);
 }
 
+/* gRPC's own shutdown refuses every new call at once, pings included, and
+ * closes the listener: a caller whose heartbeat pings on a connection of
+ * its own would take the worker for dead and give up on the very calls the
+ * grace is for. So the pool's calls finish first, with the server still
+ * answering. Polled: a pool thread's end signals nobody before stopping. */
+static void drain(rpc_server *s, uint64_t deadline)
+{
+    atomic_store(&s->draining, true);
+    for (;;) {
+        rpc_slots_info in;
+        rpc_server_slots(s, &in);
+        if ((in.busy == 0 && in.queued == 0) || uv_hrtime() >= deadline)
+            return;
+        usleep(DRAIN_POLL_US);
+    }
+}
+
 void rpc_server_shutdown(rpc_server *s, int64_t grace_ms)
 {
     if (!s || s->shut)
         return;
     s->shut = true;
 
+    uint64_t deadline = uv_hrtime() + (uint64_t)(grace_ms > 0 ? grace_ms : 0) * 1000000u;
+    drain(s, deadline);
     uv_mutex_lock(&s->lock);
     s->stopping = true;
     uv_mutex_unlock(&s->lock);
     grpc_server_shutdown_and_notify(s->gs, s->cq, &s->shutdown_tag);
-    uint64_t deadline = uv_hrtime() + (uint64_t)(grace_ms > 0 ? grace_ms : 0) * 1000000u;
     uv_mutex_lock(&s->lock);
     while (!s->shutdown_done) {
         uint64_t now = uv_hrtime();

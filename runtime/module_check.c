@@ -119,11 +119,15 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
                                 (const void *)m);
     /* Version and size before the rest; an older or newer layout is the
      * trainer's to refuse, in its own words, so only what fits is walked. */
-    if (m->version != FERRY_MODEL_ABI_VERSION || m->size < sizeof *m)
+    if (m->version != FERRY_MODEL_ABI_VERSION || m->size < FERRY_MODEL_SIZE_V1)
         return 0;
-    if (!holding(g, m, sizeof *m, false))
+    /* A descriptor built before a member was added is shorter: only what
+     * its size covers is read. */
+    size_t size = m->size < sizeof *m ? m->size : sizeof *m;
+    if (!holding(g, m, size, false))
         return rt_module_refuse(err, errlen, name,
                                 "the model's %u bytes run past the module", m->size);
+    bool has_metrics = size >= offsetof(ferry_model_t, metrics) + sizeof m->metrics;
     if (m->dataset && !string_ok(g, m->dataset))
         return rt_module_refuse(err, errlen, name,
                                 "the model's dataset name is not a string in "
@@ -134,7 +138,8 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
     } fns[] = {{"workspace", (const void *)m->workspace},
                {"init", (const void *)m->init},
                {"loss_grad", (const void *)m->loss_grad},
-               {"evaluate", (const void *)m->evaluate}};
+               {"evaluate", (const void *)m->evaluate},
+               {"metrics", has_metrics ? (const void *)m->metrics : NULL}};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
         if (fns[i].fn && !code_ok(g, fns[i].fn))
             return rt_module_refuse(

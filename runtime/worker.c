@@ -213,8 +213,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         rpc_handler handler;
         unsigned flags;
     } guarded_methods[RT_GUARDED_METHODS] = {
-        {RT_METHOD_LOAD_MODULE, load_module_handler, 0},
-        {RT_METHOD_CALL, rt_call_handler, 0},
+        {RT_METHOD_LOAD_MODULE, load_module_handler, RPC_METHOD_NEW_WORK},
+        {RT_METHOD_CALL, rt_call_handler, RPC_METHOD_NEW_WORK},
         {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
         {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
         /* Files the chunk and reduces it unless the session is busy

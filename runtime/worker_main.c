@@ -508,8 +508,12 @@ int rt_worker_main(int argc, char **argv)
         rt_worker_destroy(w, 0);
         return EXIT_FAIL;
     }
+    /* A worker run by hand (no --rank) belongs to no cluster yet. */
+    char who[48] = "ferry worker";
+    if (o.rank >= 0)
+        snprintf(who, sizeof who, "ferry worker rank %d", o.rank);
     char where[sizeof host + 16];
-    fprintf(stderr, "ferry worker rank %d listening on %s (pid %ld)\n", o.rank,
+    fprintf(stderr, "%s listening on %s (pid %ld)\n", who,
             conf_format_address(where, sizeof where, host, bound), (long)getpid());
     if (w->id.last_crash[0])
         fprintf(stderr, "ferry worker: the last run crashed: %s\n", w->id.last_crash);
@@ -521,7 +525,7 @@ int rt_worker_main(int argc, char **argv)
     /* A signal that came during start-up left its byte: this returns at
      * once. */
     if (rt_worker_wait_or(w, signal_pipe[0]))
-        fprintf(stderr, "ferry worker rank %d: stopping on a signal\n", o.rank);
+        fprintf(stderr, "%s: stopping on a signal\n", who);
     atomic_store(&wt.quit, true);
     if (watching)
         pthread_join(wt.thread, NULL);
@@ -538,8 +542,7 @@ int rt_worker_main(int argc, char **argv)
     rt_worker_destroy(w, deaf ? 0 : STOP_GRACE_MS);
     int orphans = rt_reap_descendants();
     if (orphans)
-        fprintf(stderr, "ferry worker rank %d: killed %d process(es) its tasks left\n",
-                o.rank, orphans);
-    fprintf(stderr, "ferry worker rank %d stopped\n", o.rank);
+        fprintf(stderr, "%s: killed %d process(es) its tasks left\n", who, orphans);
+    fprintf(stderr, "%s stopped\n", who);
     return deaf ? EXIT_DEAF : EXIT_OK;
 }

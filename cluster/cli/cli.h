@@ -251,6 +251,9 @@ int cli_shutdown_mark(const cli_home *h);
  * after since_ms (wall clock): the reason a command's calls failed. Said
  * once: a second call after it was said is silent. */
 void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms);
+/* The same as the preface of what follows ("; what they saw:"): said
+ * before relaying a driver's errors. */
+void cli_shutdown_explain_before(const cli_home *h, const char *cmd, int64_t since_ms);
 
 /* The same said before the first error of a command whose errors follow
  * from its calls (a training's): `w` must outlive the command. */

@@ -222,6 +222,7 @@ int cli_drive(const cli_drive_opts *o)
                            {.fd = err[0], .events = POLLIN},
                            {.fd = res[0], .events = POLLIN}};
     int to[2] = {STDOUT_FILENO, STDERR_FILENO};
+    int64_t began = cli_wall_ms();
     for (;;) {
         int n = poll(pf, 3, exited ? 0 : 100);
         if (n < 0 && errno != EINTR)
@@ -230,6 +231,10 @@ int cli_drive(const cli_drive_opts *o)
         for (int i = 0; i < 2 && n > 0; i++) {
             if (pf[i].fd >= 0 && pf[i].revents) {
                 any = true;
+                /* The driver's errors are what a shutdown under it looked
+                 * like: the shutdown is said before them. */
+                if (i == 1)
+                    cli_shutdown_explain_before(o->home, "submit", began);
                 if (!relay(pf[i].fd, to[i], &t))
                     pf[i].fd = -1;
             }

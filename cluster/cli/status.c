@@ -118,9 +118,20 @@ static void health_text(const cli_home *h, const cluster_worker *w, char *buf, s
         snprintf(buf, len, "ok");
 }
 
+/* The widest DEVICE column: a text from the wire is cut there. */
+#define DEVICE_MAX 120
+
 static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
 {
-    printf("%-4s  %-21s  %-7s  %-34s  %8s  %9s  %5s  %7s  %s\n", "RANK", "ADDRESS", "PID",
+    /* As wide as the longest device: its BLAS version and thread count come
+     * last and are what tells two workers apart. */
+    int dw = 6;
+    for (size_t i = 0; i < n; i++)
+        if (w[i].ping && (int)strlen(w[i].ping->device) > dw)
+            dw = (int)strlen(w[i].ping->device);
+    if (dw > DEVICE_MAX)
+        dw = DEVICE_MAX;
+    printf("%-4s  %-21s  %-7s  %-*s  %8s  %9s  %5s  %7s  %s\n", "RANK", "ADDRESS", "PID", dw,
            "DEVICE", "CALLS", "IN FLIGHT", "SLOTS", "UPTIME", "HEALTH");
     for (size_t i = 0; i < n; i++) {
         char up[32] = "-", health[64], pid[16] = "-", calls[24] = "-", inflight[16] = "-";
@@ -139,8 +150,8 @@ static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
                      (unsigned long long)w[i].stats->calls_served);
             snprintf(inflight, sizeof inflight, "%u", w[i].stats->in_flight);
         }
-        printf("%-4d  %-21s  %-7s  %-34.34s  %8s  %9s  %5s  %7s  %s\n", w[i].rank,
-               w[i].target, pid, w[i].ping ? w[i].ping->device : "-", calls, inflight,
+        printf("%-4d  %-21s  %-7s  %-*.*s  %8s  %9s  %5s  %7s  %s\n", w[i].rank,
+               w[i].target, pid, dw, dw, w[i].ping ? w[i].ping->device : "-", calls, inflight,
                busy, up, health);
         if (has_slots && slots_line(&v, line, sizeof line)) {
             printf("      %s\n", line);

@@ -49,6 +49,11 @@ void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms)
     explain(h, cmd, since_ms, false);
 }
 
+void cli_shutdown_explain_before(const cli_home *h, const char *cmd, int64_t since_ms)
+{
+    explain(h, cmd, since_ms, true);
+}
+
 static void explain_first(void *arg)
 {
     const cli_shutdown_watch *w = arg;

@@ -116,6 +116,7 @@ static void print_json(const cli_train_opts *o, const char *module, const char *
            (unsigned long long)b->params);
     printf(",\"train_loss\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g",
            last->train_loss, last->test_loss, last->test_accuracy);
+    cli_scores_json(stdout, last);
     printf(",\"samples_per_s\":%.1f,\"train_s\":%.3f,\"wall_s\":%.3f",
            t->train_s > 0 ? t->samples / t->train_s : 0.0, t->train_s, wall_s);
     if (!arun) {
@@ -358,11 +359,11 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         }
         /* Rank 0's reply speaks for all: losses, accuracy and samples are
          * reduced over the ranks. */
-        fprintf(progress,
-                "epoch %u/%d  loss %.4f  test_loss %.4f  test_accuracy %.4f  %.0f "
-                "samples/s  %.2f s",
-                r[0]->epoch, o->epochs, r[0]->train_loss, r[0]->test_loss,
-                r[0]->test_accuracy, r[0]->samples_per_s, r[0]->train_s + r[0]->eval_s);
+        fprintf(progress, "epoch %u/%d  loss %.4f  test_loss %.4f", r[0]->epoch,
+                o->epochs, r[0]->train_loss, r[0]->test_loss);
+        cli_scores_print(progress, o, r[0]);
+        fprintf(progress, "  %.0f samples/s  %.2f s", r[0]->samples_per_s,
+                r[0]->train_s + r[0]->eval_s);
         if (k > 1)
             fprintf(progress, "  all-reduce %.0f%% of a step",
                     r[0]->train_s > 0 ? 100.0 * r[0]->allreduce_s / r[0]->train_s : 0.0);
@@ -453,12 +454,13 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         if (o->json)
             print_json(o, module, task, mode, k, b[0], last, &tot, wall,
                        done[0]->params_sha256, identical, async ? &arun : NULL);
-        else
-            printf("done: %s %.4f after %d epochs on %d worker%s, %.0f samples/s, %.1f s\n",
-                   o->classifier ? "test_accuracy" : "test_loss",
-                   o->classifier ? last->test_accuracy : last->test_loss, o->epochs,
-                   k - arun.lost, k - arun.lost == 1 ? "" : "s", tot.train_s > 0 ? tot.samples / tot.train_s : 0.0,
-                   wall);
+        else {
+            printf("done: test_loss %.4f", last->test_loss);
+            cli_scores_print(stdout, o, last);
+            printf(" after %d epochs on %d worker%s, %.0f samples/s, %.1f s\n", o->epochs,
+                   k - arun.lost, k - arun.lost == 1 ? "" : "s",
+                   tot.train_s > 0 ? tot.samples / tot.train_s : 0.0, wall);
+        }
     }
     free_replies((ProtobufCMessage **)done, k);
     if (last && async)

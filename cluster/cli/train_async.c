@@ -104,6 +104,7 @@ int cli_async_epoch(cluster *cl, const cluster_module *m, const char *module,
         return rc;
     }
     ferry__train_epoch_reply__init(sum);
+    memset(&run->scores, 0, sizeof run->scores);
     int failed_own = -1, lost_holder = -1;
     for (int r = 0; r < n; r++) {
         if (!run->alive[r])
@@ -137,6 +138,7 @@ int cli_async_epoch(cluster *cl, const cluster_module *m, const char *module,
             continue;
         }
         add(sum, rep, run);
+        cli_scores_add(&run->scores, rep);
         run->steps[r] += rep->steps;
         ferry__train_epoch_reply__free_unpacked(rep, NULL);
     }
@@ -179,13 +181,16 @@ int cli_async_epoch(cluster *cl, const cluster_module *m, const char *module,
         sum->test_accuracy /= (double)sum->eval_samples;
     }
     sum->samples_per_s = sum->train_s > 0 ? (double)sum->samples / sum->train_s : 0;
+    cli_scores_mean(&run->scores, sum);
     run->pushes += sum->pushes;
     uint64_t smin, smed, smax;
     cli_async_staleness(run, &smin, &smed, &smax);
+    fprintf(progress, "epoch %u/%d  loss %.4f  test_loss %.4f", sum->epoch, o->epochs,
+            sum->train_loss, sum->test_loss);
+    cli_scores_print(progress, o, sum);
     fprintf(progress,
-            "epoch %u/%d  loss %.4f  test_loss %.4f  test_accuracy %.4f  %.0f samples/s  "
+            "  %.0f samples/s  "
             "%.2f s  pushes %llu  staleness %llu/%llu/%llu%s  waiting on the shards %.0f%%\n",
-            sum->epoch, o->epochs, sum->train_loss, sum->test_loss, sum->test_accuracy,
             sum->samples_per_s, sum->train_s + sum->eval_s, (unsigned long long)sum->pushes,
             (unsigned long long)smin, (unsigned long long)smed, (unsigned long long)smax,
             run->buckets && smax + 1 == run->buckets ? "+" : "",

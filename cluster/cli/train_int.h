@@ -8,9 +8,32 @@
 
 #include "cli.h"
 #include "ferry.pb-c.h"
+#include <ferry/model.h>
 
 /* Packs `msg` into `b` (malloc'ed). */
 int cli_pack(const ProtobufCMessage *msg, ferry_bytes_t *b);
+
+/* ---- what an epoch is judged by (train_scores.c) ---------------------------- */
+
+/* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
+ * model's own metrics: the progress line's scores. */
+void cli_scores_print(FILE *f, const cli_train_opts *o, const Ferry__TrainEpochReply *r);
+/* ,"metrics":{"NAME":V,...} for --json. */
+void cli_scores_json(FILE *f, const Ferry__TrainEpochReply *r);
+
+/* Async mode's metrics, averaged over the ranks by their test samples. */
+typedef struct cli_scores {
+    size_t n;
+    char name[FERRY_MODEL_METRICS_MAX][32];
+    double sum[FERRY_MODEL_METRICS_MAX];
+    uint64_t samples;
+    Ferry__ModelMetric metric[FERRY_MODEL_METRICS_MAX];
+    Ferry__ModelMetric *ptr[FERRY_MODEL_METRICS_MAX];
+} cli_scores;
+/* Adds rank r's figures, weighted by its test samples. */
+void cli_scores_add(cli_scores *s, const Ferry__TrainEpochReply *r);
+/* Points sum's metrics at the means (storage in `s`, which must outlive it). */
+void cli_scores_mean(cli_scores *s, Ferry__TrainEpochReply *sum);
 
 /* What the epochs of an async run added up to, and who is still in it. */
 typedef struct cli_async_run {
@@ -23,6 +46,7 @@ typedef struct cli_async_run {
     uint64_t pushes;   /* over every rank and epoch */
     uint64_t staleness[64]; /* merged histograms (the workers' bucket count at most) */
     size_t buckets;
+    cli_scores scores; /* the last epoch's */
 } cli_async_run;
 
 /* One async epoch on every live rank. Each rank's figures are its own, so

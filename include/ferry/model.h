@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include <ferry/device.h>
+#include <ferry/error.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,6 +77,12 @@ typedef struct ferry_model_ops_t {
      * do). Optional: a model that never calls it trains the same, with no
      * overlap. On a GPU, "final" is in the device's stream order. */
     void (*grad_ready)(ferry_model_ctx_t *mc, int tensor);
+    /* Added in ferry 0.3 (check `size`, or call ferry_model_answer()): the
+     * parameters the run's data set was drawn from, when it has them: n
+     * floats into host memory `out` (the "linear" set: its weights, one a
+     * feature, then its bias). 0; FERRY_ENOENT for a set with no known
+     * answer (Fashion-MNIST); FERRY_EINVAL when n is not its size. */
+    int (*answer)(ferry_model_ctx_t *mc, float *out, size_t n);
 } ferry_model_ops_t;
 
 struct ferry_model_ctx_t {
@@ -89,6 +96,17 @@ struct ferry_model_ctx_t {
     const ferry_model_ops_t *ops;
     void *impl; /* the runtime's; do not touch */
 };
+
+/* A figure of its own a model reports after each evaluation (see
+ * ferry_model_t.metrics): `name` a string of the module's own data, short,
+ * in snake_case ("test_mse", "weight_error"). */
+typedef struct ferry_model_metric_t {
+    const char *name;
+    double value;
+} ferry_model_metric_t;
+
+/* The most figures one model reports. */
+#define FERRY_MODEL_METRICS_MAX 4
 
 typedef struct ferry_model_t {
     uint32_t version, size; /* FERRY_MODEL_HEADER fills them */
@@ -113,10 +131,37 @@ typedef struct ferry_model_t {
      * it gets right (a regressor sets 0). */
     int (*evaluate)(ferry_model_ctx_t *mc, const float *params, const ferry_batch_t *b,
                     float *loss, int *correct);
+    /* Added in ferry 0.3; optional (NULL, or a descriptor of
+     * FERRY_MODEL_SIZE_V1 bytes built before it: none). After each
+     * evaluation, figures of the model's own that the run reports beside
+     * the test loss (and, for a classifier, the accuracy): at most `max`
+     * into `out`; returns how many, or FERRY_E*. `params` as for evaluate
+     * (device memory: copy what it needs with dev->ops->download);
+     * `test_loss` the mean loss over the whole test set. A regressor is
+     * judged by these: linreg reports the test MSE and how far its weights
+     * are from the data set's known answer (mc->ops->answer). In sync mode
+     * every rank computes them on the same parameters; in async mode each
+     * rank on its own copy, and the run reports their mean. */
+    int (*metrics)(ferry_model_ctx_t *mc, const float *params, double test_loss,
+                   ferry_model_metric_t *out, int max);
 } ferry_model_t;
+
+/* The size of a descriptor built before `metrics` was added: the runtime
+ * takes any size from this one up, and reads only what `size` covers. */
+#define FERRY_MODEL_SIZE_V1 offsetof(ferry_model_t, metrics)
 
 #define FERRY_MODEL_HEADER                                                               \
     .version = FERRY_MODEL_ABI_VERSION, .size = sizeof(ferry_model_t)
+
+/* The data set's known answer through mc->ops->answer, when the runtime has
+ * it (an older one has a smaller ops table: FERRY_ENOENT). */
+static inline int ferry_model_answer(ferry_model_ctx_t *mc, float *out, size_t n)
+{
+    const ferry_model_ops_t *o = mc->ops;
+    if (o->size < offsetof(ferry_model_ops_t, answer) + sizeof o->answer || !o->answer)
+        return FERRY_ENOENT;
+    return o->answer(mc, out, n);
+}
 
 /* Calls mc->ops->grad_ready when the runtime has it (a runtime older than
  * the member has a smaller ops table). */

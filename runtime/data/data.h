@@ -40,6 +40,10 @@ typedef struct rt_dataset {
     float *x;
     int32_t *labels;
     float *targets;
+    /* The parameters the set was drawn from, when known (the linear set:
+     * its weights, then its bias); NULL otherwise. */
+    float *answer;
+    size_t answer_n;
 } rt_dataset;
 
 /* ---- IDX ------------------------------------------------------------------ */
@@ -88,7 +92,8 @@ int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *can
  * x ~ N(0, 1), t = x . w + b + noise * N(0, 1), where w and b are drawn from
  * `seed` too (so a train and a test set made with the same seed share them,
  * whatever their n). `which` (0: train, 1: test) picks independent samples.
- * Shape 1 x 1 x features, outputs 1, classes 0. FERRY_EINVAL for features < 1,
+ * Shape 1 x 1 x features, outputs 1, classes 0; `answer` holds w, then b.
+ * FERRY_EINVAL for features < 1,
  * a negative or NaN noise, or `which` not 0 or 1; FERRY_ENOMEM. */
 int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which,
                    rt_dataset *out);
@@ -103,7 +108,8 @@ int rt_dataset_load_polled(const char *name, const char *dir, bool train, int fe
                            uint64_t seed, const rt_data_cancel *cancel, rt_dataset *out,
                            char *err, size_t errlen);
 
-/* Frees x, labels and targets with free() and zeroes *ds. NULL: no-op. */
+/* Frees x, labels, targets and answer with free() and zeroes *ds. NULL:
+ * no-op. */
 void rt_dataset_free(rt_dataset *ds);
 
 /* ---- the loader ------------------------------------------------------------- */

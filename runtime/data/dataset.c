@@ -81,5 +81,6 @@ void rt_dataset_free(rt_dataset *ds)
     free(ds->x);
     free(ds->labels);
     free(ds->targets);
+    free(ds->answer);
     memset(ds, 0, sizeof *ds);
 }

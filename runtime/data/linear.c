@@ -27,7 +27,9 @@ int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which
     double *w = rt_data_alloc(f * sizeof *w);
     ds.x = rt_data_alloc(n * f * sizeof(float));
     ds.targets = rt_data_alloc(n * sizeof(float));
-    if (!w || !ds.x || !ds.targets) {
+    ds.answer_n = f + 1;
+    ds.answer = malloc(ds.answer_n * sizeof *ds.answer);
+    if (!w || !ds.x || !ds.targets || !ds.answer) {
         free(w);
         rt_dataset_free(&ds);
         return FERRY_ENOMEM;
@@ -38,6 +40,9 @@ int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which
     for (size_t j = 0; j < f; j++)
         w[j] = rt_rng_normal(&r);
     double b = rt_rng_normal(&r);
+    for (size_t j = 0; j < f; j++)
+        ds.answer[j] = (float)w[j];
+    ds.answer[f] = (float)b;
 
     rt_rng_seed(&r, seed, STREAM_SAMPLES + (uint64_t)which);
     for (size_t i = 0; i < n; i++) {

@@ -47,6 +47,17 @@ static void mc_grad_ready(ferry_model_ctx_t *mc, int tensor)
         c->grad_ready(c->grad_ready_arg, tensor);
 }
 
+static int mc_answer(ferry_model_ctx_t *mc, float *out, size_t n)
+{
+    const rt_dataset *set = ((rt_model_ctx *)mc)->set;
+    if (!set || !set->answer)
+        return FERRY_ENOENT;
+    if (!out || n != set->answer_n)
+        return FERRY_EINVAL;
+    memcpy(out, set->answer, n * sizeof *out);
+    return 0;
+}
+
 static const ferry_model_ops_t model_ops = {
     .version = FERRY_MODEL_ABI_VERSION,
     .size = sizeof(ferry_model_ops_t),
@@ -54,6 +65,7 @@ static const ferry_model_ops_t model_ops = {
     .uniform = mc_uniform,
     .log = mc_log,
     .grad_ready = mc_grad_ready,
+    .answer = mc_answer,
 };
 
 /* Bounds a model's sizes so that products of them fit comfortably in
@@ -67,9 +79,9 @@ static int check_model(const ferry_model_t *m, char *err, size_t errlen)
                  FERRY_MODEL_ABI_VERSION);
         return FERRY_EINVAL;
     }
-    if (m->size < sizeof(ferry_model_t)) {
-        snprintf(err, errlen, "model descriptor of %u bytes, expected %zu", m->size,
-                 sizeof(ferry_model_t));
+    if (m->size < FERRY_MODEL_SIZE_V1) {
+        snprintf(err, errlen, "model descriptor of %u bytes, expected at least %zu",
+                 m->size, FERRY_MODEL_SIZE_V1);
         return FERRY_EINVAL;
     }
     if (m->kind != FERRY_MODEL_CLASSIFIER && m->kind != FERRY_MODEL_REGRESSOR) {
@@ -116,6 +128,12 @@ static int check_model(const ferry_model_t *m, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+rt_metrics_fn rt_model_metrics(const ferry_model_t *m)
+{
+    return m->size >= offsetof(ferry_model_t, metrics) + sizeof m->metrics ? m->metrics
+                                                                             : NULL;
 }
 
 size_t rt_model_param_count(const ferry_model_t *m)

@@ -38,7 +38,15 @@ typedef struct rt_model_ctx {
      * nowhere. Called on the thread running loss_grad. */
     void (*grad_ready)(void *arg, int tensor);
     void *grad_ready_arg;
+    /* The training set, whose known answer ops->answer gives; NULL: none. */
+    const rt_dataset *set;
 } rt_model_ctx;
+
+/* The model's metrics function: NULL when it has none, or its descriptor
+ * was built before the member (a smaller `size`). */
+typedef int (*rt_metrics_fn)(ferry_model_ctx_t *mc, const float *params, double test_loss,
+                             ferry_model_metric_t *out, int max);
+rt_metrics_fn rt_model_metrics(const ferry_model_t *m);
 
 /* Checks the model's descriptor (version, size, kind, input, outputs, a
  * non-empty params list with positive shapes, the four functions) and fills
@@ -250,6 +258,13 @@ typedef struct rt_epoch_stats {
     double train_loss; /* mean over the epoch's samples on this rank */
     double test_loss;
     double test_accuracy; /* classifier: fraction right; regressor: 0 */
+    /* The model's own figures (ferry_model_t.metrics) after the evaluation;
+     * names copied, cut to fit. */
+    int n_metrics;
+    struct {
+        char name[32];
+        double value;
+    } metrics[FERRY_MODEL_METRICS_MAX];
     size_t samples;       /* trained on by this rank this epoch */
     double train_s;       /* wall time of the steps (data waits included) */
     double eval_s;

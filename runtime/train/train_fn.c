@@ -476,6 +476,15 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         r.n_staleness = RT_PS_STALE_BUCKETS;
         r.staleness = st.shard.staleness;
     }
+    Ferry__ModelMetric mm[FERRY_MODEL_METRICS_MAX], *mp[FERRY_MODEL_METRICS_MAX];
+    for (int i = 0; i < st.n_metrics; i++) {
+        ferry__model_metric__init(&mm[i]);
+        mm[i].name = st.metrics[i].name;
+        mm[i].value = st.metrics[i].value;
+        mp[i] = &mm[i];
+    }
+    r.n_metrics = (size_t)st.n_metrics;
+    r.metrics = mp;
     return reply(ctx, &r.base, out);
 }
 

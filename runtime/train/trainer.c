@@ -212,6 +212,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     if (rc == 0)
         rc = load_sets(t, err, errlen);
     if (rc == 0)
+        t->mc.set = t->set[0];
+    if (rc == 0)
         rc = alloc_buffers(t, batch_max, err, errlen);
     if (rc == 0)
         rc = init_params(t, err, errlen);
@@ -287,6 +289,42 @@ int rt_trainer_to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *
     return rc;
 }
 
+/* The model's own figures on the parameters just evaluated. A name that is
+ * not a plain identifier is the module's mistake, refused rather than
+ * passed on to logs and JSON. */
+static int model_metrics(rt_trainer *t, const float *params, rt_epoch_stats *st, char *err,
+                         size_t errlen)
+{
+    st->n_metrics = 0;
+    rt_metrics_fn fn = rt_model_metrics(t->m);
+    if (!fn)
+        return 0;
+    ferry_model_metric_t got[FERRY_MODEL_METRICS_MAX];
+    memset(got, 0, sizeof got);
+    int n = fn(&t->mc.pub, params, st->test_loss, got, FERRY_MODEL_METRICS_MAX);
+    if (n < 0) {
+        snprintf(err, errlen, "the model's metrics failed: %s", ferry_strerror(n));
+        return n;
+    }
+    if (n > FERRY_MODEL_METRICS_MAX)
+        n = FERRY_MODEL_METRICS_MAX;
+    for (int i = 0; i < n; i++) {
+        const char *name = got[i].name;
+        size_t len = name ? strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") : 0;
+        if (!name || len == 0 || name[len] || len >= sizeof st->metrics[i].name) {
+            snprintf(err, errlen,
+                     "the model's metric %d has no name of 1 to %zu lowercase letters, "
+                     "digits or '_'",
+                     i, sizeof st->metrics[i].name - 1);
+            return FERRY_EINVAL;
+        }
+        memcpy(st->metrics[i].name, name, len + 1);
+        st->metrics[i].value = got[i].value;
+    }
+    st->n_metrics = n;
+    return 0;
+}
+
 int rt_trainer_evaluate(rt_trainer *t, const float *params, rt_epoch_stats *st, char *err,
                         size_t errlen)
 {
@@ -329,7 +367,7 @@ int rt_trainer_evaluate(rt_trainer *t, const float *params, rt_epoch_stats *st, 
     st->test_loss = seen ? loss_sum / (double)seen : 0;
     st->test_accuracy =
         t->m->kind == FERRY_MODEL_CLASSIFIER && seen ? (double)right / (double)seen : 0;
-    return 0;
+    return model_metrics(t, params, st, err, errlen);
 }
 
 float rt_trainer_lr_at(const rt_trainer *t, double frac)

@@ -53,6 +53,7 @@ void ttrain_free_set(rt_dataset *ds)
     free(ds->x);
     free(ds->labels);
     free(ds->targets);
+    free(ds->answer);
     *ds = (rt_dataset){0};
 }
 
