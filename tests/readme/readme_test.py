@@ -82,6 +82,12 @@ PROMISES = [
 # collapsed), each with the test that produces it and a fragment that test
 # checks: (quote start, test file, "suite/name", fragment).
 QUOTES = [
+    ("a chunk from ipv4:127.0.0.1:40330 claims to be rank 1's", "tests/e2e/test-chunk-strays.c",
+     "e2e_chunk_strays/a_zero_chunk_ahead_is_refused_and_the_run_stays_identical_to_its_twin",
+     "claims to be rank 1's"),
+    ("… came twice as rank 0's", "tests/collective/test-strays.c",
+     "strays/a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_its_sender",
+     "came twice"),
     ("DOWN (crash loop)", "tests/e2e/test-hardening-ops.c",
      "e2e_ops/a_crash_loop_backs_off_with_a_cap_and_status_says_so", "DOWN (crash loop)"),
     ("crash loop: 7 crashes in", "tests/e2e/test-hardening-ops.c",
