@@ -5,6 +5,8 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -67,4 +69,14 @@ void tcom_assert_no_leaks(void)
     cr_assert(__lsan_do_recoverable_leak_check() == 0,
               "LeakSanitizer found leaks (report above)");
 #endif
+}
+
+void tcom_skip_missing(const char *package, const char *what)
+{
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0)
+        cr_assert_fail("%s is missing (package %s), which CI installs (.ci/install-deps)",
+                       what, package);
+    fprintf(stderr, "skipped: %s is missing (apt-get install %s)\n", what, package);
+    cr_skip_test("%s is missing (apt-get install %s)", what, package);
 }

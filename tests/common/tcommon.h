@@ -20,4 +20,9 @@ void tcom_rm_tree(const char *dir);
  * from a test's body: Criterion 2.4.1 ignores failures in .fini. */
 void tcom_assert_no_leaks(void);
 
+/* Skips the current test because `package` (a Debian package) is missing,
+ * saying so; under CI=true, where .ci/install-deps installs every package,
+ * fails it instead: a missing package there is a broken CI, not a reason. */
+_Noreturn void tcom_skip_missing(const char *package, const char *what);
+
 #endif
