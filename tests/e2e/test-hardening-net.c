@@ -11,6 +11,7 @@
  *
  * Sanitizer builds run the flood and check everything but the memory. */
 #include "e2e.h"
+#include "tcommon.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -389,7 +390,9 @@ Test(e2e_net, a_worker_out_of_descriptors_is_serving_again_once_the_flood_ends)
         cr_assert(fds[i] >= 0, "socket: %s", strerror(errno));
         connect(fds[i], (struct sockaddr *)&a, sizeof a);
     }
-    usleep(500 * 1000);
+    /* Until it holds all 128: its next accept() fails with EMFILE. */
+    int open_fds = tcom_wait_open_fds(worker, 128, 10000);
+    cr_assert(open_fds >= 128, "the worker holds %d descriptors, not its 128", open_fds);
     for (int i = 0; i < CONNS; i++)
         close(fds[i]);
 
