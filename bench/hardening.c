@@ -37,6 +37,7 @@
 #include "runtime/collective/collective.h"
 #include "runtime/runtime.h"
 #include "stats.h"
+#include "train_child.h"
 
 #define GIB ((size_t)1 << 30)
 
@@ -138,6 +139,44 @@ static int ping(rpc_channel *ch, double *ms)
     return rc;
 }
 
+/* Starts `ferry args...`; its stdout comes to p->out, away from ours. */
+static void spawn(bench_proc *p, const char *const *args)
+{
+    fflush(NULL);
+    int rc = bench_proc_start(p, (char *const *)args, NULL);
+    if (rc)
+        bench_die("cannot start %s: %s", ferry_bin, strerror(-rc));
+}
+
+/* `ferry args...` to its end; its exit status. */
+static int run_ferry(const char *const *args)
+{
+    bench_proc p;
+    spawn(&p, args);
+    char line[512];
+    while (fgets(line, sizeof line, p.out))
+        fputs(line, stderr);
+    return bench_proc_wait(&p);
+}
+
+/* A client on `loop` with one channel to `target_s`. */
+static rpc_channel *open_channel(uv_loop_t *loop, rpc_client **client, const char *target_s)
+{
+    rpc_channel *ch;
+    if (uv_loop_init(loop) || rpc_client_create(loop, client) ||
+        rpc_channel_create(*client, target_s, NULL, &ch))
+        bench_die("cannot open a channel to %s", target_s);
+    return ch;
+}
+
+static void close_channel(uv_loop_t *loop, rpc_client *client, rpc_channel *ch)
+{
+    rpc_channel_destroy(ch);
+    rpc_client_close(client);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+}
+
 /* ---- decode: Pings beside a 1 GiB lz4 request --------------------------- */
 
 static void sink(rpc_srv_call *sc, rpc_msg *req, void *data)
@@ -166,10 +205,7 @@ static void bench_decode(int reps)
     snprintf(target_s, sizeof target_s, "127.0.0.1:%d", rpc_server_port(srv));
     uv_loop_t loop;
     rpc_client *client;
-    rpc_channel *ch;
-    if (uv_loop_init(&loop) || rpc_client_create(&loop, &client) ||
-        rpc_channel_create(client, target_s, NULL, &ch))
-        bench_die("cannot open a channel to %s", target_s);
+    rpc_channel *ch = open_channel(&loop, &client, target_s);
     uint8_t *zeros = calloc(1, GIB);
     double worst_ratio = 0;
     int fewest = 1 << 30;
@@ -200,10 +236,7 @@ static void bench_decode(int reps)
         fewest = pings < fewest ? pings : fewest;
     }
     free(zeros);
-    rpc_channel_destroy(ch);
-    rpc_client_close(client);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    close_channel(&loop, client, ch);
     rpc_server_shutdown(srv, 0);
     rpc_server_destroy(srv);
     rpc_buf_trim();
@@ -214,20 +247,6 @@ static void bench_decode(int reps)
 }
 
 /* ---- refuse and flood: a real worker ------------------------------------ */
-
-static pid_t spawn(const char *const *args)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        bench_die("fork: %s", strerror(errno));
-    if (pid == 0) {
-        dup2(2, 1); /* stdout is for JSON lines only */
-        execv(ferry_bin, (char *const *)args);
-        _exit(127);
-    }
-    return pid;
-}
 
 static char *slurp(const char *path)
 {
@@ -320,7 +339,8 @@ static void bench_worker(int reps, int flood_s)
         bench_die("pipe: %s", strerror(errno));
     const char *args[] = {ferry_bin, "worker", "--listen", "127.0.0.1:0", "--token-file",
                           token, "--port-file", port_file, "--state-dir", state, NULL};
-    pid_t worker = spawn(args);
+    bench_proc worker;
+    spawn(&worker, args);
     char *port = NULL;
     for (int i = 0; i < 1000 && !(port = slurp(port_file)); i++)
         usleep(10000);
@@ -338,10 +358,7 @@ static void bench_worker(int reps, int flood_s)
 
     uv_loop_t loop;
     rpc_client *client;
-    rpc_channel *ch;
-    if (uv_loop_init(&loop) || rpc_client_create(&loop, &client) ||
-        rpc_channel_create(client, target_s, NULL, &ch))
-        bench_die("cannot open a channel to %s", target_s);
+    rpc_channel *ch = open_channel(&loop, &client, target_s);
     if (ping(ch, NULL))
         bench_die("the worker does not answer Ping");
 
@@ -361,7 +378,7 @@ static void bench_worker(int reps, int flood_s)
     bench_emit("bomb_to_ping_refused_max", ping_ms, "ms", NULL, "\"calls\":%d", reps);
 
     double quiet = ping_p99(ch, flood_s);
-    long hwm0 = proc_kib(worker, "VmHWM:");
+    long hwm0 = proc_kib(worker.pid, "VmHWM:");
     if (write(go[1], "gg", 2) != 2)
         bench_die("cannot start the bombers");
     double loud = ping_p99(ch, flood_s);
@@ -375,20 +392,17 @@ static void bench_worker(int reps, int flood_s)
         if (!WIFEXITED(status) || WEXITSTATUS(status))
             bench_die("a bomber failed (status %d)", status);
     }
-    long hwm1 = proc_kib(worker, "VmHWM:");
+    long hwm1 = proc_kib(worker.pid, "VmHWM:");
     bench_emit("ping_p99_quiet", quiet, "ms", NULL, "\"seconds\":%d", flood_s);
     bench_emit("ping_p99_flood", loud, "ms", NULL, "\"seconds\":%d,\"bombs\":%lu", flood_s,
                sent);
 
-    rpc_channel_destroy(ch);
-    rpc_client_close(client);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    close_channel(&loop, client, ch);
     if (f)
         fclose(f);
     close(go[1]);
-    kill(worker, SIGTERM);
-    waitpid(worker, NULL, 0);
+    kill(worker.pid, SIGTERM);
+    bench_proc_wait(&worker);
 
     target("tokenless_bomb_refused_max", worst, "ms", false, 1000);
     target("bomb_to_ping_refused_max", ping_ms, "ms", false, 1000);
@@ -414,8 +428,7 @@ static void bench_restart(void)
     snprintf(home, sizeof home, "%s/home", dir);
     setenv("FERRY_HOME", home, 1);
     const char *start[] = {ferry_bin, "start", "1", "--base-port", "0", NULL};
-    int status;
-    if (waitpid(spawn(start), &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+    if (run_ferry(start) != 0)
         bench_die("ferry start 1 failed");
     pid_t pid = worker_pid();
     double worst = 0;
@@ -431,7 +444,7 @@ static void bench_restart(void)
         pid = next != pid ? next : 0;
     }
     const char *stop[] = {ferry_bin, "shutdown", NULL};
-    waitpid(spawn(stop), &status, 0);
+    run_ferry(stop);
     if (!pid)
         bench_die("a crashed worker was not restarted within 10 s");
     /* Exec and start-up included; the fourth crash in a row would wait
@@ -442,19 +455,8 @@ static void bench_restart(void)
 int main(int argc, char **argv)
 {
     bench_set_name("hardening");
-    int reps = 5, flood_s = 10;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            reps = 1;
-            flood_s = 3;
-        } else if (strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
+    bool quick = bench_quick_option(argc, argv, usage);
+    int reps = quick ? 1 : 5, flood_s = quick ? 3 : 10;
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
@@ -472,10 +474,7 @@ int main(int argc, char **argv)
     bench_restart();
     bench_decode(reps);
     free(bomb);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        bench_log("could not remove %s", dir);
+    bench_remove_tree(dir);
     bench_log("bench/hardening: %d target(s) missed", missed);
     return 0;
 }
