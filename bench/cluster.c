@@ -264,18 +264,8 @@ int main(int argc, char **argv)
 {
     bench_set_name("cluster");
     bench_cfg cfg = {.start_reps = 5, .ship_reps = 5, .call_reps = 3, .calls = 10000};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            cfg = (bench_cfg){
-                .start_reps = 2, .ship_reps = 2, .call_reps = 1, .calls = 2000};
-        } else if (strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
+    if (bench_quick_option(argc, argv, usage))
+        cfg = (bench_cfg){.start_reps = 2, .ship_reps = 2, .call_reps = 1, .calls = 2000};
     find_build_files();
     snprintf(home, sizeof home, "/tmp/ferry-bench-XXXXXX");
     if (!mkdtemp(home))

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 uint64_t bench_now_ns(void)
@@ -108,4 +109,21 @@ void bench_die(const char *fmt, ...)
     fputc('\n', stderr);
     fflush(stdout);
     exit(1);
+}
+
+bool bench_quick_option(int argc, char **argv, void (*usage)(FILE *))
+{
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = true;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else {
+            usage(stderr);
+            exit(2);
+        }
+    }
+    return quick;
 }

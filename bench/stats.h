@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Monotonic clock in nanoseconds. */
 uint64_t bench_now_ns(void);
@@ -38,6 +39,11 @@ void bench_set_name(const char *name);
 void bench_emit(const char *metric, double value, const char *unit,
                 const bench_summary *s, const char *params_fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* The options of a benchmark that takes only --quick and --help: returns
+ * whether --quick was given; --help prints usage(stdout) and exits 0,
+ * anything else usage(stderr) and exits 2. */
+bool bench_quick_option(int argc, char **argv, void (*usage)(FILE *));
 
 /* printf to stderr, with a newline. */
 void bench_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

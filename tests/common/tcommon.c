@@ -2,10 +2,14 @@
 #include "tcommon.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -85,4 +89,39 @@ long tcom_rss_kib(int pid)
             break;
     fclose(f);
     return kib;
+}
+
+void tcom_skip_missing(const char *package, const char *what)
+{
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0)
+        cr_assert_fail("%s is missing (package %s), which CI installs (.ci/install-deps)",
+                       what, package);
+    fprintf(stderr, "skipped: %s is missing (apt-get install %s)\n", what, package);
+    cr_skip_test("%s is missing (apt-get install %s)", what, package);
+}
+
+int tcom_open_fds(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+int tcom_wait_open_fds(int pid, int n, int ms)
+{
+    struct timespec step = {0, 5 * 1000 * 1000};
+    int got = tcom_open_fds(pid);
+    for (int waited = 0; got < n && waited < ms; waited += 5) {
+        nanosleep(&step, NULL);
+        got = tcom_open_fds(pid);
+    }
+    return got;
 }

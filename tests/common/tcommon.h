@@ -24,4 +24,16 @@ long tcom_rss_kib(int pid);
  * from a test's body: Criterion 2.4.1 ignores failures in .fini. */
 void tcom_assert_no_leaks(void);
 
+/* How many descriptors process `pid` has open (/proc/PID/fd), or -1. */
+int tcom_open_fds(int pid);
+
+/* Waits up to ms for `pid` to hold at least n descriptors (a server that
+ * accepted until it ran out); returns the last count seen. */
+int tcom_wait_open_fds(int pid, int n, int ms);
+
+/* Skips the current test because `package` (a Debian package) is missing,
+ * saying so; under CI=true, where .ci/install-deps installs every package,
+ * fails it instead: a missing package there is a broken CI, not a reason. */
+_Noreturn void tcom_skip_missing(const char *package, const char *what);
+
 #endif

@@ -115,18 +115,13 @@ uint8_t *td_gunzip(const char *path, size_t *len)
     return out;
 }
 
-bool td_have_fmnist(void)
+void td_need_fmnist(void)
 {
     struct stat st;
     char p[256];
     snprintf(p, sizeof p, "%s/train-images-idx3-ubyte.gz", RT_FMNIST_DIR);
-    if (stat(p, &st) == 0)
-        return true;
-    fprintf(stderr,
-            "skipped: %s is not installed (apt-get install "
-            "dataset-fashion-mnist)\n",
-            RT_FMNIST_DIR);
-    return false;
+    if (stat(p, &st) != 0)
+        tcom_skip_missing("dataset-fashion-mnist", p);
 }
 
 void td_expect_err(int rc, int want, const char *err, const char *path)

@@ -153,8 +153,7 @@ TD_TEST(fmnist, an_unknown_data_set_name_is_einval)
 
 TD_TEST(fmnist, the_real_training_set_matches_its_files_and_is_normalised)
 {
-    if (!td_have_fmnist())
-        cr_skip_test("dataset-fashion-mnist is not installed");
+    td_need_fmnist();
     rt_dataset ds;
     char err[512] = "";
     cr_assert_eq(rt_fmnist_load(NULL, true, &ds, err, sizeof err), 0, "%s", err);
@@ -205,8 +204,7 @@ TD_TEST(fmnist, the_real_training_set_matches_its_files_and_is_normalised)
 
 TD_TEST(fmnist, the_real_test_set_loads_by_name_with_1000_of_each_class)
 {
-    if (!td_have_fmnist())
-        cr_skip_test("dataset-fashion-mnist is not installed");
+    td_need_fmnist();
     rt_dataset ds;
     char err[512] = "";
     cr_assert_eq(

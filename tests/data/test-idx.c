@@ -292,8 +292,7 @@ TD_TEST(idx, flipped_bytes_inside_a_gzip_stream_are_corrupt)
 
 TD_TEST(idx, the_real_training_labels_cut_in_half_are_corrupt)
 {
-    if (!td_have_fmnist())
-        cr_skip_test("dataset-fashion-mnist is not installed");
+    td_need_fmnist();
     size_t len;
     uint8_t *z = td_read(RT_FMNIST_DIR "/train-labels-idx1-ubyte.gz", &len);
     const char *path = td_path("train-labels-idx1-ubyte.gz");

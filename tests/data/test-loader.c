@@ -380,8 +380,7 @@ TD_TEST(loader, bad_options_are_einval)
 
 TD_TEST(loader, batches_of_the_real_training_set_hold_its_rows)
 {
-    if (!td_have_fmnist())
-        cr_skip_test("dataset-fashion-mnist is not installed");
+    td_need_fmnist();
     rt_dataset ds;
     char err[512] = "";
     cr_assert_eq(rt_fmnist_load(NULL, true, &ds, err, sizeof err), 0, "%s", err);

@@ -391,6 +391,16 @@ bool e2e_has(const char *haystack, const char *needle)
     return haystack && strstr(haystack, needle) != NULL;
 }
 
+bool e2e_no_gpu(const char *err)
+{
+    /* runtime/device's words: cudaGetDeviceCount failed or found none; or
+     * the backend was never built. Only a worker that exited with status 1
+     * said them: one killed by a signal crashed. */
+    return e2e_has(err, "exited with status 1: ") &&
+           (e2e_has(err, "no GPU visible: cudaGetDeviceCount") ||
+            e2e_has(err, "this ferry was built without cuda support"));
+}
+
 const char *e2e_write_file(const char *name, const char *text)
 {
     char *p = NULL;

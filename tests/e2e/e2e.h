@@ -96,6 +96,12 @@ bool e2e_wait_gone(pid_t pid, int ms);
 /* Whether `haystack` contains `needle`. */
 bool e2e_has(const char *haystack, const char *needle);
 
+/* Whether a failed `ferry start --device cuda` failed only because no GPU
+ * is there: its error says the CUDA runtime counted none (or could not
+ * count, as without a driver), or that this ferry has no cuda backend.
+ * Anything else, a crash included, is a failure to report, not a skip. */
+bool e2e_no_gpu(const char *err);
+
 /* Writes `text` to a file beside this test's homes; returns its path
  * (freed at teardown). */
 const char *e2e_write_file(const char *name, const char *text);

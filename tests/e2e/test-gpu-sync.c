@@ -23,8 +23,12 @@ static double train_on(const char *device)
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "start", "2", "--base-port", "0", "--device", device, NULL);
     if (r.status != 0) {
-        /* Only cuda may be missing; the cpu must start. */
+        /* Only cuda may be missing, and only for want of a GPU; the cpu
+         * must start. */
         cr_assert_str_neq(device, "cpu", "%s", r.err);
+        cr_assert(r.status == 1 && e2e_no_gpu(r.err),
+                  "ferry start --device cuda failed (status %d), not for want of a GPU: %s",
+                  r.status, r.err);
         char why[512];
         snprintf(why, sizeof why, "no GPU for 2 workers: %.400s", r.err);
         e2e_run_fini(&r);

@@ -1,17 +1,17 @@
 /* tests/e2e — a real worker (`ferry start 1`) under a flood from clients
  * without the token (issue 11, findings 1 and 3): two clients send, in a
- * loop for 10 s, requests whose lz4 payload claims 1 GiB. Ping keeps a p99
- * under 100 ms, the worker's memory grows by less than 64 MiB, and its log
+ * loop for 10 s, requests whose lz4 payload claims 1 GiB. Every Ping is
+ * answered, the worker's memory grows by less than 64 MiB, and its log
  * holds a few summary lines instead of one line per refusal. The figures
- * are printed.
+ * are printed; Ping's p99 under the flood is bench/hardening's target.
  *
  * And (finding 2) a worker whose descriptors ran out, and whose listener
  * gRPC 1.51 then gave up on for good, is back serving once the flood ends:
  * it notices, exits, and its supervisor restarts it.
  *
- * In the e2e suite because it times things: meson runs this suite alone.
- * Sanitizer builds run the flood and check everything but the figures. */
+ * Sanitizer builds run the flood and check everything but the memory. */
 #include "e2e.h"
+#include "tcommon.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -217,7 +217,7 @@ static int ping(rpc_channel *ch)
     return rc;
 }
 
-Test(e2e_net, ping_stays_fast_while_two_tokenless_clients_send_lz4_bombs)
+Test(e2e_net, ping_is_answered_while_two_tokenless_clients_send_lz4_bombs)
 {
     make_bomb();
     e2e_start(1);
@@ -322,18 +322,15 @@ Test(e2e_net, ping_stays_fast_while_two_tokenless_clients_send_lz4_bombs)
         "peak RSS %ld -> %ld KiB (+%ld KiB); %zu refusal lines in its log\n",
         sent, bomb_len, FLOOD_S, refused, n, p50, p99, max, failed, quiet_p99, quiet_max,
         hwm0, hwm1, hwm1 - hwm0, lines);
+    /* Liveness, with a wide margin: a Ping is due every 5 ms (2,000 in the
+     * 10 s), and each must be answered within its 20 s deadline. */
     cr_assert(failed == 0, "%zu Pings failed", failed);
     cr_assert(n >= 100, "only %zu Pings", n);
     cr_assert(sent >= 10 && refused == sent, "%lu sent, %lu refused", sent, refused);
 #ifdef __SANITIZE_ADDRESS__
-    /* AddressSanitizer keeps up to 256 MB of freed memory in quarantine and
-     * slows every call several times: the figures mean nothing here. */
-    fprintf(stderr, "e2e: sanitizer build: p99 and memory not checked\n");
+    /* AddressSanitizer keeps up to 256 MB of freed memory in quarantine. */
+    fprintf(stderr, "e2e: sanitizer build: memory not checked\n");
 #else
-    /* 100 ms over what the machine gives without the flood: on an idle
-     * machine that is ~1 ms; a shared one was seen at 114 ms. */
-    cr_assert(p99 < 100 + quiet_p99, "Ping p99 %.1f ms under the flood (%.1f ms without)",
-              p99, quiet_p99);
     cr_assert(hwm1 - hwm0 < 64 * 1024, "the worker's peak RSS grew by %ld KiB",
               hwm1 - hwm0);
 #endif
@@ -393,7 +390,9 @@ Test(e2e_net, a_worker_out_of_descriptors_is_serving_again_once_the_flood_ends)
         cr_assert(fds[i] >= 0, "socket: %s", strerror(errno));
         connect(fds[i], (struct sockaddr *)&a, sizeof a);
     }
-    usleep(500 * 1000);
+    /* Until it holds all 128: its next accept() fails with EMFILE. */
+    int open_fds = tcom_wait_open_fds(worker, 128, 10000);
+    cr_assert(open_fds >= 128, "the worker holds %d descriptors, not its 128", open_fds);
     for (int i = 0; i < CONNS; i++)
         close(fds[i]);
 

@@ -83,13 +83,18 @@ Test(e2e_worker, calls_that_ignore_cancellation_are_named_refuse_more_and_wedge_
     load(cl, so, "spin.so", &m);
     free(so);
 
-    /* Both slots taken; their deadline passes and they go on. */
+    /* Both slots taken; their deadline passes and they go on. Ping says so
+     * once they are cancelled and the oldest has run 2 s (1 s past its
+     * deadline, 2 s before the wedge grace ends). */
     ferry_bytes_t out[2] = {{0}};
     cr_assert(cluster_call_any(cl, &m, "spin", 2, NULL, out, 0) != 0);
-    usleep(1500 * 1000);
-
-    const cluster_worker *w;
-    cluster_survey(cl, true, &w);
+    const cluster_worker *w = NULL;
+    for (double t0 = now_ms(); now_ms() - t0 < 3000; usleep(50 * 1000)) {
+        cluster_survey(cl, true, &w);
+        if (w[0].ping && w[0].stats && w[0].ping->stuck_calls == 2 &&
+            w[0].ping->oldest_call_s >= 2.0)
+            break;
+    }
     cr_assert(w[0].ping && w[0].stats, "no Ping or Stats: %s", cluster_error(cl));
     cr_assert(w[0].ping->slots == 2 && w[0].ping->busy_slots == 2 &&
                   w[0].ping->stuck_calls == 2 && w[0].ping->oldest_call_s >= 2.0,
@@ -108,12 +113,14 @@ Test(e2e_worker, calls_that_ignore_cancellation_are_named_refuse_more_and_wedge_
     double took = now_ms() - t0;
     cr_assert(rc != 0, "echo got a slot");
     const char *why = cluster_error(cl);
-    cr_assert(e2e_has(why, "RESOURCE_EXHAUSTED") || e2e_has(why, "no executor slot"), "%s",
-              why);
+    /* The worker's own refusal, not the 1 s deadline passing: how fast it
+     * comes is not this test's claim, only that it is a refusal. */
+    fprintf(stderr, "e2e: the refusal came back in %.0f ms\n", took);
+    cr_assert(e2e_has(why, "RESOURCE_EXHAUSTED") && !e2e_has(why, "DEADLINE_EXCEEDED"),
+              "%s", why);
     cr_assert(e2e_has(why, "no executor slot: all 2 are held by calls that were cancelled") &&
                   e2e_has(why, "Call spin.so spin for "),
               "%s", why);
-    cr_assert(took < 800, "the refusal took %.0f ms", took);
     cluster_module_fini(&m);
     cluster_destroy(cl);
 

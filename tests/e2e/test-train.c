@@ -131,6 +131,8 @@ Test(e2e_train, a_missing_dataset_fails_with_the_worker_named_and_the_fix)
     E2E_EXPECT(&r, 1);
     cr_assert(e2e_has(r.err, "worker 0") && e2e_has(r.err, "/nonexistent/fmnist"), "%s",
               r.err);
+    /* The fix: what to install. */
+    cr_assert(e2e_has(r.err, "apt-get install dataset-fashion-mnist"), "%s", r.err);
     e2e_run_fini(&r);
     /* The worker is fine afterwards: the next run trains. */
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "1", NULL);

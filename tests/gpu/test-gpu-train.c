@@ -12,12 +12,16 @@
 
 TestSuite(gpu_train, .init = e2e_setup, .fini = e2e_teardown, .timeout = 900);
 
-/* `ferry start 1 --device cuda`, or skip with ferry's own reason. */
+/* `ferry start 1 --device cuda`, or skip with ferry's own reason when that
+ * reason is that no GPU is there; any other failure fails the test. */
 static void start_on_gpu(void)
 {
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "start", "1", "--base-port", "0", "--device", "cuda", NULL);
     if (r.status != 0) {
+        cr_assert(r.status == 1 && e2e_no_gpu(r.err),
+                  "ferry start --device cuda failed (status %d), not for want of a GPU: %s",
+                  r.status, r.err);
         char why[512];
         snprintf(why, sizeof why, "no GPU: %.400s", r.err);
         e2e_run_fini(&r);

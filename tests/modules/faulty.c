@@ -115,7 +115,21 @@ static int info(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
     return 0;
 }
 
+/* Sleeps as sleep does, then says where it ran: "rank R". */
+static int nap(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    int rc = sleep_(ctx, in, out);
+    if (rc)
+        return rc;
+    char text[32];
+    int n = snprintf(text, sizeof text, "rank %d", ctx->rank);
+    if (!ctx->ops->result(ctx, out, (size_t)n))
+        return ctx->ops->fail(ctx, FERRY_ENOMEM, "no result buffer");
+    memcpy(out->data, text, (size_t)n);
+    return 0;
+}
+
 FERRY_TASK(.name = "faulty",
            .functions = FERRY_FUNCTIONS({"fail", fail}, {"segv", segv}, {"abort", abort_},
                                         {"echo", echo}, {"sleep", sleep_}, {"info", info},
-                                        {"overflow", overflow}));
+                                        {"overflow", overflow}, {"nap", nap}));

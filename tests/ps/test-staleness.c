@@ -279,10 +279,8 @@ TPS_TEST(ps_staleness, the_sweeper_ends_a_pull_whose_caller_gave_up)
     int rc = tps_pull_finish(c, NULL, 0, &r);
     cr_assert(rc == FERRY_ETIMEDOUT, "the parked pull ended with %s: %s",
               ferry_err_name(rc), r.err);
-    /* The sweeper looks every 100 ms. */
-    tps_sleep_ms(400);
-    /* Were the call still parked, the shutdown would wait its whole grace
-     * for it. */
+    /* The shutdown waits for the parked call to end: the sweeper, which
+     * looks every 100 ms, ends it long before the 3 s grace would. */
     double t0 = tps_now_ms();
     rpc_server_shutdown(T.r[0].server, 3000);
     double took = tps_now_ms() - t0;
@@ -319,7 +317,8 @@ TPS_TEST(ps_staleness,
     cr_assert(rc == FERRY_ECANCELED, "got %s: %s", ferry_err_name(rc), err);
     cr_assert(took >= 150 && took < 2000, "the cancelled pull returned after %.0f ms",
               took);
-    tps_sleep_ms(300);
+    /* Each shutdown waits for the server's calls to end, the parked pull's
+     * included: the sweeper ends it long before the 3 s grace would. */
     for (int k = 0; k < 2; k++) {
         t0 = tps_now_ms();
         rpc_server_shutdown(T.r[k].server, 3000);
@@ -411,7 +410,8 @@ TPS_TEST(ps_staleness,
     tps_reply r;
     int rc = tps_push_finish(c, NULL, 0, &r);
     cr_assert(rc == FERRY_ETIMEDOUT, "%s: %s", ferry_err_name(rc), r.err);
-    tps_sleep_ms(400);
+    /* Whether the sweeper ended it is seen at the end: the shutdown would
+     * wait its grace for it. */
     c = push_pull_start(0, 2, TPS_TIMEOUT_MS);
     assert_parked(c, 200, "rank 1 at step 0");
     rt_ps_store_shutdown(T.r[0].store);

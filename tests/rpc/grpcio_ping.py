@@ -77,7 +77,11 @@ def main():
     try:
         import grpc
         import google.protobuf  # noqa: F401
-    except ImportError as e:
+    except ModuleNotFoundError as e:
+        # Only a package that is not there: one that is there but broken
+        # is a failure, not a reason to skip.
+        if e.name not in ("grpc", "google", "google.protobuf"):
+            raise
         print(json.dumps({"skip": "%s lacks grpcio/protobuf: %s" % (sys.executable, e)}))
         return 77
 

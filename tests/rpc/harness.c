@@ -144,7 +144,12 @@ static void *slow_main(void *arg)
 {
     slow_job job = *(slow_job *)arg;
     free(arg);
+    int now = atomic_fetch_add(&HS.slow_running, 1) + 1;
+    for (int peak = atomic_load(&HS.slow_peak);
+         now > peak && !atomic_compare_exchange_weak(&HS.slow_peak, &peak, now);)
+        ;
     usleep(H_SLOW_MS * 1000);
+    atomic_fetch_sub(&HS.slow_running, 1);
     Ferry__CallRequest *r = NULL;
     if (rpc_msg_unpack(job.req, &ferry__call_request__descriptor,
                        (ProtobufCMessage **)&r) == 0 &&

@@ -67,6 +67,8 @@ typedef struct h_stats {
     atomic_int block_cancelled; /* H_BLOCK handlers that saw rpc_srv_cancelled */
     atomic_int sized_reply_rc;  /* last rpc_srv_reply() result in H_SIZED */
     atomic_int handled;         /* calls that reached any test handler */
+    atomic_int slow_running;    /* H_SLOW replies being prepared now */
+    atomic_int slow_peak;       /* the most of them at once */
 } h_stats;
 
 extern h_stats HS;

@@ -1,7 +1,8 @@
 /* tests/rpc — the largest payloads: a 1 GiB message goes through under the
  * default limit, one byte more is refused before anything is sent, and the
  * limit can be raised to RPC_MAX_PAYLOAD_LIMIT but no further; a request
- * that decompresses to 1 GiB is decoded off the completion-queue thread. */
+ * that decompresses to 1 GiB is decoded off the completion-queue thread
+ * (how fast Pings are meanwhile: bench/hardening). */
 #include "harness.h"
 
 #include <stdlib.h>
@@ -197,11 +198,8 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
         "1 GiB lz4 request served in %.0f ms; %d Pings meanwhile, the slowest %.1f ms\n",
         took_ms, pings, worst_ms);
     /* Decoded on the queue thread, one Ping waits out the whole decode and
-     * hardly another is answered (measured: 2 Pings, the slower 99% of the
-     * time). Off it, the slowest took 5-10% of the time here, up to 30%
-     * under ASan on two busy cores. */
-    cr_assert(pings >= 10, "%d Pings in %.0f ms", pings, took_ms);
-    cr_assert(worst_ms < 0.6 * took_ms,
-              "a Ping waited %.0f ms of the %.0f ms the big request took", worst_ms,
-              took_ms);
+     * hardly another is answered (measured: 2 Pings). Off it, ~290 here.
+     * A liveness bound, far from that figure: how long a Ping waits is
+     * bench/hardening's (slowest_ping_vs_1gib_decode, pings_during_1gib_decode). */
+    cr_assert(pings >= 5, "%d Pings in %.0f ms", pings, took_ms);
 }

@@ -191,9 +191,12 @@ H_TEST(rpc_call, handlers_replying_from_other_threads_overlap)
         check_echo(&calls[i], "s", fn[i], fn[i], strlen(fn[i]));
         rpc_call_fini(&calls[i]);
     }
-    /* 16 replies of 50 ms each, one after another, would take 800 ms. */
-    cr_assert(took < N * H_SLOW_MS, "%d slow calls took %.0f ms: not concurrent", N,
-              took);
+    /* Overlap is seen, not timed: one handler thread at a time would never
+     * have two in their 50 ms at once. */
+    fprintf(stderr, "%d slow calls took %.0f ms, at most %d at once\n", N, took,
+            atomic_load(&HS.slow_peak));
+    cr_assert(atomic_load(&HS.slow_peak) >= 2, "%d slow calls never overlapped (%.0f ms)",
+              N, took);
 }
 
 H_TEST(rpc_call, call_with_no_deadline_completes)

@@ -6,6 +6,7 @@
  * meson passes both paths in FERRY_TEST_GRPCIO_SCRIPT and
  * FERRY_TEST_PROTO_DESC. */
 #include "harness.h"
+#include "tcommon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +39,7 @@ static void run_client(const char *mode, const char *arg, py_result *res)
         cr_skip_test("FERRY_TEST_GRPCIO_SCRIPT / FERRY_TEST_PROTO_DESC not set "
                      "(run through meson test)");
     if (access(PYTHON, X_OK) != 0)
-        cr_skip_test("%s is not installed", PYTHON);
+        tcom_skip_missing("python3-grpcio", PYTHON);
     cr_assert(access(script, R_OK) == 0, "no script at %s", script);
     cr_assert(access(desc, R_OK) == 0, "no descriptor set at %s", desc);
 
@@ -90,8 +91,10 @@ static void run_client(const char *mode, const char *arg, py_result *res)
                        res->out);
     }
     res->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (res->status == 77)
-        cr_skip_test("grpcio client skipped: %s", res->out);
+    if (res->status == 77) {
+        res->out[strcspn(res->out, "\n")] = '\0'; /* one JSON line */
+        tcom_skip_missing("python3-grpcio python3-protobuf", res->out);
+    }
     cr_assert(res->status == 0, "%s %s exited with %d; stdout: %s (stderr is in the log)",
               script, mode, res->status, res->out);
 }

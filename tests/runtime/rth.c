@@ -312,6 +312,13 @@ void rth_capture_start(void)
     close(fd);
 }
 
+char *rth_capture_peek(void)
+{
+    fflush(stderr);
+    char *text = rth_read_file(capture_path, NULL);
+    return text ? text : strdup("");
+}
+
 char *rth_capture_end(void)
 {
     fflush(stderr);

@@ -114,6 +114,8 @@ bool rth_stats_until(bool (*pred)(const Ferry__StatsReply *s, const void *arg),
  * which returns what was written (malloc'd). */
 void rth_capture_start(void);
 char *rth_capture_end(void);
+/* What was captured so far (malloc'd), the capture going on. */
+char *rth_capture_peek(void);
 
 /* Where a forked child's stdout and stderr go. */
 typedef struct rth_child_out {

@@ -59,7 +59,7 @@ RTH_TEST(rt_call, an_unknown_function_lists_the_ones_there_are)
     int rc = rth_invoke(R.ch, sha, "nope", NULL, NULL, err, sizeof err);
     cr_assert(rc == FERRY_ENOENT, "%s: %s", ferry_err_name(rc), err);
     cr_assert(strstr(err, "module faulty.so has no function 'nope' (it has: fail, segv, "
-                          "abort, echo, sleep, info, overflow)"),
+                          "abort, echo, sleep, info, overflow, nap)"),
               "%s", err);
 }
 

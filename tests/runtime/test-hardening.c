@@ -12,6 +12,7 @@
  * The first runs `ferry worker` (rt_worker_main) in a forked child, so that
  * its memory can be read in /proc/PID/status. */
 #include "rth.h"
+#include "tcommon.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -232,7 +233,7 @@ static const char *const guarded[] = {RT_METHOD_LOAD_MODULE, RT_METHOD_CALL,
                                       RT_METHOD_REDUCE_CHUNK};
 #define N_GUARDED (sizeof guarded / sizeof guarded[0])
 
-Test(rt_hardening, a_tokenless_lz4_bomb_is_refused_at_once_without_allocating)
+Test(rt_hardening, a_tokenless_lz4_bomb_is_refused_without_allocating)
 {
     make_bomb();
     int port = start_worker_process();
@@ -267,8 +268,9 @@ Test(rt_hardening, a_tokenless_lz4_bomb_is_refused_at_once_without_allocating)
             "lz4 bomb (%zu bytes on the wire, 1 GiB declared): slowest refusal %.1f ms, "
             "Ping %.1f ms; worker peak RSS %ld -> %ld KiB, RSS %ld -> %ld KiB\n",
             bomb_len, worst, ping_ms, hwm0, hwm1, rss0, rss1);
-    cr_assert(worst < 1000, "a refusal took %.0f ms", worst);
-    cr_assert(ping_ms < 1000, "Ping with the bomb took %.0f ms", ping_ms);
+    /* Each refusal came within RTH_CALL_TIMEOUT (the codes above): the
+     * liveness bound. How soon is bench/hardening's (tokenless_bomb_refused_max,
+     * bomb_to_ping_refused_max); decoding the bomb would take 1 GiB. */
     cr_assert(hwm1 - hwm0 < 64 * 1024, "the worker's peak RSS grew by %ld KiB",
               hwm1 - hwm0);
 
@@ -298,7 +300,9 @@ Test(rt_hardening, a_worker_whose_listener_died_of_emfile_exits_to_be_restarted,
         /* The kernel completes the handshake from the backlog either way. */
         connect(fds[i], (struct sockaddr *)&a, sizeof a);
     }
-    usleep(500 * 1000);
+    /* Until it holds all 128: its next accept() fails with EMFILE. */
+    int open_fds = tcom_wait_open_fds(worker_pid, 128, 10000);
+    cr_assert(open_fds >= 128, "the worker holds %d descriptors, not its 128", open_fds);
     for (int i = 0; i < CONNS; i++)
         close(fds[i]);
 
@@ -398,6 +402,22 @@ static size_t count_lines(const char *log, const char *needle)
     return n;
 }
 
+/* The refusals a log accounts for: the first has a line of its own; the
+ * rest are summed up in summaries. */
+static unsigned long long refusals_logged(const char *log)
+{
+    unsigned long long logged = 0;
+    for (const char *p = log; (p = strstr(p, "refused ")); p++) {
+        unsigned long long k;
+        if (sscanf(p, "refused %llu more calls", &k) == 1)
+            logged += k;
+        else if (strncmp(p, "refused " RT_METHOD_STATS " from ",
+                         strlen("refused " RT_METHOD_STATS " from ")) == 0)
+            logged += 1;
+    }
+    return logged;
+}
+
 Test(rt_hardening, ten_thousand_refusals_make_a_few_log_lines)
 {
     rth_open_client();
@@ -426,21 +446,20 @@ Test(rt_hardening, ten_thousand_refusals_make_a_few_log_lines)
         }
     }
     double secs = (double)(uv_hrtime() - t0) / 1e9;
-    usleep(2500 * 1000); /* the last summary is due within 2 s */
-    char *log = rth_capture_end();
     cr_assert(refused == TOTAL, "%zu of %d refused", refused, TOTAL);
-
-    size_t lines = count_lines(log, "\n"), refusal_lines = count_lines(log, "refused ");
-    /* The first refusal has a line; the rest are summed up in summaries. */
-    unsigned long long logged = 0;
-    for (const char *p = log; (p = strstr(p, "refused ")); p++) {
-        unsigned long long k;
-        if (sscanf(p, "refused %llu more calls", &k) == 1)
-            logged += k;
-        else if (strncmp(p, "refused " RT_METHOD_STATS " from ",
-                         strlen("refused " RT_METHOD_STATS " from ")) == 0)
-            logged += 1;
+    /* The last summary is due within 2 s: wait until the log accounts for
+     * every refusal, or 10 s pass. */
+    for (uint64_t end = uv_hrtime() + 10 * (uint64_t)1000000000;
+         uv_hrtime() < end; usleep(20 * 1000)) {
+        char *so_far = rth_capture_peek();
+        unsigned long long n = refusals_logged(so_far);
+        free(so_far);
+        if (n >= TOTAL)
+            break;
     }
+    char *log = rth_capture_end();
+    size_t lines = count_lines(log, "\n"), refusal_lines = count_lines(log, "refused ");
+    unsigned long long logged = refusals_logged(log);
     fprintf(stderr,
             "%d tokenless calls in %.2f s: %zu log lines (%zu about refusals), "
             "%llu refusals accounted for\n",

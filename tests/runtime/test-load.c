@@ -54,7 +54,7 @@ RTH_TEST(rt_load, loading_the_same_bytes_twice_is_a_no_op)
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
     cr_assert_str_eq(r->task_name, "faulty");
     cr_assert(!r->cached, "first load reported cached");
-    cr_assert(r->n_functions == 7, "%zu functions", r->n_functions);
+    cr_assert(r->n_functions == 8, "%zu functions", r->n_functions);
     cr_assert_str_eq(r->functions[0], "fail");
     cr_assert_str_eq(r->functions[3], "echo");
     protobuf_c_message_free_unpacked(&r->base, NULL);

@@ -29,7 +29,7 @@ RTH_TEST(rt_module, a_good_module_gives_its_task_and_functions)
     cr_assert(rt_module_function(&m, "") == NULL);
     char list[256];
     rt_module_list(&m, list, sizeof list);
-    cr_assert_str_eq(list, "fail, segv, abort, echo, sleep, info, overflow");
+    cr_assert_str_eq(list, "fail, segv, abort, echo, sleep, info, overflow, nap");
     char tiny[12];
     rt_module_list(&m, tiny, sizeof tiny);
     cr_assert(memchr(tiny, 0, sizeof tiny), "a small buffer was overrun");

@@ -39,6 +39,7 @@ typedef struct rank_state {
     float *params; /* malloc'ed, plen floats; NULL if no trainer was made */
     rt_epoch_stats st;
     size_t buckets;
+    atomic_bool finished; /* the thread is done with its trainer */
 } rank_state;
 
 /* One run: `world` ranks (1: a lone trainer, no comm) of `epochs` epochs. */
@@ -138,6 +139,7 @@ static void *rank_main(void *arg)
         me->params = NULL;
     }
     rt_trainer_destroy(t);
+    atomic_store(&me->finished, true);
     return NULL;
 }
 
@@ -445,16 +447,22 @@ Test(train_sync, a_nan_loss_on_one_rank_stops_every_rank_at_the_same_step)
 
 /* The mlp, except on its second step: rank 1's loss_grad fails once its
  * backward has run (the buckets its grad_ready calls started are on their
- * way), and rank 0's starts half a second late, so that its chunks for
- * those buckets reach rank 1 only after rank 1 has given up the step. */
+ * way), and rank 0's starts only once rank 1's thread has given the step
+ * up and is done (or 10 s passed), so that its chunks for those buckets
+ * reach rank 1 only after that. */
 static const ferry_model_t *mlp;
 static atomic_int calls[2];
+static const atomic_bool *failing_rank_done;
+static atomic_bool waited_for_it;
 
 static int slow_second_step(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *b,
                             float *grad, float *loss)
 {
-    if (atomic_fetch_add(&calls[0], 1) == 1)
-        usleep(500 * 1000);
+    if (atomic_fetch_add(&calls[0], 1) == 1) {
+        for (int ms = 0; ms < 10000 && !atomic_load(failing_rank_done); ms += 2)
+            usleep(2000);
+        atomic_store(&waited_for_it, atomic_load(failing_rank_done));
+    }
     return mlp->loss_grad(mc, p, b, grad, loss);
 }
 
@@ -480,6 +488,8 @@ Test(train_sync, a_model_failing_mid_step_on_one_rank_stops_the_others_at_once)
     failing.loss_grad = failing_second_step;
     sync_run *s = calloc(1, sizeof *s);
     cr_assert(s);
+    failing_rank_done = &s->r[1].finished;
+    atomic_store(&waited_for_it, false);
     /* 16 KiB buckets: fc3's and fc2's start from grad_ready, mid-backward. */
     *s = (sync_run){.m = mlp,
                     .o = {.batch = 50,
@@ -493,6 +503,8 @@ Test(train_sync, a_model_failing_mid_step_on_one_rank_stops_the_others_at_once)
                     .epochs = 1,
                     .chunk_bytes = 4096};
     run(s);
+    cr_assert(atomic_load(&waited_for_it), "rank 0's second step began before rank 1 "
+                                           "had given it up");
     cr_assert(s->r[1].rc == FERRY_EIO, "rank 1: rc %d (%s): %s", s->r[1].rc,
               ferry_err_name(s->r[1].rc), s->r[1].err);
     cr_assert(strstr(s->r[1].err, "loss_grad failed at epoch 1 step 2"), "rank 1: %s",

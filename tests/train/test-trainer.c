@@ -2,6 +2,7 @@
  * stops training with a clear error, cancellation stops it between steps,
  * and a model that does not fit its data is refused. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,11 +107,22 @@ Test(trainer, a_diverging_loss_stops_training_and_says_so)
     cr_assert_eq(rt_trainer_create(f.mod.task->model, f.dev, &o, &t, err, sizeof err), 0,
                  "%s", err);
     rt_epoch_stats st;
-    int rc = 0;
-    for (int e = 0; e < 3 && rc == 0; e++)
+    int rc = 0, e = 0;
+    while (e < 3 && rc == 0) {
+        e++;
         rc = rt_trainer_epoch(t, &st, NULL, NULL, err, sizeof err);
+    }
     cr_assert_eq(rc, FERRY_ERANGE, "got %d: %s", rc, err);
-    cr_assert(strstr(err, "loss is") && strstr(err, "training stopped"), "%s", err);
+    /* The README: the error says at which epoch and step. */
+    const char *at = strstr(err, "loss is ");
+    char what[16] = "";
+    int epoch = 0;
+    size_t step = 0;
+    cr_assert(at && sscanf(at, "loss is %15s at epoch %d step %zu", what, &epoch, &step) == 3,
+              "%s", err);
+    cr_assert((strcmp(what, "nan") == 0 || strcmp(what, "infinite") == 0) &&
+                  epoch == e && step >= 1 && strstr(err, ": training stopped"),
+              "epoch %d of %d, step %zu: %s", epoch, e, step, err);
     rt_trainer_destroy(t);
     ttrain_close(&f);
     tcom_assert_no_leaks();
