@@ -278,6 +278,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
          * other submitters until it idles out: each is asked to end it. */
         Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
         end.session = session;
+        end.discard = true;
         for (int r = 0; r < k; r++) {
             ferry_bytes_t in = {0}, out = {0};
             if (cli_pack(&end.base, &in) == 0 &&
@@ -439,6 +440,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     if (rc) {
         /* Frees the workers' sessions now; they would be replaced anyway. A
          * worker that died answers nothing: each is asked alone. */
+        end.discard = true;
         for (int r = 0; r < k; r++) {
             ferry_bytes_t in = {0}, out = {0};
             if (!alive[r])

@@ -495,6 +495,7 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
     if (!a)
         return bad_argument(ctx, "TrainEnd");
     uint64_t id = a->session;
+    bool discard = a->discard;
     ferry__train_end__free_unpacked(a, NULL);
     pthread_mutex_lock(&w->train_lock);
     stop_holder(w, id);
@@ -507,6 +508,11 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
     w->session = NULL;
     pthread_mutex_unlock(&w->train_lock);
 
+    Ferry__TrainEndReply r = FERRY__TRAIN_END_REPLY__INIT;
+    if (discard) {
+        session_free(s);
+        return reply(ctx, &r.base, out);
+    }
     size_t n = rt_trainer_params_len(s->t);
     float *host = malloc(n * sizeof *host);
     char hex[RT_SHA256_HEX];
@@ -519,7 +525,6 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
     if (rc)
         return ctx->ops->fail(ctx, rc, "cannot read the parameters back: %s",
                               ferry_strerror(rc));
-    Ferry__TrainEndReply r = FERRY__TRAIN_END_REPLY__INIT;
     r.params_sha256 = hex;
     r.params = params;
     return reply(ctx, &r.base, out);

@@ -205,6 +205,10 @@ static void refused_then_free(const char *mode, const char *timeout_ms)
     double undisturbed = train_linreg("the undisturbed submit");
     char out[600], err[600];
     pid_t hold = hold_two(out, err);
+    /* Twice: the first refusal's cleanup must leave the idle worker free
+     * for the second (an async end once pulled from shards held by the
+     * other run, for the whole timeout). */
+    refused(mode, timeout_ms);
     refused(mode, timeout_ms);
     int status = e2e_wait_exit(hold, 120000);
     char *o = e2e_slurp(out), *e = e2e_slurp(err);
