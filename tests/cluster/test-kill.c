@@ -1,0 +1,120 @@
+/* tests/cluster — a master's request payload is copied when the request
+ * starts: the caller may overwrite and free it at once, whether the worker
+ * answers or is killed while the bytes are on their way (a sanitizer build
+ * reports any later read of them). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define BIG ((size_t)8 << 20) /* far above a write of gRPC's */
+
+typedef struct pwt {
+    uv_loop_t loop;
+    rpc_client *client;
+    pw *p;
+} pwt;
+
+static void pwt_open(pwt *t)
+{
+    cr_assert(uv_loop_init(&t->loop) == 0);
+    cr_assert(rpc_client_create(&t->loop, &t->client) == 0);
+    pw_opts o = {.target = T.target[0], .token = TC_TOKEN, .rank = 0};
+    int rc = pw_create(t->client, &o, &t->p);
+    cr_assert(rc == 0, "pw_create: %s", ferry_strerror(rc));
+}
+
+static void pwt_close(pwt *t)
+{
+    pw_destroy(t->p);
+    rpc_client_close(t->client);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    cr_assert(uv_loop_close(&t->loop) == 0, "a handle was left open");
+}
+
+static void fill(uint8_t *b, size_t len, uint8_t seed)
+{
+    for (size_t i = 0; i < len; i++)
+        b[i] = (uint8_t)(i * 131 + seed + (i >> 12));
+}
+
+/* Starts an echo of BIG bytes, then overwrites and frees them. */
+static void echo_start(pwt *t, rpc_call *call, uint8_t seed)
+{
+    uint8_t *arg = malloc(BIG);
+    cr_assert(arg);
+    fill(arg, BIG, seed);
+    memset(call, 0, sizeof *call);
+    int rc = pw_call(t->p, call, T.mod.sha256, "echo", 1, arg, BIG, TC_WAIT_MS, NULL);
+    cr_assert(rc == 0, "pw_call: %s", ferry_strerror(rc));
+    memset(arg, 0xee, BIG);
+    free(arg);
+}
+
+TC_TEST(cluster_kill, a_call_argument_may_be_freed_as_soon_as_the_call_starts)
+{
+    tc_workers(1);
+    tc_cluster(0, 0, 0);
+    tc_load_faulty();
+    pwt t;
+    pwt_open(&t);
+    rpc_call call;
+    echo_start(&t, &call, 7);
+    cr_assert(rpc_call_wait(&call) == 0, "%s", call.errmsg);
+    void *out;
+    size_t len;
+    pw_call_result(&call, &out, &len);
+    uint8_t *want = malloc(BIG);
+    cr_assert(want);
+    fill(want, BIG, 7);
+    cr_assert(len == BIG && memcmp(out, want, BIG) == 0,
+              "the worker echoed %zu bytes that are not the argument as it was at the "
+              "start",
+              len);
+    free(want);
+    rpc_buf_free(out);
+    rpc_call_fini(&call);
+    pwt_close(&t);
+}
+
+static void *kill_later(void *arg)
+{
+    (void)arg;
+    usleep(300 * 1000);
+    kill(T.child[0], SIGKILL);
+    return NULL;
+}
+
+TC_TEST(cluster_kill, a_call_whose_worker_is_killed_mid_send_fails_naming_it)
+{
+    tc_child_worker();
+    tc_cluster(0, 0, 0);
+    tc_load_faulty();
+    pwt t;
+    pwt_open(&t);
+    rpc_call call;
+    echo_start(&t, &call, 1); /* a call that goes through grows the windows */
+    cr_assert(rpc_call_wait(&call) == 0, "%s", call.errmsg);
+    rpc_call_fini(&call);
+
+    tc_child_signal(0, SIGSTOP, false);
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, kill_later, NULL) == 0);
+    double t0 = tc_now_ms();
+    echo_start(&t, &call, 2);
+    int rc = rpc_call_wait(&call);
+    double took = tc_now_ms() - t0;
+    pthread_join(th, NULL);
+    tc_child_signal(0, SIGKILL, true);
+    cr_assert(rc != 0, "a call to a killed worker succeeded");
+    cr_assert(call.errmsg && strstr(call.errmsg, T.target[0]), "%s: %s",
+              ferry_err_name(rc), call.errmsg);
+    cr_assert(took < TC_WAIT_MS, "the call took %.0f ms", took);
+    cr_log_info("call to a killed worker: %s after %.0f ms: %s", ferry_err_name(rc), took,
+                call.errmsg);
+    rpc_call_fini(&call);
+    pwt_close(&t);
+}
