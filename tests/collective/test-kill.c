@@ -5,14 +5,12 @@
  * frees the moment it returns (a sanitizer build reports any later read). */
 #include "tcoll.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "tchild.h"
 #include "tcommon.h"
 
 #define SESSION 31
@@ -21,18 +19,9 @@
 
 static pid_t peer;
 
-static void kill_peer(void)
-{
-    if (peer > 0) {
-        kill(peer, SIGKILL);
-        waitpid(peer, NULL, 0);
-    }
-    peer = 0;
-}
-
 static void fini(void)
 {
-    kill_peer();
+    tcom_reap(&peer);
     co_teardown();
 }
 
@@ -61,14 +50,6 @@ static void run_peer(int fd, const rt_comm_opts *o)
     }
 }
 
-static void *kill_later(void *arg)
-{
-    (void)arg;
-    usleep(300 * 1000);
-    kill(peer, SIGKILL);
-    return NULL;
-}
-
 static void step_with_a_killed_peer(rt_compress compress)
 {
     R.world = 2;
@@ -80,10 +61,8 @@ static void step_with_a_killed_peer(rt_compress compress)
     int fds[2];
     cr_assert(pipe(fds) == 0);
     /* Before anything here starts gRPC. */
-    peer = fork();
-    cr_assert(peer >= 0);
+    peer = tcom_fork();
     if (peer == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
         close(fds[0]);
         run_peer(fds[1], &o);
     }
@@ -105,7 +84,7 @@ static void step_with_a_killed_peer(rt_compress compress)
 
     cr_assert(kill(peer, SIGSTOP) == 0);
     pthread_t th;
-    cr_assert(pthread_create(&th, NULL, kill_later, NULL) == 0);
+    tcom_kill_after(peer, 300, &th);
     double t0 = co_now_ms();
     co_fill_random(buf, N, 1);
     rc = rt_comm_allreduce(R.r[0].comm, buf, N, err, sizeof err);
@@ -114,7 +93,7 @@ static void step_with_a_killed_peer(rt_compress compress)
     memset(buf, 0xee, N * sizeof *buf);
     free(buf);
     pthread_join(th, NULL);
-    kill_peer();
+    tcom_reap(&peer);
     cr_assert(rc != 0, "a step whose peer was killed succeeded");
     cr_assert(strstr(err, "rank 1") && strstr(err, R.r[1].addr), "%s: %s",
               ferry_err_name(rc), err);

@@ -6,33 +6,21 @@
  * read). */
 #include "tps.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "tcommon.h"
+#include "tchild.h"
 
 #define S 73
 #define N ((size_t)8 << 20) /* 32 MiB of floats: far above a write of gRPC's */
 
 static pid_t holder;
 
-static void kill_holder(void)
-{
-    if (holder > 0) {
-        kill(holder, SIGKILL);
-        waitpid(holder, NULL, 0);
-    }
-    holder = 0;
-}
-
 static void fini(void)
 {
-    kill_holder();
+    tcom_reap(&holder);
     tps_teardown();
 }
 
@@ -49,14 +37,6 @@ static void hold_shard(int fd, const tps_sess *s)
         pause();
 }
 
-static void *kill_later(void *arg)
-{
-    (void)arg;
-    usleep(300 * 1000);
-    kill(holder, SIGKILL);
-    return NULL;
-}
-
 Test(ps_kill,
      a_push_whose_shard_holder_is_killed_mid_send_fails_and_lets_go_of_its_values,
      .init = tps_setup, .fini = fini, .timeout = 120)
@@ -68,10 +48,8 @@ Test(ps_kill,
     int fds[2];
     cr_assert(pipe(fds) == 0);
     /* Before anything here starts gRPC. */
-    holder = fork();
-    cr_assert(holder >= 0);
+    holder = tcom_fork();
     if (holder == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
         close(fds[0]);
         hold_shard(fds[1], &s);
     }
@@ -105,7 +83,7 @@ Test(ps_kill,
 
     cr_assert(kill(holder, SIGSTOP) == 0);
     pthread_t th;
-    cr_assert(pthread_create(&th, NULL, kill_later, NULL) == 0);
+    tcom_kill_after(holder, 300, &th);
     double t0 = tps_now_ms();
     rc = rt_ps_push(c, g, FERRY__PUSH_KIND__PUSH_GRADIENT, 2, 1, &seen, NULL, NULL, err,
                     sizeof err);
@@ -114,7 +92,7 @@ Test(ps_kill,
     memset(g, 0xee, N * sizeof *g);
     free(g);
     pthread_join(th, NULL);
-    kill_holder();
+    tcom_reap(&holder);
     cr_assert(rc != 0, "the push to a killed shard holder succeeded");
     cr_assert(strstr(err, "shard 0") && strstr(err, addr), "%s: %s", ferry_err_name(rc),
               err);
