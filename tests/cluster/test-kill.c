@@ -2,38 +2,15 @@
  * starts: the caller may overwrite and free it at once, whether the worker
  * answers or is killed while the bytes are on their way (a sanitizer build
  * reports any later read of them). */
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "tchild.h"
 
 #define BIG ((size_t)8 << 20) /* far above a write of gRPC's */
-
-typedef struct pwt {
-    uv_loop_t loop;
-    rpc_client *client;
-    pw *p;
-} pwt;
-
-static void pwt_open(pwt *t)
-{
-    cr_assert(uv_loop_init(&t->loop) == 0);
-    cr_assert(rpc_client_create(&t->loop, &t->client) == 0);
-    pw_opts o = {.target = T.target[0], .token = TC_TOKEN, .rank = 0};
-    int rc = pw_create(t->client, &o, &t->p);
-    cr_assert(rc == 0, "pw_create: %s", ferry_strerror(rc));
-}
-
-static void pwt_close(pwt *t)
-{
-    pw_destroy(t->p);
-    rpc_client_close(t->client);
-    uv_run(&t->loop, UV_RUN_DEFAULT);
-    cr_assert(uv_loop_close(&t->loop) == 0, "a handle was left open");
-}
 
 static void fill(uint8_t *b, size_t len, uint8_t seed)
 {
@@ -42,7 +19,7 @@ static void fill(uint8_t *b, size_t len, uint8_t seed)
 }
 
 /* Starts an echo of BIG bytes, then overwrites and frees them. */
-static void echo_start(pwt *t, rpc_call *call, uint8_t seed)
+static void echo_start(tc_pw *t, rpc_call *call, uint8_t seed)
 {
     uint8_t *arg = malloc(BIG);
     cr_assert(arg);
@@ -59,8 +36,8 @@ TC_TEST(cluster_kill, a_call_argument_may_be_freed_as_soon_as_the_call_starts)
     tc_workers(1);
     tc_cluster(0, 0, 0);
     tc_load_faulty();
-    pwt t;
-    pwt_open(&t);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     rpc_call call;
     echo_start(&t, &call, 7);
     cr_assert(rpc_call_wait(&call) == 0, "%s", call.errmsg);
@@ -77,15 +54,7 @@ TC_TEST(cluster_kill, a_call_argument_may_be_freed_as_soon_as_the_call_starts)
     free(want);
     rpc_buf_free(out);
     rpc_call_fini(&call);
-    pwt_close(&t);
-}
-
-static void *kill_later(void *arg)
-{
-    (void)arg;
-    usleep(300 * 1000);
-    kill(T.child[0], SIGKILL);
-    return NULL;
+    tc_pw_close(&t);
 }
 
 TC_TEST(cluster_kill, a_call_whose_worker_is_killed_mid_send_fails_naming_it)
@@ -93,8 +62,8 @@ TC_TEST(cluster_kill, a_call_whose_worker_is_killed_mid_send_fails_naming_it)
     tc_child_worker();
     tc_cluster(0, 0, 0);
     tc_load_faulty();
-    pwt t;
-    pwt_open(&t);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     rpc_call call;
     echo_start(&t, &call, 1); /* a call that goes through grows the windows */
     cr_assert(rpc_call_wait(&call) == 0, "%s", call.errmsg);
@@ -102,7 +71,7 @@ TC_TEST(cluster_kill, a_call_whose_worker_is_killed_mid_send_fails_naming_it)
 
     tc_child_signal(0, SIGSTOP, false);
     pthread_t th;
-    cr_assert(pthread_create(&th, NULL, kill_later, NULL) == 0);
+    tcom_kill_after(T.child[0], 300, &th);
     double t0 = tc_now_ms();
     echo_start(&t, &call, 2);
     int rc = rpc_call_wait(&call);
@@ -116,5 +85,5 @@ TC_TEST(cluster_kill, a_call_whose_worker_is_killed_mid_send_fails_naming_it)
     cr_log_info("call to a killed worker: %s after %.0f ms: %s", ferry_err_name(rc), took,
                 call.errmsg);
     rpc_call_fini(&call);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
