@@ -12,10 +12,17 @@
 
 #define BIG ((size_t)8 << 20) /* far above a write of gRPC's */
 
+/* Bytes that do not compress (xorshift), so that the request goes raw:
+ * compressed, it would be a copy whatever the rule. */
 static void fill(uint8_t *b, size_t len, uint8_t seed)
 {
-    for (size_t i = 0; i < len; i++)
-        b[i] = (uint8_t)(i * 131 + seed + (i >> 12));
+    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1u);
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b[i] = (uint8_t)x;
+    }
 }
 
 /* Starts an echo of BIG bytes, then overwrites and frees them. */
