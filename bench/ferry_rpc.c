@@ -1,6 +1,8 @@
 /* bench — ferry rpc client: latency, calls/s and payload throughput. */
 #include "ferry_rpc.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ typedef struct run {
     double *lat_us;    /* per call, when not NULL */
     size_t echo_len;   /* echo: expected reply payload length */
     uint64_t wire_len; /* sink: wire bytes of the last payload */
+    atomic_int *lent;  /* sink: counts the payloads lent */
 } run;
 
 typedef struct slot {
@@ -42,8 +45,12 @@ static void start_slot(run *r, slot *s)
     s->call.data = s;
     s->r = r;
     s->t0 = bench_now_ns();
+    if (r->lent)
+        atomic_fetch_add(r->lent, 1);
     int err =
         rpc_call_start(r->ch, &s->call, r->method, r->req, CALL_TIMEOUT_MS, on_done);
+    if (err != 0 && err != FERRY_EINTERNAL && r->lent) /* not lent after all */
+        atomic_fetch_sub(r->lent, 1);
     if (err != 0) {
         fprintf(stderr, "bench/rpc: rpc_call_start %s: %s\n", r->method,
                 ferry_strerror(err));
@@ -116,7 +123,16 @@ struct bench_ferry {
     uv_loop_t loop;
     rpc_client *client;
     rpc_channel *ch;
+    atomic_int lent; /* sink payloads gRPC has not released */
 };
+
+/* gRPC is done with one lent sink payload (any thread). */
+static void on_release(void *payload, void *arg)
+{
+    (void)payload;
+    bench_ferry *f = arg;
+    atomic_fetch_sub(&f->lent, 1);
+}
 
 int bench_ferry_open(bench_ferry **out, int port)
 {
@@ -193,6 +209,8 @@ double bench_ferry_sink(bench_ferry *f, const void *payload, size_t len, rpc_cod
         .payload = payload,
         .payload_len = len,
         .codec = codec,
+        .payload_free = on_release,
+        .free_arg = f,
     };
     run r = {
         .loop = &f->loop,
@@ -200,9 +218,14 @@ double bench_ferry_sink(bench_ferry *f, const void *payload, size_t len, rpc_cod
         .method = BENCH_SINK_METHOD,
         .req = &req,
         .total = calls,
+        .lent = &f->lent,
     };
     double s = run_calls(&r, 1);
     if (wire_len)
         *wire_len = r.wire_len;
+    while (atomic_load(&f->lent) > 0) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        sched_yield();
+    }
     return s;
 }

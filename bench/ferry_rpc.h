@@ -2,8 +2,8 @@
  *
  * One uv loop, one rpc_client, one rpc_channel to 127.0.0.1:port. N calls
  * are kept in flight by completion callbacks that start the next call.
- * Payloads are sent from the caller's preallocated buffers (borrowed:
- * payload_free NULL). */
+ * Sink payloads are lent from the caller's preallocated buffer (no copy:
+ * payload_free counts the releases), as the collective and a push send. */
 #ifndef FERRY_BENCH_FERRY_RPC_H
 #define FERRY_BENCH_FERRY_RPC_H
 
@@ -25,7 +25,8 @@ double bench_ferry_echo(bench_ferry *f, int inflight, int calls, double *lat_us)
 
 /* Sends payload[0..len) with `codec` to the sink `calls` times, one at a
  * time. Stores the wire bytes of the last one in *wire_len. Returns the
- * elapsed seconds, or -1. */
+ * elapsed seconds, or -1, once gRPC has let go of the payload (not
+ * counted in the seconds). */
 double bench_ferry_sink(bench_ferry *f, const void *payload, size_t len, rpc_codec codec,
                         int calls, uint64_t *wire_len);
 

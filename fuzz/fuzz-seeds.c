@@ -32,7 +32,7 @@ static void put(uint8_t cut, const void *bytes, size_t len)
 static void put_encoded(const rpc_msg_out *m)
 {
     grpc_byte_buffer *bb;
-    if (rpc_codec_encode(m, RPC_DEFAULT_MAX_PAYLOAD, true, &bb) != 0) {
+    if (rpc_codec_encode(m, RPC_DEFAULT_MAX_PAYLOAD, &bb) != 0) {
         fprintf(stderr, "fuzz-seeds: cannot encode a seed\n");
         exit(1);
     }

@@ -39,12 +39,12 @@ int pw_ping(pw *p, rpc_call *call, uint64_t nonce, int64_t timeout_ms, rpc_call_
 
 /* Offers module `sha256` (hex) named `name`; `bytes` NULL asks whether the
  * worker has it already (it fails with FERRY_ENOENT if not). `bytes` is
- * borrowed until the completion. */
+ * copied by the start: the caller may reuse it once the start returns. */
 int pw_load_module(pw *p, rpc_call *call, const char *sha256, const char *name,
                    const void *bytes, size_t len, int64_t timeout_ms, rpc_call_cb cb);
 
 /* Runs `function` of module `sha256`, with the rank and world size handed to
- * it. `arg` is borrowed until the completion. */
+ * it. `arg` is copied by the start, as `bytes` above. */
 int pw_call(pw *p, rpc_call *call, const char *sha256, const char *function,
             int world_size, const void *arg, size_t len, int64_t timeout_ms,
             rpc_call_cb cb);

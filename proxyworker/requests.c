@@ -1,6 +1,8 @@
 /* The requests: each packs its protobuf head and starts one unary call.
  * Bulk bytes (module images, call arguments) travel as the rpc payload
- * beside the head, never inside it, so they are copied once at most. */
+ * beside the head, never inside it, copied once by the start (rpc.h): they
+ * are the caller's, whose lifetime gRPC does not control, and a master
+ * sends them rarely enough that a copy costs nothing worth lending for. */
 #include "pw_int.h"
 #include "runtime/runtime.h"
 

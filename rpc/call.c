@@ -123,8 +123,14 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
     grpc_metadata_array_init(&op->md_initial);
     grpc_metadata_array_init(&op->md_trailing);
 
-    /* Everything that can fail comes before the encoding, which takes an
-     * owned payload: a failed start leaves it with the caller. */
+    /* The encoding, which takes a lent payload, fails only before it takes
+     * it; every later failure is FERRY_EINTERNAL and has released it (with
+     * op->send), so that the caller can tell which happened. */
+    int rc = rpc_codec_encode(req ? req : &empty, ch->max_payload, &op->send);
+    if (rc) {
+        op_free(op);
+        return rc;
+    }
     op->deadline = rpc_deadline(timeout_ms);
     op->gc = grpc_channel_create_registered_call(ch->gch, NULL, GRPC_PROPAGATE_DEFAULTS,
                                                  ch->client->cq, reg->handle,
@@ -132,11 +138,6 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
     if (!op->gc) {
         op_free(op);
         return FERRY_EINTERNAL;
-    }
-    int rc = rpc_codec_encode(req ? req : &empty, ch->max_payload, false, &op->send);
-    if (rc) {
-        op_free(op);
-        return rc;
     }
 
     grpc_op ops[6];

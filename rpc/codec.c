@@ -9,7 +9,8 @@
  * Writing the payload first lets the receiver stream it straight out of
  * gRPC's slices into one pooled buffer, decompressing on the fly, instead of
  * flattening the message and letting protobuf-c copy the bytes field a
- * second time. The sender hands the payload to gRPC without a copy. Other
+ * second time. The sender hands a lent payload to gRPC without a copy, and
+ * copies any other (rpc.h, rpc_msg_out). Other
  * clients may write fields in any order: the decoder walks whatever comes. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +45,6 @@ static void owned_payload_free(void *p)
     owned_payload *o = p;
     o->fn(o->payload, o->arg);
     free(o);
-}
-
-static void borrowed_payload_free(void *p)
-{
-    (void)p; /* the caller keeps it until the call completes */
 }
 
 /* AUTO: compress a sample; lz4 only if it saves at least a fifth. */
@@ -86,7 +82,12 @@ static int lz4_compress(const void *src, size_t len, grpc_slice *out)
     return 0;
 }
 
-static grpc_slice payload_slice(const rpc_msg_out *m, bool copy, int *err)
+/* The payload as gRPC will hold it: lent bytes wrapped as they are, to be
+ * released by gRPC's last unref of the slice; anything else copied into a
+ * pooled buffer, which that unref hands back to the pool. gRPC can keep a
+ * slice after the call has completed, so no slice may point at bytes that
+ * gRPC does not keep alive itself. */
+static grpc_slice payload_slice(const rpc_msg_out *m, int *err)
 {
     *err = 0;
     if (m->payload_free) {
@@ -99,9 +100,13 @@ static grpc_slice payload_slice(const rpc_msg_out *m, bool copy, int *err)
         return grpc_slice_new_with_user_data((void *)m->payload, m->payload_len,
                                              owned_payload_free, o);
     }
-    if (copy)
-        return grpc_slice_from_copied_buffer(m->payload, m->payload_len);
-    return grpc_slice_new((void *)m->payload, m->payload_len, borrowed_payload_free);
+    void *copy = rpc_buf_alloc(m->payload_len);
+    if (!copy) {
+        *err = FERRY_ENOMEM;
+        return grpc_empty_slice();
+    }
+    memcpy(copy, m->payload, m->payload_len);
+    return grpc_slice_new(copy, m->payload_len, rpc_buf_free);
 }
 
 /* field 14 (PayloadInfo) and the header of field 15; returns its length */
@@ -156,8 +161,7 @@ static grpc_byte_buffer *encode_small(const rpc_msg_out *m)
     return bb;
 }
 
-int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload,
-                     grpc_byte_buffer **out)
+int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, grpc_byte_buffer **out)
 {
     if ((m->payload_len && !m->payload) || (!m->head && m->head_len && !m->head_bytes))
         return FERRY_EINVAL;
@@ -186,7 +190,7 @@ int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload
         }
     }
     if (codec != RPC_CODEC_LZ4) {
-        body = payload_slice(m, copy_payload, &err);
+        body = payload_slice(m, &err);
         if (err)
             return err;
     }

@@ -52,8 +52,28 @@ typedef enum { RPC_CODEC_RAW = 0, RPC_CODEC_LZ4 = 1, RPC_CODEC_AUTO = 2 } rpc_co
  * the completion-queue thread decodes itself; see RPC_METHOD_INLINE. */
 #define RPC_INLINE_DECODE_MAX ((size_t)64 << 10)
 
-/* Called when rpc no longer needs a payload it was given ownership of. May
- * run on any thread. */
+/* Payloads sent. No slice handed to gRPC points at memory whose lifetime
+ * gRPC does not control: gRPC can hold a message's slices after its call
+ * has completed, failed or been cancelled (a transport's unsent bytes), so
+ * a call's completion says nothing about its payload. A payload is either
+ *   - copied (payload_free NULL): into a pooled buffer that gRPC's last
+ *     unref hands back to the pool; the caller may reuse its bytes as soon
+ *     as the start (or reply) returns; or
+ *   - lent (payload_free set): sent without a copy, and the caller's until
+ *     rpc calls payload_free, which it does when gRPC drops its last
+ *     reference to the bytes, before or after the call's completion.
+ * Lending, rather than rpc owning every payload, because the large senders
+ * send bytes that live in someone's tensor: a collective's chunks and a
+ * parameter-server push are spans of the caller's gradient buffer. Owned
+ * bytes would mean copying each span into an rpc buffer first, at memcpy
+ * speed (~9 GB/s here) for a link that carries 1-3 GB/s, and twice the
+ * memory traffic; a release callback keeps them zero-copy. Small and
+ * occasional payloads (a master's call arguments and module images, server
+ * replies) are copied. */
+
+/* Called when gRPC no longer holds a lent payload. May run on any thread,
+ * inside or outside the lender's callbacks: keep it short, and do not call
+ * back into rpc from it. */
 typedef void (*rpc_free_fn)(void *payload, void *arg);
 
 /* A message to send: the method's protobuf message (its payload fields left
@@ -67,13 +87,15 @@ typedef struct rpc_msg_out {
     const void *payload; /* NULL with payload_len 0: no payload */
     size_t payload_len;
     rpc_codec codec;
-    /* NULL: a client call borrows `payload` until its completion; a server
-     * reply copies it. Non-NULL: rpc takes ownership when the start (or
-     * reply) succeeds, sends without copying and calls
-     * payload_free(payload, free_arg) once when done; a failed start leaves
-     * it with the caller, except FERRY_EINTERNAL from a client call whose
-     * batch gRPC refused after it was encoded (never seen: the batch is
-     * well-formed), where payload_free has already run. */
+    /* NULL: `payload` is copied before the start (or reply) returns.
+     * Non-NULL: it is lent when the start (or reply) succeeds, sent
+     * without a copy, and released by payload_free(payload, free_arg),
+     * called once when gRPC has let go of it (an lz4-compressed or small
+     * payload is released at once, its copy sent instead). Until then the
+     * caller must neither write nor free it, whatever became of the call.
+     * A failed start leaves it with the caller, except FERRY_EINTERNAL
+     * from a client call that gRPC refused after it was encoded (never
+     * seen), where payload_free has already run. */
     rpc_free_fn payload_free;
     void *free_arg;
 } rpc_msg_out;

@@ -126,10 +126,9 @@ void rpc_channel_release(rpc_channel *ch);
 
 /* Builds the wire message for `m`: payload fields first, then the packed
  * head. Fails with FERRY_EMSGSIZE when the payload exceeds `max_payload`.
- * With m->payload_free set, ownership of the payload passes to the buffer
- * on success. */
-int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, bool copy_payload,
-                     grpc_byte_buffer **out);
+ * With m->payload_free set, the payload is lent to the buffer on success
+ * (released by gRPC's last unref); without, it is copied. */
+int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, grpc_byte_buffer **out);
 
 /* Decodes a received wire message into `out` (zeroed first). Returns 0,
  * FERRY_ECORRUPT (malformed, truncated or failed checksum) or FERRY_EMSGSIZE

@@ -146,7 +146,7 @@ int rpc_srv_reply(rpc_srv_call *sc, const rpc_msg_out *reply)
     if (!sc || atomic_exchange(&sc->ended, true))
         return FERRY_EINVAL;
     const rpc_msg_out *m = reply ? reply : &empty;
-    int rc = rpc_codec_encode(m, sc->srv->max_payload, true, &sc->reply_bb);
+    int rc = rpc_codec_encode(m, sc->srv->max_payload, &sc->reply_bb);
     if (rc) {
         fail_now(sc, rc, "reply of %s: %zu-byte payload, limit %zu: %s",
                  rpc_srv_method(sc), m->payload_len, sc->srv->max_payload,

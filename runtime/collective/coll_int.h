@@ -99,7 +99,7 @@ typedef struct rt_send rt_send;
 
 /* Where gRPC reports, from any thread, that it is done with the bytes of
  * a send (rpc_msg_out.payload_free): shared by the session and every send
- * in flight, freed by the last of them. `c` is NULL once the session is
+ * it has lent, freed by the last of them. `c` is NULL once the session is
  * gone. */
 typedef struct rt_relbox {
     pthread_mutex_t mu;
@@ -107,12 +107,15 @@ typedef struct rt_relbox {
     size_t refs;
 } rt_relbox;
 
-/* One send's bytes, released: filed with the session (c->released). */
+/* One start of a send, whose bytes gRPC holds until it fires; then filed
+ * with the session (c->released), where it ends the op's loan. */
 typedef struct rt_release {
     struct rt_release *next;
     rt_relbox *box;
-    uint64_t seq; /* the collective */
+    rt_send *send; /* referenced until it fires (its fp16 copy) */
+    uint64_t seq;  /* the collective */
     uint32_t round, chunk;
+    bool ex; /* an exchange's chunk that went through: adds the peer's */
     atomic_bool fired;
 } rt_release;
 
@@ -156,6 +159,9 @@ struct rt_comm_op {
     } *ex;
     size_t ex_chunks; /* chunks a round */
     size_t sends_expected, sends_done, inflight;
+    /* Starts of its sends whose bytes gRPC has not released: the op is not
+     * done, and its buffer not the caller's again, until none is left. */
+    size_t lent;
     uint64_t progress_ns; /* last receive or acknowledged send */
 };
 
@@ -263,11 +269,13 @@ bool rt_ring_exchange(const rt_comm *c, const rt_comm_op *op);
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
 void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
 /* Marks ops done that are complete, or whose session failed and whose
- * sends have all ended; updates done_upto. */
+ * sends have all ended, once gRPC has released all their bytes; updates
+ * done_upto. */
 void rt_ring_release(rt_comm *c);
 /* Cancels every send in flight and drops those waiting for a retry. */
 void rt_ring_cancel_sends(rt_comm *c);
-/* Takes note of sends whose bytes gRPC no longer reads (under run). */
+/* Takes note of sends whose bytes gRPC no longer holds (under run), also
+ * once the session has failed. */
 void rt_ring_released(rt_comm *c, rt_release *list);
 void rt_relbox_unref(rt_relbox *b);
 

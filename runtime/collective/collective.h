@@ -15,8 +15,9 @@
  * sending, receiving and reducing overlap down the ring. Two ranks without
  * fp16 exchange their whole buffers instead (one hop instead of two, the
  * same bytes). A session keeps a few chunks on the wire at a time, in the
- * order they became ready. Sends borrow the caller's buffer (no copy before
- * the kernel); received chunks are reduced straight from rpc's receive
+ * order they became ready. Sends lend the caller's buffer to gRPC (no copy
+ * before the kernel), and an op ends only once gRPC has let go of all of
+ * it, failed or not; received chunks are reduced straight from rpc's receive
  * buffer into place.
  *
  * Threads. A hub's sessions run on its server's poller: one thread that
@@ -117,7 +118,8 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
                    size_t errlen);
 
 /* Unregisters, fails what is still running, waits for its sends to end
- * and frees, ops never waited for included. No rt_comm_wait may be
+ * and for gRPC to let go of their bytes, and frees, ops never waited for
+ * included. No rt_comm_wait may be
  * running, and it must not run on the hub's poller (whose thread ends the
  * sends). NULL: no-op. */
 void rt_comm_destroy(rt_comm *c);
@@ -130,7 +132,9 @@ typedef struct rt_comm_op rt_comm_op;
 
 /* Starts summing `n` floats at `buf` across the ranks, in place. Every rank
  * must start the same collectives, with the same n, in the same order.
- * `buf` is lent until rt_comm_wait() returns: do not touch it meanwhile.
+ * `buf` is lent until rt_comm_wait() returns (or rt_comm_destroy(), for an
+ * op never waited for), which is only once gRPC holds none of it: do not
+ * touch it meanwhile.
  * Returns 0 with *op set, or the session's sticky error (a collective
  * failed earlier: the session is unusable). Any thread. */
 int rt_comm_allreduce_start(rt_comm *c, float *buf, size_t n, rt_comm_op **op);

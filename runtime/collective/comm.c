@@ -136,15 +136,9 @@ static void drain(rt_comm *c)
         if (!failed)
             rt_ring_start(c, op);
     }
-    if (!failed) {
-        rt_ring_released(c, released);
+    rt_ring_released(c, released);
+    if (!failed)
         match_pending(c);
-    }
-    while (failed && released) {
-        rt_release *r = released;
-        released = r->next;
-        free(r);
-    }
     if (failed && !c->failed_seen) {
         c->failed_seen = true;
         rt_ring_cancel_sends(c);
@@ -407,7 +401,9 @@ void rt_comm_destroy(rt_comm *c)
     pthread_join(c->ticker, NULL);
 
     /* Cancels the sends and closes the channels and the client; then waits
-     * until the last send's completion has left the session. */
+     * until the last send's completion has left the session, and gRPC has
+     * let go of every byte lent (the buffer of an op nobody waited for is
+     * the caller's again when this returns). */
     pthread_mutex_lock(&c->run);
     drain(c);
     run_unlock(c);
@@ -415,6 +411,11 @@ void rt_comm_destroy(rt_comm *c)
         pthread_mutex_lock(&c->run);
         bool idle = c->sends == NULL;
         run_unlock(c);
+        if (idle && c->box) {
+            pthread_mutex_lock(&c->box->mu);
+            idle = c->box->refs == 1; /* no note unfired but the session's */
+            pthread_mutex_unlock(&c->box->mu);
+        }
         if (idle && atomic_load(&c->guests) == 0)
             break;
         usleep(200);

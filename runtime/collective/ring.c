@@ -15,12 +15,15 @@
  * first, so that the pair holds the same bits, and so every rank at the
  * end).
  *
- * Sends borrow the caller's buffer: a region is only sent once it will not
- * be written again in that phase, and a region overwritten by the
- * all-gather was sent in the reduce-scatter to a rank that had to receive
- * it before the complete value could come back. With fp16 a chunk is
- * converted into a buffer of its own, and the rank that completes a
- * segment rounds its own copy to half so that every rank holds the same
+ * Sends lend the caller's buffer to gRPC without a copy (rpc.h): a region
+ * is only sent once it will not be written again in that phase, and a
+ * region overwritten by the all-gather was sent in the reduce-scatter to a
+ * rank that had to receive it before the complete value could come back.
+ * An op is done, and its buffer the caller's again, only once gRPC has
+ * released every start of its sends (op->lent), whatever became of the
+ * calls. With fp16 a chunk is converted into a buffer of its own, freed
+ * with the send once gRPC has released it too, and the rank that completes
+ * a segment rounds its own copy to half so that every rank holds the same
  * bits. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,9 @@ struct rt_send {
     size_t bytes;
     int last_rc;  /* why it waits: FERRY_ENOENT or FERRY_EUNAVAIL */
     char *last_err; /* the last refusal's text, for FERRY_EUNAVAIL */
+    /* The session's, until send_free, and one for each start whose bytes
+     * gRPC holds: `half` lives until the last. */
+    atomic_int refs;
 };
 
 const char *rt_op_name(const rt_comm_op *op)
@@ -86,15 +92,23 @@ static void unqueue(rt_comm *c, rt_send *s)
         }
 }
 
+static void send_unref(rt_send *s)
+{
+    if (atomic_fetch_sub(&s->refs, 1) == 1) {
+        free(s->half);
+        free(s);
+    }
+}
+
 static void send_free(rt_comm *c, rt_send *s)
 {
     unlink_send(c, s);
     if (s->queued)
         unqueue(c, s);
     s->op->inflight--;
-    free(s->half);
     free(s->last_err);
-    free(s);
+    s->last_err = NULL;
+    send_unref(s);
 }
 
 static void send_done(rpc_call *call);
@@ -110,13 +124,15 @@ void rt_relbox_unref(rt_relbox *b)
     }
 }
 
-/* gRPC is done with a send's bytes (any thread, once per send that
- * started, or during a start that failed after encoding). */
+/* gRPC is done with a send's bytes (any thread, once per start that
+ * succeeded, or during a start that failed after encoding). */
 static void on_release(void *payload, void *arg)
 {
     (void)payload;
     rt_release *r = arg;
     rt_relbox *b = r->box;
+    send_unref(r->send);
+    r->send = NULL;
     pthread_mutex_lock(&b->mu);
     atomic_store(&r->fired, true);
     rt_comm *c = b->c;
@@ -136,26 +152,29 @@ static void on_release(void *payload, void *arg)
     atomic_fetch_sub(&c->guests, 1);
 }
 
-/* A note of the release of send `s`'s bytes, for the exchange: once they
- * are gone the peer's chunk may be added in their place without waiting
- * for the acknowledgement (a round trip later). Only once a chunk has gone
- * through: before, a send refused because the peer is not there yet is
- * sent again from the same bytes. NULL: wait for the acknowledgement. */
-static rt_release *release_note(rt_comm *c, const rt_send *s)
+/* The note that gRPC fires when it lets go of this start of send `s`: it
+ * ends the op's loan, and, for the exchange, lets the peer's chunk be added
+ * in place of the bytes without waiting for the acknowledgement (a round
+ * trip later). That only once a chunk has gone through: before, a send
+ * refused because the peer is not there yet is sent again from the same
+ * bytes. NULL: no memory. */
+static rt_release *release_note(rt_comm *c, rt_send *s)
 {
-    if (s->h.phase != RT_PHASE_EX || !c->to[s->to].reached || !c->box)
-        return NULL;
-    rt_release *r = calloc(1, sizeof *r);
+    rt_release *r = c->box ? calloc(1, sizeof *r) : NULL;
     if (!r)
         return NULL;
     r->box = c->box;
+    r->send = s;
     r->seq = s->h.seq;
     r->round = s->h.ring_step;
     r->chunk = s->h.chunk;
+    r->ex = s->h.phase == RT_PHASE_EX && c->to[s->to].reached;
     atomic_init(&r->fired, false);
     pthread_mutex_lock(&c->box->mu);
     c->box->refs++;
     pthread_mutex_unlock(&c->box->mu);
+    atomic_fetch_add(&s->refs, 1);
+    s->op->lent++;
     return r;
 }
 
@@ -179,18 +198,19 @@ static void issue(rt_comm *c, rt_send *s)
         .codec = c->compress == RT_COMPRESS_LZ4 ? RPC_CODEC_AUTO : RPC_CODEC_RAW,
     };
     rt_release *rel = release_note(c, s);
-    if (rel) {
-        out.payload_free = on_release;
-        out.free_arg = rel;
-    }
+    out.payload_free = on_release;
+    out.free_arg = rel;
     s->call.data = s;
     s->queued = false;
-    int rc = rpc_call_start(c->to[s->to].ch, &s->call, RT_METHOD_REDUCE_CHUNK, &out,
-                            c->timeout_ms, send_done);
+    int rc = rel ? rpc_call_start(c->to[s->to].ch, &s->call, RT_METHOD_REDUCE_CHUNK, &out,
+                                  c->timeout_ms, send_done)
+                 : FERRY_ENOMEM;
     /* A start that failed before it encoded never releases; one that failed
      * after has released already (on this thread, so the note is filed and
-     * is freed by the session's next drain). */
+     * ends the loan at the session's next drain). */
     if (rc && rel && !atomic_load(&rel->fired)) {
+        s->op->lent--;
+        atomic_fetch_sub(&s->refs, 1);
         rt_relbox_unref(rel->box);
         free(rel);
     }
@@ -245,6 +265,7 @@ static void send_chunk(rt_comm *c, rt_comm_op *op, uint32_t phase, uint32_t ring
                      (unsigned long long)op->seq);
         return;
     }
+    atomic_init(&s->refs, 1);
     s->c = c;
     s->op = op;
     s->to = phase == RT_PHASE_EX ? rt_partner(c, ring_step) : rt_right(c);
@@ -733,12 +754,15 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 
 void rt_ring_released(rt_comm *c, rt_release *list)
 {
+    bool failed = rt_comm_failed(c);
     while (list) {
         rt_release *r = list;
         list = r->next;
         for (rt_comm_op *op = c->active; op; op = op->next)
             if (op->seq == r->seq) {
-                if (op->ex && (int)r->round < c->rounds && r->chunk < op->ex_chunks)
+                op->lent--;
+                if (!failed && r->ex && op->ex && (int)r->round < c->rounds &&
+                    r->chunk < op->ex_chunks)
                     ex_sent(c, op, r->round, r->chunk);
                 break;
             }
@@ -838,8 +862,8 @@ void rt_ring_release(rt_comm *c)
     bool ended = false;
     for (rt_comm_op **p = &c->active; *p;) {
         rt_comm_op *op = *p;
-        bool ok = complete(op);
-        if (ok || (err && op->inflight == 0)) {
+        bool ok = complete(op) && op->lent == 0;
+        if (ok || (err && op->inflight == 0 && op->lent == 0)) {
             *p = op->next;
             c->stats.ops += ok;
             op->result = ok ? 0 : err;

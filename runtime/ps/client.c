@@ -5,7 +5,12 @@
  * The client's libuv loop runs only inside its calls, on the caller's
  * thread (the trainer's), so a round trip costs no thread hand-off beyond
  * gRPC's own. A 20 ms timer polls the caller's cancellation while a pull
- * is parked by the staleness bound. */
+ * is parked by the staleness bound.
+ *
+ * A push lends the caller's values to gRPC without a copy (rpc.h): a round
+ * trip returns only once gRPC has let go of every span it lent, whatever
+ * became of the calls, since the caller reuses the buffer next step. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +37,31 @@ struct rt_ps_client {
     rpc_call *calls;   /* by shard */
     bool *pending;     /* by shard: still to do in this round trip */
     bool *started;     /* by shard: a call of this round is in c->calls */
+    /* Spans of the caller's values that gRPC still holds, released from
+     * gRPC's threads. */
+    pthread_mutex_t lent_mu;
+    pthread_cond_t lent_cv;
+    int lent;
 };
+
+/* gRPC is done with a pushed span (any thread). */
+static void lent_release(void *payload, void *arg)
+{
+    (void)payload;
+    rt_ps_client *c = arg;
+    pthread_mutex_lock(&c->lent_mu);
+    if (--c->lent == 0)
+        pthread_cond_signal(&c->lent_cv);
+    pthread_mutex_unlock(&c->lent_mu);
+}
+
+static void wait_lent(rt_ps_client *c)
+{
+    pthread_mutex_lock(&c->lent_mu);
+    while (c->lent)
+        pthread_cond_wait(&c->lent_cv, &c->lent_mu);
+    pthread_mutex_unlock(&c->lent_mu);
+}
 
 static void client_free(rt_ps_client *c)
 {
@@ -43,6 +72,9 @@ static void client_free(rt_ps_client *c)
         uv_run(&c->loop, UV_RUN_DEFAULT);
         uv_loop_close(&c->loop);
     }
+    wait_lent(c);
+    pthread_cond_destroy(&c->lent_cv);
+    pthread_mutex_destroy(&c->lent_mu);
     for (int r = 0; c->peers && r < c->world; r++)
         free(c->peers[r]);
     free(c->peers);
@@ -73,6 +105,8 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
     rt_ps_client *c = calloc(1, sizeof *c);
     if (!c)
         return FERRY_ENOMEM;
+    pthread_mutex_init(&c->lent_mu, NULL);
+    pthread_cond_init(&c->lent_cv, NULL);
     c->session = o->session;
     c->rank = o->rank;
     c->world = o->world;
@@ -182,8 +216,18 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
     rpc_msg_out m = {.head = &rq.base,
                      .payload = values + sp.lo,
                      .payload_len = (sp.hi - sp.lo) * sizeof(float),
-                     .codec = RPC_CODEC_RAW};
-    return rpc_call_start(c->ch[r], call, RT_METHOD_PUSH, &m, c->timeout_ms, on_done);
+                     .codec = RPC_CODEC_RAW,
+                     .payload_free = lent_release,
+                     .free_arg = c};
+    pthread_mutex_lock(&c->lent_mu);
+    c->lent++;
+    pthread_mutex_unlock(&c->lent_mu);
+    int rc = rpc_call_start(c->ch[r], call, RT_METHOD_PUSH, &m, c->timeout_ms, on_done);
+    /* A start that failed before encoding lent nothing; one that failed
+     * after (FERRY_EINTERNAL) has released already. */
+    if (rc && rc != FERRY_EINTERNAL)
+        lent_release(NULL, c);
+    return rc;
 }
 
 /* Takes what shard s answered; 0, or FERRY_EPROTO for a reply that does not
@@ -305,6 +349,7 @@ static int trip_run(rt_ps_client *c, trip t, float *params, const float *values,
     }
     uv_close((uv_handle_t *)&tick, NULL);
     uv_run(&c->loop, UV_RUN_NOWAIT);
+    wait_lent(c);
     return rc;
 }
 

@@ -161,7 +161,9 @@ int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t un
                rt_ps_seen *seen, bool (*cancelled)(void *), void *arg, char *err,
                size_t errlen);
 /* Pushes `values` (n host floats; each shard gets its slice, sent without
- * a copy) to every shard at once, with the versions of the last pull. */
+ * a copy) to every shard at once, with the versions of the last pull.
+ * Returns once gRPC has let go of every slice, whatever the outcome: the
+ * caller may then reuse `values`. */
 int rt_ps_push(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,
                uint32_t samples, rt_ps_seen *seen, bool (*cancelled)(void *), void *arg,
                char *err, size_t errlen);

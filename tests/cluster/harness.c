@@ -277,3 +277,22 @@ int tc_silent_server(void)
     silent_fd[n_silent++] = fd;
     return ntohs(a.sin_port);
 }
+
+/* ---- a proxyworker of the test's own --------------------------------------- */
+
+void tc_pw_open(tc_pw *t, const char *token, int rank)
+{
+    cr_assert(uv_loop_init(&t->loop) == 0);
+    cr_assert(rpc_client_create(&t->loop, &t->client) == 0);
+    pw_opts o = {.target = T.target[0], .token = token, .rank = rank};
+    int rc = pw_create(t->client, &o, &t->p);
+    cr_assert(rc == 0, "pw_create: %s", ferry_strerror(rc));
+}
+
+void tc_pw_close(tc_pw *t)
+{
+    pw_destroy(t->p);
+    rpc_client_close(t->client);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    cr_assert(uv_loop_close(&t->loop) == 0, "a handle was left open");
+}

@@ -99,4 +99,15 @@ int tc_silent_server(void);
 
 double tc_now_ms(void);
 
+/* A proxyworker to slot 0's worker on a loop and rpc client of its own. */
+typedef struct tc_pw {
+    uv_loop_t loop;
+    rpc_client *client;
+    pw *p;
+} tc_pw;
+
+void tc_pw_open(tc_pw *t, const char *token, int rank);
+/* Destroys it and asserts that its loop closed clean. */
+void tc_pw_close(tc_pw *t);
+
 #endif

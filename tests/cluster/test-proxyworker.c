@@ -5,34 +5,11 @@
 
 #include "harness.h"
 
-typedef struct pwt {
-    uv_loop_t loop;
-    rpc_client *client;
-    pw *p;
-} pwt;
-
-static void pwt_open(pwt *t, const char *token, int rank)
-{
-    cr_assert(uv_loop_init(&t->loop) == 0);
-    cr_assert(rpc_client_create(&t->loop, &t->client) == 0);
-    pw_opts o = {.target = T.target[0], .token = token, .rank = rank};
-    int rc = pw_create(t->client, &o, &t->p);
-    cr_assert(rc == 0, "pw_create: %s", ferry_strerror(rc));
-}
-
-static void pwt_close(pwt *t)
-{
-    pw_destroy(t->p);
-    rpc_client_close(t->client);
-    uv_run(&t->loop, UV_RUN_DEFAULT);
-    cr_assert(uv_loop_close(&t->loop) == 0, "a handle was left open");
-}
-
 TC_TEST(proxyworker, ping_echoes_the_nonce_and_names_the_process)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 0);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     cr_assert_str_eq(pw_target(t.p), T.target[0]);
     cr_assert_eq(pw_rank(t.p), 0);
     rpc_call call = {0};
@@ -47,19 +24,19 @@ TC_TEST(proxyworker, ping_echoes_the_nonce_and_names_the_process)
               rep->device);
     protobuf_c_message_free_unpacked(&rep->base, NULL);
     rpc_call_fini(&call);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, ping_needs_no_token)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, NULL, 0);
+    tc_pw t;
+    tc_pw_open(&t, NULL, 0);
     rpc_call call = {0};
     cr_assert(pw_ping(t.p, &call, 1, TC_WAIT_MS, NULL) == 0);
     cr_assert(rpc_call_wait(&call) == 0, "%s", call.errmsg);
     rpc_call_fini(&call);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, load_asks_first_then_ships_then_finds_it_cached)
@@ -68,8 +45,8 @@ TC_TEST(proxyworker, load_asks_first_then_ships_then_finds_it_cached)
     tc_read_module("faulty.so");
     char sha[RT_SHA256_HEX];
     rt_sha256_hex(T.bytes, T.len, sha);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 0);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
 
     rpc_call ask = {0}, ship = {0}, again = {0};
     cr_assert(pw_load_module(t.p, &ask, sha, "faulty.so", NULL, 0, TC_WAIT_MS, NULL) ==
@@ -99,10 +76,10 @@ TC_TEST(proxyworker, load_asks_first_then_ships_then_finds_it_cached)
     rpc_call_fini(&ask);
     rpc_call_fini(&ship);
     rpc_call_fini(&again);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
-static void load(pwt *t, char sha[RT_SHA256_HEX])
+static void load(tc_pw *t, char sha[RT_SHA256_HEX])
 {
     tc_read_module("faulty.so");
     rt_sha256_hex(T.bytes, T.len, sha);
@@ -116,8 +93,8 @@ static void load(pwt *t, char sha[RT_SHA256_HEX])
 TC_TEST(proxyworker, call_carries_arguments_rank_and_world_size)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 3);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 3);
     char sha[RT_SHA256_HEX];
     load(&t, sha);
 
@@ -139,14 +116,14 @@ TC_TEST(proxyworker, call_carries_arguments_rank_and_world_size)
     rpc_buf_free(out.data);
     rpc_call_fini(&echo);
     rpc_call_fini(&info);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, an_empty_result_is_null)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 0);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     char sha[RT_SHA256_HEX];
     load(&t, sha);
     rpc_call c = {0};
@@ -157,14 +134,14 @@ TC_TEST(proxyworker, an_empty_result_is_null)
     pw_call_result(&c, &data, &len);
     cr_assert(data == NULL && len == 0);
     rpc_call_fini(&c);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, stats_count_the_calls_served)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 0);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     char sha[RT_SHA256_HEX];
     load(&t, sha);
     rpc_call c = {0};
@@ -182,40 +159,40 @@ TC_TEST(proxyworker, stats_count_the_calls_served)
     cr_assert_eq(st->modules_loaded, 1);
     protobuf_c_message_free_unpacked(&st->base, NULL);
     rpc_call_fini(&c);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, shutdown_stops_the_worker)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 0);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     rpc_call c = {0};
     cr_assert(pw_shutdown(t.p, &c, 100, TC_WAIT_MS, NULL) == 0);
     cr_assert(rpc_call_wait(&c) == 0, "%s", c.errmsg);
     rpc_call_fini(&c);
     rt_worker_wait(T.w[0]); /* returns: the Shutdown arrived */
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, a_wrong_token_is_refused)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, "not-the-token", 0);
+    tc_pw t;
+    tc_pw_open(&t, "not-the-token", 0);
     rpc_call c = {0};
     cr_assert(pw_stats(t.p, &c, TC_WAIT_MS, NULL) == 0);
     cr_assert_eq(rpc_call_wait(&c), FERRY_EUNAUTH, "%s", c.errmsg);
     cr_assert(strstr(c.errmsg, "token"), "%s", c.errmsg);
     rpc_call_fini(&c);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, bad_arguments_do_not_start)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 0);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     pw *p = NULL;
     pw_opts none = {.target = NULL};
     cr_assert_eq(pw_create(t.client, &none, &p), FERRY_EINVAL);
@@ -225,14 +202,14 @@ TC_TEST(proxyworker, bad_arguments_do_not_start)
     cr_assert_eq(pw_load_module(t.p, &c, "abc", "x", NULL, 3, 0, NULL), FERRY_EINVAL);
     cr_assert_eq(pw_ping(NULL, &c, 0, 0, NULL), FERRY_EINVAL);
     pw_destroy(NULL);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }
 
 TC_TEST(proxyworker, destroy_cancels_what_is_in_flight)
 {
     tc_workers(1);
-    pwt t;
-    pwt_open(&t, TC_TOKEN, 0);
+    tc_pw t;
+    tc_pw_open(&t, TC_TOKEN, 0);
     char sha[RT_SHA256_HEX];
     load(&t, sha);
     rpc_call c = {0};
@@ -242,5 +219,5 @@ TC_TEST(proxyworker, destroy_cancels_what_is_in_flight)
     int rc = rpc_call_wait(&c);
     cr_assert_eq(rc, FERRY_ECANCELED, "%s", c.errmsg);
     rpc_call_fini(&c);
-    pwt_close(&t);
+    tc_pw_close(&t);
 }

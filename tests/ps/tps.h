@@ -134,8 +134,8 @@ rpc_call *tps_pull_start(int rank, const Ferry__PullRequest *rq, int64_t timeout
  * `vals` (may be NULL), fills `out` and frees the call's slot; returns
  * out->rc. */
 int tps_pull_finish(rpc_call *call, float *vals, size_t cap, tps_reply *out);
-/* The same for a Push of `rq` with `n` floats of payload (borrowed until
- * the call completes); tps_push_finish copies a push-pull's values. */
+/* The same for a Push of `rq` with `n` floats of payload (copied by the
+ * start); tps_push_finish copies a push-pull's values. */
 rpc_call *tps_push_start(int rank, const Ferry__PushRequest *rq, const float *vals,
                          size_t n, int64_t timeout_ms);
 int tps_push_finish(rpc_call *call, float *vals, size_t cap, tps_reply *out);

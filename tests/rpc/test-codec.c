@@ -19,10 +19,10 @@ TestSuite(rpc_codec, .init = h_setup_grpc, .fini = h_teardown, .timeout = 120);
 
 /* ---- byte buffers ------------------------------------------------------- */
 
-static grpc_byte_buffer *encode_ok(const rpc_msg_out *m, size_t max, bool copy)
+static grpc_byte_buffer *encode_ok(const rpc_msg_out *m, size_t max)
 {
     grpc_byte_buffer *bb = NULL;
-    int rc = rpc_codec_encode(m, max, copy, &bb);
+    int rc = rpc_codec_encode(m, max, &bb);
     cr_assert(rc == 0, "rpc_codec_encode: %s", ferry_err_name(rc));
     cr_assert(bb != NULL);
     return bb;
@@ -244,7 +244,7 @@ static void check_msg(const rpc_msg *m, const sample *s)
  * length through the pointers. */
 static void round_trip(const sample *s, rpc_codec *codec, size_t *wire_len)
 {
-    grpc_byte_buffer *bb = encode_ok(&s->out, RPC_DEFAULT_MAX_PAYLOAD, false);
+    grpc_byte_buffer *bb = encode_ok(&s->out, RPC_DEFAULT_MAX_PAYLOAD);
     rpc_msg m;
     int rc = decode(bb, RPC_DEFAULT_MAX_PAYLOAD, &m);
     cr_assert(rc == 0, "decode: %s", ferry_err_name(rc));
@@ -275,7 +275,7 @@ H_TEST(rpc_codec, empty_message_round_trips)
 {
     rpc_msg_out out = {0};
     rpc_msg m;
-    cr_assert(decode(encode_ok(&out, RPC_DEFAULT_MAX_PAYLOAD, false),
+    cr_assert(decode(encode_ok(&out, RPC_DEFAULT_MAX_PAYLOAD),
                      RPC_DEFAULT_MAX_PAYLOAD, &m) == 0);
     cr_assert(m.payload == NULL && m.payload_len == 0);
     ProtobufCMessage *p = NULL;
@@ -378,7 +378,7 @@ H_TEST(rpc_codec, fragmented_buffers_decode_like_whole_ones)
         sample s;
         sample_make(&s, 3000, DATA_SPARSE, all_codecs[ci]);
         size_t len;
-        uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, true), &len);
+        uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD), &len);
         size_t chunks[] = {1, 2, 3, 7, 64, 1000};
         for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
             rpc_msg m;
@@ -398,7 +398,7 @@ H_TEST(rpc_codec, decode_limit_is_inclusive)
     sample s;
     sample_make(&s, 1000, DATA_RANDOM, RPC_CODEC_RAW);
     size_t len;
-    uint8_t *wire = flatten(encode_ok(&s.out, 1000, true), &len);
+    uint8_t *wire = flatten(encode_ok(&s.out, 1000), &len);
     cr_assert(decode_bytes(wire, len, 1000) == 0);
     cr_assert(decode_bytes(wire, len, 999) == FERRY_EMSGSIZE);
     free(wire);
@@ -415,7 +415,7 @@ H_TEST(rpc_codec, head_given_as_packed_bytes_round_trips)
     s.out.head = NULL;
     s.out.head_bytes = hbytes;
     s.out.head_len = hlen;
-    grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, true);
+    grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD);
     memset(hbytes, 0xff, hlen); /* "Copied": the buffer no longer needs them */
     rpc_msg m;
     cr_assert(decode(bb, RPC_DEFAULT_MAX_PAYLOAD, &m) == 0);
@@ -425,7 +425,7 @@ H_TEST(rpc_codec, head_given_as_packed_bytes_round_trips)
     /* head_len without bytes is a caller error */
     s.out.head_bytes = NULL;
     bb = NULL;
-    int rc = rpc_codec_encode(&s.out, RPC_DEFAULT_MAX_PAYLOAD, true, &bb);
+    int rc = rpc_codec_encode(&s.out, RPC_DEFAULT_MAX_PAYLOAD, &bb);
     cr_assert(rc == FERRY_EINVAL, "head_len %zu at NULL: %s", hlen, ferry_err_name(rc));
     free(hbytes);
     sample_free(&s);
@@ -438,10 +438,10 @@ H_TEST(rpc_codec, encode_above_max_payload_fails_with_emsgsize)
     grpc_byte_buffer *bb = NULL;
     for (size_t i = 0; i < 3; i++) {
         s.out.codec = all_codecs[i];
-        int rc = rpc_codec_encode(&s.out, 1000, false, &bb);
+        int rc = rpc_codec_encode(&s.out, 1000, &bb);
         cr_assert(rc == FERRY_EMSGSIZE, "codec %zu: %s", i, ferry_err_name(rc));
     }
-    grpc_byte_buffer_destroy(encode_ok(&s.out, 1001, false));
+    grpc_byte_buffer_destroy(encode_ok(&s.out, 1001));
     sample_free(&s);
 }
 
@@ -463,7 +463,7 @@ H_TEST(rpc_codec, owned_payload_is_freed_once_with_the_buffer)
         memcpy(copy, s.payload, s.len);
         s.out.payload_free = count_free;
         s.out.free_arg = &freed;
-        grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false);
+        grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD);
         rpc_msg m;
         cr_assert(decode(bb, RPC_DEFAULT_MAX_PAYLOAD, &m) == 0); /* destroys bb */
         cr_assert(atomic_load(&freed) == 1, "codec %zu: payload_free ran %d times", i,
@@ -483,7 +483,7 @@ H_TEST(rpc_codec, failed_encode_leaves_an_owned_payload_with_the_caller)
     s.out.payload_free = count_free;
     s.out.free_arg = &freed;
     grpc_byte_buffer *bb = NULL;
-    cr_assert(rpc_codec_encode(&s.out, 1000, false, &bb) == FERRY_EMSGSIZE);
+    cr_assert(rpc_codec_encode(&s.out, 1000, &bb) == FERRY_EMSGSIZE);
     cr_assert(atomic_load(&freed) == 0, "payload freed by a failed encode");
     sample_free(&s);
 }
@@ -494,7 +494,7 @@ H_TEST(rpc_codec, copied_payload_does_not_depend_on_the_source)
     sample_make(&s, 5000, DATA_RANDOM, RPC_CODEC_RAW);
     uint8_t *copy = malloc(s.len);
     memcpy(copy, s.payload, s.len);
-    grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, true);
+    grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD);
     memset(s.payload, 0xee, s.len);
     free(s.payload);
     s.payload = copy;
@@ -513,7 +513,7 @@ H_TEST(rpc_codec, encoded_message_is_plain_protobuf_with_a_standard_lz4_frame)
         sample s;
         sample_make(&s, 70000, DATA_SPARSE, all_codecs[i]);
         size_t len;
-        uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false), &len);
+        uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD), &len);
         Ferry__CallRequest *r = ferry__call_request__unpack(NULL, len, wire);
         cr_assert(r != NULL, "protobuf-c cannot unpack ferry's encoding");
         cr_assert_str_eq(r->sha256, s.req.sha256);
@@ -651,7 +651,7 @@ H_TEST(rpc_codec, buffer_pool_returns_aligned_memory)
 static void check_truncations(const sample *s, const size_t *cuts, size_t n_cuts)
 {
     size_t len;
-    uint8_t *wire = flatten(encode_ok(&s->out, RPC_DEFAULT_MAX_PAYLOAD, true), &len);
+    uint8_t *wire = flatten(encode_ok(&s->out, RPC_DEFAULT_MAX_PAYLOAD), &len);
     field_span f[16];
     size_t nf = scan_fields(wire, len, f, 16);
     const field_span *info = find_field(f, nf, FIELD_PAYLOAD_INFO);
@@ -706,7 +706,7 @@ H_TEST(rpc_codec, truncation_of_big_messages_at_sampled_offsets_fails_cleanly)
         sample s;
         sample_make(&s, (size_t)2 << 20, ci ? DATA_SPARSE : DATA_RANDOM, all_codecs[ci]);
         size_t len;
-        uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, true), &len);
+        uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD), &len);
         free(wire);
         enum { N = 200 };
         size_t cuts[N];
@@ -770,7 +770,7 @@ static void check_flips(size_t payload_len, int kind, size_t stride)
     size_t len;
     uint8_t *wire = kind == DATA_RANDOM
                         ? lz4_message(&s, &len)
-                        : flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, true), &len);
+                        : flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD), &len);
     field_span f[16];
     size_t nf = scan_fields(wire, len, f, 16);
     const field_span *pay = find_field(f, nf, FIELD_PAYLOAD);
@@ -824,7 +824,7 @@ H_TEST(rpc_codec, flipped_bytes_in_the_payload_info_fail_cleanly)
     sample s;
     sample_make(&s, 2000, DATA_SPARSE, RPC_CODEC_LZ4);
     size_t len;
-    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, true), &len);
+    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD), &len);
     field_span f[16];
     size_t nf = scan_fields(wire, len, f, 16);
     const field_span *info = find_field(f, nf, FIELD_PAYLOAD_INFO);
@@ -1147,7 +1147,7 @@ H_TEST(rpc_codec, raw_payload_left_in_odd_slices_reads_back_as_runs)
     sample s;
     sample_make(&s, len, DATA_RANDOM, RPC_CODEC_RAW);
     size_t wire_len;
-    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false), &wire_len);
+    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD), &wire_len);
     const size_t chunks[] = {0, 1, 3, 4099, 65537};
     for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
         rpc_msg m;
@@ -1181,7 +1181,7 @@ H_TEST(rpc_codec, lz4_payload_with_runs_is_decoded_or_deferred)
 {
     sample s;
     sample_make(&s, (size_t)1 << 20, DATA_SPARSE, RPC_CODEC_LZ4);
-    grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false);
+    grpc_byte_buffer *bb = encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD);
     rpc_msg m;
     char err[256];
     int rc = rpc_codec_decode_runs(bb, RPC_DEFAULT_MAX_PAYLOAD, RPC_INLINE_DECODE_MAX,
@@ -1207,7 +1207,7 @@ H_TEST(rpc_codec, truncated_payload_with_runs_fails)
     sample s;
     sample_make(&s, 100000, DATA_RANDOM, RPC_CODEC_RAW);
     size_t wire_len;
-    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD, false), &wire_len);
+    uint8_t *wire = flatten(encode_ok(&s.out, RPC_DEFAULT_MAX_PAYLOAD), &wire_len);
     grpc_byte_buffer *bb = wrap_chunks(wire, 5000, 777);
     rpc_msg m;
     char err[256];
