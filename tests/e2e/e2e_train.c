@@ -16,6 +16,18 @@
 #include "e2e.h"
 #include "e2e_train.h"
 
+void e2e_expect_option_errors(const char *const (*bad)[3], size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        e2e_run r;
+        e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), bad[i][0], bad[i][1],
+                  NULL);
+        E2E_EXPECT(&r, 2);
+        cr_assert(e2e_has(r.err, bad[i][2]), "%s %s:\n%s", bad[i][0], bad[i][1], r.err);
+        e2e_run_fini(&r);
+    }
+}
+
 double e2e_now_ms(void)
 {
     struct timespec ts;

@@ -34,6 +34,10 @@ int e2e_wait_exit(pid_t pid, int ms);
  * fails, the step it was in first). */
 bool e2e_wait_idle(int n, int ms);
 
+/* Submits linreg with each option and value of bad[i][0..1] on the running
+ * cluster; asserts each is a usage error (exit 2) whose text has bad[i][2]. */
+void e2e_expect_option_errors(const char *const (*bad)[3], size_t n);
+
 struct cluster;
 struct cluster_module;
 /* Loads the module file at `path` onto every worker of `cl` as `name`;

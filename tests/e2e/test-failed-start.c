@@ -291,14 +291,7 @@ Test(e2e_failed_start, absurd_option_values_are_refused_with_the_real_bounds)
         {"--push-every", "0",
          "--push-every: expected a number of steps from 1 to 1048576"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        e2e_run r;
-        e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), bad[i][0], bad[i][1],
-                  NULL);
-        E2E_EXPECT(&r, 2);
-        cr_assert(e2e_has(r.err, bad[i][2]), "%s %s:\n%s", bad[i][0], bad[i][1], r.err);
-        e2e_run_fini(&r);
-    }
+    e2e_expect_option_errors(bad, sizeof bad / sizeof bad[0]);
 }
 
 /* ---- a begin held in its start, seen from a client of its own ------------------ */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "e2e.h"
+#include "e2e_train.h"
 #include "tcommon.h"
 
 TestSuite(e2e_train, .init = e2e_setup, .fini = e2e_teardown, .timeout = 400);
@@ -106,14 +107,7 @@ Test(e2e_train, bad_training_options_are_usage_errors)
         {"--lr", "-1", "expected a positive learning rate"},
         {"--momentum", "1.5", "a momentum in [0, 1)"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        e2e_run r;
-        e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), bad[i][0], bad[i][1],
-                  NULL);
-        E2E_EXPECT(&r, 2);
-        cr_assert(e2e_has(r.err, bad[i][2]), "%s %s:\n%s", bad[i][0], bad[i][1], r.err);
-        e2e_run_fini(&r);
-    }
+    e2e_expect_option_errors(bad, sizeof bad / sizeof bad[0]);
     /* Training options on a module that has its own driver. */
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("hello"), "--epochs", "2", NULL);
