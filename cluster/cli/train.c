@@ -9,6 +9,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <uv.h>
 
 #include "json.h"
@@ -226,6 +229,14 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     cluster_set_call_timeout(cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
     uint64_t session = new_session_id();
+    /* The run's secret: the workers take a chunk of its collectives only
+     * with it, so that a client holding the cluster token and the session
+     * id (shown by status) cannot pass for a rank. */
+    uint8_t secret[RT_COMM_SECRET_BYTES];
+    if (RAND_bytes(secret, sizeof secret) != 1) {
+        cli_err("submit", "cannot draw the run's secret from OpenSSL's generator");
+        return FERRY_EINTERNAL;
+    }
 
     const char *peers[k];
     for (int r = 0; r < k; r++)
@@ -249,6 +260,8 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         a->data_dir = data;
         a->precision = (char *)(o->precision ? o->precision : "");
         a->submitter = submitter; /* idle_ms 0: the workers' default */
+        a->secret.data = secret;
+        a->secret.len = sizeof secret;
         if (k > 1) {
             a->rank = (uint32_t)r;
             a->world = (uint32_t)k;
@@ -272,6 +285,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     Ferry__TrainBeginReply *b[k];
     int rc = call(cl, m, k, "ferry.train.begin", msgs, &ferry__train_begin_reply__descriptor,
                   (ProtobufCMessage **)b);
+    OPENSSL_cleanse(secret, sizeof secret);
     if (rc) {
         cli_err("submit", "%s: cannot start training: %s", module, cluster_error(cl));
         /* The workers that did begin would hold their session, refusing

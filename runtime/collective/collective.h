@@ -44,6 +44,12 @@
  * received it (see rt_reduce_chunk_handler). */
 #define RT_REDUCE_CHUNK_FLAGS (RPC_METHOD_INLINE | RPC_METHOD_PAYLOAD_RUNS)
 
+/* The session's secret: every chunk carries it, and a chunk without it is
+ * refused before anything else (rt_reduce_chunk_handler). The cluster
+ * token lets a client call ReduceChunk; only the session's ranks, told
+ * the secret by their master, can pass for one of them. */
+#define RT_COMM_SECRET_BYTES 32
+
 #define RT_COMM_DEFAULT_CHUNK   ((size_t)1 << 20)
 #define RT_COMM_DEFAULT_TIMEOUT 30000
 
@@ -73,7 +79,10 @@ void rt_hub_destroy(rt_hub *h);
 /* The ReduceChunk method: register it with RPC_METHOD_INLINE and the hub as
  * its data (behind the cluster-token check). Checks the chunk against its
  * session's geometry and files it; replies at once. Refusals: NOT_FOUND for
- * an unknown session; FAILED_PRECONDITION for a session that has failed,
+ * an unknown session; PERMISSION_DENIED, naming the caller's address, for a
+ * chunk without the session's secret (checked first: such a chunk is
+ * neither kept nor counted, and learns nothing of the session);
+ * FAILED_PRECONDITION for a session that has failed,
  * with its error ("rank 1 of session 7 stopped (ETIMEDOUT): ..."),
  * INVALID_ARGUMENT for a wrong sender, phase, step, ring step, chunk index,
  * element type or length; each text says what was expected. Never
@@ -100,6 +109,10 @@ typedef struct rt_comm_opts {
      * partners', peers[rank ^ 2^j], are dialled. Copied. */
     const char *const *peers;
     const char *token;  /* sent with every chunk; NULL: none. Copied. */
+    /* RT_COMM_SECRET_BYTES bytes, the same on every rank of the session:
+     * sent with every chunk, and a chunk received without it is refused.
+     * Required when world > 1. Copied, and wiped when the session ends. */
+    const uint8_t *secret;
     size_t chunk_bytes; /* 0: RT_COMM_DEFAULT_CHUNK; rounded to 64 bytes */
     rt_compress compress;
     /* A collective that makes no progress this long fails, naming the rank

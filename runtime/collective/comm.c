@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "coll_int.h"
 #include "runtime/cond_wait.h"
 
@@ -242,6 +244,7 @@ static void comm_free(rt_comm *c)
     free(c->pins);
     free(c->to);
     free(c->token);
+    OPENSSL_cleanse(c->secret, sizeof c->secret);
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->tick_cv);
     pthread_mutex_destroy(&c->run);
@@ -293,10 +296,11 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     err[0] = 0;
     *out = NULL;
     if (!hub || !o || o->world < 1 || o->rank < 0 || o->rank >= o->world ||
-        (o->world > 1 && !o->peers) || o->compress > RT_COMPRESS_FP16) {
-        snprintf(err, errlen, "bad collective session: rank %d of world %d%s%s",
+        (o->world > 1 && (!o->peers || !o->secret)) || o->compress > RT_COMPRESS_FP16) {
+        snprintf(err, errlen, "bad collective session: rank %d of world %d%s%s%s",
                  o ? o->rank : -1, o ? o->world : 0,
                  o && o->world > 1 && !o->peers ? " without peer addresses" : "",
+                 o && o->world > 1 && !o->secret ? " without its secret" : "",
                  hub ? "" : " without a hub");
         return FERRY_EINVAL;
     }
@@ -321,6 +325,8 @@ int rt_comm_create(rt_hub *hub, const rt_comm_opts *o, rt_comm **out, char *err,
     size_t chunk = o->chunk_bytes ? (o->chunk_bytes + 63) / 64 * 64 : RT_COMM_DEFAULT_CHUNK;
     c->chunk = chunk / sizeof(float);
     c->compress = o->compress;
+    if ((c->keyed = o->secret != NULL))
+        memcpy(c->secret, o->secret, sizeof c->secret);
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : RT_COMM_DEFAULT_TIMEOUT;
     c->max_payload = o->max_payload ? o->max_payload : RPC_DEFAULT_MAX_PAYLOAD;
     c->inbox_tail = &c->inbox;

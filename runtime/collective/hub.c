@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "coll_int.h"
 #include "ferry.pb-c.h"
 
@@ -206,6 +208,15 @@ static int check_and_file(rt_comm *c, rt_chunk *ch, size_t bytes, char *why, siz
     return rc;
 }
 
+/* Whether the chunk carries session `c`'s secret. In constant time: how
+ * long a refusal takes says nothing of how much of a guess was right. A
+ * session without one (a world of 1) takes no chunk. */
+static bool keyed(const rt_comm *c, const ProtobufCBinaryData *secret)
+{
+    return c->keyed && secret->len == sizeof c->secret &&
+           CRYPTO_memcmp(secret->data, c->secret, sizeof c->secret) == 0;
+}
+
 void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_hub *hub = data;
@@ -225,10 +236,10 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
                       .root = in->root,
                       .elem = (int)in->elem};
     uint64_t session = in->job;
-    ferry__reduce_chunk_request__free_unpacked(in, NULL);
 
     rt_chunk *ch = calloc(1, sizeof *ch);
     if (!ch) {
+        ferry__reduce_chunk_request__free_unpacked(in, NULL);
         rpc_srv_fail(sc, FERRY_ENOMEM, "ReduceChunk: no memory");
         return;
     }
@@ -240,6 +251,14 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         rc = FERRY_ENOENT;
         snprintf(why, sizeof why, "no collective session %llu on this worker",
                  (unsigned long long)session);
+    } else if (!keyed(c, &in->secret)) {
+        /* Before anything else: such a caller is not a rank of the
+         * session, and is told nothing of it (its state, its steps). */
+        rc = FERRY_EACCES;
+        snprintf(why, sizeof why,
+                 "a chunk from %.64s for session %llu does not carry the session's "
+                 "secret: only its ranks, told it by their master, send its chunks",
+                 rpc_srv_peer(sc), (unsigned long long)session);
     } else {
         ch->h = h;
         ch->lz4 = req->codec == RPC_CODEC_LZ4;
@@ -251,6 +270,9 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         if (rc)
             rpc_payload_fini(&ch->pl);
     }
+    if (in->secret.len)
+        OPENSSL_cleanse(in->secret.data, in->secret.len);
+    ferry__reduce_chunk_request__free_unpacked(in, NULL);
     if (rc == 0) {
         /* Reduced (and sent on) right here, unless the session's work is
          * in another thread's hands: that thread takes it. */

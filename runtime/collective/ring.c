@@ -190,6 +190,8 @@ static void issue(rt_comm *c, rt_send *s)
     req.count = s->h.count;
     req.elem = (Ferry__Elem)s->h.elem;
     req.root = s->h.root;
+    req.secret.data = c->secret;
+    req.secret.len = sizeof c->secret;
     size_t bytes = s->span.len * (s->half ? sizeof(uint16_t) : sizeof(float));
     rpc_msg_out out = {
         .head = &req.base,
@@ -385,13 +387,14 @@ static void send_done(rpc_call *call)
         why = why ? why + strlen(STOPPED_PREFIX) : call->errmsg;
         fail_send(c, s, stopped_code(why), why);
     } else if (!failed) {
-        /* A chunk this rank built from the session's own geometry can only
-         * be refused as malformed when the ranks disagree on it. A peer
+        /* A chunk this rank built from the session's own geometry, with
+         * its secret, can only be refused as malformed or unauthorised
+         * when the ranks disagree on them. A peer
          * still without the session when the timeout has passed is what
          * the tick would have found a moment later: a timeout. */
         fail_send(c, s,
-                  rc == FERRY_EINVAL   ? FERRY_EPROTO
-                  : rc == FERRY_ENOENT ? FERRY_ETIMEDOUT
+                  rc == FERRY_EINVAL || rc == FERRY_EACCES ? FERRY_EPROTO
+                  : rc == FERRY_ENOENT                     ? FERRY_ETIMEDOUT
                                        : rc,
                   call->errmsg);
     }

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <uv.h>
 
 #include "ferry.pb-c.h"
@@ -235,6 +236,15 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
                        .chunk_bytes = a->chunk_bytes,
                        .compress = (rt_compress)rt_compress_parse(a->grad_compression),
                        .timeout_ms = a->timeout_ms};
+    /* The master's secret for the run's chunks: a begin without one starts
+     * no collective session (rt_comm_create says so). */
+    uint8_t secret[RT_COMM_SECRET_BYTES];
+    if (a->secret.len == sizeof secret) {
+        memcpy(secret, a->secret.data, sizeof secret);
+        co.secret = secret;
+    }
+    if (a->secret.len)
+        OPENSSL_cleanse(a->secret.data, a->secret.len);
     size_t bucket_bytes = a->bucket_bytes;
     bool async = strcmp(a->mode, "async") == 0;
     if (rc == 0 && a->mode[0] && !async && strcmp(a->mode, "sync") != 0)
@@ -287,6 +297,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     ferry__train_begin__free_unpacked(a, NULL);
     if (rc) {
         free_peers(peers, co.world);
+        OPENSSL_cleanse(secret, sizeof secret);
         return rc;
     }
 
@@ -296,12 +307,14 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     if (old && old->busy && old->id == id) {
         pthread_mutex_unlock(&w->train_lock);
         free_peers(peers, co.world);
+        OPENSSL_cleanse(secret, sizeof secret);
         return ctx->ops->fail(ctx, FERRY_EBUSY, "session %016llx is busy",
                               (unsigned long long)id);
     }
     if ((rc = may_reclaim(ctx, old, id))) {
         pthread_mutex_unlock(&w->train_lock);
         free_peers(peers, co.world);
+        OPENSSL_cleanse(secret, sizeof secret);
         return rc;
     }
     /* Marked busy while the new one is built, so that no other begin or
@@ -310,6 +323,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     if (!s) {
         pthread_mutex_unlock(&w->train_lock);
         free_peers(peers, co.world);
+        OPENSSL_cleanse(secret, sizeof secret);
         return FERRY_ENOMEM;
     }
     uint64_t now = uv_hrtime();
@@ -361,6 +375,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         o.comm = s->comm;
         o.bucket_bytes = bucket_bytes;
     }
+    OPENSSL_cleanse(secret, sizeof secret);
     if (rc == 0)
         rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
     free_peers(peers, co.world);

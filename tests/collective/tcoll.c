@@ -112,10 +112,19 @@ int co_listen_again(int rank)
     return rpc_server_create(&so, &m, 1, &R.r[rank].server);
 }
 
+const uint8_t co_secret[RT_COMM_SECRET_BYTES] = {0xc0, 0x5e, 0xc7, 0x3e, 0x7a, 0x11,
+                                                  0x0d, 0x2b, 0x95, 0x48, 0xe6, 0x01};
+
+ProtobufCBinaryData co_secret_field(void)
+{
+    return (ProtobufCBinaryData){.len = sizeof co_secret, .data = (uint8_t *)co_secret};
+}
+
 rt_comm_opts co_opts(uint64_t session, size_t chunk_bytes, rt_compress compress,
                      int64_t timeout_ms)
 {
     return (rt_comm_opts){.session = session,
+                          .secret = co_secret,
                           .world = R.world,
                           .peers = R.peers,
                           .chunk_bytes = chunk_bytes,

@@ -86,6 +86,13 @@ void co_stop_server(int rank);
  * Any thread: returns rpc_server_create's result, no assertion. */
 int co_listen_again(int rank);
 
+/* The secret every session of the fixture has (co_opts), as the master
+ * gives a run's ranks theirs: RT_COMM_SECRET_BYTES bytes. */
+extern const uint8_t co_secret[RT_COMM_SECRET_BYTES];
+/* It, as a ReduceChunkRequest carries it: a hand-made chunk that is to
+ * get past the secret's check sets req.secret = co_secret_field(). */
+ProtobufCBinaryData co_secret_field(void);
+
 /* Options for every rank of a session (rank is set by co_join). */
 rt_comm_opts co_opts(uint64_t session, size_t chunk_bytes, rt_compress compress,
                      int64_t timeout_ms);

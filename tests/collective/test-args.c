@@ -15,6 +15,7 @@ static rt_comm_opts opts(uint64_t session, int rank, int world)
                           .rank = rank,
                           .world = world,
                           .peers = dead_peers,
+                          .secret = co_secret,
                           .timeout_ms = 1000};
 }
 
@@ -76,6 +77,14 @@ CO_TEST(comm_create, refuses_an_empty_peer_address)
     rt_comm_opts o = opts(1, 0, 2);
     o.peers = peers;
     refused(&o, FERRY_EINVAL, "peer 1 empty");
+}
+
+CO_TEST(comm_create, refuses_a_session_of_two_ranks_without_its_secret)
+{
+    make_hub();
+    rt_comm_opts o = opts(1, 0, 2);
+    o.secret = NULL;
+    refused(&o, FERRY_EINVAL, "no secret");
 }
 
 CO_TEST(comm_create, refuses_a_session_id_already_in_its_hub)

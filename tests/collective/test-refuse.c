@@ -39,6 +39,7 @@ static void refuse_and_recover(spoil_fn spoil, int want_rc, const char *must1,
     req.ring_step = 0;
     req.count = COUNT;
     req.elem = FERRY__ELEM__ELEM_F32;
+    req.secret = co_secret_field();
     req.root = 0;
     size_t len = SEG * sizeof(float);
     spoil(&req, &len);

@@ -162,6 +162,7 @@ static void refuse_and_recover(void (*spoil)(Ferry__ReduceChunkRequest *),
     req.from_rank = 0;
     req.count = n;
     req.elem = FERRY__ELEM__ELEM_F32;
+    req.secret = co_secret_field();
     spoil(&req);
     float *payload = co_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++)

@@ -1,5 +1,7 @@
-/* tests/collective — chunks sent by hand (by a client that holds the
- * cluster token, as any could) for collectives the receiver has not
+/* tests/collective — chunks sent by hand, with the session's secret (by a
+ * client that has it, as a rank's own process does: the checks behind the
+ * secret's; one without it is refused first, test-secret.c) for
+ * collectives the receiver has not
  * started: a stray chunk of zeros for a future step (before and after the
  * neighbour's own chunks have come), one with the wrong element count, and
  * a flood of them. The session runs its collectives
@@ -67,13 +69,13 @@ typedef struct twins {
     reps_arg run, twin;
 } twins;
 
-static void twins_start(twins *t, size_t chunk_bytes)
+static void twins_start(twins *t, int world, size_t chunk_bytes)
 {
-    co_start(3);
+    co_start(world);
     rt_comm_opts o = co_opts(SESSION, chunk_bytes, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
     co_join_all(&o);
     rt_comm_opts o2 = co_opts(TWIN, chunk_bytes, RT_COMPRESS_NONE, CO_TIMEOUT_MS);
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < world; r++) {
         char err[CO_ERRLEN] = "";
         int rc = co_join2(r, &o2, err, sizeof err);
         cr_assert(rc == 0, "rank %d: the twin session: %s", r, err);
@@ -82,8 +84,8 @@ static void twins_start(twins *t, size_t chunk_bytes)
     t->run.skip = t->twin.skip = -1;
     t->twin.twin = true;
     for (int k = 0; k < REPS; k++) {
-        t->run.bufs[k] = co_bufs(3, COUNT, 7 + (uint64_t)k);
-        t->twin.bufs[k] = co_copy_bufs(t->run.bufs[k], 3, COUNT);
+        t->run.bufs[k] = co_bufs(world, COUNT, 7 + (uint64_t)k);
+        t->twin.bufs[k] = co_copy_bufs(t->run.bufs[k], world, COUNT);
     }
     stray_client_to(TARGET);
 }
@@ -93,7 +95,7 @@ static void twins_assert_identical(twins *t, const char *what)
 {
     co_run_ok(reps_fn, &t->twin, "the undisturbed twin");
     for (int k = 0; k < REPS; k++)
-        for (int r = 0; r < 3; r++)
+        for (int r = 0; r < R.world; r++)
             cr_assert(
                 memcmp(t->run.bufs[k][r], t->twin.bufs[k][r], COUNT * sizeof(float)) == 0,
                 "%s: rank %d's all-reduce %d differs from its undisturbed twin", what, r,
@@ -103,8 +105,8 @@ static void twins_assert_identical(twins *t, const char *what)
 static void twins_free(twins *t)
 {
     for (int k = 0; k < REPS; k++) {
-        co_free_bufs(t->run.bufs[k], 3);
-        co_free_bufs(t->twin.bufs[k], 3);
+        co_free_bufs(t->run.bufs[k], R.world);
+        co_free_bufs(t->twin.bufs[k], R.world);
     }
 }
 
@@ -119,6 +121,7 @@ static Ferry__ReduceChunkRequest chunk_req(uint64_t step, uint64_t count)
     req.from_rank = TARGET - 1;
     req.count = count;
     req.elem = FERRY__ELEM__ELEM_F32;
+    req.secret = co_secret_field();
     return req;
 }
 
@@ -146,7 +149,7 @@ static rt_comm_stats target_stats(void)
 CO_TEST(strays, a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_its_sender)
 {
     twins t;
-    twins_start(&t, CO_CHUNK_BYTES);
+    twins_start(&t, 3, CO_CHUNK_BYTES);
     char err[CO_ERRLEN];
     int rc = send_stray(2, COUNT, SEG, 0, err, sizeof err);
     cr_assert(rc == 0, "a well-formed chunk for step 2 was refused: %s", err);
@@ -193,7 +196,7 @@ CO_TEST(strays, a_zero_chunk_for_a_future_step_changes_nothing_or_fails_naming_i
 CO_TEST(strays, a_zero_chunk_after_the_neighbours_own_is_refused_at_once_naming_both)
 {
     twins t;
-    twins_start(&t, CO_CHUNK_BYTES);
+    twins_start(&t, 3, CO_CHUNK_BYTES);
     /* Steps 1 and 2: rank 0's chunks reach rank 1 over rank 0's connection. */
     co_run_ok(reps_fn, &t.run, "the first steps");
     co_run_ok(reps_fn, &t.twin, "the twin's first steps");
@@ -214,7 +217,7 @@ CO_TEST(strays,
         a_chunk_of_the_wrong_count_kept_for_a_future_step_is_dropped_when_it_starts)
 {
     twins t;
-    twins_start(&t, CO_CHUNK_BYTES);
+    twins_start(&t, 3, CO_CHUNK_BYTES);
     /* 3003 floats: rank 1's first segment is 1001 floats, of a value that
      * would show in the sum if it were added. */
     char err[CO_ERRLEN];
@@ -234,7 +237,7 @@ CO_TEST(strays,
         a_chunk_of_the_wrong_count_for_a_started_step_is_refused_naming_its_sender)
 {
     twins t;
-    twins_start(&t, CO_CHUNK_BYTES);
+    twins_start(&t, 3, CO_CHUNK_BYTES);
     int rc = rt_comm_allreduce_start(R.r[TARGET].comm, t.run.bufs[0][TARGET], COUNT,
                                      &t.run.started);
     cr_assert(rc == 0);
@@ -252,6 +255,96 @@ CO_TEST(strays,
     twins_free(&t);
 }
 
+/* ---- without the session's secret ----------------------------------------------- */
+
+/* In a world of 2 whose all-reduce is one chunk exchanged, a chunk that
+ * came before the neighbour's first could finish the step here with its
+ * own values, had it the secret. Without it, it is refused at once,
+ * whatever it claims. */
+#define ONE_CHUNK_BYTES 16384 /* COUNT floats in one chunk */
+
+CO_TEST(strays, chunks_without_the_secret_are_refused_at_once_even_before_the_neighbours_first)
+{
+    twins t;
+    twins_start(&t, 2, ONE_CHUNK_BYTES);
+    float *zeros = co_alloc((COUNT + 3) * sizeof(float));
+    memset(zeros, 0, (COUNT + 3) * sizeof(float));
+    uint8_t wrong[RT_COMM_SECRET_BYTES];
+    memcpy(wrong, co_secret, sizeof wrong);
+    wrong[sizeof wrong - 1] ^= 1;
+    const struct {
+        ProtobufCBinaryData secret;
+        const char *what;
+    } keys[] = {{{0, NULL}, "no secret"},
+                {{sizeof wrong, wrong}, "a secret one bit off"},
+                {{RT_COMM_SECRET_BYTES / 2, (uint8_t *)co_secret}, "half the secret"}};
+    /* Rank 0's exchange chunk of step 1 (the opening: nothing has come
+     * from rank 0 yet), of step 2, and one of the wrong count. */
+    const struct {
+        uint64_t step, count;
+    } chunks[] = {{1, COUNT}, {2, COUNT}, {1, COUNT + 3}};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+            Ferry__ReduceChunkRequest req = chunk_req(chunks[i].step, chunks[i].count);
+            req.phase = RT_PHASE_EX;
+            req.secret = keys[k].secret;
+            char err[CO_ERRLEN];
+            int rc = co_send_chunk(&req, zeros, chunks[i].count * sizeof(float), err,
+                                   sizeof err);
+            cr_assert(rc == FERRY_EACCES, "%s, step %llu: got %s (%s), want EACCES",
+                      keys[k].what, (unsigned long long)chunks[i].step, ferry_err_name(rc),
+                      err);
+            cr_assert(strstr(err, "does not carry the session's secret") &&
+                          (strstr(err, "from ipv4:127.0.0.1:") || strstr(err, "from ipv6:")),
+                      "%s: the refusal does not name its caller: %s", keys[k].what, err);
+            cr_assert(!strstr(err, "collective"), "%s: the refusal tells of the session: %s",
+                      keys[k].what, err);
+        }
+    co_free(zeros);
+    rt_comm_stats st = target_stats();
+    cr_assert(st.held == 0 && st.held_refused == 0 && st.strays == 0,
+              "chunks without the secret were counted: %llu kept, %llu refused as held",
+              (unsigned long long)st.held, (unsigned long long)st.held_refused);
+    co_run_ok(reps_fn, &t.run, "the run after the chunks without the secret");
+    twins_assert_identical(&t, "after chunks without the secret");
+    twins_free(&t);
+}
+
+/* Ranks told different secrets: each one's chunks are refused by its
+ * neighbour. That is the ranks disagreeing: EPROTO on both, at once,
+ * naming the neighbour. */
+CO_TEST(strays, ranks_whose_secrets_differ_fail_at_once_with_eproto)
+{
+    co_start(2);
+    uint8_t other[RT_COMM_SECRET_BYTES];
+    memcpy(other, co_secret, sizeof other);
+    other[0] ^= 0x80;
+    rt_comm_opts o[2] = {co_opts(SESSION, ONE_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS),
+                         co_opts(SESSION, ONE_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS)};
+    o[1].secret = other;
+    for (int r = 0; r < 2; r++) {
+        char err[CO_ERRLEN] = "";
+        int rc = co_join(r, &o[r], err, sizeof err);
+        cr_assert(rc == 0, "rank %d: %s: %s", r, ferry_err_name(rc), err);
+    }
+    float **bufs = co_bufs(2, COUNT, 3);
+    co_allreduce_arg a = {bufs, COUNT};
+    co_result res[CO_MAX_RANKS];
+    co_run(co_allreduce_fn, &a, res);
+    for (int r = 0; r < 2; r++) {
+        double ms = res[r].end_ms - res[r].start_ms;
+        cr_assert(res[r].rc == FERRY_EPROTO, "rank %d got %s (%s), want EPROTO", r,
+                  ferry_err_name(res[r].rc), res[r].err);
+        char who[64];
+        snprintf(who, sizeof who, "rank %d (%s)", 1 - r, R.peers[1 - r]);
+        cr_assert(strstr(res[r].err, who) &&
+                      strstr(res[r].err, "does not carry the session's secret"),
+                  "rank %d does not name %s and the secret: %s", r, who, res[r].err);
+        cr_assert(ms < CO_TIMEOUT_MS / 2, "rank %d took %.0f ms to notice", r, ms);
+    }
+    co_free_bufs(bufs, 2);
+}
+
 /* ---- a flood ------------------------------------------------------------------- */
 
 #define FLOOD       3000
@@ -266,7 +359,7 @@ CO_TEST(strays,
 CO_TEST(strays, a_flood_of_chunks_for_future_steps_is_kept_within_the_budget)
 {
     twins t;
-    twins_start(&t, FLOOD_CHUNK);
+    twins_start(&t, 3, FLOOD_CHUNK);
     float *junk = co_alloc(FLOOD_CHUNK);
     for (size_t i = 0; i < FLOOD_FL; i++)
         junk[i] = 1e6f;

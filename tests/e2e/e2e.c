@@ -300,7 +300,7 @@ static void load_state(conf_cluster *c)
     cr_assert(rc == 0, "cannot read %s: %s", state, err);
 }
 
-cluster *e2e_cluster(const char *token, int64_t call_timeout_ms)
+static cluster *make_cluster(const char *token, int64_t call_timeout_ms)
 {
     conf_cluster c;
     load_state(&c);
@@ -322,9 +322,19 @@ cluster *e2e_cluster(const char *token, int64_t call_timeout_ms)
     int rc = cluster_create(targets, c.n_workers, &o, &cl);
     conf_fini(&c);
     cr_assert(rc == 0, "cluster_create: %s", ferry_strerror(rc));
-    cr_assert(opened == NULL, "one library cluster per test");
-    opened = cl;
     return cl;
+}
+
+cluster *e2e_cluster(const char *token, int64_t call_timeout_ms)
+{
+    cr_assert(opened == NULL, "one library cluster per test");
+    opened = make_cluster(token, call_timeout_ms);
+    return opened;
+}
+
+cluster *e2e_cluster_another(int64_t call_timeout_ms)
+{
+    return make_cluster(NULL, call_timeout_ms);
 }
 
 pid_t e2e_worker_pid(cluster *cl, int rank)

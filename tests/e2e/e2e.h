@@ -69,6 +69,9 @@ const char *e2e_local_module(const char *name);
  * FERRY_HOME's cluster.ini. `token` NULL: the cluster's own. Destroyed at
  * teardown if the test did not. */
 cluster *e2e_cluster(const char *token, int64_t call_timeout_ms);
+/* Another, with the cluster's token, for calls from a second thread (a
+ * cluster is used from one thread at a time): the test destroys it. */
+cluster *e2e_cluster_another(int64_t call_timeout_ms);
 
 /* Starts `ferry <args...>` in the background (output to files under the
  * test's directory); teardown kills it if it still runs. */

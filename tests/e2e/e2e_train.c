@@ -176,9 +176,9 @@ void e2e_load_module(cluster *cl, const char *path, const char *name, cluster_mo
     cr_assert(rc == 0, "loading %s: %s", name, cluster_error(cl));
 }
 
-int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, uint64_t step, uint32_t chunk,
-                       uint64_t count, const float *payload, size_t floats, char *msg,
-                       size_t msglen)
+int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret,
+                       uint64_t step, uint32_t chunk, uint64_t count, const float *payload,
+                       size_t floats, char *msg, size_t msglen)
 {
     Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
     req.job = session;
@@ -188,6 +188,10 @@ int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, uint64_t step, uint32_
     req.from_rank = 1;
     req.count = count;
     req.elem = FERRY__ELEM__ELEM_F32;
+    if (secret) {
+        req.secret.data = (uint8_t *)secret;
+        req.secret.len = RT_COMM_SECRET_BYTES;
+    }
     rpc_msg_out out = {.head = &req.base,
                        .payload = payload,
                        .payload_len = floats * sizeof(float),

@@ -46,12 +46,14 @@ void e2e_load_module(struct cluster *cl, const char *path, const char *name,
                      struct cluster_module *m);
 
 /* An exchange chunk of `floats` floats at `payload`, claiming rank 1, for
- * `step` of `session` (chunk `chunk` of a `count`-float collective), sent
- * over `ch` (a channel of rpc/, carrying the token) as any client holding
- * the token could; waits. Returns the call's result, its text in msg. */
+ * `step` of `session` (chunk `chunk` of a `count`-float collective), with
+ * `secret` (the session's RT_COMM_SECRET_BYTES bytes, as its ranks send
+ * them; NULL: none, as any client holding the token could send), sent over
+ * `ch` (a channel of rpc/, carrying the token); waits. Returns the call's
+ * result, its text in msg. */
 struct rpc_channel;
-int e2e_exchange_chunk(struct rpc_channel *ch, uint64_t session, uint64_t step,
-                       uint32_t chunk, uint64_t count, const float *payload, size_t floats,
-                       char *msg, size_t msglen);
+int e2e_exchange_chunk(struct rpc_channel *ch, uint64_t session, const uint8_t *secret,
+                       uint64_t step, uint32_t chunk, uint64_t count, const float *payload,
+                       size_t floats, char *msg, size_t msglen);
 
 #endif

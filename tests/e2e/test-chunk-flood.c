@@ -8,7 +8,9 @@
  * session whose other rank never begins, so it waits in its first
  * broadcast for the begin's timeout, its collective session registered
  * meanwhile; the flood claims to be rank 1, exchanging (a world of 2),
- * for steps 2 to 16. */
+ * for steps 2 to 16, with the session's secret (the test began it): the
+ * bounds hold for a sender that has it. A chunk without it is refused at
+ * once and charged nothing. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,8 @@ TestSuite(e2e_chunk_flood, .init = e2e_setup, .fini = e2e_teardown, .timeout = 3
 #define FLOOD       3000
 #define BEGIN_MS    10000 /* the begin's timeout: how long the session lives */
 
+static const uint8_t secret[RT_COMM_SECRET_BYTES] = {0xf1, 0x00, 0xd5};
+
 typedef struct begin_job {
     cluster *cl;
     cluster_module m;
@@ -54,6 +58,8 @@ static void *begin_main(void *arg)
     b.chunk_bytes = CHUNK;
     b.timeout_ms = BEGIN_MS;
     b.submitter = "the flood test";
+    b.secret.data = (uint8_t *)secret;
+    b.secret.len = sizeof secret;
     ferry_bytes_t in = {0}, out = {0};
     in.len = protobuf_c_message_get_packed_size(&b.base);
     in.data = malloc(in.len);
@@ -69,8 +75,9 @@ static void *begin_main(void *arg)
 static int send_chunk(rpc_channel *ch, uint64_t step, uint32_t chunk, const float *payload,
                       char *msg, size_t msglen)
 {
-    return e2e_exchange_chunk(ch, SESSION, step, chunk, (uint64_t)CHUNKS * (CHUNK / sizeof(float)),
-                              payload, CHUNK / sizeof(float), msg, msglen);
+    return e2e_exchange_chunk(ch, SESSION, secret, step, chunk,
+                              (uint64_t)CHUNKS * (CHUNK / sizeof(float)), payload,
+                              CHUNK / sizeof(float), msg, msglen);
 }
 
 Test(e2e_chunk_flood, a_worker_keeps_a_flood_of_future_chunks_within_its_budget)
@@ -107,6 +114,10 @@ Test(e2e_chunk_flood, a_worker_keeps_a_flood_of_future_chunks_within_its_budget)
         e2e_sleep_ms(20);
     cr_assert(rc == 0, "the begin's session never took a chunk: %s (%s)", ferry_err_name(rc),
               msg);
+    rc = e2e_exchange_chunk(ch, SESSION, NULL, 2, 1, (uint64_t)CHUNKS * (CHUNK / sizeof(float)),
+                            payload, CHUNK / sizeof(float), msg, sizeof msg);
+    cr_assert(rc == FERRY_EACCES && strstr(msg, "does not carry the session's secret"),
+              "a chunk without the secret: %s (%s)", ferry_err_name(rc), msg);
     long rss0 = tcom_rss_kib(worker);
     int kept = 1, refused = 0;
     for (int i = 1; i < FLOOD; i++) {

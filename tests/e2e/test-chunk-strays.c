@@ -1,13 +1,14 @@
 /* Stray ReduceChunks sent into a running sync session by a client holding
  * the cluster token, on real workers: the test is the master (begin, epochs
- * and end through the library, with a session id of its own), so that it
- * can aim at the session. A well-formed chunk of zeros, and one of the
- * wrong element count, for the step after next, a few steps into the run:
- * each is refused at once as not coming from the rank it claims (whose
- * chunks came over another connection), and the run ends bit-identical to
- * its undisturbed twin (the parameters' SHA-256 the workers report). (A
- * stray that comes before the rank's first chunk is the in-process
- * tests': tests/collective/test-strays.c.) */
+ * and end through the library, with a session id and secret of its own),
+ * so that it can aim at the session. A well-formed chunk of zeros, and one
+ * of the wrong element count, for the step after next, a few steps into
+ * the run: without the session's secret each is refused at once as such;
+ * with it (a sender that has it), as not coming from the rank it claims
+ * (whose chunks came over another connection). A chunk without the secret
+ * sent before the rank's first (rank 1 has not even begun) is refused as
+ * well. Each run ends bit-identical to its undisturbed twin (the
+ * parameters' SHA-256 the workers report). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ typedef struct run {
     const char *peers[2];
     uint64_t session;
     uint64_t n; /* floats its all-reduce carries */
+    uint8_t secret[RT_COMM_SECRET_BYTES];
     int rc;
     char err[2048];
     char sha[80];
@@ -59,10 +61,9 @@ static int call_all(run *u, const char *fn, ProtobufCMessage *msgs[2], ferry_byt
     return rc;
 }
 
-static void begin(run *u)
+/* Both ranks' begins of u's session. */
+static void begin_msgs(run *u, Ferry__TrainBegin b[2], ProtobufCMessage *msgs[2])
 {
-    Ferry__TrainBegin b[2];
-    ProtobufCMessage *msgs[2];
     for (int r = 0; r < 2; r++) {
         ferry__train_begin__init(&b[r]);
         b[r].session = u->session;
@@ -75,8 +76,17 @@ static void begin(run *u)
         b[r].peers = (char **)u->peers;
         b[r].timeout_ms = 10000;
         b[r].submitter = "the strays test";
+        b[r].secret.data = u->secret;
+        b[r].secret.len = sizeof u->secret;
         msgs[r] = &b[r].base;
     }
+}
+
+static void begin(run *u)
+{
+    Ferry__TrainBegin b[2];
+    ProtobufCMessage *msgs[2];
+    begin_msgs(u, b, msgs);
     ferry_bytes_t out[2];
     int rc = call_all(u, "ferry.train.begin", msgs, out);
     cr_assert(rc == 0, "%s", u->err);
@@ -129,6 +139,7 @@ static void *epochs_main(void *arg)
 typedef struct stray {
     run *u;
     const char *token;
+    bool keyed; /* it carries the session's secret */
     uint64_t count_delta; /* from the all-reduce's floats: the stray's count */
     uint64_t count;
     int rc;         /* of the stray that went in (kept or refused at once) */
@@ -136,19 +147,20 @@ typedef struct stray {
     char msg[1024];
 } stray;
 
-static int send_chunk(rpc_channel *ch, uint64_t session, uint64_t step, uint64_t count,
-                      char *msg, size_t msglen)
+static int send_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret, uint64_t step,
+                      uint64_t count, char *msg, size_t msglen)
 {
     float *zeros = calloc(count ? count : 1, sizeof(float));
     cr_assert(zeros);
-    int rc = e2e_exchange_chunk(ch, session, step, 0, count, zeros, count, msg, msglen);
+    int rc =
+        e2e_exchange_chunk(ch, session, secret, step, 0, count, zeros, count, msg, msglen);
     free(zeros);
     return rc;
 }
 
 /* Aims at the step after next on rank 0, as learnt from the refusal of a
- * chunk for step 1 (long done), until the stray goes in or is refused for
- * itself (not for a step over). */
+ * chunk for step 1 (long done; sent with the secret), until the stray goes
+ * in or is refused for itself (not for a step over). */
 static void send_stray(stray *s)
 {
     uv_loop_t loop;
@@ -164,15 +176,16 @@ static void send_stray(stray *s)
     s->count = s->u->n + s->count_delta;
     for (;;) {
         cr_assert(e2e_now_ms() - t0 < 20000, "the stray never went in: %s", s->msg);
-        int rc = send_chunk(ch, s->u->session, 1, 1, msg, sizeof msg);
+        int rc = send_chunk(ch, s->u->session, s->u->secret, 1, 1, msg, sizeof msg);
         const char *at = strstr(msg, "collectives up to ");
         /* Mid-run: a few steps in, the neighbour's chunks known. */
         if (rc != FERRY_EINVAL || !at || sscanf(at, "collectives up to %llu", &done) != 1 ||
             done < 10)
             continue;
         s->step = done + 2;
-        s->rc = send_chunk(ch, s->u->session, s->step, s->count, s->msg, sizeof s->msg);
-        if (s->rc == 0 || (s->rc == FERRY_EINVAL && !strstr(s->msg, "are done")))
+        s->rc = send_chunk(ch, s->u->session, s->keyed ? s->u->secret : NULL, s->step,
+                           s->count, s->msg, sizeof s->msg);
+        if (!(s->rc == FERRY_EINVAL && strstr(s->msg, "are done")))
             break;
     }
     rpc_channel_destroy(ch);
@@ -182,7 +195,7 @@ static void send_stray(stray *s)
 }
 
 /* A run of session `id`, with a stray claiming `count` floats (0: none). */
-static void run_with(run *u, uint64_t id, uint64_t count_delta, bool stray_on,
+static void run_with(run *u, uint64_t id, uint64_t count_delta, bool stray_on, bool keyed,
                      const char *token)
 {
     u->session = id;
@@ -191,16 +204,21 @@ static void run_with(run *u, uint64_t id, uint64_t count_delta, bool stray_on,
     pthread_t th;
     cr_assert(pthread_create(&th, NULL, epochs_main, u) == 0);
     if (stray_on) {
-        stray s = {.u = u, .token = token, .count_delta = count_delta};
+        stray s = {.u = u, .token = token, .keyed = keyed, .count_delta = count_delta};
         send_stray(&s);
         cr_log_info("stray of %llu floats for step %llu: %s %s", (unsigned long long)s.count,
                     (unsigned long long)s.step, ferry_err_name(s.rc), s.msg);
-        /* Rank 1's chunks came over its own connection: the stray's is
-         * another, refused at once naming both. */
-        cr_assert(s.rc == FERRY_EINVAL && strstr(s.msg, "claims to be rank 1's") &&
-                      strstr(s.msg, "come from ipv"),
-                  "the stray was not refused as not rank 1's: %s (%s)", ferry_err_name(s.rc),
-                  s.msg);
+        /* With the secret: rank 1's chunks came over its own connection,
+         * the stray's is another, refused at once naming both. Without
+         * it: refused at once for that. */
+        bool as_expected =
+            keyed ? s.rc == FERRY_EINVAL && strstr(s.msg, "claims to be rank 1's") &&
+                        strstr(s.msg, "come from ipv")
+                  : s.rc == FERRY_EACCES &&
+                        strstr(s.msg, "does not carry the session's secret") &&
+                        strstr(s.msg, "from ipv");
+        cr_assert(as_expected, "the stray (%s the secret) was refused as %s: %s",
+                  keyed ? "with" : "without", ferry_err_name(s.rc), s.msg);
     }
     pthread_join(th, NULL);
 }
@@ -211,6 +229,8 @@ static void setup_run(run *u, char addr[2][128], char *token)
     e2e_worker_address(0, addr[0], 128);
     e2e_worker_address(1, addr[1], 128);
     e2e_cluster_token(token, CONF_TOKEN_LEN + 1);
+    for (size_t i = 0; i < sizeof u->secret; i++)
+        u->secret[i] = (uint8_t)(0xa5 ^ i * 7);
     u->cl = e2e_cluster(NULL, 60000);
     u->peers[0] = addr[0];
     u->peers[1] = addr[1];
@@ -226,16 +246,16 @@ static void setup_run(run *u, char addr[2][128], char *token)
 }
 
 /* A twin run, then one with a stray claiming the all-reduce's floats plus
- * `count_delta`: the same parameters at the end. */
-static void run_twins(run *u, uint64_t twin_id, uint64_t id, uint64_t count_delta)
+ * `count_delta`, `keyed` or not: the same parameters at the end. */
+static void run_twins(run *u, uint64_t twin_id, uint64_t id, uint64_t count_delta, bool keyed)
 {
     char addr[2][128], token[CONF_TOKEN_LEN + 1];
     setup_run(u, addr, token);
-    run_with(u, twin_id, 0, false, token);
+    run_with(u, twin_id, 0, false, false, token);
     cr_assert(u->rc == 0, "the undisturbed twin: %s", u->err);
     char twin[80];
     snprintf(twin, sizeof twin, "%s", u->sha);
-    run_with(u, id, count_delta, true, token);
+    run_with(u, id, count_delta, true, keyed, token);
     cr_assert(u->rc == 0, "the run with a stray failed: %s", u->err);
     cr_assert_str_eq(u->sha, twin, "the run with a stray differs from its twin");
     cluster_module_fini(&u->m);
@@ -244,16 +264,118 @@ static void run_twins(run *u, uint64_t twin_id, uint64_t id, uint64_t count_delt
 Test(e2e_chunk_strays, a_wrong_count_chunk_leaves_the_run_identical_to_its_twin)
 {
     run u = {0};
-    run_twins(&u, 0x7a1, 0x57a1, 3);
+    run_twins(&u, 0x7a1, 0x57a1, 3, true);
 }
 
 Test(e2e_chunk_strays, a_zero_chunk_ahead_is_refused_and_the_run_stays_identical_to_its_twin)
 {
     run u = {0};
-    run_twins(&u, 0x7a2, 0x57a2, 0);
+    run_twins(&u, 0x7a2, 0x57a2, 0, true);
     /* The cluster trains the next run as ever. */
     e2e_run r;
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "1", NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
+}
+
+Test(e2e_chunk_strays,
+     a_zero_chunk_ahead_without_the_secret_is_refused_as_such_and_the_run_stays_identical)
+{
+    run u = {0};
+    run_twins(&u, 0x7a3, 0x57a3, 0, false);
+}
+
+/* Rank 0's begin, alone: it registers the session and waits for rank 1. */
+typedef struct lone_begin {
+    run *u;
+    int rank;
+    cluster *cl;
+    cluster_module *m;
+    int rc;
+    char err[1024];
+} lone_begin;
+
+static void *lone_begin_main(void *arg)
+{
+    lone_begin *b = arg;
+    Ferry__TrainBegin msg[2];
+    ProtobufCMessage *msgs[2];
+    begin_msgs(b->u, msg, msgs);
+    ferry_bytes_t in = {0}, out = {0};
+    in.len = protobuf_c_message_get_packed_size(msgs[b->rank]);
+    in.data = malloc(in.len);
+    cr_assert(in.data);
+    protobuf_c_message_pack(msgs[b->rank], in.data);
+    b->rc = cluster_call(b->cl, b->m, b->rank, "ferry.train.begin", &in, &out);
+    snprintf(b->err, sizeof b->err, "%s", b->rc ? cluster_error(b->cl) : "");
+    free(in.data);
+    cluster_free_bytes(&out);
+    return NULL;
+}
+
+/* The opening of a session: before rank 1 has even begun, chunks claiming
+ * to be its exchange of the start's barrier and of the first step (each
+ * the whole buffer in one chunk, so that, taken, it would finish that
+ * collective on rank 0 with its zeros). Without the secret each is
+ * refused at once, and the run, once rank 1 begins, ends identical to its
+ * twin. */
+Test(e2e_chunk_strays,
+     a_chunk_without_the_secret_before_rank_1_begins_is_refused_and_the_run_stays_identical)
+{
+    run u = {0};
+    char addr[2][128], token[CONF_TOKEN_LEN + 1];
+    setup_run(&u, addr, token);
+    run_with(&u, 0x7a4, 0, false, false, token);
+    cr_assert(u.rc == 0, "the undisturbed twin: %s", u.err);
+    char twin[80];
+    snprintf(twin, sizeof twin, "%s", u.sha);
+
+    u.session = 0x57a4;
+    u.err[0] = u.sha[0] = 0;
+    cluster_module m0;
+    lone_begin b0 = {.u = &u, .rank = 0, .cl = e2e_cluster_another(60000), .m = &m0};
+    e2e_load_module(b0.cl, e2e_task("linreg"), "linreg.so", &m0);
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, lone_begin_main, &b0) == 0);
+
+    uv_loop_t loop;
+    cr_assert(uv_loop_init(&loop) == 0);
+    rpc_client *cl = NULL;
+    cr_assert(rpc_client_create(&loop, &cl) == 0);
+    rpc_channel_opts co = {.token = token};
+    rpc_channel *ch = NULL;
+    cr_assert(rpc_channel_create(cl, u.peers[0], &co, &ch) == 0);
+    char msg[1024] = "";
+    int rc;
+    double t0 = e2e_now_ms();
+    /* Step 2: the start's barrier, a 1-float all-reduce after rank 0's
+     * broadcast of the parameters (step 1, to which rank 1 sends nothing):
+     * rank 1's first chunk to rank 0. NOT_FOUND until rank 0 has registered
+     * the session. Then step 3, the first step's gradient. */
+    while ((rc = send_chunk(ch, u.session, NULL, 2, 1, msg, sizeof msg)) == FERRY_ENOENT &&
+           e2e_now_ms() - t0 < 20000)
+        e2e_sleep_ms(10);
+    cr_log_info("a chunk without the secret before rank 1 began: %s %s", ferry_err_name(rc),
+                msg);
+    cr_assert(rc == FERRY_EACCES && strstr(msg, "does not carry the session's secret") &&
+                  strstr(msg, "from ipv"),
+              "got %s (%s), want EACCES naming the caller", ferry_err_name(rc), msg);
+    rc = send_chunk(ch, u.session, NULL, 3, u.n, msg, sizeof msg);
+    cr_assert(rc == FERRY_EACCES, "step 3: got %s (%s), want EACCES", ferry_err_name(rc), msg);
+    rpc_channel_destroy(ch);
+    rpc_client_close(cl);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert(uv_loop_close(&loop) == 0, "a handle was left open");
+
+    /* Rank 1 begins: the ranks' starts end together. */
+    lone_begin b1 = {.u = &u, .rank = 1, .cl = u.cl, .m = &u.m};
+    lone_begin_main(&b1);
+    pthread_join(th, NULL);
+    cr_assert(b0.rc == 0 && b1.rc == 0, "the begins: %s | %s", b0.err, b1.err);
+    epochs_and_end(&u);
+    cr_assert(u.rc == 0, "the run after the stray failed: %s", u.err);
+    cr_assert_str_eq(u.sha, twin, "the run after the stray differs from its twin");
+    cluster_module_fini(&m0);
+    cluster_destroy(b0.cl);
+    cluster_module_fini(&u.m);
 }

@@ -24,6 +24,7 @@
 #include "e2e.h"
 #include "e2e_train.h"
 #include "ferry.pb-c.h"
+#include "runtime/collective/collective.h"
 #include "tcommon.h"
 
 #define WORKERS 3
@@ -308,6 +309,7 @@ typedef struct held_begin {
 static void pack_begin(uint64_t id, uint32_t rank, uint32_t chunk_bytes,
                        ferry_bytes_t *in)
 {
+    static const uint8_t secret[RT_COMM_SECRET_BYTES] = {0x42};
     char a0[128], a1[128];
     e2e_worker_address(0, a0, sizeof a0);
     e2e_worker_address(1, a1, sizeof a1);
@@ -323,6 +325,8 @@ static void pack_begin(uint64_t id, uint32_t rank, uint32_t chunk_bytes,
     b.chunk_bytes = chunk_bytes;
     b.timeout_ms = 60000;
     b.submitter = "the test's own client";
+    b.secret.data = (uint8_t *)secret;
+    b.secret.len = sizeof secret;
     in->len = ferry__train_begin__get_packed_size(&b);
     in->data = malloc(in->len);
     cr_assert(in->data);

@@ -25,6 +25,8 @@
  * implementation fails the test instead of hanging it. */
 #define COMM_TIMEOUT_MS 10000
 #define SESSION         77
+/* The ranks' shared secret, as a master would give it. */
+static const uint8_t secret[RT_COMM_SECRET_BYTES] = {0x77, 0x5e, 0xc7};
 
 typedef struct rank_state {
     ferry_device_t *dev;
@@ -173,7 +175,8 @@ static void run(sync_run *s)
                            .world = s->world,
                            .peers = s->peers,
                            .chunk_bytes = s->chunk_bytes,
-                           .timeout_ms = COMM_TIMEOUT_MS};
+                           .timeout_ms = COMM_TIMEOUT_MS,
+                           .secret = secret};
         char err[512] = "";
         int rc = rt_comm_create(s->r[i].hub, &co, &s->r[i].comm, err, sizeof err);
         cr_assert(rc == 0, "rank %d: rt_comm_create: %s: %s", i, ferry_err_name(rc), err);
