@@ -133,6 +133,18 @@ int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
     return rt_ps_client_create(&co, &a->client, err, errlen);
 }
 
+int rt_async_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
+                   size_t errlen)
+{
+    rt_async *a = t->async;
+    /* Into the push accumulator, empty until the first step: the pull only
+     * asks every shard whether it is there. */
+    rt_ps_seen seen;
+    int rc = rt_ps_pull(a->client, a->acc, 0, 0, &seen, cancelled, arg, err, errlen);
+    memset(a->acc, 0, t->plen * sizeof(float));
+    return rc;
+}
+
 void rt_async_destroy(rt_trainer *t)
 {
     rt_async *a = t->async;

@@ -298,6 +298,12 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
  * Returns 0 or FERRY_E* with `err` set. */
 int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
                      void *arg, char *err, size_t errlen);
+/* Async mode: returns once every shard of the parameter server answers,
+ * that is once every rank has its data and has opened its shards (a
+ * shard not open yet is retried, up to the session's timeout), polling
+ * `cancelled` (FERRY_ECANCELED). 0 at once in the other modes. */
+int rt_trainer_peers_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
+                           size_t errlen);
 /* All-reduce buckets a step (0 alone). */
 int rt_trainer_buckets(const rt_trainer *t);
 /* Steps (global batches) in an epoch. */

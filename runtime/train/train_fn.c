@@ -16,7 +16,9 @@
  * gone). A begin for the same session id is its owner's and replaces it.
  *
  * A start that fails leaves nothing behind: a begin polls its caller while
- * it waits for its peers (the initial parameters), so a caller who hung up
+ * it waits for its peers (rank 0's initial parameters in sync mode, every
+ * rank's shards in async mode: no begin returns before the others have
+ * got that far), so a caller who hung up
  * or a run that failed on another rank (the master cancels the other
  * begins) ends it within a tick and frees its session; an end for a session
  * that a begin or an epoch still holds stops that call first, so that the
@@ -379,6 +381,19 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     if (rc == 0)
         rc = rt_trainer_create(m->task->model, ctx->device, &o, &s->t, err, sizeof err);
     free_peers(peers, co.world);
+    /* Async ranks start on their own: a begin that returned before the
+     * others could leave its session to idle out if the submit were killed
+     * meanwhile. As in sync mode (whose start ends with rank 0's
+     * broadcast), no begin returns before every rank has its data and its
+     * shards, so that a submit killed in the start finds every begin still
+     * running, and each frees its session as it sees its caller gone. */
+    if (rc == 0 && async && co.world > 1) {
+        ctx->ops->log(ctx, FERRY_LOG_INFO,
+                      "session %016llx: rank %d has its data and shards, and waits for "
+                      "every rank's",
+                      (unsigned long long)id, co.rank);
+        rc = rt_trainer_peers_ready(s->t, holder_cancelled, &hc, err, sizeof err);
+    }
     /* A caller who hung up once everything was built would leave the
      * session to idle out: it is nobody's. */
     if (rc == 0 && holder_cancelled(&hc)) {

@@ -498,6 +498,12 @@ static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoc
     return rc;
 }
 
+int rt_trainer_peers_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
+                           size_t errlen)
+{
+    return t->async ? rt_async_ready(t, cancelled, arg, err, errlen) : 0;
+}
+
 int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
                      void *arg, char *err, size_t errlen)
 {

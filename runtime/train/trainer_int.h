@@ -57,6 +57,9 @@ float rt_trainer_lr_at(const rt_trainer *t, double frac);
 int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen);
 int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
                    void *arg, char *err, size_t errlen);
+/* rt_trainer_peers_ready in async mode. */
+int rt_async_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
+                   size_t errlen);
 /* The model as the shards hold it (every rank reads the same once all
  * have stopped pushing). */
 int rt_async_params(rt_trainer *t, float *host);

@@ -42,16 +42,23 @@ TestSuite(e2e_failed_start, .init = fs_setup, .fini = e2e_teardown, .timeout = 2
 static pid_t pids[WORKERS];
 
 /* Three workers whose calls wedge them 3 s after a cancellation they
- * ignore; their pids. */
-static void start3(void)
+ * ignore, with the cluster file's `more` lines; their pids. */
+static void start3_with(const char *more)
 {
-    const char *conf = e2e_write_file("wedge.ini", "[cluster]\nwedge_grace_ms = 3000\n");
+    char ini[256];
+    snprintf(ini, sizeof ini, "[cluster]\nwedge_grace_ms = 3000\n%s", more);
+    const char *conf = e2e_write_file("wedge.ini", ini);
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "start", "3", "--base-port", "0", "--config", conf, NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
     for (int i = 0; i < WORKERS; i++)
         cr_assert((pids[i] = e2e_worker_pid_file(i)) > 0);
+}
+
+static void start3(void)
+{
+    start3_with("");
 }
 
 /* A short sync run of linreg on every worker; asserted to succeed. Its
@@ -235,6 +242,53 @@ Test(e2e_failed_start, an_async_start_losing_a_worker_exits_at_once)
     /* The begins may all be done before the kill: then the first epoch
      * loses worker 2, a shard holder, and the run stops. */
     worker_killed_in_start("async", "mlp.so");
+}
+
+/* Whether worker `i` is past its data and shards in its async begin: the
+ * begin has returned, or it says it waits for the other ranks'. */
+static bool past_its_shards(const cluster_worker *w, int i)
+{
+    char name[32];
+    snprintf(name, sizeof name, "worker-%d.log", i);
+    char *log = e2e_slurp_log(name);
+    bool waits = log && e2e_has(log, "has its data and shards");
+    free(log);
+    return waits || (w[i].stats && w[i].stats->in_flight == 0);
+}
+
+/* In async mode the ranks start on their own. Worker 2 SIGSTOPped in its
+ * begin, and the submit SIGKILLed once workers 0 and 1 are past their data
+ * and shards: neither keeps the session (a begin that had returned would
+ * keep it until it idled out, 30 s), and the next submit trains at once.
+ * No heartbeat: the submit must not notice worker 2 stopped and end the
+ * start itself. */
+Test(e2e_failed_start, a_submit_killed_in_an_async_start_leaves_every_worker_free)
+{
+    start3_with("heartbeat_ms = 0\n");
+    double undisturbed = train_linreg("the undisturbed submit");
+    cluster *cl = e2e_cluster(NULL, 5000);
+    pid_t run =
+        e2e_spawn("submit", e2e_task("mlp"), "--epochs", "1", "--mode", "async", NULL);
+    wait_begins(cl, WORKERS);
+    cr_assert(kill(pids[2], SIGSTOP) == 0);
+    bool past = false;
+    double end = e2e_now_ms() + 60000;
+    while (!past && e2e_now_ms() < end) {
+        const cluster_worker *w;
+        cluster_survey(cl, true, &w); /* worker 2 answers nothing */
+        past = past_its_shards(w, 0) && past_its_shards(w, 1);
+        if (!past)
+            e2e_sleep_ms(20);
+    }
+    cr_assert(kill(run, SIGKILL) == 0);
+    int status = e2e_wait_exit(run, 5000);
+    double killed_at = e2e_now_ms();
+    cr_assert(kill(pids[2], SIGCONT) == 0);
+    cr_assert(past, "workers 0 and 1 never got past their data\n%s", e2e_logs());
+    cr_assert(status == 128 + SIGKILL, "the submit exited %d before it was killed\n%s",
+              status, e2e_logs());
+    trains_at_once(killed_at, undisturbed);
+    no_healthy_worker_restarted(-1);
 }
 
 Test(e2e_failed_start, start_keeps_an_attached_workers_state_under_the_same_home)
