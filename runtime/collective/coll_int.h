@@ -173,7 +173,7 @@ struct rt_comm {
     char **peers;
     char *token;
     uint8_t secret[RT_COMM_SECRET_BYTES];
-    bool keyed; /* it has a secret: a world of 1 has none, and takes no chunk */
+    bool keyed;   /* it has a secret: a world of 1 has none, and takes no chunk */
     size_t chunk; /* floats */
     rt_compress compress;
     int64_t timeout_ms;

@@ -395,7 +395,7 @@ static void send_done(rpc_call *call)
         fail_send(c, s,
                   rc == FERRY_EINVAL || rc == FERRY_EACCES ? FERRY_EPROTO
                   : rc == FERRY_ENOENT                     ? FERRY_ETIMEDOUT
-                                       : rc,
+                                                           : rc,
                   call->errmsg);
     }
     rpc_call_fini(call);

@@ -113,7 +113,7 @@ int co_listen_again(int rank)
 }
 
 const uint8_t co_secret[RT_COMM_SECRET_BYTES] = {0xc0, 0x5e, 0xc7, 0x3e, 0x7a, 0x11,
-                                                  0x0d, 0x2b, 0x95, 0x48, 0xe6, 0x01};
+                                                 0x0d, 0x2b, 0x95, 0x48, 0xe6, 0x01};
 
 ProtobufCBinaryData co_secret_field(void)
 {

@@ -263,7 +263,8 @@ CO_TEST(strays,
  * whatever it claims. */
 #define ONE_CHUNK_BYTES 16384 /* COUNT floats in one chunk */
 
-CO_TEST(strays, chunks_without_the_secret_are_refused_at_once_even_before_the_neighbours_first)
+CO_TEST(strays,
+        chunks_without_the_secret_are_refused_at_once_even_before_the_neighbours_first)
 {
     twins t;
     twins_start(&t, 2, ONE_CHUNK_BYTES);
@@ -292,13 +293,14 @@ CO_TEST(strays, chunks_without_the_secret_are_refused_at_once_even_before_the_ne
             int rc = co_send_chunk(&req, zeros, chunks[i].count * sizeof(float), err,
                                    sizeof err);
             cr_assert(rc == FERRY_EACCES, "%s, step %llu: got %s (%s), want EACCES",
-                      keys[k].what, (unsigned long long)chunks[i].step, ferry_err_name(rc),
-                      err);
-            cr_assert(strstr(err, "does not carry the session's secret") &&
-                          (strstr(err, "from ipv4:127.0.0.1:") || strstr(err, "from ipv6:")),
-                      "%s: the refusal does not name its caller: %s", keys[k].what, err);
-            cr_assert(!strstr(err, "collective"), "%s: the refusal tells of the session: %s",
-                      keys[k].what, err);
+                      keys[k].what, (unsigned long long)chunks[i].step,
+                      ferry_err_name(rc), err);
+            cr_assert(
+                strstr(err, "does not carry the session's secret") &&
+                    (strstr(err, "from ipv4:127.0.0.1:") || strstr(err, "from ipv6:")),
+                "%s: the refusal does not name its caller: %s", keys[k].what, err);
+            cr_assert(!strstr(err, "collective"),
+                      "%s: the refusal tells of the session: %s", keys[k].what, err);
         }
     co_free(zeros);
     rt_comm_stats st = target_stats();
@@ -319,8 +321,9 @@ CO_TEST(strays, ranks_whose_secrets_differ_fail_at_once_with_eproto)
     uint8_t other[RT_COMM_SECRET_BYTES];
     memcpy(other, co_secret, sizeof other);
     other[0] ^= 0x80;
-    rt_comm_opts o[2] = {co_opts(SESSION, ONE_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS),
-                         co_opts(SESSION, ONE_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS)};
+    rt_comm_opts o[2] = {
+        co_opts(SESSION, ONE_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS),
+        co_opts(SESSION, ONE_CHUNK_BYTES, RT_COMPRESS_NONE, CO_TIMEOUT_MS)};
     o[1].secret = other;
     for (int r = 0; r < 2; r++) {
         char err[CO_ERRLEN] = "";

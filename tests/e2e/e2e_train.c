@@ -177,8 +177,8 @@ void e2e_load_module(cluster *cl, const char *path, const char *name, cluster_mo
 }
 
 int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret,
-                       uint64_t step, uint32_t chunk, uint64_t count, const float *payload,
-                       size_t floats, char *msg, size_t msglen)
+                       uint64_t step, uint32_t chunk, uint64_t count,
+                       const float *payload, size_t floats, char *msg, size_t msglen)
 {
     Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
     req.job = session;

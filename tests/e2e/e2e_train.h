@@ -53,7 +53,7 @@ void e2e_load_module(struct cluster *cl, const char *path, const char *name,
  * result, its text in msg. */
 struct rpc_channel;
 int e2e_exchange_chunk(struct rpc_channel *ch, uint64_t session, const uint8_t *secret,
-                       uint64_t step, uint32_t chunk, uint64_t count, const float *payload,
-                       size_t floats, char *msg, size_t msglen);
+                       uint64_t step, uint32_t chunk, uint64_t count,
+                       const float *payload, size_t floats, char *msg, size_t msglen);
 
 #endif

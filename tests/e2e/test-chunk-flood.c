@@ -114,8 +114,9 @@ Test(e2e_chunk_flood, a_worker_keeps_a_flood_of_future_chunks_within_its_budget)
         e2e_sleep_ms(20);
     cr_assert(rc == 0, "the begin's session never took a chunk: %s (%s)", ferry_err_name(rc),
               msg);
-    rc = e2e_exchange_chunk(ch, SESSION, NULL, 2, 1, (uint64_t)CHUNKS * (CHUNK / sizeof(float)),
-                            payload, CHUNK / sizeof(float), msg, sizeof msg);
+    rc = e2e_exchange_chunk(ch, SESSION, NULL, 2, 1,
+                            (uint64_t)CHUNKS * (CHUNK / sizeof(float)), payload,
+                            CHUNK / sizeof(float), msg, sizeof msg);
     cr_assert(rc == FERRY_EACCES && strstr(msg, "does not carry the session's secret"),
               "a chunk without the secret: %s (%s)", ferry_err_name(rc), msg);
     long rss0 = tcom_rss_kib(worker);

@@ -139,7 +139,7 @@ static void *epochs_main(void *arg)
 typedef struct stray {
     run *u;
     const char *token;
-    bool keyed; /* it carries the session's secret */
+    bool keyed;           /* it carries the session's secret */
     uint64_t count_delta; /* from the all-reduce's floats: the stray's count */
     uint64_t count;
     int rc;         /* of the stray that went in (kept or refused at once) */
@@ -147,13 +147,13 @@ typedef struct stray {
     char msg[1024];
 } stray;
 
-static int send_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret, uint64_t step,
-                      uint64_t count, char *msg, size_t msglen)
+static int send_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret,
+                      uint64_t step, uint64_t count, char *msg, size_t msglen)
 {
     float *zeros = calloc(count ? count : 1, sizeof(float));
     cr_assert(zeros);
-    int rc =
-        e2e_exchange_chunk(ch, session, secret, step, 0, count, zeros, count, msg, msglen);
+    int rc = e2e_exchange_chunk(ch, session, secret, step, 0, count, zeros, count, msg,
+                                msglen);
     free(zeros);
     return rc;
 }
@@ -247,7 +247,8 @@ static void setup_run(run *u, char addr[2][128], char *token)
 
 /* A twin run, then one with a stray claiming the all-reduce's floats plus
  * `count_delta`, `keyed` or not: the same parameters at the end. */
-static void run_twins(run *u, uint64_t twin_id, uint64_t id, uint64_t count_delta, bool keyed)
+static void run_twins(run *u, uint64_t twin_id, uint64_t id, uint64_t count_delta,
+                      bool keyed)
 {
     char addr[2][128], token[CONF_TOKEN_LEN + 1];
     setup_run(u, addr, token);
@@ -319,8 +320,9 @@ static void *lone_begin_main(void *arg)
  * collective on rank 0 with its zeros). Without the secret each is
  * refused at once, and the run, once rank 1 begins, ends identical to its
  * twin. */
-Test(e2e_chunk_strays,
-     a_chunk_without_the_secret_before_rank_1_begins_is_refused_and_the_run_stays_identical)
+Test(
+    e2e_chunk_strays,
+    a_chunk_without_the_secret_before_rank_1_begins_is_refused_and_the_run_stays_identical)
 {
     run u = {0};
     char addr[2][128], token[CONF_TOKEN_LEN + 1];
@@ -352,16 +354,18 @@ Test(e2e_chunk_strays,
      * broadcast of the parameters (step 1, to which rank 1 sends nothing):
      * rank 1's first chunk to rank 0. NOT_FOUND until rank 0 has registered
      * the session. Then step 3, the first step's gradient. */
-    while ((rc = send_chunk(ch, u.session, NULL, 2, 1, msg, sizeof msg)) == FERRY_ENOENT &&
+    while ((rc = send_chunk(ch, u.session, NULL, 2, 1, msg, sizeof msg)) ==
+               FERRY_ENOENT &&
            e2e_now_ms() - t0 < 20000)
         e2e_sleep_ms(10);
-    cr_log_info("a chunk without the secret before rank 1 began: %s %s", ferry_err_name(rc),
-                msg);
+    cr_log_info("a chunk without the secret before rank 1 began: %s %s",
+                ferry_err_name(rc), msg);
     cr_assert(rc == FERRY_EACCES && strstr(msg, "does not carry the session's secret") &&
                   strstr(msg, "from ipv"),
               "got %s (%s), want EACCES naming the caller", ferry_err_name(rc), msg);
     rc = send_chunk(ch, u.session, NULL, 3, u.n, msg, sizeof msg);
-    cr_assert(rc == FERRY_EACCES, "step 3: got %s (%s), want EACCES", ferry_err_name(rc), msg);
+    cr_assert(rc == FERRY_EACCES, "step 3: got %s (%s), want EACCES", ferry_err_name(rc),
+              msg);
     rpc_channel_destroy(ch);
     rpc_client_close(cl);
     uv_run(&loop, UV_RUN_DEFAULT);
