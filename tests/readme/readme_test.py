@@ -323,7 +323,7 @@ def check_quotes(text):
             problems.append(f"{start!r}: {path}: {e}")
             continue
         suite, name = test.split("/")
-        if not re.search(rf"(Test|TEST)\((?:[^,()]*,\s*)?{suite}\s*,\s*{name}\b", src):
+        if not re.search(rf"(Test|TEST)\(\s*(?:[^,()]*,\s*)?{suite}\s*,\s*{name}\b", src):
             problems.append(f"{start!r}: {path} has no test {test}")
         if fragment not in src:
             problems.append(f"{start!r}: {path} does not check {fragment!r}")
