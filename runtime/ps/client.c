@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "ferry.pb-c.h"
 #include "ps_int.h"
 
@@ -29,6 +31,7 @@ struct rt_ps_client {
     size_t n;
     char **peers;
     int64_t timeout_ms;
+    uint8_t secret[RT_PS_SECRET_BYTES];
     uv_loop_t loop;
     rpc_client *rpc;
     rpc_channel **ch; /* by rank; NULL for ranks that hold no shard */
@@ -84,6 +87,7 @@ static void client_free(rt_ps_client *c)
     free(c->calls);
     free(c->pending);
     free(c->started);
+    OPENSSL_cleanse(c->secret, sizeof c->secret);
     free(c);
 }
 
@@ -97,9 +101,10 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
                         size_t errlen)
 {
     *out = NULL;
-    if (o->world < 1 || o->rank < 0 || o->rank >= o->world || !o->peers || o->n == 0) {
-        snprintf(err, errlen, "bad parameter-server client: rank %d of %d", o->rank,
-                 o->world);
+    if (o->world < 1 || o->rank < 0 || o->rank >= o->world || !o->peers || o->n == 0 ||
+        !o->secret) {
+        snprintf(err, errlen, "bad parameter-server client: rank %d of %d%s", o->rank,
+                 o->world, o->secret ? "" : " without its secret");
         return FERRY_EINVAL;
     }
     rt_ps_client *c = calloc(1, sizeof *c);
@@ -112,6 +117,7 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
     c->world = o->world;
     c->shards = o->shards > 0 ? o->shards : o->world;
     c->n = o->n;
+    memcpy(c->secret, o->secret, sizeof c->secret);
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT;
     size_t w = (size_t)c->world, s = (size_t)c->shards;
     c->peers = calloc(w, sizeof *c->peers);
@@ -200,6 +206,7 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
         rq.worker_step = step;
         rq.from_rank = (uint32_t)c->rank;
         rq.until_samples = t->until;
+        rq.secret = (ProtobufCBinaryData){.len = sizeof c->secret, .data = c->secret};
         rpc_msg_out m = {.head = &rq.base};
         return rpc_call_start(c->ch[r], call, RT_METHOD_PULL, &m, c->timeout_ms, on_done);
     }
@@ -213,6 +220,7 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
     rq.samples = t->samples;
     rq.pull = t->and_pull;
     rq.until_samples = t->and_pull ? t->until : 0;
+    rq.secret = (ProtobufCBinaryData){.len = sizeof c->secret, .data = c->secret};
     rpc_msg_out m = {.head = &rq.base,
                      .payload = values + sp.lo,
                      .payload_len = (sp.hi - sp.lo) * sizeof(float),

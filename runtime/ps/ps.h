@@ -33,6 +33,10 @@
 #define RT_PS_STALE_BUCKETS 33
 /* Shards a session may have. */
 #define RT_PS_MAX_SHARDS 4096
+/* The session's secret (TrainBegin.secret): every push and pull carries it,
+ * so that only the session's ranks, told it by their master, touch its
+ * shards. */
+#define RT_PS_SECRET_BYTES 32
 
 struct rt_optim_opts;
 
@@ -78,7 +82,8 @@ void rt_ps_store_destroy(rt_ps_store *st);
 /* The Push and Pull methods: register them on the handler pool (not
  * inline: a push steps the optimizer) with the store as their data, behind
  * the cluster-token check. Refusals: NOT_FOUND for a session or shard this
- * worker does not hold, INVALID_ARGUMENT for a wrong rank or length or a
+ * worker does not hold, PERMISSION_DENIED for a call without the session's
+ * secret (before anything else is read of it), INVALID_ARGUMENT for a wrong rank or length or a
  * push claiming more samples than its sender can have computed, each text
  * saying what was expected. */
 void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *store);
@@ -102,6 +107,7 @@ typedef struct rt_ps_session_opts {
     /* The initial parameters (all n floats; this rank keeps its shards'). */
     const float *init;
     size_t n;
+    const uint8_t *secret; /* RT_PS_SECRET_BYTES; required; copied */
 } rt_ps_session_opts;
 
 /* Starts holding this rank's shards of session o->session, from o->init.
@@ -138,6 +144,7 @@ typedef struct rt_ps_client_opts {
      * (0: 30 s). A peer that has not yet opened the session, or not yet
      * listening, is retried meanwhile. */
     int64_t timeout_ms;
+    const uint8_t *secret; /* RT_PS_SECRET_BYTES, sent with every call; required */
 } rt_ps_client_opts;
 
 /* Creates the client: its own libuv loop and rpc client, run only inside

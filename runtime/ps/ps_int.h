@@ -48,6 +48,7 @@ struct rt_ps_sess {
     int n_held;
     int refs; /* handlers using it; under the store's mutex */
     uint64_t close_at; /* uv_hrtime() when the sweeper closes it; 0: open */
+    uint8_t secret[RT_PS_SECRET_BYTES];
 };
 
 /* ---- shard.c -------------------------------------------------------------------- */

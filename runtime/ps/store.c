@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
 #include <uv.h>
 
 #include "ferry.pb-c.h"
@@ -34,6 +35,7 @@ static void sess_free(rt_ps_sess *s)
     for (int i = 0; s->held && i < s->n_held; i++)
         rt_shard_fini(&s->held[i]);
     free(s->held);
+    OPENSSL_cleanse(s->secret, sizeof s->secret);
     free(s);
 }
 
@@ -127,11 +129,13 @@ int rt_ps_open(rt_ps_store *st, const rt_ps_session_opts *o, char *err, size_t e
 {
     int shards = o->shards > 0 ? o->shards : o->world;
     if (o->world < 1 || o->rank < 0 || o->rank >= o->world || !o->init || o->n == 0 ||
-        (o->algo != RT_PS_EASGD && !o->optim) || o->batch < 1 || o->push_steps < 1) {
+        (o->algo != RT_PS_EASGD && !o->optim) || o->batch < 1 || o->push_steps < 1 ||
+        !o->secret) {
         snprintf(err, errlen,
                  "bad parameter-server session: rank %d of %d, %zu floats, batch %u, %u "
-                 "step(s) a push",
-                 o->rank, o->world, o->n, o->batch, o->push_steps);
+                 "step(s) a push%s",
+                 o->rank, o->world, o->n, o->batch, o->push_steps,
+                 o->secret ? "" : ", without its secret");
         return FERRY_EINVAL;
     }
     rt_ps_sess *s = calloc(1, sizeof *s);
@@ -147,6 +151,7 @@ int rt_ps_open(rt_ps_store *st, const rt_ps_session_opts *o, char *err, size_t e
                       .schedule_samples = o->schedule_samples,
                       .batch = o->batch,
                       .push_steps = o->push_steps};
+    memcpy(s->secret, o->secret, sizeof s->secret);
     for (int i = o->rank; i < shards; i += o->world)
         s->n_held++;
     s->held = calloc((size_t)(s->n_held ? s->n_held : 1), sizeof *s->held);
@@ -240,13 +245,31 @@ int rt_ps_take_stats(rt_ps_store *st, uint64_t session, rt_ps_shard_stats *out)
 
 /* ---- the handlers ------------------------------------------------------------------ */
 
+/* Whether `secret` is session s's. In constant time: how much of a guess
+ * matched must not show in how long the refusal took. */
+static bool keyed(const rt_ps_sess *s, const ProtobufCBinaryData *secret)
+{
+    return secret->len == sizeof s->secret &&
+           CRYPTO_memcmp(secret->data, s->secret, sizeof s->secret) == 0;
+}
+
 /* The shard `index` of session `id` held here, with a reference taken; NULL
  * with the call failed otherwise. */
 static rt_shard *acquire(rt_ps_store *st, rpc_srv_call *sc, const char *method, uint64_t id,
-                         uint32_t index, uint32_t from)
+                         uint32_t index, uint32_t from, const ProtobufCBinaryData *secret)
 {
     pthread_mutex_lock(&st->mu);
     rt_ps_sess *s = find(st, id);
+    if (s && !keyed(s, secret)) {
+        /* Before anything else: such a caller is not a rank of the session,
+         * and is told nothing of it (its ranks, its shards). */
+        pthread_mutex_unlock(&st->mu);
+        rpc_srv_fail(sc, FERRY_EACCES,
+                     "%s from %.64s for session %llu does not carry the session's secret: "
+                     "only its ranks, told it by their master, use its shards",
+                     method, rpc_srv_peer(sc), (unsigned long long)id);
+        return NULL;
+    }
     rt_shard *sh = NULL;
     for (int i = 0; s && i < s->n_held; i++)
         if (s->held[i].index == (int)index)
@@ -301,7 +324,7 @@ void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         rpc_srv_fail(sc, FERRY_EINVAL, "Push: the request is not a PushRequest");
         return;
     }
-    rt_shard *sh = acquire(st, sc, "Push", in->job, in->shard, in->from_rank);
+    rt_shard *sh = acquire(st, sc, "Push", in->job, in->shard, in->from_rank, &in->secret);
     if (sh) {
         bool shut = store_shut(st);
         if (req->payload_len % sizeof(float))
@@ -322,6 +345,7 @@ void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
                                         .n = req->payload_len / sizeof(float)});
         release_ref(st, sh);
     }
+    OPENSSL_cleanse(in->secret.data, in->secret.len);
     ferry__push_request__free_unpacked(in, NULL);
 }
 
@@ -333,7 +357,7 @@ void rt_ps_pull_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         rpc_srv_fail(sc, FERRY_EINVAL, "Pull: the request is not a PullRequest");
         return;
     }
-    rt_shard *sh = acquire(st, sc, "Pull", in->job, in->shard, in->from_rank);
+    rt_shard *sh = acquire(st, sc, "Pull", in->job, in->shard, in->from_rank, &in->secret);
     if (sh) {
         if (store_shut(st))
             rpc_srv_fail(sc, FERRY_EUNAVAIL, "Pull: this worker is shutting down");
@@ -341,5 +365,6 @@ void rt_ps_pull_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
             rt_shard_pull(sh, sc, (int)in->from_rank, in->worker_step, in->until_samples);
         release_ref(st, sh);
     }
+    OPENSSL_cleanse(in->secret.data, in->secret.len);
     ferry__pull_request__free_unpacked(in, NULL);
 }

@@ -117,6 +117,7 @@ int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
         .push_steps = (uint32_t)(a->algo == RT_PS_EASGD ? a->tau : a->push_every),
         .init = init,
         .n = n,
+        .secret = o->secret,
     };
     int rc = rt_ps_open(a->store, &so, err, errlen);
     if (rc)
@@ -129,6 +130,7 @@ int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
                             .n = n,
                             .peers = o->peers,
                             .token = o->token,
+                            .secret = o->secret,
                             .timeout_ms = o->timeout_ms};
     return rt_ps_client_create(&co, &a->client, err, errlen);
 }

@@ -243,6 +243,7 @@ typedef struct rt_train_opts {
     uint64_t session;
     const char *const *peers; /* world addresses */
     const char *token;
+    const uint8_t *secret; /* the run's (RT_PS_SECRET_BYTES): every push and pull's */
     int64_t timeout_ms;
     int ps_shards;  /* 0: world */
     int staleness;  /* < 0: unbounded */

@@ -241,6 +241,8 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     /* The master's secret for the run's chunks: a begin without one starts
      * no collective session (rt_comm_create says so). */
     uint8_t secret[RT_COMM_SECRET_BYTES];
+    _Static_assert(RT_COMM_SECRET_BYTES == RT_PS_SECRET_BYTES,
+                   "one secret keys a run's chunks and its shards");
     if (a->secret.len == sizeof secret) {
         memcpy(secret, a->secret.data, sizeof secret);
         co.secret = secret;
@@ -361,6 +363,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         o.session = id;
         o.peers = (const char *const *)peers;
         o.token = w->token;
+        o.secret = co.secret;
         o.timeout_ms = co.timeout_ms;
         o.ps_shards = (int)ps_shards;
         o.staleness = staleness;

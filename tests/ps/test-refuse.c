@@ -1,7 +1,8 @@
 /* tests/ps — Push and Pull refuse what does not fit, and a refusal changes
  * nothing: NOT_FOUND (FERRY_ENOENT) for a session or shard not held here,
  * INVALID_ARGUMENT (FERRY_EINVAL) for a wrong rank, length, version, kind
- * or head, each with a text that says what was expected; on a real worker,
+ * or head, each with a text that says what was expected; PERMISSION_DENIED
+ * (FERRY_EACCES) without the session's secret; on a real worker,
  * UNAUTHENTICATED (FERRY_EUNAUTH) without the cluster token.
  *
  * Every request starts from one that would be accepted — rank 0's push to
@@ -307,6 +308,120 @@ TPS_TEST(ps_refuse, a_pull_from_a_rank_past_the_world)
     refuse_pull(pull_bad_rank, 1, FERRY_EINVAL, "rank 7 of session 31", NULL);
 }
 
+/* ---- the session's secret --------------------------------------------------------- */
+
+/* A request's own secret: none at all (data set, so the fixture does not
+ * put TPS_SECRET in), one byte off, or one byte short. */
+static uint8_t other_secret[RT_PS_SECRET_BYTES];
+
+static ProtobufCBinaryData no_secret(void)
+{
+    return (ProtobufCBinaryData){.len = 0, .data = other_secret};
+}
+
+static ProtobufCBinaryData wrong_secret(void)
+{
+    memcpy(other_secret, TPS_SECRET, sizeof other_secret);
+    other_secret[sizeof other_secret - 1] ^= 1;
+    return (ProtobufCBinaryData){.len = sizeof other_secret, .data = other_secret};
+}
+
+static ProtobufCBinaryData short_secret(void)
+{
+    memcpy(other_secret, TPS_SECRET, sizeof other_secret);
+    return (ProtobufCBinaryData){.len = sizeof other_secret - 1, .data = other_secret};
+}
+
+#define NO_SECRET "does not carry the session's secret"
+
+static void push_no_secret(Ferry__PushRequest *rq, size_t *b)
+{
+    (void)b;
+    rq->secret = no_secret();
+}
+static void push_wrong_secret(Ferry__PushRequest *rq, size_t *b)
+{
+    (void)b;
+    rq->secret = wrong_secret();
+}
+static void push_short_secret(Ferry__PushRequest *rq, size_t *b)
+{
+    (void)b;
+    rq->secret = short_secret();
+}
+TPS_TEST(ps_refuse, a_push_without_the_sessions_secret)
+{
+    refuse_push(push_no_secret, 1, FERRY_EACCES, NO_SECRET, "session 31");
+}
+TPS_TEST(ps_refuse, a_push_with_a_wrong_secret)
+{
+    refuse_push(push_wrong_secret, 1, FERRY_EACCES, NO_SECRET, "session 31");
+}
+TPS_TEST(ps_refuse, a_push_with_a_secret_one_byte_short)
+{
+    refuse_push(push_short_secret, 1, FERRY_EACCES, NO_SECRET, "session 31");
+}
+
+/* Checked before the shard and the rank: a caller without the secret
+ * learns nothing of how the session is laid out. */
+static void push_no_secret_not_held(Ferry__PushRequest *rq, size_t *b)
+{
+    (void)b;
+    rq->secret = no_secret();
+    rq->shard = 0;
+    rq->from_rank = 7;
+}
+TPS_TEST(ps_refuse, a_push_without_the_secret_is_told_nothing_of_the_shards)
+{
+    refuse_push(push_no_secret_not_held, 1, FERRY_EACCES, NO_SECRET, "session 31");
+}
+
+static void pull_no_secret(Ferry__PullRequest *rq)
+{
+    rq->secret = no_secret();
+    rq->worker_step = 5; /* would park: staleness 0, no rank has pushed */
+}
+static void pull_wrong_secret(Ferry__PullRequest *rq)
+{
+    rq->secret = wrong_secret();
+}
+TPS_TEST(ps_refuse, a_pull_without_the_sessions_secret_is_refused_not_parked)
+{
+    refuse_pull(pull_no_secret, 1, FERRY_EACCES, NO_SECRET, "session 31");
+}
+TPS_TEST(ps_refuse, a_pull_with_a_wrong_secret)
+{
+    refuse_pull(pull_wrong_secret, 1, FERRY_EACCES, NO_SECRET, "session 31");
+}
+
+TPS_TEST(ps_refuse, a_session_or_a_client_without_a_secret_is_refused)
+{
+    start();
+    char err[TPS_ERRLEN] = "";
+    rt_optim_opts opt = {.kind = RT_OPT_SGD, .lr = 1};
+    rt_optim_defaults(&opt);
+    rt_ps_session_opts o = {.session = 42,
+                            .rank = 0,
+                            .world = 2,
+                            .optim = &opt,
+                            .batch = TPS_BATCH,
+                            .push_steps = TPS_PUSH_STEPS,
+                            .init = init,
+                            .n = N};
+    cr_assert(rt_ps_open(T.r[0].store, &o, err, sizeof err) == FERRY_EINVAL);
+    cr_assert(strstr(err, "without its secret"), "%s", err);
+    rt_ps_client_opts co = {.session = SESSION, .rank = 0, .world = 2, .n = N,
+                            .peers = T.peers};
+    rt_ps_client *c = NULL;
+    cr_assert(rt_ps_client_create(&co, &c, err, sizeof err) == FERRY_EINVAL && !c);
+    cr_assert(strstr(err, "without its secret"), "%s", err);
+    /* The same session with its secret opens: only the secret was missing. */
+    o.secret = TPS_SECRET;
+    int rc = rt_ps_open(T.r[0].store, &o, err, sizeof err);
+    cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
+    assert_untouched("the refused open");
+}
+
 /* ---- opening ------------------------------------------------------------------- */
 
 TPS_TEST(ps_refuse, a_session_opened_twice_or_with_bad_options)
@@ -387,7 +502,8 @@ TPS_TEST(ps_refuse, a_client_with_a_wrong_token_fails_at_once)
                            .n = N,
                            .peers = peers,
                            .token = "not the token",
-                           .timeout_ms = 5000};
+                           .timeout_ms = 5000,
+                           .secret = TPS_SECRET};
     rt_ps_client *c = NULL;
     char err[TPS_ERRLEN] = "";
     int rc = rt_ps_client_create(&o, &c, err, sizeof err);

@@ -143,7 +143,8 @@ int tps_open(int rank, const tps_sess *s, char *err, size_t errlen)
                             .batch = s->batch ? s->batch : TPS_BATCH,
                             .push_steps = s->push_steps ? s->push_steps : TPS_PUSH_STEPS,
                             .init = s->init,
-                            .n = s->n};
+                            .n = s->n,
+                            .secret = TPS_SECRET};
     return rt_ps_open(T.r[rank].store, &o, err, errlen);
 }
 
@@ -165,7 +166,8 @@ rt_ps_client *tps_client(int rank, const tps_sess *s, const char *const *peers,
                            .shards = s->shards,
                            .n = s->n,
                            .peers = peers ? peers : T.peers,
-                           .timeout_ms = timeout_ms};
+                           .timeout_ms = timeout_ms,
+                           .secret = TPS_SECRET};
     char err[TPS_ERRLEN] = "";
     rt_ps_client *c = NULL;
     int rc = rt_ps_client_create(&o, &c, err, sizeof err);
@@ -285,9 +287,19 @@ static int call_finish(rpc_call *call, bool pull, float *vals, size_t cap, tps_r
     return rc;
 }
 
+/* The session's secret, unless the request names one of its own. */
+static ProtobufCBinaryData secret_or_own(ProtobufCBinaryData own)
+{
+    return own.len || own.data ? own
+                               : (ProtobufCBinaryData){.len = RT_PS_SECRET_BYTES,
+                                                       .data = (uint8_t *)TPS_SECRET};
+}
+
 rpc_call *tps_pull_start(int rank, const Ferry__PullRequest *rq, int64_t timeout_ms)
 {
-    rpc_msg_out m = {.head = &rq->base};
+    Ferry__PullRequest keyed = *rq;
+    keyed.secret = secret_or_own(rq->secret);
+    rpc_msg_out m = {.head = &keyed.base};
     return call_start(rank, RT_METHOD_PULL, &m, timeout_ms);
 }
 
@@ -299,7 +311,9 @@ int tps_pull_finish(rpc_call *call, float *vals, size_t cap, tps_reply *out)
 rpc_call *tps_push_start(int rank, const Ferry__PushRequest *rq, const float *vals,
                          size_t n, int64_t timeout_ms)
 {
-    rpc_msg_out m = {.head = &rq->base,
+    Ferry__PushRequest keyed = *rq;
+    keyed.secret = secret_or_own(rq->secret);
+    rpc_msg_out m = {.head = &keyed.base,
                      .payload = vals,
                      .payload_len = n * sizeof(float),
                      .codec = RPC_CODEC_RAW};
@@ -321,7 +335,9 @@ int tps_push_raw(int rank, const Ferry__PushRequest *rq, const float *vals, size
                  size_t bytes, tps_reply *out)
 {
     rpc_channel *ch = tps_channel(rank);
-    rpc_msg_out m = {.head = &rq->base,
+    Ferry__PushRequest keyed = *rq;
+    keyed.secret = secret_or_own(rq->secret);
+    rpc_msg_out m = {.head = &keyed.base,
                      .payload = vals,
                      .payload_len = bytes ? bytes : n * sizeof(float),
                      .codec = RPC_CODEC_RAW};

@@ -34,6 +34,9 @@
  * implementation fails the test rather than hanging it). */
 #define TPS_TIMEOUT_MS 10000
 #define TPS_TOKEN      "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface"
+/* Every session's secret (RT_PS_SECRET_BYTES): the fixture's clients and
+ * hand-made pushes and pulls carry it unless a request sets its own. */
+#define TPS_SECRET ((const uint8_t *)"0123456789abcdef0123456789ABCDEF")
 
 typedef struct tps_rank {
     rt_ps_store *store;
@@ -126,7 +129,8 @@ typedef struct tps_reply {
 /* The test's channel to rank (made on first use). */
 rpc_channel *tps_channel(int rank);
 
-/* Starts a Pull of `rq` to rank, in a call of the fixture's memory (so a
+/* Starts a Pull of `rq` (with TPS_SECRET unless rq->secret is set) to
+ * rank, in a call of the fixture's memory (so a
  * failed test can leave it in flight); complete it with tps_pull_finish.
  * call->done says whether it has completed (run the loop meanwhile). */
 rpc_call *tps_pull_start(int rank, const Ferry__PullRequest *rq, int64_t timeout_ms);

@@ -82,6 +82,8 @@ PROMISES = [
 # collapsed), each with the test that produces it and a fragment that test
 # checks: (quote start, test file, "suite/name", fragment).
 QUOTES = [
+    ("Push from ipv4:127.0.0.1:40330 for session", "tests/ps/test-refuse.c",
+     "ps_refuse/a_push_without_the_sessions_secret", "does not carry the session's secret"),
     ("a chunk from ipv4:127.0.0.1:40330 for session", "tests/e2e/test-chunk-strays.c",
      "e2e_chunk_strays/"
      "a_chunk_without_the_secret_before_rank_1_begins_is_refused_and_the_run_stays_identical",
