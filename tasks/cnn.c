@@ -10,9 +10,8 @@
  * a matrix product on the cpu): the model is the same on both. The sizes are
  * the smallest that pass 0.90 test accuracy within a few epochs while an
  * epoch stays affordable on two cpu cores. */
+#include <ferry/layers.h>
 #include <ferry/task.h>
-
-#include "layers.h"
 
 enum {
     SIDE = 28, /* input: 1 x 28 x 28 */
@@ -92,37 +91,40 @@ typedef struct acts {
 static void carve(ferry_model_ctx_t *mc, int batch, acts *a)
 {
     size_t n = (size_t)batch;
-    ly_arena ar = {mc->work};
-    a->a1 = ly_take(&ar, n * A1);
-    a->p1 = ly_take(&ar, n * P1);
-    a->a2 = ly_take(&ar, n * A2);
-    a->p2 = ly_take(&ar, n * P2);
-    a->h = ly_take(&ar, n * DENSE);
-    a->z = ly_take(&ar, n * OUT);
-    a->dz = ly_take(&ar, n * OUT);
-    a->dh = ly_take(&ar, n * DENSE);
-    a->dp2 = ly_take(&ar, n * P2);
-    a->da2 = ly_take(&ar, n * A2);
-    a->dp1 = ly_take(&ar, n * P1);
-    a->da1 = ly_take(&ar, n * A1);
+    ferry_arena_t ar = {mc->work};
+    a->a1 = ferry_arena_take(&ar, n * A1);
+    a->p1 = ferry_arena_take(&ar, n * P1);
+    a->a2 = ferry_arena_take(&ar, n * A2);
+    a->p2 = ferry_arena_take(&ar, n * P2);
+    a->h = ferry_arena_take(&ar, n * DENSE);
+    a->z = ferry_arena_take(&ar, n * OUT);
+    a->dz = ferry_arena_take(&ar, n * OUT);
+    a->dh = ferry_arena_take(&ar, n * DENSE);
+    a->dp2 = ferry_arena_take(&ar, n * P2);
+    a->da2 = ferry_arena_take(&ar, n * A2);
+    a->dp1 = ferry_arena_take(&ar, n * P1);
+    a->da1 = ferry_arena_take(&ar, n * A1);
 }
 
 static size_t workspace(int batch)
 {
     size_t n = (size_t)batch;
-    return 2 * (ly_size(n * A1) + ly_size(n * P1) + ly_size(n * A2) + ly_size(n * P2) +
-                ly_size(n * DENSE) + ly_size(n * OUT));
+    return 2 * (ferry_arena_size(n * A1) + ferry_arena_size(n * P1) +
+                ferry_arena_size(n * A2) + ferry_arena_size(n * P2) +
+                ferry_arena_size(n * DENSE) + ferry_arena_size(n * OUT));
 }
 
 static int init(ferry_model_ctx_t *mc, float *p)
 {
     size_t off[NPARAMS];
     ferry_model_layout(&model, off);
-    ly_init_layer(mc, p + off[CONV1_W], (size_t)C1 * K * K, p + off[CONV1_B], C1, K * K);
-    ly_init_layer(mc, p + off[CONV2_W], (size_t)C2 * C1 * K * K, p + off[CONV2_B], C2,
-                  C1 * K * K);
-    ly_init_layer(mc, p + off[FC1_W], (size_t)FLAT * DENSE, p + off[FC1_B], DENSE, FLAT);
-    ly_init_layer(mc, p + off[FC2_W], (size_t)DENSE * OUT, p + off[FC2_B], OUT, DENSE);
+    ferry_layer_init(mc, p + off[CONV1_W], (size_t)C1 * K * K, p + off[CONV1_B], C1,
+                     K * K);
+    ferry_layer_init(mc, p + off[CONV2_W], (size_t)C2 * C1 * K * K, p + off[CONV2_B], C2,
+                     C1 * K * K);
+    ferry_layer_init(mc, p + off[FC1_W], (size_t)FLAT * DENSE, p + off[FC1_B], DENSE,
+                     FLAT);
+    ferry_layer_init(mc, p + off[FC2_W], (size_t)DENSE * OUT, p + off[FC2_B], OUT, DENSE);
     return 0;
 }
 
@@ -143,8 +145,8 @@ static int forward(ferry_device_t *dev, const float *p, const size_t *off,
     if ((rc = ops->maxpool(dev, &s->pool2, a->a2, a->p2)))
         return rc;
     /* NCHW pooled maps are already the rows of the dense layer's input. */
-    ly_dense_relu(dev, n, FLAT, DENSE, a->p2, p + off[FC1_W], p + off[FC1_B], a->h);
-    ly_dense(dev, n, DENSE, OUT, a->h, p + off[FC2_W], p + off[FC2_B], a->z);
+    ferry_dense_relu(dev, n, FLAT, DENSE, a->p2, p + off[FC1_W], p + off[FC1_B], a->h);
+    ferry_dense(dev, n, DENSE, OUT, a->h, p + off[FC2_W], p + off[FC2_B], a->z);
     return 0;
 }
 
@@ -153,11 +155,11 @@ static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t 
 {
     ferry_device_t *dev = mc->dev;
     const ferry_device_ops_t *ops = dev->ops;
-    int rc = ly_check_batch(mc, &model, b);
+    int rc = ferry_batch_check(mc, &model, b);
     if (rc)
         return rc;
     if (b->n == 0) {
-        ly_empty_grad(mc, &model, grad, loss);
+        ferry_empty_grad(mc, &model, grad, loss);
         return 0;
     }
     size_t off[NPARAMS];
@@ -172,13 +174,13 @@ static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t 
     if ((rc = ops->softmax_xent(dev, a.z, b->labels, n, OUT, a.dz, loss, NULL)))
         return rc;
 
-    ly_dense_grad(dev, n, DENSE, OUT, a.h, p + off[FC2_W], a.dz, a.dh, grad + off[FC2_W],
-                  grad + off[FC2_B]);
+    ferry_dense_grad(dev, n, DENSE, OUT, a.h, p + off[FC2_W], a.dz, a.dh,
+                     grad + off[FC2_W], grad + off[FC2_B]);
     ferry_model_grad_ready(mc, FC2_W);
     ferry_model_grad_ready(mc, FC2_B);
     ops->relu_grad(dev, a.dh, a.dh, a.h, (size_t)n * DENSE);
-    ly_dense_grad(dev, n, FLAT, DENSE, a.p2, p + off[FC1_W], a.dh, a.dp2,
-                  grad + off[FC1_W], grad + off[FC1_B]);
+    ferry_dense_grad(dev, n, FLAT, DENSE, a.p2, p + off[FC1_W], a.dh, a.dp2,
+                     grad + off[FC1_W], grad + off[FC1_B]);
     ferry_model_grad_ready(mc, FC1_W);
     ferry_model_grad_ready(mc, FC1_B);
     if ((rc = ops->maxpool_grad(dev, &s.pool2, a.a2, a.p2, a.dp2, a.da2)))
@@ -202,7 +204,7 @@ static int evaluate(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *
                     float *loss, int *correct)
 {
     ferry_device_t *dev = mc->dev;
-    int rc = ly_check_batch(mc, &model, b);
+    int rc = ferry_batch_check(mc, &model, b);
     if (rc)
         return rc;
     *loss = 0.0f;

@@ -10,9 +10,8 @@
  * modes compare against. */
 #include <math.h>
 
+#include <ferry/layers.h>
 #include <ferry/task.h>
-
-#include "layers.h"
 
 enum { IN = 8, OUT = 1 };
 enum { W, B, NPARAMS };
@@ -28,14 +27,14 @@ static const ferry_model_t model;
 static size_t workspace(int batch)
 {
     /* The predictions and their gradient. */
-    return 2 * ly_size((size_t)batch * OUT);
+    return 2 * ferry_arena_size((size_t)batch * OUT);
 }
 
 static int init(ferry_model_ctx_t *mc, float *p)
 {
     size_t off[NPARAMS];
     ferry_model_layout(&model, off);
-    ly_init_layer(mc, p + off[W], IN * OUT, p + off[B], OUT, IN);
+    ferry_layer_init(mc, p + off[W], IN * OUT, p + off[B], OUT, IN);
     return 0;
 }
 
@@ -43,23 +42,23 @@ static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t 
                      float *grad, float *loss)
 {
     ferry_device_t *dev = mc->dev;
-    int rc = ly_check_batch(mc, &model, b);
+    int rc = ferry_batch_check(mc, &model, b);
     if (rc)
         return rc;
     if (b->n == 0) {
-        ly_empty_grad(mc, &model, grad, loss);
+        ferry_empty_grad(mc, &model, grad, loss);
         return 0;
     }
     size_t off[NPARAMS];
     ferry_model_layout(&model, off);
-    ly_arena ar = {mc->work};
-    float *y = ly_take(&ar, (size_t)b->n * OUT);
-    float *dy = ly_take(&ar, (size_t)b->n * OUT);
-    ly_dense(dev, b->n, IN, OUT, b->x, p + off[W], p + off[B], y);
+    ferry_arena_t ar = {mc->work};
+    float *y = ferry_arena_take(&ar, (size_t)b->n * OUT);
+    float *dy = ferry_arena_take(&ar, (size_t)b->n * OUT);
+    ferry_dense(dev, b->n, IN, OUT, b->x, p + off[W], p + off[B], y);
     if ((rc = dev->ops->mse(dev, y, b->targets, b->n, OUT, dy, loss)))
         return rc;
-    ly_dense_grad(dev, b->n, IN, OUT, b->x, p + off[W], dy, NULL, grad + off[W],
-                  grad + off[B]);
+    ferry_dense_grad(dev, b->n, IN, OUT, b->x, p + off[W], dy, NULL, grad + off[W],
+                     grad + off[B]);
     return 0;
 }
 
@@ -67,7 +66,7 @@ static int evaluate(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *
                     float *loss, int *correct)
 {
     ferry_device_t *dev = mc->dev;
-    int rc = ly_check_batch(mc, &model, b);
+    int rc = ferry_batch_check(mc, &model, b);
     if (rc)
         return rc;
     *loss = 0.0f;
@@ -77,7 +76,7 @@ static int evaluate(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *
     size_t off[NPARAMS];
     ferry_model_layout(&model, off);
     float *y = mc->work;
-    ly_dense(dev, b->n, IN, OUT, b->x, p + off[W], p + off[B], y);
+    ferry_dense(dev, b->n, IN, OUT, b->x, p + off[W], p + off[B], y);
     return dev->ops->mse(dev, y, b->targets, b->n, OUT, NULL, loss);
 }
 

@@ -11,9 +11,8 @@
  * and the input gradients of the upper two layers — with the bias and ReLU
  * passes between them, and nothing else that walks memory: its speed is the
  * speed of the products. */
+#include <ferry/layers.h>
 #include <ferry/task.h>
-
-#include "layers.h"
 
 enum { IN = 784, H1 = 256, H2 = 128, OUT = 10 };
 enum { FC1_W, FC1_B, FC2_W, FC2_B, FC3_W, FC3_B, NPARAMS };
@@ -39,48 +38,49 @@ typedef struct acts {
 static void carve(ferry_model_ctx_t *mc, int batch, acts *a)
 {
     size_t n = (size_t)batch;
-    ly_arena ar = {mc->work};
-    a->h1 = ly_take(&ar, n * H1);
-    a->h2 = ly_take(&ar, n * H2);
-    a->z = ly_take(&ar, n * OUT);
-    a->dz = ly_take(&ar, n * OUT);
-    a->dh2 = ly_take(&ar, n * H2);
-    a->dh1 = ly_take(&ar, n * H1);
+    ferry_arena_t ar = {mc->work};
+    a->h1 = ferry_arena_take(&ar, n * H1);
+    a->h2 = ferry_arena_take(&ar, n * H2);
+    a->z = ferry_arena_take(&ar, n * OUT);
+    a->dz = ferry_arena_take(&ar, n * OUT);
+    a->dh2 = ferry_arena_take(&ar, n * H2);
+    a->dh1 = ferry_arena_take(&ar, n * H1);
 }
 
 static size_t workspace(int batch)
 {
     size_t n = (size_t)batch;
-    return 2 * (ly_size(n * H1) + ly_size(n * H2) + ly_size(n * OUT));
+    return 2 * (ferry_arena_size(n * H1) + ferry_arena_size(n * H2) +
+                ferry_arena_size(n * OUT));
 }
 
 static int init(ferry_model_ctx_t *mc, float *p)
 {
     size_t off[NPARAMS];
     ferry_model_layout(&model, off);
-    ly_init_layer(mc, p + off[FC1_W], IN * H1, p + off[FC1_B], H1, IN);
-    ly_init_layer(mc, p + off[FC2_W], H1 * H2, p + off[FC2_B], H2, H1);
-    ly_init_layer(mc, p + off[FC3_W], H2 * OUT, p + off[FC3_B], OUT, H2);
+    ferry_layer_init(mc, p + off[FC1_W], IN * H1, p + off[FC1_B], H1, IN);
+    ferry_layer_init(mc, p + off[FC2_W], H1 * H2, p + off[FC2_B], H2, H1);
+    ferry_layer_init(mc, p + off[FC3_W], H2 * OUT, p + off[FC3_B], OUT, H2);
     return 0;
 }
 
 static void forward(ferry_device_t *dev, const float *p, const size_t *off,
                     const float *x, int n, const acts *a)
 {
-    ly_dense_relu(dev, n, IN, H1, x, p + off[FC1_W], p + off[FC1_B], a->h1);
-    ly_dense_relu(dev, n, H1, H2, a->h1, p + off[FC2_W], p + off[FC2_B], a->h2);
-    ly_dense(dev, n, H2, OUT, a->h2, p + off[FC3_W], p + off[FC3_B], a->z);
+    ferry_dense_relu(dev, n, IN, H1, x, p + off[FC1_W], p + off[FC1_B], a->h1);
+    ferry_dense_relu(dev, n, H1, H2, a->h1, p + off[FC2_W], p + off[FC2_B], a->h2);
+    ferry_dense(dev, n, H2, OUT, a->h2, p + off[FC3_W], p + off[FC3_B], a->z);
 }
 
 static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *b,
                      float *grad, float *loss)
 {
     ferry_device_t *dev = mc->dev;
-    int rc = ly_check_batch(mc, &model, b);
+    int rc = ferry_batch_check(mc, &model, b);
     if (rc)
         return rc;
     if (b->n == 0) {
-        ly_empty_grad(mc, &model, grad, loss);
+        ferry_empty_grad(mc, &model, grad, loss);
         return 0;
     }
     size_t off[NPARAMS];
@@ -92,19 +92,19 @@ static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t 
     rc = dev->ops->softmax_xent(dev, a.z, b->labels, n, OUT, a.dz, loss, NULL);
     if (rc)
         return rc;
-    ly_dense_grad(dev, n, H2, OUT, a.h2, p + off[FC3_W], a.dz, a.dh2, grad + off[FC3_W],
-                  grad + off[FC3_B]);
+    ferry_dense_grad(dev, n, H2, OUT, a.h2, p + off[FC3_W], a.dz, a.dh2,
+                     grad + off[FC3_W], grad + off[FC3_B]);
     ferry_model_grad_ready(mc, FC3_W);
     ferry_model_grad_ready(mc, FC3_B);
     dev->ops->relu_grad(dev, a.dh2, a.dh2, a.h2, (size_t)n * H2);
-    ly_dense_grad(dev, n, H1, H2, a.h1, p + off[FC2_W], a.dh2, a.dh1, grad + off[FC2_W],
-                  grad + off[FC2_B]);
+    ferry_dense_grad(dev, n, H1, H2, a.h1, p + off[FC2_W], a.dh2, a.dh1,
+                     grad + off[FC2_W], grad + off[FC2_B]);
     ferry_model_grad_ready(mc, FC2_W);
     ferry_model_grad_ready(mc, FC2_B);
     dev->ops->relu_grad(dev, a.dh1, a.dh1, a.h1, (size_t)n * H1);
     /* The first layer's input is the data: it needs no gradient. */
-    ly_dense_grad(dev, n, IN, H1, b->x, p + off[FC1_W], a.dh1, NULL, grad + off[FC1_W],
-                  grad + off[FC1_B]);
+    ferry_dense_grad(dev, n, IN, H1, b->x, p + off[FC1_W], a.dh1, NULL, grad + off[FC1_W],
+                     grad + off[FC1_B]);
     return 0;
 }
 
@@ -112,7 +112,7 @@ static int evaluate(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *
                     float *loss, int *correct)
 {
     ferry_device_t *dev = mc->dev;
-    int rc = ly_check_batch(mc, &model, b);
+    int rc = ferry_batch_check(mc, &model, b);
     if (rc)
         return rc;
     *loss = 0.0f;

@@ -1,5 +1,12 @@
-/* ferry — the master-side library: the one header a program that drives a
- * ferry cluster includes. Task plugins include <ferry/task.h> instead. */
+/* ferry — what libferry.so exports, for a program that links it: the
+ * library's version (below) and the descriptions of ferry's error codes
+ * (ferry_strerror, ferry_err_name: <ferry/error.h>), and nothing else;
+ * tests/api checks that the library exports these and no other name.
+ *
+ * A cluster is driven with the `ferry` command, or from inside a task by
+ * its driver (<ferry/task.h>). Task and model modules include <ferry/task.h>
+ * (and <ferry/layers.h>) and call ferry only through the tables they are
+ * handed. */
 #ifndef FERRY_FERRY_H
 #define FERRY_FERRY_H
 

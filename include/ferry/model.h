@@ -51,7 +51,17 @@ typedef struct ferry_param_t {
 } ferry_param_t;
 
 /* A batch, on the device: n samples of the model's input, and either labels
- * (classifier) or targets (regressor, n x outputs). */
+ * (classifier) or targets (regressor, n x outputs).
+ *
+ * An empty batch (n == 0): the runtime never passes one to loss_grad (a
+ * rank whose slice of a synchronous step's global batch is empty takes part
+ * in the step with a zero gradient, without calling the model), but it does
+ * pass one to evaluate, for a rank whose slice of a test batch is empty
+ * (fewer samples left at the end of the test set than ranks). evaluate then
+ * returns 0 with *loss and *correct 0 and reads neither x nor the labels or
+ * targets, which may be NULL. A model may take an empty batch in loss_grad
+ * too, as the bundled ones do: 0, a zero gradient and a zero loss
+ * (ferry_empty_grad in <ferry/layers.h>). */
 typedef struct ferry_batch_t {
     int n;
     const float *x;
@@ -124,11 +134,13 @@ typedef struct ferry_model_t {
     int (*init)(ferry_model_ctx_t *mc, float *params);
     /* Forward and backward on a batch: the mean loss into *loss (host) and
      * its gradient into `grad` (device, the layout of params, every element
-     * overwritten; padding between tensors may be left alone). 0 or FERRY_E*. */
+     * overwritten; padding between tensors may be left alone). 0 or FERRY_E*.
+     * Never called with an empty batch (see ferry_batch_t). */
     int (*loss_grad)(ferry_model_ctx_t *mc, const float *params, const ferry_batch_t *b,
                      float *grad, float *loss);
     /* Forward only: the mean loss and, for a classifier, how many samples
-     * it gets right (a regressor sets 0). */
+     * it gets right (a regressor sets 0). Must take an empty batch: 0, with
+     * *loss and *correct 0 (see ferry_batch_t). */
     int (*evaluate)(ferry_model_ctx_t *mc, const float *params, const ferry_batch_t *b,
                     float *loss, int *correct);
     /* Added in ferry 0.3; optional (NULL, or a descriptor of
