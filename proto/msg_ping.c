@@ -14,8 +14,9 @@ static void fill_req(void *view, const ProtobufCMessage *msg)
     *(proto_ping_req *)view = (proto_ping_req){.nonce = m->nonce};
 }
 
-static const proto_view_desc req_view = {
-    .msg = &ferry__ping_request__descriptor, .size = sizeof(proto_ping_req), .fill = fill_req};
+static const proto_view_desc req_view = {.msg = &ferry__ping_request__descriptor,
+                                         .size = sizeof(proto_ping_req),
+                                         .fill = fill_req};
 
 int proto_ping_req_unpack(const void *buf, size_t len, proto_ping_req **out)
 {

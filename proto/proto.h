@@ -63,7 +63,7 @@ typedef struct proto_ping_reply {
     uint64_t nonce;
     int32_t rank; /* -1 before one is assigned */
     double uptime_s;
-    char *last_crash; /* the crash recorded before this start, "" if none */
+    char *last_crash;  /* the crash recorded before this start, "" if none */
     uint64_t crash_id; /* changes with each recorded crash; 0 if none */
     uint32_t restarts; /* how often the supervisor restarted the worker */
     uint32_t slots;    /* the worker's handler threads */
@@ -92,7 +92,8 @@ typedef struct proto_load_module_reply {
 } proto_load_module_reply;
 
 int proto_load_module_req_pack(const proto_load_module_req *in, proto_bytes *out);
-int proto_load_module_req_unpack(const void *buf, size_t len, proto_load_module_req **out);
+int proto_load_module_req_unpack(const void *buf, size_t len,
+                                 proto_load_module_req **out);
 int proto_load_module_reply_pack(const proto_load_module_reply *in, proto_bytes *out);
 int proto_load_module_reply_unpack(const void *buf, size_t len,
                                    proto_load_module_reply **out);
@@ -100,10 +101,10 @@ int proto_load_module_reply_unpack(const void *buf, size_t len,
 /* ---- Call ------------------------------------------------------------------------ */
 
 typedef struct proto_call_req {
-    char *sha256;   /* the module */
-    char *function; /* the name it exports */
-    int32_t rank;   /* the worker's rank and the cluster's size, as the master */
-    int32_t world_size; /* sees them, handed to the function */
+    char *sha256;       /* the module */
+    char *function;     /* the name it exports */
+    int32_t rank;       /* the worker's rank, as the master sees it */
+    int32_t world_size; /* the cluster's size; both are handed to the function */
 } proto_call_req;
 
 typedef struct proto_call_reply {
