@@ -39,8 +39,8 @@ int pw_load_module(pw *p, rpc_call *call, const char *sha256, const char *name,
     /* Code and its symbol tables compress well (about 3x for an ELF): AUTO
      * samples first, so an image that does not compress is sent raw. */
     rpc_msg_out m = {.payload = bytes, .payload_len = len, .codec = RPC_CODEC_AUTO};
-    return start(p, call, PROTO_METHOD_LOAD_MODULE, proto_load_module_req_pack(&req, &head),
-                 &head, m, timeout_ms, cb);
+    return start(p, call, PROTO_METHOD_LOAD_MODULE,
+                 proto_load_module_req_pack(&req, &head), &head, m, timeout_ms, cb);
 }
 
 int pw_call(pw *p, rpc_call *call, const char *sha256, const char *function,
@@ -76,6 +76,6 @@ int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
         return FERRY_EINVAL;
     proto_shutdown_req req = {.grace_ms = grace_ms};
     proto_bytes head;
-    return start(p, call, PROTO_METHOD_SHUTDOWN, proto_shutdown_req_pack(&req, &head), &head,
-                 (rpc_msg_out){0}, timeout_ms, cb);
+    return start(p, call, PROTO_METHOD_SHUTDOWN, proto_shutdown_req_pack(&req, &head),
+                 &head, (rpc_msg_out){0}, timeout_ms, cb);
 }

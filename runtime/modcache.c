@@ -227,8 +227,10 @@ void rt_load_module(rpc_srv_call *sc, rt_worker *w, const char *sha, const char 
     }
     for (size_t i = 0; i < n; i++)
         names[i] = (char *)m->task->functions[i].name;
-    proto_load_module_reply out = {
-        .task_name = (char *)m->task->name, .n_functions = n, .functions = names, .cached = cached};
+    proto_load_module_reply out = {.task_name = (char *)m->task->name,
+                                   .n_functions = n,
+                                   .functions = names,
+                                   .cached = cached};
     proto_bytes head;
     rc = proto_load_module_reply_pack(&out, &head);
     free(names);

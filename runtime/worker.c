@@ -204,7 +204,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         {PROTO_METHOD_PULL, rt_ps_pull_handler, 0},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
-        {PROTO_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE | RPC_METHOD_PUBLIC, 0},
+        {PROTO_METHOD_PING, rt_ping_handler, &w->id,
+         RPC_METHOD_INLINE | RPC_METHOD_PUBLIC, 0},
     };
     for (int i = 0; i < RT_GUARDED_METHODS; i++) {
         /* ReduceChunk's data is the hub, Push's and Pull's the store. */
