@@ -11,7 +11,7 @@
 
 /* Every unpack, behind one signature, with a full head to cut. */
 #define ANY(name, T)                                                                     \
-    static int name##_unpack(const void *buf, size_t len, void **out)                  \
+    static int name##_unpack(const void *buf, size_t len, void **out)                    \
     {                                                                                    \
         T *v = (T *)&v; /* not NULL: the unpack must clear it */                         \
         int rc = proto_##name##_unpack(buf, len, &v);                                    \
@@ -102,7 +102,8 @@ Test(proto_refuse, bytes_that_are_no_protobuf_are_refused)
         for (size_t g = 0; g < sizeof lens / sizeof lens[0]; g++) {
             void *v;
             int rc = kinds[i].unpack(garbage[g], lens[g], &v);
-            cr_assert_eq(rc, FERRY_ECORRUPT, "%s from garbage %zu: %d", kinds[i].what, g, rc);
+            cr_assert_eq(rc, FERRY_ECORRUPT, "%s from garbage %zu: %d", kinds[i].what, g,
+                         rc);
             cr_assert_null(v);
         }
     }

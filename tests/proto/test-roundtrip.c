@@ -168,7 +168,8 @@ Test(proto_roundtrip, load_module_reply_with_no_functions)
 
 Test(proto_roundtrip, call_request)
 {
-    proto_call_req in = {.sha256 = "ab", .function = long_name, .rank = 3, .world_size = -1};
+    proto_call_req in = {
+        .sha256 = "ab", .function = long_name, .rank = 3, .world_size = -1};
     proto_call_req *out;
     proto_bytes b;
     cr_assert_eq(proto_call_req_pack(&in, &b), 0);
