@@ -181,8 +181,10 @@ int rth_call(rpc_channel *ch, rpc_call *call, const char *method,
 int rth_call_head(rpc_channel *ch, rpc_call *call, const char *method, proto_bytes *head,
                   const void *payload, size_t len)
 {
-    rpc_msg_out out = {
-        .head_bytes = head->data, .head_len = head->len, .payload = payload, .payload_len = len};
+    rpc_msg_out out = {.head_bytes = head->data,
+                       .head_len = head->len,
+                       .payload = payload,
+                       .payload_len = len};
     memset(call, 0, sizeof *call);
     int rc = rpc_call_start(ch, call, method, &out, RTH_CALL_TIMEOUT, NULL);
     proto_bytes_fini(head);
@@ -204,7 +206,8 @@ int rth_load(rpc_channel *ch, const char *name, const char *sha, bool send_bytes
     cr_assert(bytes, "cannot read module %s", rth_module(name));
     char hex[RT_SHA256_HEX];
     rt_sha256_hex(bytes, len, hex);
-    proto_load_module_req req = {.sha256 = (char *)(sha ? sha : hex), .name = (char *)name};
+    proto_load_module_req req = {.sha256 = (char *)(sha ? sha : hex),
+                                 .name = (char *)name};
     proto_bytes head;
     cr_assert(proto_load_module_req_pack(&req, &head) == 0);
     rpc_call call;
@@ -215,7 +218,8 @@ int rth_load(rpc_channel *ch, const char *name, const char *sha, bool send_bytes
     if (reply)
         *reply = NULL;
     if (rc == 0 && reply) {
-        int urc = proto_load_module_reply_unpack(call.reply.head, call.reply.head_len, reply);
+        int urc =
+            proto_load_module_reply_unpack(call.reply.head, call.reply.head_len, reply);
         cr_assert(urc == 0, "reply is not a LoadModuleReply");
     }
     rpc_call_fini(&call);
@@ -242,7 +246,8 @@ int rth_invoke(rpc_channel *ch, const char *sha, const char *fn, const char *arg
     proto_bytes head;
     cr_assert(proto_call_req_pack(&req, &head) == 0);
     rpc_call call;
-    int rc = rth_call_head(ch, &call, PROTO_METHOD_CALL, &head, arg, arg ? strlen(arg) : 0);
+    int rc =
+        rth_call_head(ch, &call, PROTO_METHOD_CALL, &head, arg, arg ? strlen(arg) : 0);
     copy_err(&call, err, errlen);
     if (out) {
         *out = NULL;
@@ -285,7 +290,8 @@ int rth_ping(rpc_channel *ch, proto_ping_reply **reply)
     if (reply)
         *reply = NULL;
     if (rc == 0 && reply)
-        cr_assert(proto_ping_reply_unpack(call.reply.head, call.reply.head_len, reply) == 0);
+        cr_assert(proto_ping_reply_unpack(call.reply.head, call.reply.head_len, reply) ==
+                  0);
     rpc_call_fini(&call);
     return rc;
 }

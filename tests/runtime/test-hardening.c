@@ -377,8 +377,9 @@ RTH_TEST(rt_hardening_inproc, tokenless_garbage_is_unauthenticated)
 RTH_TEST(rt_hardening_inproc, a_malformed_request_with_the_token_is_invalid_argument)
 {
     /* Shutdown last of all would stop the worker if it were taken. */
-    const char *methods[] = {PROTO_METHOD_LOAD_MODULE,  PROTO_METHOD_CALL,     PROTO_METHOD_STATS,
-                             PROTO_METHOD_REDUCE_CHUNK, PROTO_METHOD_SHUTDOWN, PROTO_METHOD_PING};
+    const char *methods[] = {PROTO_METHOD_LOAD_MODULE, PROTO_METHOD_CALL,
+                             PROTO_METHOD_STATS,       PROTO_METHOD_REDUCE_CHUNK,
+                             PROTO_METHOD_SHUTDOWN,    PROTO_METHOD_PING};
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         for (size_t j = 0; j < sizeof junk / sizeof junk[0]; j++) {
             char err[512];

@@ -236,8 +236,8 @@ RTH_TEST(rt_load, concurrent_loads_of_one_module_load_it_once)
     int fresh = 0;
     for (int i = 0; i < N; i++) {
         proto_load_module_reply *r = NULL;
-        cr_assert(proto_load_module_reply_unpack(calls[i].reply.head, calls[i].reply.head_len,
-                                                 &r) == 0);
+        cr_assert(proto_load_module_reply_unpack(calls[i].reply.head,
+                                                 calls[i].reply.head_len, &r) == 0);
         fresh += !r->cached;
         proto_free(r);
         rpc_call_fini(&calls[i]);

@@ -135,7 +135,8 @@ RTH_TEST(rt_worker, stats_and_shutdown_answer_while_calls_hold_every_executor_th
     rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
     rpc_call sleepers[2] = {0};
     for (int i = 0; i < 2; i++)
-        cr_assert(rpc_call_start(R.ch, &sleepers[i], PROTO_METHOD_CALL, &out, 0, NULL) == 0);
+        cr_assert(rpc_call_start(R.ch, &sleepers[i], PROTO_METHOD_CALL, &out, 0, NULL) ==
+                  0);
     /* Queued behind the sleeps, each Stats would run out its deadline and
      * fail the test inside rth_stats. */
     cr_assert(rth_stats_until(two_in_flight, NULL), "the sleeps never both ran");
