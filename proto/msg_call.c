@@ -27,18 +27,7 @@ static const size_t req_strs[] = {
     offsetof(proto_call_req, function),
 };
 
-static const proto_view_desc req_view = {
-    .msg = &ferry__call_request__descriptor,
-    .size = sizeof(proto_call_req),
-    .fill = fill_req,
-    .strs = req_strs,
-    .n_strs = sizeof req_strs / sizeof req_strs[0],
-};
-
-int proto_call_req_unpack(const void *buf, size_t len, proto_call_req **out)
-{
-    return proto_view_unpack(&req_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(call_req, call_request, .fill = fill_req, PROTO_STRS(req_strs))
 
 int proto_call_reply_pack(const proto_call_reply *in, proto_bytes *out)
 {
@@ -53,13 +42,4 @@ static void fill_reply(void *view, const ProtobufCMessage *msg)
     *(proto_call_reply *)view = (proto_call_reply){.elapsed_s = m->elapsed_s};
 }
 
-static const proto_view_desc reply_view = {
-    .msg = &ferry__call_reply__descriptor,
-    .size = sizeof(proto_call_reply),
-    .fill = fill_reply,
-};
-
-int proto_call_reply_unpack(const void *buf, size_t len, proto_call_reply **out)
-{
-    return proto_view_unpack(&reply_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(call_reply, call_reply, .fill = fill_reply)

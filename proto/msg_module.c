@@ -21,18 +21,7 @@ static const size_t req_strs[] = {
     offsetof(proto_load_module_req, name),
 };
 
-static const proto_view_desc req_view = {
-    .msg = &ferry__load_module_request__descriptor,
-    .size = sizeof(proto_load_module_req),
-    .fill = fill_req,
-    .strs = req_strs,
-    .n_strs = sizeof req_strs / sizeof req_strs[0],
-};
-
-int proto_load_module_req_unpack(const void *buf, size_t len, proto_load_module_req **out)
-{
-    return proto_view_unpack(&req_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(load_module_req, load_module_request, .fill = fill_req, PROTO_STRS(req_strs))
 
 int proto_load_module_reply_pack(const proto_load_module_reply *in, proto_bytes *out)
 {
@@ -57,18 +46,6 @@ static void fill_reply(void *view, const ProtobufCMessage *msg)
 
 static const size_t reply_strs[] = {offsetof(proto_load_module_reply, task_name)};
 
-static const proto_view_desc reply_view = {
-    .msg = &ferry__load_module_reply__descriptor,
-    .size = sizeof(proto_load_module_reply),
-    .fill = fill_reply,
-    .strs = reply_strs,
-    .n_strs = 1,
-    .list = offsetof(proto_load_module_reply, functions),
-    .list_n = offsetof(proto_load_module_reply, n_functions),
-};
-
-int proto_load_module_reply_unpack(const void *buf, size_t len,
-                                   proto_load_module_reply **out)
-{
-    return proto_view_unpack(&reply_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(load_module_reply, load_module_reply, .fill = fill_reply,
+             PROTO_STRS(reply_strs), .list = offsetof(proto_load_module_reply, functions),
+             .list_n = offsetof(proto_load_module_reply, n_functions))

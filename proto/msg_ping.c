@@ -14,14 +14,7 @@ static void fill_req(void *view, const ProtobufCMessage *msg)
     *(proto_ping_req *)view = (proto_ping_req){.nonce = m->nonce};
 }
 
-static const proto_view_desc req_view = {.msg = &ferry__ping_request__descriptor,
-                                         .size = sizeof(proto_ping_req),
-                                         .fill = fill_req};
-
-int proto_ping_req_unpack(const void *buf, size_t len, proto_ping_req **out)
-{
-    return proto_view_unpack(&req_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(ping_req, ping_request, .fill = fill_req)
 
 int proto_ping_reply_pack(const proto_ping_reply *in, proto_bytes *out)
 {
@@ -71,15 +64,4 @@ static const size_t reply_strs[] = {
     offsetof(proto_ping_reply, last_crash),
 };
 
-static const proto_view_desc reply_view = {
-    .msg = &ferry__ping_reply__descriptor,
-    .size = sizeof(proto_ping_reply),
-    .fill = fill_reply,
-    .strs = reply_strs,
-    .n_strs = sizeof reply_strs / sizeof reply_strs[0],
-};
-
-int proto_ping_reply_unpack(const void *buf, size_t len, proto_ping_reply **out)
-{
-    return proto_view_unpack(&reply_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(ping_reply, ping_reply, .fill = fill_reply, PROTO_STRS(reply_strs))

@@ -14,13 +14,4 @@ static void fill_req(void *view, const ProtobufCMessage *msg)
     *(proto_shutdown_req *)view = (proto_shutdown_req){.grace_ms = m->grace_ms};
 }
 
-static const proto_view_desc req_view = {
-    .msg = &ferry__shutdown_request__descriptor,
-    .size = sizeof(proto_shutdown_req),
-    .fill = fill_req,
-};
-
-int proto_shutdown_req_unpack(const void *buf, size_t len, proto_shutdown_req **out)
-{
-    return proto_view_unpack(&req_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(shutdown_req, shutdown_request, .fill = fill_req)

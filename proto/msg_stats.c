@@ -48,15 +48,4 @@ static const size_t reply_strs[] = {
     offsetof(proto_stats_reply, slot_holders),
 };
 
-static const proto_view_desc reply_view = {
-    .msg = &ferry__stats_reply__descriptor,
-    .size = sizeof(proto_stats_reply),
-    .fill = fill_reply,
-    .strs = reply_strs,
-    .n_strs = sizeof reply_strs / sizeof reply_strs[0],
-};
-
-int proto_stats_reply_unpack(const void *buf, size_t len, proto_stats_reply **out)
-{
-    return proto_view_unpack(&reply_view, buf, len, (void **)out);
-}
+PROTO_UNPACK(stats_reply, stats_reply, .fill = fill_reply, PROTO_STRS(reply_strs))

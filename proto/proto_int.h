@@ -34,6 +34,20 @@ int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **
  * FERRY_ECORRUPT for bytes that are not that message, or FERRY_ENOMEM. */
 int proto_view_unpack(const proto_view_desc *d, const void *buf, size_t len, void **out);
 
+/* A view's string fields, for a proto_view_desc: an array of offsets. */
+#define PROTO_STRS(offs) .strs = (offs), .n_strs = sizeof(offs) / sizeof((offs)[0])
+
+/* Defines proto_<view>_unpack() for the view type proto_<view>, made from
+ * the message ferry__<message> by the proto_view_desc fields that follow. */
+#define PROTO_UNPACK(view, message, ...)                                                 \
+    static const proto_view_desc view##_desc = {.msg = &ferry__##message##__descriptor,  \
+                                                .size = sizeof(proto_##view),            \
+                                                __VA_ARGS__};                            \
+    int proto_##view##_unpack(const void *buf, size_t len, proto_##view **out)           \
+    {                                                                                    \
+        return proto_view_unpack(&view##_desc, buf, len, (void **)out);                  \
+    }
+
 /* Packs `m` into out->data (malloc'd). Returns 0 or FERRY_ENOMEM. */
 int proto_pack(const ProtobufCMessage *m, proto_bytes *out);
 
