@@ -2,9 +2,8 @@
  * names, and each message of the worker's own methods as a plain struct
  * (a "view") with one function that packs it and one that unpacks it.
  *
- * The generated protobuf-c code stays behind this header: no file outside
- * proto/ needs ferry.pb-c.h to speak to a worker or to answer one. Bulk
- * bytes (module images, call arguments and results) are never in a view:
+ * The generated protobuf-c code stays behind this header: a master or a
+ * worker speaks these messages without ferry.pb-c.h. Bulk bytes (module images, call arguments and results) are never in a view:
  * they travel as rpc's payload beside the packed head (rpc/rpc.h).
  *
  * Packing gives the head's bytes (proto_bytes, to hand to rpc_msg_out's
