@@ -3,8 +3,9 @@
  * (a "view") with one function that packs it and one that unpacks it.
  *
  * The generated protobuf-c code stays behind this header: a master or a
- * worker speaks these messages without ferry.pb-c.h. Bulk bytes (module images, call arguments and results) are never in a view:
- * they travel as rpc's payload beside the packed head (rpc/rpc.h).
+ * worker speaks these messages without ferry.pb-c.h. Bulk bytes (module images, call
+ * arguments and results) are never in a view: they travel as rpc's payload beside the
+ * packed head (rpc/rpc.h).
  *
  * Packing gives the head's bytes (proto_bytes, to hand to rpc_msg_out's
  * head_bytes); an empty message (StatsRequest, ShutdownReply) packs to no
