@@ -1,7 +1,8 @@
 /* A libFuzzer target for what a worker does with a request's bytes before
  * (and after) the token: the payload codec's decoder (raw and lz4 payloads,
  * fields in any order, split across gRPC slices at any point), then
- * protobuf-c's unpack of every request message the worker serves.
+ * protobuf-c's unpack of every request message the worker serves, and
+ * proto's views of those the worker reads through them.
  *
  * The first input byte chooses where the message is cut into slices; the
  * rest is the message. Build and run: see fuzz/README. */
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "ferry.pb-c.h"
+#include "proto/proto.h"
 #include "rpc/rpc_int.h"
 
 /* Small, so that a declared 1 GiB is refused as it would be over any limit,
@@ -60,6 +62,18 @@ static void decode(grpc_byte_buffer *bb, size_t defer_above)
         if (rpc_msg_unpack(&m, requests[i], &msg) == 0)
             protobuf_c_message_free_unpacked(msg, NULL);
     }
+    proto_ping_req *ping;
+    proto_load_module_req *load;
+    proto_call_req *call;
+    proto_shutdown_req *shut;
+    if (proto_ping_req_unpack(m.head, m.head_len, &ping) == 0)
+        proto_free(ping);
+    if (proto_load_module_req_unpack(m.head, m.head_len, &load) == 0)
+        proto_free(load);
+    if (proto_call_req_unpack(m.head, m.head_len, &call) == 0)
+        proto_free(call);
+    if (proto_shutdown_req_unpack(m.head, m.head_len, &shut) == 0)
+        proto_free(shut);
     rpc_msg_fini(&m);
 }
 

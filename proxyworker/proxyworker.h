@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "ferry.pb-c.h"
+#include "proto/proto.h"
 #include "rpc/rpc.h"
 
 typedef struct pw pw;
@@ -55,9 +56,16 @@ int pw_stats(pw *p, rpc_call *call, int64_t timeout_ms, rpc_call_cb cb);
 int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
                 rpc_call_cb cb);
 
-/* Replies of completed, successful calls. Each returns 0 with a message to
- * free with protobuf_c_message_free_unpacked(&m->base, NULL), or
- * FERRY_ECORRUPT. */
+/* Replies of completed, successful calls, as proto/'s views. Each returns
+ * 0 with a view to free with proto_free(), FERRY_EINVAL when the call has
+ * not completed or failed, or FERRY_ECORRUPT when its head is not the
+ * method's reply. */
+int pw_ping_result(const rpc_call *call, proto_ping_reply **out);
+int pw_load_module_result(const rpc_call *call, proto_load_module_reply **out);
+int pw_stats_result(const rpc_call *call, proto_stats_reply **out);
+
+/* The same replies as protobuf-c messages, for callers that keep those:
+ * each to free with protobuf_c_message_free_unpacked(&m->base, NULL). */
 int pw_ping_reply(const rpc_call *call, Ferry__PingReply **out);
 int pw_load_module_reply(const rpc_call *call, Ferry__LoadModuleReply **out);
 int pw_stats_reply(const rpc_call *call, Ferry__StatsReply **out);

@@ -2,6 +2,43 @@
  * reply; the payload handed over without a copy. */
 #include "pw_int.h"
 
+/* The head of a call that completed and succeeded, or why there is none. */
+static int head_of(const rpc_call *call, const void **buf, size_t *len)
+{
+    if (!call || !call->done || call->result)
+        return FERRY_EINVAL;
+    *buf = call->reply.head;
+    *len = call->reply.head_len;
+    return 0;
+}
+
+int pw_ping_result(const rpc_call *call, proto_ping_reply **out)
+{
+    const void *buf;
+    size_t len;
+    *out = NULL;
+    int rc = head_of(call, &buf, &len);
+    return rc ? rc : proto_ping_reply_unpack(buf, len, out);
+}
+
+int pw_load_module_result(const rpc_call *call, proto_load_module_reply **out)
+{
+    const void *buf;
+    size_t len;
+    *out = NULL;
+    int rc = head_of(call, &buf, &len);
+    return rc ? rc : proto_load_module_reply_unpack(buf, len, out);
+}
+
+int pw_stats_result(const rpc_call *call, proto_stats_reply **out)
+{
+    const void *buf;
+    size_t len;
+    *out = NULL;
+    int rc = head_of(call, &buf, &len);
+    return rc ? rc : proto_stats_reply_unpack(buf, len, out);
+}
+
 static int unpack(const rpc_call *call, const ProtobufCMessageDescriptor *desc,
                   ProtobufCMessage **out)
 {

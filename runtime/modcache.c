@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "ferry.pb-c.h"
 #include "runtime_int.h"
 
 #define PATH_BUF 4096
@@ -203,27 +202,20 @@ done:
     return rc;
 }
 
-void rt_load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
+void rt_load_module(rpc_srv_call *sc, rt_worker *w, const char *sha, const char *name,
+                    const rpc_msg *req)
 {
-    rt_worker *w = data;
-    Ferry__LoadModuleRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__load_module_request__descriptor,
-                       (ProtobufCMessage **)&in)) {
-        rpc_srv_fail(sc, FERRY_EINVAL, "LoadModule: request is not a LoadModuleRequest");
-        return;
-    }
-    const char *name = in->name && in->name[0] ? in->name : "(unnamed)";
+    if (!name[0])
+        name = "(unnamed)";
     const rt_module *m;
     bool cached;
     char err[1024];
-    int rc = rt_modcache_load(w->cache, in->sha256, name, req->payload, req->payload_len,
-                              &m, &cached, err, sizeof err);
+    int rc = rt_modcache_load(w->cache, sha, name, req->payload, req->payload_len, &m,
+                              &cached, err, sizeof err);
     if (rc) {
         rpc_srv_fail(sc, rc, "%s", err);
-        ferry__load_module_request__free_unpacked(in, NULL);
         return;
     }
-    ferry__load_module_request__free_unpacked(in, NULL);
 
     size_t n = 0;
     for (const ferry_function_t *f = m->task->functions; f && f->name; f++)
@@ -235,12 +227,12 @@ void rt_load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     for (size_t i = 0; i < n; i++)
         names[i] = (char *)m->task->functions[i].name;
-    Ferry__LoadModuleReply out = FERRY__LOAD_MODULE_REPLY__INIT;
-    out.task_name = (char *)m->task->name;
-    out.n_functions = n;
-    out.functions = names;
-    out.cached = cached;
-    rpc_msg_out reply = {.head = &out.base};
-    rpc_srv_reply(sc, &reply);
+    proto_load_module_reply out = {.task_name = (char *)m->task->name,
+                                   .n_functions = n,
+                                   .functions = names,
+                                   .cached = cached};
+    proto_bytes head;
+    rc = proto_load_module_reply_pack(&out, &head);
     free(names);
+    rt_reply_packed(sc, rc, &head, "LoadModule");
 }

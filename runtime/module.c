@@ -9,25 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime.h"
-
-int rt_module_refuse(char *err, size_t errlen, const char *name, const char *fmt, ...)
-{
-    int n = snprintf(err, errlen, "%s: ", name);
-    if (n >= 0 && (size_t)n < errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return FERRY_EINVAL;
-}
 
 static uint64_t end_of(uint64_t off, uint64_t len)
 {

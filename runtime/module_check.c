@@ -12,6 +12,7 @@
  * heap is refused. */
 #include <dlfcn.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +22,19 @@
  * inside a huge data segment. */
 #define MAX_ENTRIES 4096
 #define MAX_NAME    256
+
+/* The refusal text of every check, here and in module.c: "<name>: <why>". */
+int rt_module_refuse(char *err, size_t errlen, const char *name, const char *fmt, ...)
+{
+    int n = snprintf(err, errlen, "%s: ", name);
+    if (n >= 0 && (size_t)n < errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return FERRY_EINVAL;
+}
 
 typedef struct seg {
     uintptr_t lo, hi; /* [lo, hi) */

@@ -6,8 +6,7 @@
 
 #include <ferry/ferry.h>
 
-#include "ferry.pb-c.h"
-#include "runtime.h"
+#include "runtime_int.h"
 
 void rt_cpu_describe(char *buf, size_t len)
 {
@@ -31,8 +30,8 @@ void rt_cpu_describe(char *buf, size_t len)
 void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     const rt_identity *id = data;
-    Ferry__PingRequest *in;
-    if (rpc_msg_unpack(req, &ferry__ping_request__descriptor, (ProtobufCMessage **)&in)) {
+    proto_ping_req *in;
+    if (proto_ping_req_unpack(req->head, req->head_len, &in)) {
         rpc_srv_fail(sc, FERRY_EINVAL, "Ping: request is not a PingRequest");
         return;
     }
@@ -43,25 +42,26 @@ void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     else
         rt_cpu_describe(device, sizeof device);
 
-    Ferry__PingReply out = FERRY__PING_REPLY__INIT;
-    out.version = (char *)ferry_version();
-    out.pid = (int32_t)getpid();
-    out.hostname = host;
-    out.device = device;
-    out.nonce = in->nonce;
-    out.rank = id ? id->rank : -1;
-    out.uptime_s = id ? (double)uv_hrtime() / 1e9 - id->started : 0.0;
-    out.last_crash = id ? (char *)id->last_crash : "";
-    out.crash_id = id ? id->crash_id : 0;
-    out.restarts = id ? id->restarts : 0;
+    proto_ping_reply out = {
+        .version = (char *)ferry_version(),
+        .pid = (int32_t)getpid(),
+        .hostname = host,
+        .device = device,
+        .nonce = in->nonce,
+        .rank = id ? id->rank : -1,
+        .uptime_s = id ? (double)uv_hrtime() / 1e9 - id->started : 0.0,
+        .last_crash = id ? (char *)id->last_crash : "",
+        .crash_id = id ? id->crash_id : 0,
+        .restarts = id ? id->restarts : 0,
+    };
     rpc_slots_info slots;
     rpc_srv_slots(sc, &slots);
     out.slots = (uint32_t)slots.slots;
     out.busy_slots = (uint32_t)slots.busy;
     out.stuck_calls = (uint32_t)slots.stuck;
     out.oldest_call_s = slots.oldest_s;
-    ferry__ping_request__free_unpacked(in, NULL);
+    proto_free(in);
 
-    rpc_msg_out reply = {.head = &out.base};
-    rpc_srv_reply(sc, &reply);
+    proto_bytes head;
+    rt_reply_packed(sc, proto_ping_reply_pack(&out, &head), &head, "Ping");
 }

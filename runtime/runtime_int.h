@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "proto/proto.h"
 #include "runtime.h"
 #include "runtime/collective/collective.h"
 #include "runtime/ps/ps.h"
@@ -81,8 +82,27 @@ bool rt_worker_wait_or(rt_worker *w, int fd);
 
 /* The method handlers below take the rt_worker as `data`; rpc checks the
  * token before they run. */
-void rt_load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+
+/* Answers LoadModule for module `sha` (hex, as sent) named `name`, escaped
+ * already ("" for a module sent without one); its bytes are `req`'s
+ * payload, if any. worker.c decodes the request and calls this. */
+void rt_load_module(rpc_srv_call *sc, rt_worker *w, const char *sha, const char *name,
+                    const rpc_msg *req);
+
+/* Replies with the head `rc` says was packed into `head` (and frees it), or
+ * fails the call with `rc` if packing failed: "<method>: out of memory". */
+static inline void rt_reply_packed(rpc_srv_call *sc, int rc, proto_bytes *head,
+                                   const char *method)
+{
+    if (rc) {
+        rpc_srv_fail(sc, rc, "%s: out of memory", method);
+        return;
+    }
+    rpc_msg_out reply = {.head_bytes = head->data, .head_len = head->len};
+    rpc_srv_reply(sc, &reply);
+    proto_bytes_fini(head);
+}
 
 /* ---- built-in functions (train/train_fn.c) --------------------------------- */
 /* The function `name` the runtime provides for module `m` itself (the

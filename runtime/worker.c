@@ -25,7 +25,6 @@
 
 #include "config/config.h"
 #include "runtime/device/device.h"
-#include "ferry.pb-c.h"
 #include "runtime_int.h"
 
 /* One line to stderr in one write(2), taking no stdio lock. */
@@ -53,47 +52,29 @@ static void log_line(void *arg, const char *line)
 
 /* A module's name comes from the wire and goes on into logs, the crash
  * record, `ferry status` and error texts: it is escaped and cut here, where
- * it enters, by rewriting the request's head. Then the load is logged. */
+ * it enters, and only the escaped name goes on. Then the load is logged.
+ * The request is decoded here once; the load takes its view. */
 static void load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
-    Ferry__LoadModuleRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__load_module_request__descriptor,
-                       (ProtobufCMessage **)&in)) {
+    proto_load_module_req *in = NULL;
+    if (proto_load_module_req_unpack(req->head, req->head_len, &in)) {
         rpc_srv_fail(sc, FERRY_EINVAL, "LoadModule: request is not a LoadModuleRequest");
         return;
     }
     char name[RT_MODULE_NAME_MAX], sha[112];
-    const char *raw = in->name ? in->name : "";
-    rpc_escape(name, sizeof name, raw, strlen(raw));
-    rpc_escape(sha, sizeof sha, in->sha256 ? in->sha256 : "",
-               in->sha256 ? strlen(in->sha256) : 0);
-    if (strcmp(name, raw) != 0) {
-        in->name = name;
-        size_t len = protobuf_c_message_get_packed_size(&in->base);
-        uint8_t *head = malloc(len ? len : 1);
-        if (!head) {
-            in->name = (char *)raw;
-            ferry__load_module_request__free_unpacked(in, NULL);
-            rpc_srv_fail(sc, FERRY_ENOMEM, "LoadModule: out of memory");
-            return;
-        }
-        protobuf_c_message_pack(&in->base, head);
-        free(req->head);
-        req->head = head;
-        req->head_len = len;
-        in->name = (char *)raw; /* freed with the message */
-    }
-    ferry__load_module_request__free_unpacked(in, NULL);
+    rpc_escape(name, sizeof name, in->name, strlen(in->name));
+    rpc_escape(sha, sizeof sha, in->sha256, strlen(in->sha256));
     say("ferry worker: LoadModule %s (sha256 %s, %zu bytes) from %s", name, sha,
         req->payload_len, rpc_srv_peer(sc));
-    rt_load_module_handler(sc, req, data);
+    rt_load_module(sc, data, in->sha256, name, req);
+    proto_free(in);
 }
 
 static void stats_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     (void)req;
     rt_worker *w = data;
-    Ferry__StatsReply out = FERRY__STATS_REPLY__INIT;
+    proto_stats_reply out = {0};
     out.calls_served = atomic_load(&w->stats.calls_served);
     out.in_flight = atomic_load(&w->stats.in_flight);
     out.calls_failed = atomic_load(&w->stats.calls_failed);
@@ -112,24 +93,22 @@ static void stats_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     out.oldest_call = slots.oldest;
     out.slot_holders = holders;
     out.queued_calls = (uint32_t)slots.queued;
-    rpc_msg_out reply = {.head = &out.base};
-    rpc_srv_reply(sc, &reply);
+    proto_bytes head;
+    rt_reply_packed(sc, proto_stats_reply_pack(&out, &head), &head, "Stats");
 }
 
 static void shutdown_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_worker *w = data;
-    Ferry__ShutdownRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__shutdown_request__descriptor,
-                       (ProtobufCMessage **)&in)) {
+    proto_shutdown_req *in = NULL;
+    if (proto_shutdown_req_unpack(req->head, req->head_len, &in)) {
         rpc_srv_fail(sc, FERRY_EINVAL, "Shutdown: request is not a ShutdownRequest");
         return;
     }
     atomic_store(&w->shutdown_grace_ms, (long long)in->grace_ms);
     say("ferry worker: Shutdown from %s (grace %u ms)", rpc_srv_peer(sc), in->grace_ms);
-    ferry__shutdown_request__free_unpacked(in, NULL);
-    Ferry__ShutdownReply out = FERRY__SHUTDOWN_REPLY__INIT;
-    rpc_msg_out reply = {.head = &out.base};
+    proto_free(in);
+    rpc_msg_out reply = {0}; /* ShutdownReply is empty */
     rpc_srv_reply(sc, &reply);
     rt_worker_stop(w);
 }
@@ -213,19 +192,20 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         rpc_handler handler;
         unsigned flags;
     } guarded_methods[RT_GUARDED_METHODS] = {
-        {RT_METHOD_LOAD_MODULE, load_module_handler, RPC_METHOD_NEW_WORK},
-        {RT_METHOD_CALL, rt_call_handler, RPC_METHOD_NEW_WORK},
-        {RT_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
-        {RT_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
+        {PROTO_METHOD_LOAD_MODULE, load_module_handler, RPC_METHOD_NEW_WORK},
+        {PROTO_METHOD_CALL, rt_call_handler, RPC_METHOD_NEW_WORK},
+        {PROTO_METHOD_STATS, stats_handler, RPC_METHOD_INLINE},
+        {PROTO_METHOD_SHUTDOWN, shutdown_handler, RPC_METHOD_INLINE},
         /* Files the chunk and reduces it unless the session is busy
          * elsewhere: never blocks. */
-        {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, RT_REDUCE_CHUNK_FLAGS},
+        {PROTO_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, RT_REDUCE_CHUNK_FLAGS},
         /* A push steps the shard's optimizer: the pool. */
-        {RT_METHOD_PUSH, rt_ps_push_handler, 0},
-        {RT_METHOD_PULL, rt_ps_pull_handler, 0},
+        {PROTO_METHOD_PUSH, rt_ps_push_handler, 0},
+        {PROTO_METHOD_PULL, rt_ps_pull_handler, 0},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
-        {RT_METHOD_PING, rt_ping_handler, &w->id, RPC_METHOD_INLINE | RPC_METHOD_PUBLIC, 0},
+        {PROTO_METHOD_PING, rt_ping_handler, &w->id,
+         RPC_METHOD_INLINE | RPC_METHOD_PUBLIC, 0},
     };
     for (int i = 0; i < RT_GUARDED_METHODS; i++) {
         /* ReduceChunk's data is the hub, Push's and Pull's the store. */

@@ -178,6 +178,20 @@ int rth_call(rpc_channel *ch, rpc_call *call, const char *method,
     return rpc_call_wait(call);
 }
 
+int rth_call_head(rpc_channel *ch, rpc_call *call, const char *method, proto_bytes *head,
+                  const void *payload, size_t len)
+{
+    rpc_msg_out out = {.head_bytes = head->data,
+                       .head_len = head->len,
+                       .payload = payload,
+                       .payload_len = len};
+    memset(call, 0, sizeof *call);
+    int rc = rpc_call_start(ch, call, method, &out, RTH_CALL_TIMEOUT, NULL);
+    proto_bytes_fini(head);
+    cr_assert(rc == 0, "rpc_call_start(%s): %s", method, ferry_err_name(rc));
+    return rpc_call_wait(call);
+}
+
 static void copy_err(const rpc_call *call, char *err, size_t errlen)
 {
     if (err && errlen)
@@ -185,26 +199,27 @@ static void copy_err(const rpc_call *call, char *err, size_t errlen)
 }
 
 int rth_load(rpc_channel *ch, const char *name, const char *sha, bool send_bytes,
-             Ferry__LoadModuleReply **reply, char *err, size_t errlen)
+             proto_load_module_reply **reply, char *err, size_t errlen)
 {
     size_t len = 0;
     char *bytes = rth_read_file(rth_module(name), &len);
     cr_assert(bytes, "cannot read module %s", rth_module(name));
     char hex[RT_SHA256_HEX];
     rt_sha256_hex(bytes, len, hex);
-    Ferry__LoadModuleRequest req = FERRY__LOAD_MODULE_REQUEST__INIT;
-    req.sha256 = (char *)(sha ? sha : hex);
-    req.name = (char *)name;
+    proto_load_module_req req = {.sha256 = (char *)(sha ? sha : hex),
+                                 .name = (char *)name};
+    proto_bytes head;
+    cr_assert(proto_load_module_req_pack(&req, &head) == 0);
     rpc_call call;
-    int rc = rth_call(ch, &call, RT_METHOD_LOAD_MODULE, &req.base,
-                      send_bytes ? bytes : NULL, send_bytes ? len : 0);
+    int rc = rth_call_head(ch, &call, PROTO_METHOD_LOAD_MODULE, &head,
+                           send_bytes ? bytes : NULL, send_bytes ? len : 0);
     free(bytes);
     copy_err(&call, err, errlen);
     if (reply)
         *reply = NULL;
     if (rc == 0 && reply) {
-        int urc = rpc_msg_unpack(&call.reply, &ferry__load_module_reply__descriptor,
-                                 (ProtobufCMessage **)reply);
+        int urc =
+            proto_load_module_reply_unpack(call.reply.head, call.reply.head_len, reply);
         cr_assert(urc == 0, "reply is not a LoadModuleReply");
     }
     rpc_call_fini(&call);
@@ -226,13 +241,13 @@ void rth_load_faulty(char sha[RT_SHA256_HEX])
 int rth_invoke(rpc_channel *ch, const char *sha, const char *fn, const char *arg,
                char **out, char *err, size_t errlen)
 {
-    Ferry__CallRequest req = FERRY__CALL_REQUEST__INIT;
-    req.sha256 = (char *)sha;
-    req.function = (char *)fn;
-    req.rank = 2;
-    req.world_size = 4;
+    proto_call_req req = {
+        .sha256 = (char *)sha, .function = (char *)fn, .rank = 2, .world_size = 4};
+    proto_bytes head;
+    cr_assert(proto_call_req_pack(&req, &head) == 0);
     rpc_call call;
-    int rc = rth_call(ch, &call, RT_METHOD_CALL, &req.base, arg, arg ? strlen(arg) : 0);
+    int rc =
+        rth_call_head(ch, &call, PROTO_METHOD_CALL, &head, arg, arg ? strlen(arg) : 0);
     copy_err(&call, err, errlen);
     if (out) {
         *out = NULL;
@@ -243,51 +258,52 @@ int rth_invoke(rpc_channel *ch, const char *sha, const char *fn, const char *arg
         }
     }
     if (rc == 0) {
-        ProtobufCMessage *m = NULL;
-        cr_assert(rpc_msg_unpack(&call.reply, &ferry__call_reply__descriptor, &m) == 0,
+        proto_call_reply *m = NULL;
+        cr_assert(proto_call_reply_unpack(call.reply.head, call.reply.head_len, &m) == 0,
                   "reply is not a CallReply");
-        cr_assert(((Ferry__CallReply *)m)->elapsed_s >= 0);
-        protobuf_c_message_free_unpacked(m, NULL);
+        cr_assert(m->elapsed_s >= 0);
+        proto_free(m);
     }
     rpc_call_fini(&call);
     return rc;
 }
 
-Ferry__StatsReply *rth_stats(rpc_channel *ch)
+proto_stats_reply *rth_stats(rpc_channel *ch)
 {
-    Ferry__StatsRequest req = FERRY__STATS_REQUEST__INIT;
+    proto_bytes head = {0}; /* StatsRequest is empty */
     rpc_call call;
-    int rc = rth_call(ch, &call, RT_METHOD_STATS, &req.base, NULL, 0);
+    int rc = rth_call_head(ch, &call, PROTO_METHOD_STATS, &head, NULL, 0);
     cr_assert(rc == 0, "Stats: %s: %s", ferry_err_name(rc), call.errmsg);
-    ProtobufCMessage *m = NULL;
-    cr_assert(rpc_msg_unpack(&call.reply, &ferry__stats_reply__descriptor, &m) == 0);
+    proto_stats_reply *m = NULL;
+    cr_assert(proto_stats_reply_unpack(call.reply.head, call.reply.head_len, &m) == 0);
     rpc_call_fini(&call);
-    return (Ferry__StatsReply *)m;
+    return m;
 }
 
-int rth_ping(rpc_channel *ch, Ferry__PingReply **reply)
+int rth_ping(rpc_channel *ch, proto_ping_reply **reply)
 {
-    Ferry__PingRequest req = FERRY__PING_REQUEST__INIT;
-    req.nonce = 77;
+    proto_ping_req req = {.nonce = 77};
+    proto_bytes head;
+    cr_assert(proto_ping_req_pack(&req, &head) == 0);
     rpc_call call;
-    int rc = rth_call(ch, &call, RT_METHOD_PING, &req.base, NULL, 0);
+    int rc = rth_call_head(ch, &call, PROTO_METHOD_PING, &head, NULL, 0);
     if (reply)
         *reply = NULL;
     if (rc == 0 && reply)
-        cr_assert(rpc_msg_unpack(&call.reply, &ferry__ping_reply__descriptor,
-                                 (ProtobufCMessage **)reply) == 0);
+        cr_assert(proto_ping_reply_unpack(call.reply.head, call.reply.head_len, reply) ==
+                  0);
     rpc_call_fini(&call);
     return rc;
 }
 
-bool rth_stats_until(bool (*pred)(const Ferry__StatsReply *s, const void *arg),
+bool rth_stats_until(bool (*pred)(const proto_stats_reply *s, const void *arg),
                      const void *arg)
 {
     double end = (double)uv_hrtime() / 1e6 + RTH_POLL_LIMIT_MS;
     for (;;) {
-        Ferry__StatsReply *s = rth_stats(R.ch);
+        proto_stats_reply *s = rth_stats(R.ch);
         bool ok = pred(s, arg);
-        protobuf_c_message_free_unpacked(&s->base, NULL);
+        proto_free(s);
         if (ok)
             return true;
         if ((double)uv_hrtime() / 1e6 > end)

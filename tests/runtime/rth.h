@@ -14,7 +14,7 @@
 
 #include <criterion/criterion.h>
 
-#include "ferry.pb-c.h"
+#include "proto/proto.h"
 #include "rpc/rpc.h"
 #include "runtime/runtime.h"
 
@@ -83,12 +83,16 @@ char *rth_read_file(const char *path, size_t *len);
 int rth_call(rpc_channel *ch, rpc_call *call, const char *method,
              const ProtobufCMessage *head, const void *payload, size_t len);
 
+/* rth_call with a head packed by proto (freed here, whatever happens). */
+int rth_call_head(rpc_channel *ch, rpc_call *call, const char *method, proto_bytes *head,
+                  const void *payload, size_t len);
+
 /* LoadModule of the file `name` from the modules folder. sha: NULL computes
  * it; send_bytes false sends none. On success *reply (may be NULL) gets the
- * unpacked reply to free with protobuf_c_message_free_unpacked. The error
+ * unpacked reply to free with proto_free(). The error
  * text, if any, is copied into err. */
 int rth_load(rpc_channel *ch, const char *name, const char *sha, bool send_bytes,
-             Ferry__LoadModuleReply **reply, char *err, size_t errlen);
+             proto_load_module_reply **reply, char *err, size_t errlen);
 
 /* Loads faulty.so with the token and returns its digest. */
 void rth_load_faulty(char sha[RT_SHA256_HEX]);
@@ -99,15 +103,15 @@ void rth_load_faulty(char sha[RT_SHA256_HEX]);
 int rth_invoke(rpc_channel *ch, const char *sha, const char *fn, const char *arg,
                char **out, char *err, size_t errlen);
 
-/* Stats over `ch`; asserts it succeeds. Free with protobuf_c_message_free_unpacked. */
-Ferry__StatsReply *rth_stats(rpc_channel *ch);
+/* Stats over `ch`; asserts it succeeds. Free with proto_free(). */
+proto_stats_reply *rth_stats(rpc_channel *ch);
 
 /* Ping over `ch`; returns the result; *reply as above. */
-int rth_ping(rpc_channel *ch, Ferry__PingReply **reply);
+int rth_ping(rpc_channel *ch, proto_ping_reply **reply);
 
 /* Polls Stats until pred holds or RTH_POLL_LIMIT_MS pass; returns whether it
  * held. */
-bool rth_stats_until(bool (*pred)(const Ferry__StatsReply *s, const void *arg),
+bool rth_stats_until(bool (*pred)(const proto_stats_reply *s, const void *arg),
                      const void *arg);
 
 /* Redirects this process's stderr into a file until rth_capture_end(),

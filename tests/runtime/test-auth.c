@@ -2,6 +2,8 @@
  * is refused without it or with a wrong one, and the refusal is logged. */
 #include "rth.h"
 
+#include "ferry.pb-c.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,7 +12,7 @@ TestSuite(rt_auth, .init = rth_setup, .fini = rth_teardown, .timeout = 60);
 
 RTH_TEST(rt_auth, ping_needs_no_token)
 {
-    Ferry__PingReply *p = NULL;
+    proto_ping_reply *p = NULL;
     int rc = rth_ping(R.ch_none, &p);
     cr_assert(rc == 0, "Ping without a token: %s", ferry_err_name(rc));
     cr_assert(p->pid == getpid());
@@ -18,7 +20,7 @@ RTH_TEST(rt_auth, ping_needs_no_token)
     cr_assert_str_eq(p->last_crash, "");
     cr_assert(p->crash_id == 0);
     cr_assert(p->restarts == 0);
-    protobuf_c_message_free_unpacked(&p->base, NULL);
+    proto_free(p);
     cr_assert(rth_ping(R.ch_wrong, NULL) == 0, "Ping with a wrong token must work too");
 }
 
@@ -46,10 +48,10 @@ static void all_refused(rpc_channel *ch, const char *why)
         const void *payload;
         size_t len;
     } cases[] = {
-        {RT_METHOD_LOAD_MODULE, &load.base, bytes, len},
-        {RT_METHOD_CALL, &call.base, "hi", 2},
-        {RT_METHOD_STATS, &stats.base, NULL, 0},
-        {RT_METHOD_SHUTDOWN, &shut.base, NULL, 0},
+        {PROTO_METHOD_LOAD_MODULE, &load.base, bytes, len},
+        {PROTO_METHOD_CALL, &call.base, "hi", 2},
+        {PROTO_METHOD_STATS, &stats.base, NULL, 0},
+        {PROTO_METHOD_SHUTDOWN, &shut.base, NULL, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rpc_call c;
@@ -64,11 +66,11 @@ static void all_refused(rpc_channel *ch, const char *why)
     free(bytes);
 
     /* Nothing happened: no module, no call, and the worker still serves. */
-    Ferry__StatsReply *s = rth_stats(R.ch);
+    proto_stats_reply *s = rth_stats(R.ch);
     cr_assert(s->modules_loaded == 0, "a refused LoadModule loaded %u modules",
               s->modules_loaded);
     cr_assert(s->calls_served == 0, "a refused Call was served");
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_free(s);
     char err[512];
     cr_assert(rth_invoke(R.ch, sha, "echo", "x", NULL, err, sizeof err) == FERRY_ENOENT,
               "%s", err);
@@ -81,7 +83,7 @@ static void all_refused(rpc_channel *ch, const char *why)
     for (unsigned i = 0; i < svc->n_methods; i++) {
         char method[128];
         snprintf(method, sizeof method, "/%s/%s", svc->name, svc->methods[i].name);
-        if (strcmp(method, RT_METHOD_PING) == 0)
+        if (strcmp(method, PROTO_METHOD_PING) == 0)
             continue;
         rpc_msg_out out = {0};
         rpc_call c;
@@ -118,7 +120,7 @@ RTH_TEST(rt_auth, a_prefix_of_the_token_is_refused)
     cr_assert(rpc_channel_create(R.client, R.target, &o, &ch) == 0);
     Ferry__StatsRequest stats = FERRY__STATS_REQUEST__INIT;
     rpc_call c;
-    int rc = rth_call(ch, &c, RT_METHOD_STATS, &stats.base, NULL, 0);
+    int rc = rth_call(ch, &c, PROTO_METHOD_STATS, &stats.base, NULL, 0);
     cr_assert(rc == FERRY_EUNAUTH, "%s", ferry_err_name(rc));
     rpc_call_fini(&c);
     rpc_channel_destroy(ch);
@@ -129,11 +131,11 @@ RTH_TEST(rt_auth, a_refusal_is_logged_with_peer_and_method)
     rth_capture_start();
     Ferry__StatsRequest stats = FERRY__STATS_REQUEST__INIT;
     rpc_call c;
-    int rc = rth_call(R.ch_wrong, &c, RT_METHOD_STATS, &stats.base, NULL, 0);
+    int rc = rth_call(R.ch_wrong, &c, PROTO_METHOD_STATS, &stats.base, NULL, 0);
     char *log = rth_capture_end();
     cr_assert(rc == FERRY_EUNAUTH);
     rpc_call_fini(&c);
-    cr_assert(strstr(log, "refused " RT_METHOD_STATS " from "), "log: %s", log);
+    cr_assert(strstr(log, "refused " PROTO_METHOD_STATS " from "), "log: %s", log);
     cr_assert(strstr(log, "127.0.0.1"), "the peer is not named: %s", log);
     cr_assert(strstr(log, "wrong cluster token"), "log: %s", log);
     cr_assert(!strstr(log, RTH_TOKEN), "the log shows the token");

@@ -2,6 +2,8 @@
  * function sees, concurrency with Ping, cancellation and the counters. */
 #include "rth.h"
 
+#include "ferry.pb-c.h"
+
 #include <string.h>
 
 TestSuite(rt_call, .init = rth_setup, .fini = rth_teardown, .timeout = 60);
@@ -34,7 +36,7 @@ RTH_TEST(rt_call, a_large_binary_argument_comes_back_intact)
     req.sha256 = sha;
     req.function = "echo";
     rpc_call c;
-    int rc = rth_call(R.ch, &c, RT_METHOD_CALL, &req.base, buf, len);
+    int rc = rth_call(R.ch, &c, PROTO_METHOD_CALL, &req.base, buf, len);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), c.errmsg);
     cr_assert(c.reply.payload_len == len, "%zu bytes back", c.reply.payload_len);
     cr_assert(memcmp(c.reply.payload, buf, len) == 0, "bytes differ");
@@ -103,7 +105,7 @@ RTH_TEST(rt_call, a_function_logs_a_line_naming_itself)
     free(log);
 }
 
-static bool in_flight_is(const Ferry__StatsReply *s, const void *arg)
+static bool in_flight_is(const proto_stats_reply *s, const void *arg)
 {
     return s->in_flight == *(const unsigned *)arg;
 }
@@ -121,15 +123,15 @@ RTH_TEST(rt_call, ping_answers_while_four_long_calls_run)
     rpc_msg_out out = {.head = &req.base, .payload = arg, .payload_len = strlen(arg)};
     for (int i = 0; i < N; i++) {
         memset(&calls[i], 0, sizeof calls[i]);
-        cr_assert(rpc_call_start(R.ch, &calls[i], RT_METHOD_CALL, &out,
+        cr_assert(rpc_call_start(R.ch, &calls[i], PROTO_METHOD_CALL, &out,
                                  RTH_CALL_TIMEOUT * 10, NULL) == 0);
     }
     unsigned four = N, zero = 0;
     cr_assert(rth_stats_until(in_flight_is, &four), "the sleeps never all ran");
 
-    Ferry__PingReply *p = NULL;
+    proto_ping_reply *p = NULL;
     cr_assert(rth_ping(R.ch, &p) == 0, "Ping did not answer while calls ran");
-    protobuf_c_message_free_unpacked(&p->base, NULL);
+    proto_free(p);
     for (int i = 0; i < N; i++)
         cr_assert(!calls[i].done, "sleep %d ended early: %s", i, calls[i].errmsg);
     char err[1024], *echoed = NULL;
@@ -147,11 +149,11 @@ RTH_TEST(rt_call, ping_answers_while_four_long_calls_run)
     /* The functions saw the cancellation and returned: nothing is left
      * running on the worker. */
     cr_assert(rth_stats_until(in_flight_is, &zero), "the cancelled sleeps kept running");
-    Ferry__StatsReply *s = rth_stats(R.ch);
+    proto_stats_reply *s = rth_stats(R.ch);
     cr_assert(s->calls_failed == N, "%llu failed", (unsigned long long)s->calls_failed);
     cr_assert(s->calls_served == N + 1, "%llu served",
               (unsigned long long)s->calls_served);
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_free(s);
 }
 
 RTH_TEST(rt_call, a_deadline_cancels_a_long_call_on_the_worker)
@@ -163,7 +165,7 @@ RTH_TEST(rt_call, a_deadline_cancels_a_long_call_on_the_worker)
     req.function = "sleep";
     rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
     rpc_call c = {0};
-    cr_assert(rpc_call_start(R.ch, &c, RT_METHOD_CALL, &out, 200, NULL) == 0);
+    cr_assert(rpc_call_start(R.ch, &c, PROTO_METHOD_CALL, &out, 200, NULL) == 0);
     int rc = rpc_call_wait(&c);
     cr_assert(rc == FERRY_ETIMEDOUT, "%s", ferry_err_name(rc));
     rpc_call_fini(&c);
@@ -174,12 +176,12 @@ RTH_TEST(rt_call, a_deadline_cancels_a_long_call_on_the_worker)
 RTH_TEST(rt_call, stats_count_calls_served_failed_and_modules)
 {
     char sha[RT_SHA256_HEX], err[1024];
-    Ferry__StatsReply *s = rth_stats(R.ch);
+    proto_stats_reply *s = rth_stats(R.ch);
     cr_assert(s->calls_served == 0 && s->calls_failed == 0 && s->in_flight == 0);
     cr_assert(s->modules_loaded == 0);
     cr_assert(s->uptime_s >= 0);
     cr_assert_str_eq(s->last_crash, "");
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_free(s);
 
     rth_load_faulty(sha);
     for (int i = 0; i < 3; i++)
@@ -198,5 +200,5 @@ RTH_TEST(rt_call, stats_count_calls_served_failed_and_modules)
     cr_assert(s->calls_failed == 3, "%llu failed", (unsigned long long)s->calls_failed);
     cr_assert(s->in_flight == 0, "%u in flight", s->in_flight);
     cr_assert(s->modules_loaded == 1, "%u modules", s->modules_loaded);
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_free(s);
 }

@@ -12,6 +12,8 @@
  * The first runs `ferry worker` (rt_worker_main) in a forked child, so that
  * its memory can be read in /proc/PID/status. */
 #include "rth.h"
+
+#include "ferry.pb-c.h"
 #include "tcommon.h"
 
 #include <arpa/inet.h>
@@ -228,9 +230,9 @@ static void stop_worker_process(void)
               "the worker ended with status %d", status);
 }
 
-static const char *const guarded[] = {RT_METHOD_LOAD_MODULE, RT_METHOD_CALL,
-                                      RT_METHOD_STATS, RT_METHOD_SHUTDOWN,
-                                      RT_METHOD_REDUCE_CHUNK};
+static const char *const guarded[] = {PROTO_METHOD_LOAD_MODULE, PROTO_METHOD_CALL,
+                                      PROTO_METHOD_STATS, PROTO_METHOD_SHUTDOWN,
+                                      PROTO_METHOD_REDUCE_CHUNK};
 #define N_GUARDED (sizeof guarded / sizeof guarded[0])
 
 Test(rt_hardening, a_tokenless_lz4_bomb_is_refused_without_allocating)
@@ -258,7 +260,7 @@ Test(rt_hardening, a_tokenless_lz4_bomb_is_refused_without_allocating)
     double ping_ms;
     char err[512];
     int rc =
-        send_raw(R.ch_none, RT_METHOD_PING, bomb, bomb_len, &ping_ms, err, sizeof err);
+        send_raw(R.ch_none, PROTO_METHOD_PING, bomb, bomb_len, &ping_ms, err, sizeof err);
     cr_assert(rc == FERRY_EMSGSIZE, "Ping with the bomb: %s (%s)", ferry_err_name(rc),
               err);
     cr_assert(rth_ping(R.ch_none, NULL) == 0, "the worker no longer answers Ping");
@@ -367,16 +369,17 @@ RTH_TEST(rt_hardening_inproc, tokenless_garbage_is_unauthenticated)
                 cr_assert(rc == FERRY_EUNAUTH, "%s, %s token: %s: %s (%s)", guarded[i],
                           c ? "wrong" : "no", junk[j].what, ferry_err_name(rc), err);
             }
-    Ferry__StatsReply *s = rth_stats(R.ch);
+    proto_stats_reply *s = rth_stats(R.ch);
     cr_assert(s->calls_served == 0 && s->modules_loaded == 0);
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_free(s);
 }
 
 RTH_TEST(rt_hardening_inproc, a_malformed_request_with_the_token_is_invalid_argument)
 {
     /* Shutdown last of all would stop the worker if it were taken. */
-    const char *methods[] = {RT_METHOD_LOAD_MODULE,  RT_METHOD_CALL,     RT_METHOD_STATS,
-                             RT_METHOD_REDUCE_CHUNK, RT_METHOD_SHUTDOWN, RT_METHOD_PING};
+    const char *methods[] = {PROTO_METHOD_LOAD_MODULE, PROTO_METHOD_CALL,
+                             PROTO_METHOD_STATS,       PROTO_METHOD_REDUCE_CHUNK,
+                             PROTO_METHOD_SHUTDOWN,    PROTO_METHOD_PING};
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         for (size_t j = 0; j < sizeof junk / sizeof junk[0]; j++) {
             char err[512];
@@ -388,8 +391,8 @@ RTH_TEST(rt_hardening_inproc, a_malformed_request_with_the_token_is_invalid_argu
         }
     /* None of them was taken for a Shutdown. */
     cr_assert(rth_ping(R.ch, NULL) == 0);
-    Ferry__StatsReply *s = rth_stats(R.ch);
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_stats_reply *s = rth_stats(R.ch);
+    proto_free(s);
 }
 
 /* ---- the log ------------------------------------------------------------------ */
@@ -411,8 +414,8 @@ static unsigned long long refusals_logged(const char *log)
         unsigned long long k;
         if (sscanf(p, "refused %llu more calls", &k) == 1)
             logged += k;
-        else if (strncmp(p, "refused " RT_METHOD_STATS " from ",
-                         strlen("refused " RT_METHOD_STATS " from ")) == 0)
+        else if (strncmp(p, "refused " PROTO_METHOD_STATS " from ",
+                         strlen("refused " PROTO_METHOD_STATS " from ")) == 0)
             logged += 1;
     }
     return logged;
@@ -436,7 +439,7 @@ Test(rt_hardening, ten_thousand_refusals_make_a_few_log_lines)
         for (size_t i = 0; i < k; i++) {
             memset(&calls[i], 0, sizeof calls[i]);
             ptrs[i] = &calls[i];
-            cr_assert(rpc_call_start(R.ch_none, &calls[i], RT_METHOD_STATS, &out,
+            cr_assert(rpc_call_start(R.ch_none, &calls[i], PROTO_METHOD_STATS, &out,
                                      RTH_CALL_TIMEOUT, NULL) == 0);
         }
         rpc_call_wait_all(ptrs, k);
@@ -502,14 +505,14 @@ RTH_TEST(rt_hardening_inproc, a_hostile_module_name_is_escaped_in_the_log_and_er
     req.name = name;
     rth_capture_start();
     rpc_call call;
-    int rc = rth_call(R.ch, &call, RT_METHOD_LOAD_MODULE, &req.base, bytes, len);
+    int rc = rth_call(R.ch, &call, PROTO_METHOD_LOAD_MODULE, &req.base, bytes, len);
     rpc_call_fini(&call);
     /* Bytes that do not hash to the digest: the error names the module. */
     char bad_sha[RT_SHA256_HEX];
     memcpy(bad_sha, sha, sizeof bad_sha);
     bad_sha[0] = bad_sha[0] == '0' ? '1' : '0';
     req.sha256 = bad_sha;
-    int bad_rc = rth_call(R.ch, &call, RT_METHOD_LOAD_MODULE, &req.base, bytes, len);
+    int bad_rc = rth_call(R.ch, &call, PROTO_METHOD_LOAD_MODULE, &req.base, bytes, len);
     char *errmsg = strdup(call.errmsg ? call.errmsg : "");
     rpc_call_fini(&call);
     /* A function name from the wire, quoted in the error. */

@@ -3,6 +3,8 @@
  * on serving. */
 #include "rth.h"
 
+#include "ferry.pb-c.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
@@ -40,15 +42,15 @@ static void cache_listing(char *buf, size_t len)
 
 static uint32_t modules_loaded(void)
 {
-    Ferry__StatsReply *s = rth_stats(R.ch);
+    proto_stats_reply *s = rth_stats(R.ch);
     uint32_t n = s->modules_loaded;
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_free(s);
     return n;
 }
 
 RTH_TEST(rt_load, loading_the_same_bytes_twice_is_a_no_op)
 {
-    Ferry__LoadModuleReply *r = NULL;
+    proto_load_module_reply *r = NULL;
     char err[1024];
     int rc = rth_load(R.ch, "faulty.so", NULL, true, &r, err, sizeof err);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
@@ -57,19 +59,19 @@ RTH_TEST(rt_load, loading_the_same_bytes_twice_is_a_no_op)
     cr_assert(r->n_functions == 8, "%zu functions", r->n_functions);
     cr_assert_str_eq(r->functions[0], "fail");
     cr_assert_str_eq(r->functions[3], "echo");
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    proto_free(r);
 
     rc = rth_load(R.ch, "faulty.so", NULL, true, &r, err, sizeof err);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
     cr_assert(r->cached, "second load of the same bytes was not cached");
     cr_assert_str_eq(r->task_name, "faulty");
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    proto_free(r);
 
     /* Known bytes need not travel again. */
     rc = rth_load(R.ch, "faulty.so", NULL, false, &r, err, sizeof err);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
     cr_assert(r->cached);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    proto_free(r);
 
     cr_assert(modules_loaded() == 1);
     char sha[RT_SHA256_HEX], list[1024], want[100];
@@ -176,11 +178,11 @@ RTH_TEST(rt_load, the_cache_survives_a_restart_of_the_worker)
     rt_worker_opts o = {.rank = 2};
     rth_start_worker(&o);
     cr_assert(modules_loaded() == 0);
-    Ferry__LoadModuleReply *r = NULL;
+    proto_load_module_reply *r = NULL;
     int rc = rth_load(R.ch, "faulty.so", NULL, false, &r, err, sizeof err);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), err);
     cr_assert(r->cached, "bytes from the earlier run were not reported as cached");
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    proto_free(r);
     char *out = NULL;
     rc = rth_invoke(R.ch, sha, "echo", "again", &out, err, sizeof err);
     cr_assert(rc == 0, "%s", err);
@@ -226,18 +228,18 @@ RTH_TEST(rt_load, concurrent_loads_of_one_module_load_it_once)
     for (int i = 0; i < N; i++) {
         memset(&calls[i], 0, sizeof calls[i]);
         ptrs[i] = &calls[i];
-        cr_assert(rpc_call_start(R.ch, &calls[i], RT_METHOD_LOAD_MODULE, &out,
+        cr_assert(rpc_call_start(R.ch, &calls[i], PROTO_METHOD_LOAD_MODULE, &out,
                                  RTH_CALL_TIMEOUT, NULL) == 0);
     }
     int rc = rpc_call_wait_all(ptrs, N);
     cr_assert(rc == 0, "%s", ferry_err_name(rc));
     int fresh = 0;
     for (int i = 0; i < N; i++) {
-        Ferry__LoadModuleReply *r = NULL;
-        cr_assert(rpc_msg_unpack(&calls[i].reply, &ferry__load_module_reply__descriptor,
-                                 (ProtobufCMessage **)&r) == 0);
+        proto_load_module_reply *r = NULL;
+        cr_assert(proto_load_module_reply_unpack(calls[i].reply.head,
+                                                 calls[i].reply.head_len, &r) == 0);
         fresh += !r->cached;
-        protobuf_c_message_free_unpacked(&r->base, NULL);
+        proto_free(r);
         rpc_call_fini(&calls[i]);
     }
     free(bytes);

@@ -3,6 +3,8 @@
  * a crash that the next worker on the same state reports. */
 #include "rth.h"
 
+#include "ferry.pb-c.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -226,18 +228,18 @@ Test(rt_main, a_worker_serves_until_shutdown_and_exits_0)
     int port;
     pid_t pid = start_daemon(&paths, &port, "5", "2");
     rth_connect(port);
-    Ferry__PingReply *p = NULL;
+    proto_ping_reply *p = NULL;
     int rc = rth_ping(R.ch, &p);
     cr_assert(rc == 0, "%s", ferry_err_name(rc));
     cr_assert(p->pid == pid, "pid %d, expected %d", p->pid, pid);
     cr_assert(p->rank == 5);
     cr_assert(p->restarts == 2);
-    protobuf_c_message_free_unpacked(&p->base, NULL);
+    proto_free(p);
 
     Ferry__ShutdownRequest req = FERRY__SHUTDOWN_REQUEST__INIT;
     req.grace_ms = 1000;
     rpc_call c;
-    rc = rth_call(R.ch, &c, RT_METHOD_SHUTDOWN, &req.base, NULL, 0);
+    rc = rth_call(R.ch, &c, PROTO_METHOD_SHUTDOWN, &req.base, NULL, 0);
     cr_assert(rc == 0, "%s: %s", ferry_err_name(rc), c.errmsg);
     rpc_call_fini(&c);
     int status = rth_reap(pid);
@@ -340,13 +342,13 @@ Test(rt_main, a_crash_in_a_call_is_reported_by_the_next_worker)
     rth_disconnect();
     rt_worker_opts o = {.rank = 1, .restarts = 1, .state_dir = state_dir};
     rth_start_worker(&o);
-    Ferry__PingReply *p = NULL;
+    proto_ping_reply *p = NULL;
     cr_assert(rth_ping(R.ch, &p) == 0);
     cr_assert_str_eq(p->last_crash,
                      "module faulty.so function segv: signal 11 (SIGSEGV)");
     cr_assert(p->crash_id != 0);
     cr_assert(p->restarts == 1);
-    protobuf_c_message_free_unpacked(&p->base, NULL);
+    proto_free(p);
     /* Its cache still holds the module. */
     char err2[512];
     cr_assert(rth_load(R.ch, "faulty.so", NULL, false, NULL, err2, sizeof err2) == 0,

@@ -2,6 +2,8 @@
  * rt_worker_wait; a Shutdown's grace cancels what still runs. */
 #include "rth.h"
 
+#include "ferry.pb-c.h"
+
 #include <pthread.h>
 #include <string.h>
 
@@ -12,7 +14,7 @@ RTH_TEST(rt_worker, shutdown_makes_wait_return)
     Ferry__ShutdownRequest req = FERRY__SHUTDOWN_REQUEST__INIT;
     req.grace_ms = 1000;
     rpc_call c;
-    int rc = rth_call(R.ch, &c, RT_METHOD_SHUTDOWN, &req.base, NULL, 0);
+    int rc = rth_call(R.ch, &c, PROTO_METHOD_SHUTDOWN, &req.base, NULL, 0);
     cr_assert(rc == 0, "Shutdown: %s: %s", ferry_err_name(rc), c.errmsg);
     rpc_call_fini(&c);
     rt_worker_wait(R.worker); /* a hang here fails the test by its timeout */
@@ -36,7 +38,7 @@ RTH_TEST(rt_worker, stop_from_another_thread_makes_wait_return)
     cr_assert(rth_ping(R.ch, NULL) == 0);
 }
 
-static bool one_in_flight(const Ferry__StatsReply *s, const void *arg)
+static bool one_in_flight(const proto_stats_reply *s, const void *arg)
 {
     (void)arg;
     return s->in_flight == 1;
@@ -51,13 +53,13 @@ RTH_TEST(rt_worker, the_shutdown_grace_cancels_a_call_that_runs_on)
     req.function = "sleep";
     rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
     rpc_call sleeper = {0};
-    cr_assert(rpc_call_start(R.ch, &sleeper, RT_METHOD_CALL, &out, 0, NULL) == 0);
+    cr_assert(rpc_call_start(R.ch, &sleeper, PROTO_METHOD_CALL, &out, 0, NULL) == 0);
     cr_assert(rth_stats_until(one_in_flight, NULL), "the sleep never ran");
 
     Ferry__ShutdownRequest sreq = FERRY__SHUTDOWN_REQUEST__INIT;
     sreq.grace_ms = 50;
     rpc_call c;
-    cr_assert(rth_call(R.ch, &c, RT_METHOD_SHUTDOWN, &sreq.base, NULL, 0) == 0);
+    cr_assert(rth_call(R.ch, &c, PROTO_METHOD_SHUTDOWN, &sreq.base, NULL, 0) == 0);
     rpc_call_fini(&c);
     rt_worker_wait(R.worker);
     /* The Shutdown's 50 ms win over the hour given here: the sleep is
@@ -83,17 +85,17 @@ RTH_TEST(rt_worker, ping_reports_rank_restarts_and_the_last_crash)
 
     rt_worker_opts o = {.rank = 7, .restarts = 3};
     rth_start_worker(&o);
-    Ferry__PingReply *p = NULL;
+    proto_ping_reply *p = NULL;
     cr_assert(rth_ping(R.ch_none, &p) == 0);
     cr_assert(p->rank == 7);
     cr_assert(p->restarts == 3);
     cr_assert_str_eq(p->last_crash, "module boom.so function bang: signal 11 (SIGSEGV)");
     cr_assert(p->crash_id == 1700000000123456789ull);
-    protobuf_c_message_free_unpacked(&p->base, NULL);
-    Ferry__StatsReply *s = rth_stats(R.ch);
+    proto_free(p);
+    proto_stats_reply *s = rth_stats(R.ch);
     cr_assert(s->restarts == 3);
     cr_assert_str_eq(s->last_crash, "module boom.so function bang: signal 11 (SIGSEGV)");
-    protobuf_c_message_free_unpacked(&s->base, NULL);
+    proto_free(s);
 }
 
 RTH_TEST(rt_worker, a_taken_port_is_reported_as_in_use)
@@ -109,7 +111,7 @@ RTH_TEST(rt_worker, a_taken_port_is_reported_as_in_use)
     cr_assert(w == NULL);
 }
 
-static bool two_in_flight(const Ferry__StatsReply *s, const void *arg)
+static bool two_in_flight(const proto_stats_reply *s, const void *arg)
 {
     (void)arg;
     return s->in_flight == 2;
@@ -133,7 +135,8 @@ RTH_TEST(rt_worker, stats_and_shutdown_answer_while_calls_hold_every_executor_th
     rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
     rpc_call sleepers[2] = {0};
     for (int i = 0; i < 2; i++)
-        cr_assert(rpc_call_start(R.ch, &sleepers[i], RT_METHOD_CALL, &out, 0, NULL) == 0);
+        cr_assert(rpc_call_start(R.ch, &sleepers[i], PROTO_METHOD_CALL, &out, 0, NULL) ==
+                  0);
     /* Queued behind the sleeps, each Stats would run out its deadline and
      * fail the test inside rth_stats. */
     cr_assert(rth_stats_until(two_in_flight, NULL), "the sleeps never both ran");
@@ -141,7 +144,7 @@ RTH_TEST(rt_worker, stats_and_shutdown_answer_while_calls_hold_every_executor_th
     Ferry__ShutdownRequest sreq = FERRY__SHUTDOWN_REQUEST__INIT;
     sreq.grace_ms = 50;
     rpc_call c;
-    int rc = rth_call(R.ch, &c, RT_METHOD_SHUTDOWN, &sreq.base, NULL, 0);
+    int rc = rth_call(R.ch, &c, PROTO_METHOD_SHUTDOWN, &sreq.base, NULL, 0);
     cr_assert(rc == 0, "Shutdown: %s: %s", ferry_err_name(rc), c.errmsg);
     rpc_call_fini(&c);
     rt_worker_wait(R.worker);
