@@ -1,21 +1,9 @@
 /* The cluster description in memory: defaults, workers, copies, release. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config_int.h"
-
-int conf_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 void conf_defaults(conf_cluster *c)
 {
@@ -80,17 +68,17 @@ int conf_add_worker(conf_cluster *c, const char *address, char *err, size_t errl
     if (rc)
         return rc;
     if (c->n_workers >= CONF_MAX_WORKERS)
-        return conf_errf(FERRY_EINVAL, err, errlen,
+        return base_errf(err, errlen, FERRY_EINVAL,
                          "more than %d workers: a cluster has at most %d",
                          CONF_MAX_WORKERS, CONF_MAX_WORKERS);
     conf_worker *ws = realloc(c->workers, (c->n_workers + 1) * sizeof *ws);
     if (!ws)
-        return conf_errf(FERRY_ENOMEM, err, errlen, "out of memory");
+        return base_errf(err, errlen, FERRY_ENOMEM, "out of memory");
     c->workers = ws;
     memset(&ws[c->n_workers], 0, sizeof *ws);
     rc = worker_set(&ws[c->n_workers], address, host, port);
     if (rc)
-        return conf_errf(rc, err, errlen, "out of memory");
+        return base_errf(err, errlen, rc, "out of memory");
     c->n_workers++;
     return 0;
 }
