@@ -83,24 +83,14 @@ int conf_add_worker(conf_cluster *c, const char *address, char *err, size_t errl
     return 0;
 }
 
-static int dup_or_null(char **dst, const char *src)
-{
-    *dst = NULL;
-    if (!src)
-        return 0;
-    *dst = strdup(src);
-    return *dst ? 0 : FERRY_ENOMEM;
-}
-
 int conf_copy(conf_cluster *dst, const conf_cluster *src)
 {
     *dst = *src;
-    dst->listen = NULL;
-    dst->token_file = NULL;
+    dst->listen = base_strdup(src->listen);
+    dst->token_file = base_strdup(src->token_file);
     dst->workers = NULL;
     dst->n_workers = 0;
-    if (dup_or_null(&dst->listen, src->listen) ||
-        dup_or_null(&dst->token_file, src->token_file))
+    if ((src->listen && !dst->listen) || (src->token_file && !dst->token_file))
         goto fail;
     if (src->n_workers) {
         dst->workers = calloc(src->n_workers, sizeof *dst->workers);
