@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <netinet/in.h>
 #include <stdlib.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -74,41 +73,41 @@ int conf_parse_address(const char *address, char *host, size_t hostlen, int *por
     const char *h, *colon;
     size_t n;
     if (!address)
-        return conf_errf(FERRY_EINVAL, why, whylen, "expected host:port, got nothing");
+        return base_errf(why, whylen, FERRY_EINVAL, "expected host:port, got nothing");
     if (address[0] == '[') {
         const char *close = strchr(address, ']');
         if (!close || close[1] != ':')
-            return conf_errf(FERRY_EINVAL, why, whylen,
+            return base_errf(why, whylen, FERRY_EINVAL,
                              "expected [IPv6 address]:port, got '%s'", address);
         h = address + 1;
         n = (size_t)(close - h);
         colon = close + 1;
         if (!valid_v6(h, n))
-            return conf_errf(FERRY_EINVAL, why, whylen,
+            return base_errf(why, whylen, FERRY_EINVAL,
                              "expected an IPv6 address inside [], got '%s'", address);
     } else {
         colon = strrchr(address, ':');
         if (!colon)
-            return conf_errf(FERRY_EINVAL, why, whylen, "expected host:port, got '%s'",
+            return base_errf(why, whylen, FERRY_EINVAL, "expected host:port, got '%s'",
                              address);
         h = address;
         n = (size_t)(colon - h);
         if (memchr(h, ':', n))
-            return conf_errf(FERRY_EINVAL, why, whylen,
+            return base_errf(why, whylen, FERRY_EINVAL,
                              "expected host:port with an IPv6 host in brackets "
                              "([::1]:7100), got '%s'",
                              address);
         if (!valid_name(h, n))
-            return conf_errf(FERRY_EINVAL, why, whylen,
+            return base_errf(why, whylen, FERRY_EINVAL,
                              "expected host:port with a host name or address, got '%s'",
                              address);
     }
     if (parse_port(colon + 1, min_port, port))
-        return conf_errf(FERRY_EINVAL, why, whylen,
+        return base_errf(why, whylen, FERRY_EINVAL,
                          "expected host:port with a port from %d to 65535, got '%s'",
                          min_port, address);
     if (n >= hostlen)
-        return conf_errf(FERRY_EINVAL, why, whylen, "host name too long in '%s'",
+        return base_errf(why, whylen, FERRY_EINVAL, "host name too long in '%s'",
                          address);
     memcpy(host, h, n);
     host[n] = '\0';
@@ -118,17 +117,6 @@ int conf_parse_address(const char *address, char *host, size_t hostlen, int *por
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port)
 {
     return conf_parse_address(address, host, hostlen, port, 0, NULL, 0);
-}
-
-bool conf_parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || (*end && strcmp(end, "\n") != 0) || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
 }
 
 char *conf_format_address(char *buf, size_t len, const char *host, int port)

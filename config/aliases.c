@@ -96,7 +96,7 @@ int conf_check_aliases(const conf_cluster *c, const char *path, char *err, size_
                     snprintf(was, sizeof was, "of line %d", old->line);
                 else
                     snprintf(was, sizeof was, "(worker %zu)", list[b].worker);
-                rc = conf_errf(FERRY_EINVAL, err, errlen,
+                rc = base_errf(err, errlen, FERRY_EINVAL,
                                "%s: worker '%s' is worker '%s' %s: both reach %s port %d",
                                at, new->address, old->address, was, list[a].addr,
                                list[a].port);

@@ -1,21 +1,9 @@
 /* The cluster description in memory: defaults, workers, copies, release. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config_int.h"
-
-int conf_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 void conf_defaults(conf_cluster *c)
 {
@@ -80,39 +68,29 @@ int conf_add_worker(conf_cluster *c, const char *address, char *err, size_t errl
     if (rc)
         return rc;
     if (c->n_workers >= CONF_MAX_WORKERS)
-        return conf_errf(FERRY_EINVAL, err, errlen,
+        return base_errf(err, errlen, FERRY_EINVAL,
                          "more than %d workers: a cluster has at most %d",
                          CONF_MAX_WORKERS, CONF_MAX_WORKERS);
     conf_worker *ws = realloc(c->workers, (c->n_workers + 1) * sizeof *ws);
     if (!ws)
-        return conf_errf(FERRY_ENOMEM, err, errlen, "out of memory");
+        return base_errf(err, errlen, FERRY_ENOMEM, "out of memory");
     c->workers = ws;
     memset(&ws[c->n_workers], 0, sizeof *ws);
     rc = worker_set(&ws[c->n_workers], address, host, port);
     if (rc)
-        return conf_errf(rc, err, errlen, "out of memory");
+        return base_errf(err, errlen, rc, "out of memory");
     c->n_workers++;
     return 0;
-}
-
-static int dup_or_null(char **dst, const char *src)
-{
-    *dst = NULL;
-    if (!src)
-        return 0;
-    *dst = strdup(src);
-    return *dst ? 0 : FERRY_ENOMEM;
 }
 
 int conf_copy(conf_cluster *dst, const conf_cluster *src)
 {
     *dst = *src;
-    dst->listen = NULL;
-    dst->token_file = NULL;
+    dst->listen = base_strdup(src->listen);
+    dst->token_file = base_strdup(src->token_file);
     dst->workers = NULL;
     dst->n_workers = 0;
-    if (dup_or_null(&dst->listen, src->listen) ||
-        dup_or_null(&dst->token_file, src->token_file))
+    if ((src->listen && !dst->listen) || (src->token_file && !dst->token_file))
         goto fail;
     if (src->n_workers) {
         dst->workers = calloc(src->n_workers, sizeof *dst->workers);

@@ -45,6 +45,8 @@
 
 #include <ferry/error.h>
 
+#include "base/base.h"
+
 /* One worker of the cluster file. */
 typedef struct conf_worker {
     char *address; /* "host:port" as written ("[::1]:7100" for IPv6) */
@@ -138,9 +140,12 @@ void conf_fini(conf_cluster *c);
  * the host does not fit in hostlen). */
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port);
 
-/* Parses all of `s` (a trailing newline allowed) as a decimal number in
- * lo..hi. Returns whether it is one; *out is set only then. */
-bool conf_parse_long(const char *s, long lo, long hi, long *out);
+/* base_parse_long() (base/base.h) under the name its callers outside
+ * config/ still use. */
+static inline bool conf_parse_long(const char *s, long lo, long hi, long *out)
+{
+    return base_parse_long(s, lo, hi, out);
+}
 
 /* The inverse: "host:port", or "[host]:port" for an IPv6 host, into buf.
  * Returns buf. */
@@ -198,12 +203,13 @@ int conf_mkdirs(const char *dir, unsigned mode);
 int conf_lock_take(const char *home);
 bool conf_lock_held(const char *home);
 
-/* Replaces `path` with `len` bytes of `data`, mode 0600, through a temp file
- * in the same directory renamed over it: a reader sees the old file or the
- * new one, never a part. With `durable`, file and directory are synced
- * first, so the new contents survive a crash once this returns. Returns 0
- * or -errno. Thread-safe. */
-int conf_write_atomic(const char *path, const void *data, size_t len, bool durable);
+/* base_write_atomic() (base/base.h) under the name its callers outside
+ * config/ still use. */
+static inline int conf_write_atomic(const char *path, const void *data, size_t len,
+                                    bool durable)
+{
+    return base_write_atomic(path, data, len, durable);
+}
 
 /* ---- the cluster token ---------------------------------------------------- */
 

@@ -7,10 +7,6 @@
 /* The longest host name or address conf_parse_address() accepts (RFC 1035). */
 #define CONF_HOST_MAX 253
 
-/* Writes "fmt..." into err when err is not NULL; returns `rc`. */
-int conf_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* True for a host name ("gpu-host-2", "localhost"), an IPv4 address or a
  * bare IPv6 address ("::1", "fe80::1%eth0"). */
 bool conf_valid_host(const char *host);

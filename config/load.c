@@ -352,23 +352,23 @@ int conf_load(conf_cluster *c, const char *path, char *err, size_t errlen)
 {
     parse *p = calloc(1, sizeof *p);
     if (!p)
-        return conf_errf(FERRY_ENOMEM, err, errlen, "%s: out of memory", path);
+        return base_errf(err, errlen, FERRY_ENOMEM, "%s: out of memory", path);
     p->path = path;
     int rc = 0;
     p->f = fopen(path, "re");
     if (!p->f) {
         int e = errno;
-        rc = conf_errf(e == ENOENT ? FERRY_ENOENT : -e, err, errlen, "%s: %s", path,
+        rc = base_errf(err, errlen, e == ENOENT ? FERRY_ENOENT : -e, "%s: %s", path,
                        strerror(e));
         goto out;
     }
     if (conf_copy(&p->next, c)) {
-        rc = conf_errf(FERRY_ENOMEM, err, errlen, "%s: out of memory", path);
+        rc = base_errf(err, errlen, FERRY_ENOMEM, "%s: out of memory", path);
         goto out;
     }
     int line = ini_parse_stream(reader, p, handler, p);
     if (!p->err_line && ferror(p->f)) {
-        rc = conf_errf(FERRY_EIO, err, errlen, "%s:%d: read error", path, p->line);
+        rc = base_errf(err, errlen, FERRY_EIO, "%s:%d: read error", path, p->line);
         goto out;
     }
     if (!p->err_line && line > 0) {
@@ -377,7 +377,7 @@ int conf_load(conf_cluster *c, const char *path, char *err, size_t errlen)
         snprintf(p->err, sizeof p->err, "cannot parse this line");
     }
     if (p->err_line) {
-        rc = conf_errf(FERRY_EINVAL, err, errlen, "%s:%d: %s", path, p->err_line, p->err);
+        rc = base_errf(err, errlen, FERRY_EINVAL, "%s:%d: %s", path, p->err_line, p->err);
         goto out;
     }
     conf_fini(c);

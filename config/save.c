@@ -1,79 +1,12 @@
 /* Writing a cluster file: every field, atomically, readable by conf_load(). */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <ini.h>
 
 #include "config_int.h"
-
-static int write_all(int fd, const char *p, size_t len)
-{
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int sync_dir_of(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return FERRY_ENOMEM;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(copy);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    return rc;
-}
-
-int conf_write_atomic(const char *path, const void *data, size_t len, bool durable)
-{
-    size_t n = strlen(path);
-    char *tmp = malloc(n + sizeof ".tmp.XXXXXX");
-    if (!tmp)
-        return FERRY_ENOMEM;
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    /* mkstemp creates the file 0600 and O_EXCL: a secret is never visible
-     * with looser permissions, not even for a moment. */
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    int rc;
-    if (fd < 0) {
-        rc = -errno;
-        free(tmp);
-        return rc;
-    }
-    rc = write_all(fd, data, len);
-    if (!rc && fchmod(fd, 0600) != 0)
-        rc = -errno;
-    if (!rc && durable && fsync(fd) != 0)
-        rc = -errno;
-    if (close(fd) != 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-    else if (durable)
-        rc = sync_dir_of(path);
-    free(tmp);
-    return rc;
-}
 
 /* inih trims values and cuts them at " ;" (an inline comment) or a line
  * end, and reads at most INI_MAX_LINE - 1 characters a line: a value that
@@ -162,7 +95,7 @@ int conf_save(const conf_cluster *c, const char *path)
     int rc = format(c, &text, &len);
     if (rc)
         return rc;
-    rc = conf_write_atomic(path, text, len, true);
+    rc = base_write_atomic(path, text, len, true);
     free(text);
     return rc;
 }

@@ -29,7 +29,7 @@ int conf_token_create(const char *path)
         snprintf(text + 2 * i, 3, "%02x", raw[i]);
     text[CONF_TOKEN_LEN] = '\n';
     text[CONF_TOKEN_LEN + 1] = '\0';
-    int rc = conf_write_atomic(path, text, CONF_TOKEN_LEN + 1, true);
+    int rc = base_write_atomic(path, text, CONF_TOKEN_LEN + 1, true);
     memset(raw, 0, sizeof raw);
     memset(text, 0, sizeof text);
     return rc;
@@ -47,27 +47,27 @@ int conf_token_read(const char *path, char *buf, size_t len, char *err, size_t e
     char text[CONF_TOKEN_LEN + 8];
     struct stat st;
     if (len < CONF_TOKEN_LEN + 1)
-        return conf_errf(FERRY_ERANGE, err, errlen, "token buffer too small");
+        return base_errf(err, errlen, FERRY_ERANGE, "token buffer too small");
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        return conf_errf(-e, err, errlen, "cannot open token file %s: %s", path,
+        return base_errf(err, errlen, -e, "cannot open token file %s: %s", path,
                          strerror(e));
     }
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return conf_errf(-e, err, errlen, "cannot stat token file %s: %s", path,
+        return base_errf(err, errlen, -e, "cannot stat token file %s: %s", path,
                          strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return conf_errf(FERRY_EINVAL, err, errlen, "token file %s is not a regular file",
+        return base_errf(err, errlen, FERRY_EINVAL, "token file %s is not a regular file",
                          path);
     }
     if (st.st_mode & 077) {
         close(fd);
-        return conf_errf(FERRY_EACCES, err, errlen,
+        return base_errf(err, errlen, FERRY_EACCES,
                          "token file %s is %s by others (mode %04o): run chmod 600 %s",
                          path, st.st_mode & 044 ? "readable" : "accessible",
                          (unsigned)(st.st_mode & 07777), path);
@@ -80,7 +80,7 @@ int conf_token_read(const char *path, char *buf, size_t len, char *err, size_t e
         if (r < 0) {
             int e = errno;
             close(fd);
-            return conf_errf(-e, err, errlen, "cannot read token file %s: %s", path,
+            return base_errf(err, errlen, -e, "cannot read token file %s: %s", path,
                              strerror(e));
         }
         n += (size_t)r;
@@ -92,13 +92,13 @@ int conf_token_read(const char *path, char *buf, size_t len, char *err, size_t e
                      text[n - 1] == '\t'))
         n--;
     if (n == 0)
-        return conf_errf(FERRY_EINVAL, err, errlen, "token file %s is empty", path);
+        return base_errf(err, errlen, FERRY_EINVAL, "token file %s is empty", path);
     bool ok = n == CONF_TOKEN_LEN;
     for (size_t i = 0; ok && i < n; i++)
         ok = is_hex(text[i]);
     if (!ok) {
         memset(text, 0, sizeof text);
-        return conf_errf(FERRY_EINVAL, err, errlen,
+        return base_errf(err, errlen, FERRY_EINVAL,
                          "token file %s holds no token (expected %d hex characters)",
                          path, CONF_TOKEN_LEN);
     }

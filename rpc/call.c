@@ -12,8 +12,8 @@ static void call_set_error(rpc_call *call, int err, const char *what, const char
 {
     call->result = err;
     call->errmsg =
-        rpc_asprintf("peer %s method %s: %s%s%s", rpc_channel_target(call->ch),
-                     call->op->method, what, detail ? ": " : "", detail ? detail : "");
+        base_asprintf("peer %s method %s: %s%s%s", rpc_channel_target(call->ch),
+                      call->op->method, what, detail ? ": " : "", detail ? detail : "");
 }
 
 static void op_finish(rpc_op *op)

@@ -21,8 +21,8 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
     ch->client = c;
     ch->max_payload = max_payload;
     ch->refs = 1;
-    ch->target = rpc_strdup(target);
-    ch->token = opts && opts->token ? rpc_strdup(opts->token) : NULL;
+    ch->target = base_strdup(target);
+    ch->token = opts && opts->token ? base_strdup(opts->token) : NULL;
     if (!ch->target || (opts && opts->token && !ch->token))
         goto fail;
 
@@ -109,7 +109,7 @@ rpc_method_reg *rpc_channel_method(rpc_channel *ch, const char *method)
         if (strcmp(m->name, method) == 0)
             return m;
     rpc_method_reg *m = calloc(1, sizeof *m);
-    if (!m || !(m->name = rpc_strdup(method))) {
+    if (!m || !(m->name = base_strdup(method))) {
         free(m);
         return NULL;
     }

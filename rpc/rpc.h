@@ -30,6 +30,8 @@
 
 #include <ferry/error.h>
 
+#include "base/base.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -460,12 +462,12 @@ const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *le
 
 /* ---- text from the wire ----------------------------------------------- */
 
-/* Writes `src` (srclen bytes, NULs included) into dst[dstlen] as one line of
- * printable ASCII: a backslash as "\\", any other byte outside 0x20..0x7e
- * as "\xNN". What does not fit is cut and marked "...(N bytes)". Always
- * NUL-terminates (dstlen >= 32). Returns dst. For names that come from the
- * network before they reach a log or a status. */
-char *rpc_escape(char *dst, size_t dstlen, const char *src, size_t srclen);
+/* base_escape() (base/base.h) under the name its callers outside rpc/
+ * still use. */
+static inline char *rpc_escape(char *dst, size_t dstlen, const char *src, size_t srclen)
+{
+    return base_escape(dst, dstlen, src, srclen);
+}
 
 /* ---- errors ----------------------------------------------------------- */
 

@@ -271,6 +271,91 @@ static void server_free(rpc_server *s)
     grpc_shutdown();
 }
 
+/* gRPC's server with ferry's arguments: the payload limit, and what a
+ * listening worker must refuse or close. */
+static grpc_server *grpc_server_for(size_t max_payload, bool token)
+{
+    grpc_arg args[] = {
+        {0},
+        {0}, /* the size limits, filled below */
+        /* With SO_REUSEPORT a second worker would share a busy port silently. */
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
+        /* With a token, no bandwidth-delay probing of what clients send: it
+         * raises the window every new stream opens with to megabytes, which
+         * a tokenless client fills before its call is refused (measured: 4
+         * MB read, 0.7 ms of CPU and tens of MB of heap per refused call,
+         * against 64 KB and 0.08 ms without). A request that is read gets
+         * its whole length as its window anyway: 1-64 MiB Calls through a
+         * worker measured the same either way. */
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_HTTP2_BDP_PROBE,
+         .value.integer = token ? 0 : 1},
+        /* Connections cost a file descriptor each: one that never speaks
+         * HTTP/2, or opens no call for a while, is closed (a master's
+         * channel reconnects on its next call), and one connection carries
+         * at most so many calls at once. */
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+         .value.integer = RPC_HANDSHAKE_TIMEOUT_MS},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+         .value.integer = RPC_MAX_CONNECTION_IDLE_MS},
+        {.type = GRPC_ARG_INTEGER,
+         .key = GRPC_ARG_MAX_CONCURRENT_STREAMS,
+         .value.integer = RPC_MAX_CONCURRENT_STREAMS},
+    };
+    rpc_grpc_size_args(args, max_payload);
+    grpc_channel_args srv_args = {.num_args = sizeof args / sizeof args[0], .args = args};
+    return grpc_server_create(&srv_args, NULL);
+}
+
+/* Registers each method with gRPC. Returns 0, or FERRY_EINVAL for a
+ * duplicate name. */
+static int register_methods(rpc_server *s, const rpc_method *methods)
+{
+    for (size_t i = 0; i < s->n_methods; i++) {
+        s->methods[i].m = methods[i];
+        /* A method that needs the token gets its message only once the
+         * token was seen (rpc_srv_call_post). */
+        s->methods[i].handle =
+            grpc_server_register_method(s->gs, methods[i].name, NULL,
+                                        rpc_srv_needs_token(s, &s->methods[i])
+                                            ? GRPC_SRM_PAYLOAD_NONE
+                                            : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+                                        0);
+        if (!s->methods[i].handle) /* a duplicate name */
+            return FERRY_EINVAL;
+    }
+    return 0;
+}
+
+/* The handler threads (twice the CPUs by default, at least 4) and the lane
+ * thread. On failure, n_pool counts the threads to join. */
+static int start_threads(rpc_server *s, int handler_threads)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    s->n_pool = handler_threads > 0 ? handler_threads : (int)(ncpu > 2 ? 2 * ncpu : 4);
+    s->pool = calloc((size_t)s->n_pool, sizeof *s->pool);
+    s->slots = calloc((size_t)s->n_pool, sizeof *s->slots);
+    s->n_slots = s->slots ? s->n_pool : 0;
+    if (!s->pool || !s->slots) {
+        s->n_pool = 0; /* no thread to join */
+        return FERRY_ENOMEM;
+    }
+    for (int i = 0; i < s->n_pool; i++) {
+        int rc = uv_thread_create(&s->pool[i], pool_thread, s);
+        if (rc) {
+            s->n_pool = i;
+            return rc;
+        }
+    }
+    int rc = uv_thread_create(&s->lane, lane_thread, s);
+    if (rc)
+        return rc;
+    s->lane_started = true;
+    return 0;
+}
+
 int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
                       size_t n_methods, rpc_server **out)
 {
@@ -313,38 +398,7 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     if (!s->methods)
         goto fail;
 
-    grpc_arg args[] = {
-        {0},
-        {0}, /* the size limits, filled below */
-        /* With SO_REUSEPORT a second worker would share a busy port silently. */
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
-        /* With a token, no bandwidth-delay probing of what clients send: it
-         * raises the window every new stream opens with to megabytes, which
-         * a tokenless client fills before its call is refused (measured: 4
-         * MB read, 0.7 ms of CPU and tens of MB of heap per refused call,
-         * against 64 KB and 0.08 ms without). A request that is read gets
-         * its whole length as its window anyway: 1-64 MiB Calls through a
-         * worker measured the same either way. */
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_HTTP2_BDP_PROBE,
-         .value.integer = opts->token ? 0 : 1},
-        /* Connections cost a file descriptor each: one that never speaks
-         * HTTP/2, or opens no call for a while, is closed (a master's
-         * channel reconnects on its next call), and one connection carries
-         * at most so many calls at once. */
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-         .value.integer = RPC_HANDSHAKE_TIMEOUT_MS},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-         .value.integer = RPC_MAX_CONNECTION_IDLE_MS},
-        {.type = GRPC_ARG_INTEGER,
-         .key = GRPC_ARG_MAX_CONCURRENT_STREAMS,
-         .value.integer = RPC_MAX_CONCURRENT_STREAMS},
-    };
-    rpc_grpc_size_args(args, max_payload);
-    grpc_channel_args srv_args = {.num_args = sizeof args / sizeof args[0], .args = args};
-    s->gs = grpc_server_create(&srv_args, NULL);
+    s->gs = grpc_server_for(max_payload, opts->token != NULL);
     if (!s->gs)
         goto fail;
     /* The queue's thread exists before the server starts, so that a
@@ -359,20 +413,8 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     s->cq = s->poller->cq;
     grpc_server_register_completion_queue(s->gs, s->cq, NULL);
 
-    rc = FERRY_EINVAL;
-    for (size_t i = 0; i < n_methods; i++) {
-        s->methods[i].m = methods[i];
-        /* A method that needs the token gets its message only once the
-         * token was seen (rpc_srv_call_post). */
-        s->methods[i].handle =
-            grpc_server_register_method(s->gs, methods[i].name, NULL,
-                                        rpc_srv_needs_token(s, &s->methods[i])
-                                            ? GRPC_SRM_PAYLOAD_NONE
-                                            : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
-                                        0);
-        if (!s->methods[i].handle) /* a duplicate name */
-            goto fail;
-    }
+    if ((rc = register_methods(s, methods)))
+        goto fail;
 
     grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
     s->port = grpc_server_add_http2_port(s->gs, opts->listen, creds);
@@ -384,27 +426,8 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     grpc_server_start(s->gs);
     s->started = true;
 
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    s->n_pool = opts->handler_threads > 0 ? opts->handler_threads
-                                          : (int)(ncpu > 2 ? 2 * ncpu : 4);
-    s->pool = calloc((size_t)s->n_pool, sizeof *s->pool);
-    s->slots = calloc((size_t)s->n_pool, sizeof *s->slots);
-    s->n_slots = s->slots ? s->n_pool : 0;
-    if (!s->pool || !s->slots) {
-        s->n_pool = 0; /* no thread to join */
-        rc = FERRY_ENOMEM;
+    if ((rc = start_threads(s, opts->handler_threads)))
         goto fail;
-    }
-    for (int i = 0; i < s->n_pool; i++) {
-        rc = uv_thread_create(&s->pool[i], pool_thread, s);
-        if (rc) {
-            s->n_pool = i;
-            goto fail;
-        }
-    }
-    if ((rc = uv_thread_create(&s->lane, lane_thread, s)))
-        goto fail;
-    s->lane_started = true;
 
     /* No call is served before a request is posted for it, and a handler
      * may read what *out points to (a worker's Stats and Shutdown read its

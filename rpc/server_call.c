@@ -231,8 +231,8 @@ static void request_done(rpc_tag *tag, bool ok)
     if (!sc->method) {
         char safe[160];
         grpc_slice m = sc->details.method;
-        rpc_escape(safe, sizeof safe, (const char *)GRPC_SLICE_START_PTR(m),
-                   GRPC_SLICE_LENGTH(m));
+        base_escape(safe, sizeof safe, (const char *)GRPC_SLICE_START_PTR(m),
+                    GRPC_SLICE_LENGTH(m));
         fail_now(sc, FERRY_ENOTSUP, "method %s is not served here", safe);
         return;
     }

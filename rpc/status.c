@@ -1,10 +1,6 @@
 /* gRPC status codes <-> ferry error codes, and small helpers the other rpc
  * files share. */
 #include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "rpc_int.h"
 
@@ -148,20 +144,4 @@ void rpc_grpc_size_args(grpc_arg args[2], size_t max_payload)
     args[1] = (grpc_arg){.type = GRPC_ARG_INTEGER,
                          .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
                          .value.integer = limit};
-}
-
-char *rpc_strdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
-char *rpc_asprintf(const char *fmt, ...)
-{
-    va_list ap;
-    char *s = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
 }

@@ -11,7 +11,8 @@
  *              batches gathered there; where a set goes (the budget)
  *   stage.c    the device side of a set too large for that: pinned
  *              buffers, copies on a second queue
- *   dataset.c  a set by name; freeing one
+ *   dataset.c  a set by name
+ *   memory.c   the aligned blocks a set's arrays live in; freeing a set
  *   rng.c      the seeded generator the shuffles and the linear set draw
  *              from (data_int.h)
  *

@@ -1,6 +1,6 @@
 /* runtime/data — what its files share: a seeded random generator (the
  * shuffles and the synthetic set draw from it, so a seed means the same
- * numbers on every machine and every rank) and the error text helper. */
+ * numbers on every machine and every rank) and the arrays' allocator. */
 #ifndef FERRY_RUNTIME_DATA_INT_H
 #define FERRY_RUNTIME_DATA_INT_H
 
@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
 #include "runtime/data/data.h"
 
 /* xoshiro256** seeded through splitmix64, with Box-Muller normals. Small,
@@ -28,11 +29,6 @@ uint64_t rt_rng_below(rt_rng *r, uint64_t bound);
 double rt_rng_uniform(rt_rng *r);
 /* Standard normal N(0, 1). */
 double rt_rng_normal(rt_rng *r);
-
-/* Writes the printf-style message into err[errlen] (either may be NULL/0)
- * and returns `code`, so an error path is one line. */
-int rt_data_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* 64-byte aligned memory for n bytes (a whole number of cache lines,
  * at least one; 2 MiB-aligned transparent huge pages from 2 MiB up),

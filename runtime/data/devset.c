@@ -122,14 +122,13 @@ static int device_budget(ferry_device_t *dev, size_t *budget, char *err, size_t 
     size_t free_b = 0, total_b = 0;
     int rc = rt_device_ext(dev)->mem_info(dev, &free_b, &total_b);
     if (rc)
-        return rt_data_fail(err, errlen, rc, "%s: cannot read its free memory: %s",
-                            dev->name, ferry_strerror(rc));
+        return base_errf(err, errlen, rc, "%s: cannot read its free memory: %s",
+                         dev->name, ferry_strerror(rc));
     const char *limit = getenv(RT_DEVSET_LIMIT_ENV);
     if (rt_devset_budget(free_b, limit, budget))
-        return rt_data_fail(
-            err, errlen, FERRY_EINVAL,
-            "%s=%s: not a number of bytes (digits, then k, M or G at most)",
-            RT_DEVSET_LIMIT_ENV, limit);
+        return base_errf(err, errlen, FERRY_EINVAL,
+                         "%s=%s: not a number of bytes (digits, then k, M or G at most)",
+                         RT_DEVSET_LIMIT_ENV, limit);
     return 0;
 }
 
@@ -139,15 +138,15 @@ int rt_data_place_for(ferry_device_t *dev, const rt_dataset *ds, bool host_batch
     size_t need = rt_devset_bytes(ds), budget = 0;
     if (dev->kind == FERRY_DEVICE_CPU || host_batches) {
         *out = rt_data_place_choose(dev->kind, host_batches, need, 0);
-        rt_data_fail(why, whylen, 0, "%s", host_batches ? "host batches asked for" : "");
+        base_errf(why, whylen, 0, "%s", host_batches ? "host batches asked for" : "");
         return 0;
     }
     int rc = device_budget(dev, &budget, why, whylen);
     if (rc)
         return rc;
     *out = rt_data_place_choose(dev->kind, host_batches, need, budget);
-    rt_data_fail(why, whylen, 0, "%.1f MB, %s %.1f MB (%s)", need / 1e6,
-                 need <= budget ? "within" : "more than", budget / 1e6, budget_source());
+    base_errf(why, whylen, 0, "%.1f MB, %s %.1f MB (%s)", need / 1e6,
+              need <= budget ? "within" : "more than", budget / 1e6, budget_source());
     return 0;
 }
 
@@ -177,16 +176,15 @@ int rt_devset_create(ferry_device_t *dev, const rt_dataset *ds, rt_devset **out,
 {
     *out = NULL;
     if (!dev || !ds || ds->n == 0 || ds->n > UINT32_MAX || (!ds->labels && !ds->targets))
-        return rt_data_fail(err, errlen, FERRY_EINVAL, "no set to copy to the device");
+        return base_errf(err, errlen, FERRY_EINVAL, "no set to copy to the device");
     size_t need = rt_devset_bytes(ds), budget = 0;
     int rc = device_budget(dev, &budget, err, errlen);
     if (rc)
         return rc;
     if (need > budget)
-        return rt_data_fail(
-            err, errlen, FERRY_ENOSPC,
-            "%s: the set takes %.1f MB, more than the %.1f MB it may (%s)", dev->name,
-            need / 1e6, budget / 1e6, budget_source());
+        return base_errf(err, errlen, FERRY_ENOSPC,
+                         "%s: the set takes %.1f MB, more than the %.1f MB it may (%s)",
+                         dev->name, need / 1e6, budget / 1e6, budget_source());
     rt_devset *s = calloc(1, sizeof *s);
     if (!s)
         return FERRY_ENOMEM;
@@ -208,8 +206,8 @@ int rt_devset_create(ferry_device_t *dev, const rt_dataset *ds, rt_devset **out,
         rc = dev->ops->sync(dev);
     if (rc) {
         rt_devset_destroy(s);
-        return rt_data_fail(err, errlen, rc, "%s: copying %.1f MB of samples: %s",
-                            dev->name, need / 1e6, ferry_strerror(rc));
+        return base_errf(err, errlen, rc, "%s: copying %.1f MB of samples: %s", dev->name,
+                         need / 1e6, ferry_strerror(rc));
     }
     *out = s;
     return 0;

@@ -47,22 +47,22 @@ static int load_split(const char *dir, bool train, const rt_data_cancel *cancel,
     if (rc != 0)
         return missing(err, errlen, rc);
     if (img->ndims != 3 || img->dims[1] != FMNIST_SIDE || img->dims[2] != FMNIST_SIDE)
-        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s: expected images of %dx%d pixels (3 IDX dimensions)",
-                            ipath, FMNIST_SIDE, FMNIST_SIDE);
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: expected images of %dx%d pixels (3 IDX dimensions)", ipath,
+                         FMNIST_SIDE, FMNIST_SIDE);
     if (lab->ndims != 1)
-        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s: expected labels (1 IDX dimension), found %d dimensions",
-                            lpath, lab->ndims);
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: expected labels (1 IDX dimension), found %d dimensions",
+                         lpath, lab->ndims);
     if (img->dims[0] != lab->dims[0])
-        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s holds %u images but %s holds %u labels", ipath,
-                            img->dims[0], lpath, lab->dims[0]);
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s holds %u images but %s holds %u labels", ipath, img->dims[0],
+                         lpath, lab->dims[0]);
     for (size_t i = 0; i < lab->len; i++)
         if (lab->data[i] >= FMNIST_CLASSES)
-            return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                                "%s: label %u of sample %zu is not a class 0..%d", lpath,
-                                lab->data[i], i, FMNIST_CLASSES - 1);
+            return base_errf(err, errlen, FERRY_ECORRUPT,
+                             "%s: label %u of sample %zu is not a class 0..%d", lpath,
+                             lab->data[i], i, FMNIST_CLASSES - 1);
     return 0;
 }
 
@@ -75,19 +75,19 @@ int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *can
                           rt_dataset *out, char *err, size_t errlen)
 {
     if (!out)
-        return rt_data_fail(err, errlen, FERRY_EINVAL, "rt_fmnist_load: no output");
+        return base_errf(err, errlen, FERRY_EINVAL, "rt_fmnist_load: no output");
     memset(out, 0, sizeof *out);
     if (!dir)
         dir = RT_FMNIST_DIR;
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return rt_data_fail(err, errlen, FERRY_ENOENT,
-                            "%s: no such directory; " FMNIST_HINT, dir);
+        return base_errf(err, errlen, FERRY_ENOENT, "%s: no such directory; " FMNIST_HINT,
+                         dir);
 
     size_t plen = strlen(dir) + 64;
     char *paths = malloc(2 * plen);
     if (!paths)
-        return rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory", dir);
+        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", dir);
     rt_idx img = {0}, lab = {0};
     rt_dataset ds = {0};
     int rc = load_split(dir, train, cancel, &img, &lab, paths, paths + plen, plen, err,
@@ -103,8 +103,8 @@ int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *can
     ds.x = rt_data_alloc(img.len * sizeof(float));
     ds.labels = rt_data_alloc(ds.n * sizeof(int32_t));
     if (!ds.x || !ds.labels) {
-        rc = rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory for %zu samples",
-                          paths, ds.n);
+        rc = base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory for %zu samples", paths,
+                       ds.n);
         goto out;
     }
     /* 256 possible pixel values: a table makes the conversion one load each,

@@ -33,14 +33,14 @@ static int short_read(gzFile gz, const char *path, const char *what, size_t want
     if (zmsg[0] == '<' && colon)
         zmsg = colon + 2;
     if (zerr == Z_ERRNO)
-        return rt_data_fail(err, errlen, FERRY_EIO, "%s: reading it: %s", path,
-                            strerror(errno));
+        return base_errf(err, errlen, FERRY_EIO, "%s: reading it: %s", path,
+                         strerror(errno));
     if (zerr != Z_OK)
-        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s: damaged or truncated gzip stream (%s)", path, zmsg);
-    return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                        "%s: truncated: %zu bytes of %s expected, %zu found", path, want,
-                        what, got);
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: damaged or truncated gzip stream (%s)", path, zmsg);
+    return base_errf(err, errlen, FERRY_ECORRUPT,
+                     "%s: truncated: %zu bytes of %s expected, %zu found", path, want,
+                     what, got);
 }
 
 /* Pieces between two looks at a cancellation: a few ms of inflating. */
@@ -75,18 +75,18 @@ static int open_file(const char *path, int *fd_out, char *err, size_t errlen)
     if (fd < 0) {
         int e = errno;
         int code = e == ENOENT ? FERRY_ENOENT : e == EACCES ? FERRY_EACCES : FERRY_EIO;
-        return rt_data_fail(err, errlen, code, "%s: %s", path, strerror(e));
+        return base_errf(err, errlen, code, "%s: %s", path, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return rt_data_fail(err, errlen, FERRY_EIO, "%s: not a regular file", path);
+        return base_errf(err, errlen, FERRY_EIO, "%s: not a regular file", path);
     }
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
         int e = errno;
         close(fd);
-        return rt_data_fail(err, errlen, FERRY_EIO, "%s: %s", path, strerror(e));
+        return base_errf(err, errlen, FERRY_EIO, "%s: %s", path, strerror(e));
     }
     *fd_out = fd;
     return 0;
@@ -101,23 +101,23 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
         int zerr = Z_OK;
         gzerror(gz, &zerr);
         if (got == 0 && zerr == Z_OK)
-            return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                                "%s: empty file, not an IDX file", path);
+            return base_errf(err, errlen, FERRY_ECORRUPT,
+                             "%s: empty file, not an IDX file", path);
         return short_read(gz, path, "IDX magic", sizeof magic, got, err, errlen);
     }
     if (magic[0] != 0 || magic[1] != 0)
-        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s: not an IDX file (magic %02x %02x %02x %02x)", path,
-                            magic[0], magic[1], magic[2], magic[3]);
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: not an IDX file (magic %02x %02x %02x %02x)", path,
+                         magic[0], magic[1], magic[2], magic[3]);
     if (magic[2] != IDX_TYPE_UBYTE)
-        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s: IDX data type 0x%02x, only unsigned bytes (0x08) are "
-                            "read",
-                            path, magic[2]);
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: IDX data type 0x%02x, only unsigned bytes (0x08) are "
+                         "read",
+                         path, magic[2]);
     if (magic[3] < 1 || magic[3] > IDX_MAX_DIMS)
-        return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                            "%s: IDX with %u dimensions, 1 to %d are read", path,
-                            magic[3], IDX_MAX_DIMS);
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: IDX with %u dimensions, 1 to %d are read", path, magic[3],
+                         IDX_MAX_DIMS);
     out->ndims = magic[3];
 
     uint8_t raw[4 * IDX_MAX_DIMS];
@@ -131,8 +131,8 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
                      (uint32_t)b[3];
         out->dims[i] = d;
         if (d != 0 && len > (SIZE_MAX / 2) / d)
-            return rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                                "%s: IDX dimensions overflow the address space", path);
+            return base_errf(err, errlen, FERRY_ECORRUPT,
+                             "%s: IDX dimensions overflow the address space", path);
         len *= d;
     }
     out->len = len;
@@ -148,7 +148,7 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
                        char *err, size_t errlen)
 {
     if (!path || !out)
-        return rt_data_fail(err, errlen, FERRY_EINVAL, "rt_idx_read: no path or output");
+        return base_errf(err, errlen, FERRY_EINVAL, "rt_idx_read: no path or output");
     memset(out, 0, sizeof *out);
 
     int fd = -1, rc = open_file(path, &fd, err, errlen);
@@ -157,7 +157,7 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);
-        return rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
+        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
     }
     gzbuffer(gz, 256 * 1024);
 
@@ -167,15 +167,15 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
         goto out;
     idx.data = malloc(idx.len ? idx.len : 1);
     if (!idx.data) {
-        rc = rt_data_fail(err, errlen, FERRY_ENOMEM, "%s: no memory for %zu bytes", path,
-                          idx.len);
+        rc = base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory for %zu bytes", path,
+                       idx.len);
         goto out;
     }
     size_t got;
     int r = read_full(gz, idx.data, idx.len, cancel, &got);
     if (r > 0) {
-        rc = rt_data_fail(err, errlen, FERRY_ECANCELED, "%s: cancelled while reading it",
-                          path);
+        rc = base_errf(err, errlen, FERRY_ECANCELED, "%s: cancelled while reading it",
+                       path);
         goto out;
     }
     if (r != 0) {
@@ -187,8 +187,8 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
     uint8_t extra;
     int n = gzread(gz, &extra, 1);
     if (n > 0) {
-        rc = rt_data_fail(err, errlen, FERRY_ECORRUPT,
-                          "%s: more data than the IDX header's %zu bytes", path, idx.len);
+        rc = base_errf(err, errlen, FERRY_ECORRUPT,
+                       "%s: more data than the IDX header's %zu bytes", path, idx.len);
         goto out;
     }
     int zerr = Z_OK;

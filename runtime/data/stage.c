@@ -72,10 +72,10 @@ int rt_stager_create(ferry_device_t *dev, const rt_dataset *ds, int rows_max,
     *out = NULL;
     if (!dev || !ds || rows_max < 1 || ds->features < 1 ||
         (!ds->labels && ds->outputs < 1))
-        return rt_data_fail(err, errlen, FERRY_EINVAL, "staging: no batch shape");
+        return base_errf(err, errlen, FERRY_EINVAL, "staging: no batch shape");
     rt_stager *s = calloc(1, sizeof *s);
     if (!s)
-        return rt_data_fail(err, errlen, FERRY_ENOMEM, "staging: out of memory");
+        return base_errf(err, errlen, FERRY_ENOMEM, "staging: out of memory");
     s->dev = dev;
     s->ext = rt_device_ext(dev);
     s->async = has_queue(s->ext);
@@ -93,13 +93,13 @@ int rt_stager_create(ferry_device_t *dev, const rt_dataset *ds, int rows_max,
         else
             ln->labels = dev->ops->alloc(dev, rows * sizeof(int32_t));
         if (!ln->x || (!ln->targets && !ln->labels))
-            rc = rt_data_fail(err, errlen, FERRY_ENOMEM,
-                              "%s: cannot allocate staging buffers for %d samples",
-                              dev->name, rows_max);
+            rc = base_errf(err, errlen, FERRY_ENOMEM,
+                           "%s: cannot allocate staging buffers for %d samples",
+                           dev->name, rows_max);
         else if (s->async && ((rc = s->ext->mark_create(dev, &ln->copied)) ||
                               (rc = s->ext->mark_create(dev, &ln->consumed))))
-            rt_data_fail(err, errlen, rc, "%s: cannot create the staging marks: %s",
-                         dev->name, ferry_strerror(rc));
+            base_errf(err, errlen, rc, "%s: cannot create the staging marks: %s",
+                      dev->name, ferry_strerror(rc));
     }
     if (rc) {
         rt_stager_destroy(s);

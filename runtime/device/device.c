@@ -12,9 +12,10 @@
 
 #include <ferry/error.h>
 
+#include "base/base.h"
+
 #include "cuda_backend.h"
 #include "device.h"
-#include "config/config.h"
 
 /* Overrides where ferry-cuda.so is looked for (tests, relocated installs). */
 #define CUDA_BACKEND_ENV "FERRY_CUDA_BACKEND"
@@ -88,7 +89,7 @@ static int cuda_index(const char *want)
     if (strncmp(want, "cuda:", 5) != 0)
         return -1;
     long idx;
-    if (!conf_parse_long(want + 5, 0, 1024, &idx))
+    if (!base_parse_long(want + 5, 0, 1024, &idx))
         return -1;
     return (int)idx;
 }
@@ -96,10 +97,8 @@ static int cuda_index(const char *want)
 static int open_cuda(int index, ferry_device_t **out, char *err, size_t errlen)
 {
     pthread_once(&cuda.once, load_cuda);
-    if (!cuda.open) {
-        snprintf(err, errlen, "cuda:%d: %.400s", index, cuda.why);
-        return FERRY_ENODEV;
-    }
+    if (!cuda.open)
+        return base_errf(err, errlen, FERRY_ENODEV, "cuda:%d: %.400s", index, cuda.why);
     return cuda.open(index, out, err, errlen);
 }
 
@@ -131,9 +130,8 @@ int rt_device_open(const char *want, ferry_device_t **out, char *err, size_t err
     int idx = cuda_index(want);
     if (idx >= 0)
         return open_cuda(idx, out, err, errlen);
-    snprintf(err, errlen, "unknown device '%s' (expected cpu, cuda, cuda:N or auto)",
-             want);
-    return FERRY_EINVAL;
+    return base_errf(err, errlen, FERRY_EINVAL,
+                     "unknown device '%s' (expected cpu, cuda, cuda:N or auto)", want);
 }
 
 const rt_device_ext_t *rt_device_ext(const ferry_device_t *dev)

@@ -90,25 +90,6 @@ static int cpu_sync(ferry_device_t *dev)
     return 0;
 }
 
-float *cpu_scratch(ferry_device_t *dev, size_t n)
-{
-    cpu_impl *im = dev->impl;
-    if (n <= im->scratch_n)
-        return im->scratch;
-    if (n > SIZE_MAX / sizeof(float) / 2)
-        return NULL;
-    /* Grows by half again, so a run of slightly larger shapes does not
-     * reallocate every call. */
-    size_t want = n + n / 2;
-    float *p = aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64);
-    if (!p)
-        return NULL;
-    free(im->scratch);
-    im->scratch = p;
-    im->scratch_n = want;
-    return p;
-}
-
 static const ferry_device_ops_t cpu_ops = {
     .version = FERRY_DEVICE_ABI_VERSION,
     .size = sizeof(ferry_device_ops_t),

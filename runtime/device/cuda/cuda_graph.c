@@ -38,16 +38,6 @@ typedef struct cuda_graph {
     double div[CUDA_GRAPH_RESULTS];
 } cuda_graph_t;
 
-int cuda_capture_fail(cuda_dev_t *d, const char *what)
-{
-    if (d->cap_rc == 0) {
-        d->cap_rc = FERRY_EAGAIN;
-        snprintf(d->errtext, sizeof d->errtext, "%s: cannot be captured in a graph: %s",
-                 d->name, what);
-    }
-    return FERRY_EAGAIN;
-}
-
 int cuda_capture_loss(cuda_dev_t *d, float *loss, int *correct, double div)
 {
     if (correct)

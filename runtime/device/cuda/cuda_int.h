@@ -4,8 +4,9 @@
  * only against the CUDA libraries: it calls no ferry function, and every
  * symbol but ferry_cuda_open/ferry_cuda_close is hidden.
  *
- *   cuda_open.c     open/close, the handles, turning library statuses into
- *                   FERRY_E* codes (with the text kept on the device)
+ *   cuda_open.c     open/close, the handles
+ *   cuda_status.c   library statuses turned into FERRY_E* codes (with the
+ *                   text kept on the device); a capture's refusals
  *   cuda_mem.c      memory (tracked, so close frees what a model leaked),
  *                   copies, sync, the device-owned scratch buffers
  *   cuda_blas.c     gemm, scale, axpy, bias_grad on cuBLAS
@@ -139,7 +140,7 @@ static inline cuda_dev_t *cuda_dev(ferry_device_t *dev)
     return (cuda_dev_t *)dev;
 }
 
-/* ---- cuda_open.c: statuses -> FERRY_E*, with the text kept in errtext ---- */
+/* ---- cuda_status.c: statuses -> FERRY_E*, with the text kept in errtext -- */
 
 /* Each records "<name>: <what>: <library's text>" in d->errtext, writes it to
  * stderr (the worker's log: the ABI has no channel for it) and returns the
@@ -155,6 +156,9 @@ void cuda_defer(cuda_dev_t *d, int rc);
 /* Makes the device current on the calling thread: ops may be issued from
  * any thread, one at a time, and the handles belong to the device. */
 int cuda_enter(cuda_dev_t *d);
+/* Breaks the graph capture in progress (cuda_graph.c): keeps the first
+ * reason, returns FERRY_EAGAIN. */
+int cuda_capture_fail(cuda_dev_t *d, const char *what);
 
 /* Jump to `label` with rc set when a call fails (NCCL's CUDACHECKGOTO). */
 #define CUDA_RT_TRY(d, call, label)                                                      \
@@ -254,9 +258,6 @@ int cuda_capture_end(ferry_device_t *dev, bool keep, void **graph, char *err,
                      size_t errlen);
 int cuda_graph_run(ferry_device_t *dev, void *graph);
 void cuda_graph_destroy(ferry_device_t *dev, void *graph);
-/* Breaks the capture in progress: keeps the first reason, returns
- * FERRY_EAGAIN. */
-int cuda_capture_fail(cuda_dev_t *d, const char *what);
 /* A loss op's result during a capture: copied to a pinned slot by every run
  * of the graph and written to *loss as sum / div after it. 0, or
  * FERRY_EAGAIN (another pointer, a count of correct rows, no slot left). */

@@ -1,12 +1,12 @@
-/* Text from the wire, made safe for a log line or a status text: names a
- * client chose (a module's, a method's) may hold escape sequences, newlines
- * or 100 KB. */
+/* Strings: text from the wire made safe for a log line or a status text
+ * (names a client chose, a module's or a method's, may hold escape
+ * sequences, newlines or 100 KB), and a strdup that takes NULL. */
 #include <stdio.h>
 #include <string.h>
 
-#include "rpc_int.h"
+#include "base.h"
 
-char *rpc_escape(char *dst, size_t dstlen, const char *src, size_t srclen)
+char *base_escape(char *dst, size_t dstlen, const char *src, size_t srclen)
 {
     static const char hex[] = "0123456789abcdef";
     /* Room kept for the mark of a cut: "...(18446744073709551615 bytes)". */
@@ -33,4 +33,9 @@ char *rpc_escape(char *dst, size_t dstlen, const char *src, size_t srclen)
     else if (dstlen)
         dst[n] = '\0';
     return dst;
+}
+
+char *base_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
 }

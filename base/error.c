@@ -1,5 +1,5 @@
-/* ferry_strerror / ferry_err_name: the public error table. It lives in rpc/,
- * the bottom layer that every other folder links. */
+/* ferry_strerror / ferry_err_name: the public error table, and the
+ * library's version. */
 #include <errno.h>
 
 #include <ferry/error.h>
