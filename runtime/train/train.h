@@ -2,7 +2,6 @@
  *
  *   model_ctx.c  the ferry_model_ctx_t a model computes in: workspace and
  *                the seeded generator its init draws from
- *   optim.c      SGD (momentum, weight decay) and Adam over the flat buffer
  *   trainer.c    epochs: batches from the loader, loss_grad, optimizer step,
  *                evaluation on the test set; NaN loss stops it
  *   sync.c       sync mode: the gradient's all-reduce in buckets
@@ -23,17 +22,17 @@
 
 #include <ferry/task.h>
 
-#include "runtime/data/data.h"
-#include "runtime/data/data_int.h"
 #include "runtime/collective/collective.h"
-#include "runtime/ps/ps.h"
+#include "runtime/data/data.h"
 #include "runtime/device/device.h"
+#include "runtime/optim/optim.h"
+#include "runtime/ps/ps.h"
 
 /* ---- the model's context ---------------------------------------------------- */
 
 typedef struct rt_model_ctx {
     ferry_model_ctx_t pub; /* first: models see this */
-    rt_rng rng;            /* runtime/data's generator, from the seed */
+    struct rt_rng *rng;    /* runtime/data's generator, from the seed */
     /* Where the model's grad_ready calls go (the trainer's buckets); NULL:
      * nowhere. Called on the thread running loss_grad. */
     void (*grad_ready)(void *arg, int tensor);
@@ -59,36 +58,6 @@ void rt_model_ctx_free(rt_model_ctx *mc);
 
 /* Parameters of a model that count (padding excluded). */
 size_t rt_model_param_count(const ferry_model_t *m);
-
-/* ---- optimizers --------------------------------------------------------------- */
-
-enum { RT_OPT_SGD = 1, RT_OPT_ADAM = 2 };
-
-typedef struct rt_optim_opts {
-    int kind; /* RT_OPT_SGD or RT_OPT_ADAM */
-    float lr;
-    float momentum; /* sgd */
-    float weight_decay;
-    float beta1, beta2, eps; /* adam */
-} rt_optim_opts;
-
-/* Fills in the defaults for o->kind where a field is 0: lr 0.05 (sgd) or
- * 0.001 (adam), beta1 0.9, beta2 0.999, eps 1e-8. Momentum and weight decay
- * stay as given (0 is meaningful). */
-void rt_optim_defaults(rt_optim_opts *o);
-/* "sgd" / "adam" -> RT_OPT_*, 0 for anything else. */
-int rt_optim_parse(const char *name);
-const char *rt_optim_name(int kind);
-
-typedef struct rt_optim rt_optim;
-/* State for `n` floats on `dev` (zeroed). */
-int rt_optim_create(ferry_device_t *dev, const rt_optim_opts *o, size_t n,
-                    rt_optim **out);
-/* Sets the learning rate of the steps that follow (a schedule's). */
-void rt_optim_set_lr(rt_optim *opt, float lr);
-/* One step of params from grad. */
-void rt_optim_step(rt_optim *opt, float *params, const float *grad);
-void rt_optim_destroy(rt_optim *opt);
 
 /* ---- synchronous data parallelism (sync.c) ------------------------------------- */
 
