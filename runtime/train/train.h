@@ -2,10 +2,17 @@
  *
  *   model_ctx.c  the ferry_model_ctx_t a model computes in: workspace and
  *                the seeded generator its init draws from
- *   trainer.c    epochs: batches from the loader, loss_grad, optimizer step,
- *                evaluation on the test set; NaN loss stops it
- *   sync.c       sync mode: the gradient's all-reduce in buckets
- *   async.c      async mode: pull from and push to the parameter server's
+ *   trainer.c    a trainer's data, buffers and parameters, and the epoch
+ *                every mode runs: the mode's batches, the shared step, the
+ *                mode's update, the evaluation
+ *   step.c       the one step path: the batch to the device, loss_grad (as
+ *                a device graph where graph.c says so), the loss checked
+ *   eval.c       the evaluation on the test set, and the model's metrics
+ *   graph.c      when a step is captured as a device graph and replayed
+ *   mode_single.c  one worker alone: the loader's epoch, the optimizer
+ *   mode_sync.c  sync mode: single's epoch with the gradient all-reduced
+ *   sync.c       the gradient's all-reduce in buckets (sync mode's)
+ *   mode_async.c async mode: pull from and push to the parameter server's
  *                shards (DOWNPOUR, DynSGD) or exchange with its centre
  *                variable (EASGD)
  *   train_fn.c   the built-in functions a master calls on a worker to train
@@ -279,7 +286,12 @@ int rt_trainer_buckets(const rt_trainer *t);
 size_t rt_trainer_steps(const rt_trainer *t);
 /* Length of the flat parameter buffer, padding included (ferry_model_layout). */
 size_t rt_trainer_params_len(const rt_trainer *t);
-/* Copies the parameters into `host` (rt_trainer_params_len floats). */
+/* Copies the parameters into `host` (rt_trainer_params_len floats): the
+ * trainer's own, or in async mode the shards' (read over the network,
+ * polling cancelled(arg), NULL: never; FERRY_ECANCELED). */
+int rt_trainer_params_polled(rt_trainer *t, float *host, bool (*cancelled)(void *),
+                             void *arg);
+/* rt_trainer_params_polled that is never cancelled. */
 int rt_trainer_params(rt_trainer *t, float *host);
 /* The sets it trains and evaluates on. */
 const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train);
