@@ -71,7 +71,7 @@ struct rt_worker {
     ferry_device_t *device;         /* what ctx->device points at */
     rt_hub *hub;                    /* collective sessions, fed by ReduceChunk */
     rt_ps_store *ps;                /* parameter-server shards, fed by Push and Pull */
-    /* The one training session this worker runs (train_fn.c), NULL when
+    /* The one training session this worker runs (train/session.c), NULL when
      * none; train_lock guards the pointer, not the session's work. */
     pthread_mutex_t train_lock;
     struct rt_train_session *session;

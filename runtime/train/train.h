@@ -16,7 +16,9 @@
  *                shards (DOWNPOUR, DynSGD) or exchange with its centre
  *                variable (EASGD)
  *   train_fn.c   the built-in functions a master calls on a worker to train
- *                the model of a loaded module ("ferry.train.*")
+ *                the model of a loaded module ("ferry.train.*"), registered
+ *                with the worker's Call as a set of built-ins
+ *   session.c    the one training session a worker runs, and its owner
  *
  * The model never sees the network or the data files: the trainer owns the
  * device buffers, the loader and the optimizer. */
