@@ -189,33 +189,41 @@ static int upload(rt_trainer *t, float *dev, const float *host)
     return t->dev->ops->upload(t->dev, dev, host, t->plen * sizeof(float));
 }
 
+/* The end of a round trip with the shards begun at `t0`: its wait counted,
+ * its failure said ("pull at local step S: why"), and the samples the
+ * shards have taken kept. */
+static int trip_done(rt_async *a, int rc, double t0, const char *what, uint64_t step,
+                     const rt_ps_seen *seen, const char *why, rt_epoch_run *r)
+{
+    r->st->ps_wait_s += rt_train_now() - t0;
+    if (rc) {
+        snprintf(r->err, r->errlen, "%s at local step %llu: %s", what,
+                 (unsigned long long)step, why);
+        return rc;
+    }
+    if (seen->samples > a->seen)
+        a->seen = seen->samples;
+    return 0;
+}
+
 /* Pulls every shard into the parameters (downpour) or the centre (easgd). */
-static int pull(rt_async *a, float *host, uint64_t step, uint64_t until,
-                rt_epoch_stats *st, bool (*cancelled)(void *), void *arg, char *err,
-                size_t errlen)
+static int pull(rt_async *a, float *host, uint64_t step, uint64_t until, rt_epoch_run *r)
 {
     double t0 = rt_train_now();
     rt_ps_seen seen;
     char why[512] = "";
-    int rc =
-        rt_ps_pull(a->client, host, step, until, &seen, cancelled, arg, why, sizeof why);
-    st->ps_wait_s += rt_train_now() - t0;
-    if (rc) {
-        snprintf(err, errlen, "pull at local step %llu: %s", (unsigned long long)step,
-                 why);
-        return rc;
-    }
-    if (seen.samples > a->seen)
-        a->seen = seen.samples;
-    return 0;
+    int rc = rt_ps_pull(a->client, host, step, until, &seen, r->cancelled, r->arg, why,
+                        sizeof why);
+    return trip_done(a, rc, t0, "pull", step, &seen, why, r);
 }
 
 /* Pushes what was gathered; with `pull_into`, the same round trip also
  * pulls (the values the shards hold after it) as a pull at this clock. */
 static int push(rt_trainer *t, rt_async *a, int kind, float *pull_into, uint64_t until,
-                rt_epoch_stats *st, bool (*cancelled)(void *), void *arg, char *err,
-                size_t errlen)
+                rt_epoch_run *r)
 {
+    bool (*cancelled)(void *) = r->cancelled;
+    void *arg = r->arg;
     double t0 = rt_train_now();
     rt_ps_seen seen;
     char why[512] = "";
@@ -225,20 +233,14 @@ static int push(rt_trainer *t, rt_async *a, int kind, float *pull_into, uint64_t
                               pull_into, until, &seen, cancelled, arg, why, sizeof why)
             : rt_ps_push(a->client, a->acc, kind, a->clock, (uint32_t)a->acc_samples,
                          &seen, cancelled, arg, why, sizeof why);
-    st->ps_wait_s += rt_train_now() - t0;
-    if (rc) {
-        snprintf(err, errlen, "push at local step %llu: %s", (unsigned long long)a->clock,
-                 why);
+    if ((rc = trip_done(a, rc, t0, "push", a->clock, &seen, why, r)))
         return rc;
-    }
-    if (seen.samples > a->seen)
-        a->seen = seen.samples;
     if (pull_into) {
         a->pulled = a->clock + 1;
         if ((rc = upload(t, t->params, pull_into)))
             return rc;
     }
-    st->pushes++;
+    r->st->pushes++;
     a->acc_samples = 0;
     a->acc_batches = 0;
     memset(a->acc, 0, t->plen * sizeof(float));
@@ -249,10 +251,9 @@ static int push(rt_trainer *t, rt_async *a, int kind, float *pull_into, uint64_t
  * centre and the centre as far towards them (Zhang et al. 2015, the
  * asynchronous form). The first exchange copies the centre outright, so
  * every rank starts from the shards' values. */
-static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_stats *st,
-                    bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_run *r)
 {
-    int rc = pull(a, a->centre_host, a->clock, until, st, cancelled, arg, err, errlen);
+    int rc = pull(a, a->centre_host, a->clock, until, r);
     if (rc)
         return rc;
     size_t n = t->plen;
@@ -272,7 +273,7 @@ static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_stats *
     }
     if ((rc = upload(t, t->params, x)))
         return rc;
-    return push(t, a, 1, NULL, 0, st, cancelled, arg, err, errlen);
+    return push(t, a, 1, NULL, 0, r);
 }
 
 /* Adds this batch's gradient, weighted by its share of the global batch,
@@ -307,7 +308,6 @@ static int async_next(rt_trainer *t, rt_epoch_run *r, const rt_batch_host **hb)
 {
     rt_async *a = t->ms;
     bool easgd = a->algo == RT_PS_EASGD;
-    rt_epoch_stats *st = r->st;
     int rc;
     *hb = NULL;
     while (a->seen < a->target) {
@@ -317,10 +317,8 @@ static int async_next(rt_trainer *t, rt_epoch_run *r, const rt_batch_host **hb)
         bool pull_due =
             a->clock % (uint64_t)a->pull_every == 0 && a->pulled != a->clock + 1;
         if (easgd ? a->clock % (uint64_t)a->tau == 0 : pull_due) {
-            rc = easgd ? exchange(t, a, a->target, st, r->cancelled, r->arg, r->err,
-                                  r->errlen)
-                       : pull(a, a->host, a->clock, a->target, st, r->cancelled, r->arg,
-                              r->err, r->errlen);
+            rc = easgd ? exchange(t, a, a->target, r)
+                       : pull(a, a->host, a->clock, a->target, r);
             if (rc == 0 && !easgd)
                 rc = upload(t, t->params, a->host);
             if (rc)
@@ -359,8 +357,7 @@ static int async_apply(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb)
         /* A pull due next step rides on this push's reply. */
         bool pull_next = a->clock % (uint64_t)a->pull_every == 0;
         if (++a->acc_batches == a->push_every &&
-            (rc = push(t, a, 0, pull_next ? a->host : NULL, a->target, r->st,
-                       r->cancelled, r->arg, r->err, r->errlen)))
+            (rc = push(t, a, 0, pull_next ? a->host : NULL, a->target, r)))
             return rc;
     }
     r->st->steps++;
@@ -372,7 +369,7 @@ static int async_epoch_end(rt_trainer *t, rt_epoch_run *r)
 {
     rt_async *a = t->ms;
     if (a->algo != RT_PS_EASGD && a->acc_batches > 0)
-        return push(t, a, 0, NULL, 0, r->st, r->cancelled, r->arg, r->err, r->errlen);
+        return push(t, a, 0, NULL, 0, r);
     return 0;
 }
 
@@ -385,8 +382,7 @@ static int async_evaluate(rt_trainer *t, rt_epoch_run *r)
     float *eval = easgd ? a->centre : t->params;
     float *eval_host = easgd ? a->centre_host : a->host;
     int rc;
-    if ((rc = pull(a, eval_host, 0, 0, r->st, r->cancelled, r->arg, r->err, r->errlen)) ||
-        (rc = upload(t, eval, eval_host)) ||
+    if ((rc = pull(a, eval_host, 0, 0, r)) || (rc = upload(t, eval, eval_host)) ||
         (rc = rt_trainer_evaluate(t, eval, r->st, r->err, r->errlen)))
         return rc;
     rt_ps_take_stats(a->store, a->session, &r->st->shard);
