@@ -253,7 +253,8 @@ typedef struct rt_epoch_stats {
     double compute_s;   /* in loss_grad */
     double allreduce_s; /* waiting for the gradient's all-reduce after loss_grad */
     /* Steps run as a replayed CUDA graph, and the captures made (a GPU with
-     * step graphs on, and no all-reduce or parameter server in the step). */
+     * step graphs on, alone or in async mode: sync's all-reduce starts from
+     * the host during the step). */
     size_t graph_steps, graph_captures;
     /* Async mode: nothing is reduced; losses, accuracy and samples are this
      * rank's own (the master adds the ranks up). */
