@@ -133,7 +133,7 @@ static void open_comm(rank *k)
 static void allreduce(rank *k, float *buf, size_t n, const char *what)
 {
     char err[400] = "";
-    int rc = rt_comm_allreduce(k->comm, buf, n, err, sizeof err);
+    int rc = rt_comm_allreduce(k->comm, buf, n, NULL, NULL, err, sizeof err);
     if (rc)
         fail(k, true, rc, "%s of %zu floats: %s: %s", what, n, ferry_strerror(rc), err);
 }

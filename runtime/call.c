@@ -133,6 +133,30 @@ const rt_module *rt_call_module(ferry_ctx_t *ctx)
     return ((call_ctx *)ctx)->m;
 }
 
+int rt_call_register(rt_worker *w, const rt_builtins *set)
+{
+    if (w->n_builtins == RT_BUILTIN_SETS)
+        return FERRY_ENOSPC;
+    w->builtins[w->n_builtins++] = set;
+    return 0;
+}
+
+/* The built-in function `name` that a registered set gives module `m`, or
+ * NULL. */
+static ferry_fn_t builtin_function(const rt_worker *w, const rt_module *m,
+                                   const char *name)
+{
+    for (int i = 0; i < w->n_builtins; i++) {
+        const rt_builtins *b = w->builtins[i];
+        if (b->serves && !b->serves(m))
+            continue;
+        for (size_t k = 0; k < b->n; k++)
+            if (strcmp(b->functions[k].name, name) == 0)
+                return b->functions[k].fn;
+    }
+    return NULL;
+}
+
 static void free_result(void *payload, void *arg)
 {
     (void)arg;
@@ -259,7 +283,7 @@ void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     const rt_module *m = rt_modcache_find(w->cache, in->sha256);
     ferry_fn_t fn = m ? rt_module_function(m, in->function) : NULL;
     if (m && !fn)
-        fn = rt_builtin_function(m, in->function);
+        fn = builtin_function(w, m, in->function);
     if (!m) {
         call_ended(w, FERRY_ENOENT);
         rpc_srv_fail(sc, FERRY_ENOENT, "worker %d: module %s not loaded", in->rank,

@@ -8,7 +8,8 @@
  *   module.c      rt_module: validate, dlopen, check the descriptor
  *   module_check.c  every pointer of a descriptor bounded by the module
  *   modcache.c    content-addressed module cache of one worker
- *   call.c        Call: run a function on the executor with its ferry_ctx_t
+ *   call.c        Call: run a function on the executor with its ferry_ctx_t,
+ *                 the module's own or a built-in one (rt_call_register)
  *   crash.c       crash record: written from a signal handler, read at start
  *   reap.c        the worker as subreaper: nothing a task forks outlives it
  *   sha256.c      SHA-256 of module bytes (OpenSSL's libcrypto)

@@ -47,6 +47,9 @@ typedef struct rt_stats {
     atomic_uint in_flight;
 } rt_stats;
 
+/* Built-in function sets a worker may have (rt_call_register). */
+#define RT_BUILTIN_SETS 4
+
 /* Longest module name kept, escaped (rpc_escape), with its cut mark. */
 #define RT_MODULE_NAME_MAX 160
 
@@ -69,10 +72,13 @@ struct rt_worker {
     ferry_device_t *device;         /* what ctx->device points at */
     rt_hub *hub;                    /* collective sessions, fed by ReduceChunk */
     rt_ps_store *ps;                /* parameter-server shards, fed by Push and Pull */
-    /* The one training session this worker runs (train_fn.c), NULL when
+    /* The one training session this worker runs (train/session.c), NULL when
      * none; train_lock guards the pointer, not the session's work. */
     pthread_mutex_t train_lock;
     struct rt_train_session *session;
+    /* Built-in function sets Call consults (rt_call_register). */
+    const struct rt_builtins *builtins[RT_BUILTIN_SETS];
+    int n_builtins;
 };
 
 /* rt_worker_wait() that also returns once `fd` is readable (-1: none), for
@@ -104,10 +110,22 @@ static inline void rt_reply_packed(rpc_srv_call *sc, int rc, proto_bytes *head,
     proto_bytes_fini(head);
 }
 
-/* ---- built-in functions (train/train_fn.c) --------------------------------- */
-/* The function `name` the runtime provides for module `m` itself (the
- * trainers' "ferry.train.*" for a module with a model), or NULL. */
-ferry_fn_t rt_builtin_function(const rt_module *m, const char *name);
+/* ---- built-in functions ---------------------------------------------------- */
+/* A set of functions the runtime itself provides to the modules it serves,
+ * which Call consults when a module has no function of the name: the
+ * trainers' "ferry.train.*" (train/train_fn.c) for a module with a model. */
+typedef struct rt_builtins {
+    bool (*serves)(const rt_module *m); /* whether module m gets them; NULL: all */
+    const ferry_function_t *functions;
+    size_t n;
+} rt_builtins;
+
+extern const rt_builtins rt_train_builtins;
+
+/* Adds `set` to the worker's built-in functions; rt_worker_create does, before
+ * it serves. `set` must outlive the worker. Returns 0, or FERRY_ENOSPC when
+ * RT_BUILTIN_SETS are registered already. */
+int rt_call_register(rt_worker *w, const rt_builtins *set);
 /* The worker and the module of the call a built-in function runs in. */
 rt_worker *rt_call_worker(ferry_ctx_t *ctx);
 const rt_module *rt_call_module(ferry_ctx_t *ctx);

@@ -157,6 +157,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         return FERRY_ENOMEM;
     w->stop_pipe[0] = w->stop_pipe[1] = -1;
     pthread_mutex_init(&w->train_lock, NULL);
+    rt_call_register(w, &rt_train_builtins);
     atomic_store(&w->shutdown_grace_ms, -1);
     w->token_len = strlen(opts->token);
     if (!(w->token = strdup(opts->token))) {

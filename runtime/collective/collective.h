@@ -175,10 +175,13 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
  * that has left the collective. Any thread but the hub's poller's. */
 void rt_comm_abort(rt_comm *c, const char *why);
 
-/* Blocking forms: start and wait. */
-int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen);
-int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root, char *err,
-                      size_t errlen);
+/* Blocking forms: start and wait, polling cancelled(arg) as rt_comm_wait
+ * does (NULL: never). A start that fails says why in `err` (the session's
+ * error when it has one). */
+int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, bool (*cancelled)(void *),
+                      void *arg, char *err, size_t errlen);
+int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root,
+                      bool (*cancelled)(void *), void *arg, char *err, size_t errlen);
 
 /* What the session has moved so far (for benchmarks and tests). */
 typedef struct rt_comm_stats {

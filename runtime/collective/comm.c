@@ -525,8 +525,8 @@ void rt_comm_abort(rt_comm *c, const char *why)
 }
 
 /* Starts and waits: the blocking forms. */
-static int run(rt_comm *c, int kind, float *buf, size_t n, int root, char *err,
-               size_t errlen)
+static int run(rt_comm *c, int kind, float *buf, size_t n, int root,
+               bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
 {
     rt_comm_op *op;
     int rc = start(c, kind, buf, n, root, &op);
@@ -536,17 +536,19 @@ static int run(rt_comm *c, int kind, float *buf, size_t n, int root, char *err,
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
-    return rt_comm_wait(c, op, NULL, NULL, err, errlen);
+    return rt_comm_wait(c, op, cancelled, arg, err, errlen);
 }
 
-int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, char *err, size_t errlen)
+int rt_comm_allreduce(rt_comm *c, float *buf, size_t n, bool (*cancelled)(void *),
+                      void *arg, char *err, size_t errlen)
 {
-    return run(c, RT_OP_ALLREDUCE, buf, n, 0, err, errlen);
+    return run(c, RT_OP_ALLREDUCE, buf, n, 0, cancelled, arg, err, errlen);
 }
 
-int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root, char *err, size_t errlen)
+int rt_comm_broadcast(rt_comm *c, float *buf, size_t n, int root,
+                      bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
 {
-    return run(c, RT_OP_BROADCAST, buf, n, root, err, errlen);
+    return run(c, RT_OP_BROADCAST, buf, n, root, cancelled, arg, err, errlen);
 }
 
 void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out)

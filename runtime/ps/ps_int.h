@@ -5,7 +5,7 @@
 #include <pthread.h>
 
 #include "ps.h"
-#include "runtime/train/train.h"
+#include "runtime/optim/optim.h"
 
 /* A pull the staleness bound holds back, answered by a later push. */
 typedef struct rt_parked {

@@ -3,8 +3,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "runtime/data/data_int.h"
 #include "train.h"
 
 /* The generator stream of parameter init; the loader draws from others. */
@@ -14,14 +16,14 @@ static void mc_uniform(ferry_model_ctx_t *mc, float *out, size_t n, float bound)
 {
     rt_model_ctx *c = (rt_model_ctx *)mc;
     for (size_t i = 0; i < n; i++)
-        out[i] = (float)((2.0 * rt_rng_uniform(&c->rng) - 1.0) * bound);
+        out[i] = (float)((2.0 * rt_rng_uniform(c->rng) - 1.0) * bound);
 }
 
 static void mc_normal(ferry_model_ctx_t *mc, float *out, size_t n, float std)
 {
     rt_model_ctx *c = (rt_model_ctx *)mc;
     for (size_t i = 0; i < n; i++)
-        out[i] = (float)(rt_rng_normal(&c->rng) * std);
+        out[i] = (float)(rt_rng_normal(c->rng) * std);
 }
 
 static void mc_log(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
@@ -162,16 +164,21 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
                                   .batch_max = batch_max,
                                   .ops = &model_ops};
     mc->pub.impl = mc;
+    if (!(mc->rng = malloc(sizeof *mc->rng))) {
+        snprintf(err, errlen, "no memory for the model's generator");
+        return FERRY_ENOMEM;
+    }
+    rt_rng_seed(mc->rng, seed, MODEL_STREAM);
     if (floats) {
         if (floats > SIZE_MAX / sizeof(float) ||
             !(mc->pub.work = dev->ops->alloc(dev, floats * sizeof(float)))) {
             snprintf(err, errlen,
                      "cannot allocate the model's workspace of %zu floats on %s", floats,
                      dev->name);
+            rt_model_ctx_free(mc);
             return FERRY_ENOMEM;
         }
     }
-    rt_rng_seed(&mc->rng, seed, MODEL_STREAM);
     return 0;
 }
 
@@ -180,4 +187,6 @@ void rt_model_ctx_free(rt_model_ctx *mc)
     if (mc->pub.dev && mc->pub.work)
         mc->pub.dev->ops->free(mc->pub.dev, mc->pub.work);
     mc->pub.work = NULL;
+    free(mc->rng);
+    mc->rng = NULL;
 }

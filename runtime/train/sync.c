@@ -257,21 +257,6 @@ void rt_sync_step_abort(rt_sync *s, const char *why)
         }
 }
 
-/* Starts one collective and waits for it, polling cancelled(arg). */
-static int run_op(rt_sync *s, bool bcast, float *buf, size_t n, bool (*cancelled)(void *),
-                  void *arg, char *err, size_t errlen)
-{
-    rt_comm_op *op;
-    int rc = bcast ? rt_comm_broadcast_start(s->comm, buf, n, 0, &op)
-                   : rt_comm_allreduce_start(s->comm, buf, n, &op);
-    if (rc) {
-        snprintf(err, errlen, "cannot start the %s: %s",
-                 bcast ? "broadcast" : "all-reduce", ferry_strerror(rc));
-        return rc;
-    }
-    return rt_comm_wait(s->comm, op, cancelled, arg, err, errlen);
-}
-
 int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void *arg,
                       char *err, size_t errlen)
 {
@@ -283,7 +268,7 @@ int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void
         snprintf(err, errlen, "cannot read the parameters from %s", s->dev->name);
         return rc;
     }
-    rc = run_op(s, true, host, s->plen, cancelled, arg, err, errlen);
+    rc = rt_comm_broadcast(s->comm, host, s->plen, 0, cancelled, arg, err, errlen);
     /* Then a barrier: rank 0 is done sending long before the last rank has
      * loaded its data, and a rank that returned early would sit idle with a
      * session nobody may reclaim if the start failed meanwhile. So every
@@ -291,7 +276,7 @@ int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void
      * one rank fails on every rank (the sum cannot complete). */
     float zero = 0;
     if (rc == 0)
-        rc = run_op(s, false, &zero, 1, cancelled, arg, err, errlen);
+        rc = rt_comm_allreduce(s->comm, &zero, 1, cancelled, arg, err, errlen);
     if (rc == 0 && !s->red_on_dev)
         rc = s->dev->ops->upload(s->dev, params, host, s->plen * sizeof(float));
     return rc;
@@ -299,5 +284,5 @@ int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void
 
 int rt_sync_sum(rt_sync *s, float *host, size_t n, char *err, size_t errlen)
 {
-    return rt_comm_allreduce(s->comm, host, n, err, errlen);
+    return rt_comm_allreduce(s->comm, host, n, NULL, NULL, err, errlen);
 }

@@ -2,15 +2,23 @@
  *
  *   model_ctx.c  the ferry_model_ctx_t a model computes in: workspace and
  *                the seeded generator its init draws from
- *   optim.c      SGD (momentum, weight decay) and Adam over the flat buffer
- *   trainer.c    epochs: batches from the loader, loss_grad, optimizer step,
- *                evaluation on the test set; NaN loss stops it
- *   sync.c       sync mode: the gradient's all-reduce in buckets
- *   async.c      async mode: pull from and push to the parameter server's
+ *   trainer.c    a trainer's data, buffers and parameters, and the epoch
+ *                every mode runs: the mode's batches, the shared step, the
+ *                mode's update, the evaluation
+ *   step.c       the one step path: the batch to the device, loss_grad (as
+ *                a device graph where graph.c says so), the loss checked
+ *   eval.c       the evaluation on the test set, and the model's metrics
+ *   graph.c      when a step is captured as a device graph and replayed
+ *   mode_single.c  one worker alone: the loader's epoch, the optimizer
+ *   mode_sync.c  sync mode: single's epoch with the gradient all-reduced
+ *   sync.c       the gradient's all-reduce in buckets (sync mode's)
+ *   mode_async.c async mode: pull from and push to the parameter server's
  *                shards (DOWNPOUR, DynSGD) or exchange with its centre
  *                variable (EASGD)
  *   train_fn.c   the built-in functions a master calls on a worker to train
- *                the model of a loaded module ("ferry.train.*")
+ *                the model of a loaded module ("ferry.train.*"), registered
+ *                with the worker's Call as a set of built-ins
+ *   session.c    the one training session a worker runs, and its owner
  *
  * The model never sees the network or the data files: the trainer owns the
  * device buffers, the loader and the optimizer. */
@@ -23,17 +31,17 @@
 
 #include <ferry/task.h>
 
-#include "runtime/data/data.h"
-#include "runtime/data/data_int.h"
 #include "runtime/collective/collective.h"
-#include "runtime/ps/ps.h"
+#include "runtime/data/data.h"
 #include "runtime/device/device.h"
+#include "runtime/optim/optim.h"
+#include "runtime/ps/ps.h"
 
 /* ---- the model's context ---------------------------------------------------- */
 
 typedef struct rt_model_ctx {
     ferry_model_ctx_t pub; /* first: models see this */
-    rt_rng rng;            /* runtime/data's generator, from the seed */
+    struct rt_rng *rng;    /* runtime/data's generator, from the seed */
     /* Where the model's grad_ready calls go (the trainer's buckets); NULL:
      * nowhere. Called on the thread running loss_grad. */
     void (*grad_ready)(void *arg, int tensor);
@@ -59,36 +67,6 @@ void rt_model_ctx_free(rt_model_ctx *mc);
 
 /* Parameters of a model that count (padding excluded). */
 size_t rt_model_param_count(const ferry_model_t *m);
-
-/* ---- optimizers --------------------------------------------------------------- */
-
-enum { RT_OPT_SGD = 1, RT_OPT_ADAM = 2 };
-
-typedef struct rt_optim_opts {
-    int kind; /* RT_OPT_SGD or RT_OPT_ADAM */
-    float lr;
-    float momentum; /* sgd */
-    float weight_decay;
-    float beta1, beta2, eps; /* adam */
-} rt_optim_opts;
-
-/* Fills in the defaults for o->kind where a field is 0: lr 0.05 (sgd) or
- * 0.001 (adam), beta1 0.9, beta2 0.999, eps 1e-8. Momentum and weight decay
- * stay as given (0 is meaningful). */
-void rt_optim_defaults(rt_optim_opts *o);
-/* "sgd" / "adam" -> RT_OPT_*, 0 for anything else. */
-int rt_optim_parse(const char *name);
-const char *rt_optim_name(int kind);
-
-typedef struct rt_optim rt_optim;
-/* State for `n` floats on `dev` (zeroed). */
-int rt_optim_create(ferry_device_t *dev, const rt_optim_opts *o, size_t n,
-                    rt_optim **out);
-/* Sets the learning rate of the steps that follow (a schedule's). */
-void rt_optim_set_lr(rt_optim *opt, float lr);
-/* One step of params from grad. */
-void rt_optim_step(rt_optim *opt, float *params, const float *grad);
-void rt_optim_destroy(rt_optim *opt);
 
 /* ---- synchronous data parallelism (sync.c) ------------------------------------- */
 
@@ -276,7 +254,8 @@ typedef struct rt_epoch_stats {
     double compute_s;   /* in loss_grad */
     double allreduce_s; /* waiting for the gradient's all-reduce after loss_grad */
     /* Steps run as a replayed CUDA graph, and the captures made (a GPU with
-     * step graphs on, and no all-reduce or parameter server in the step). */
+     * step graphs on, alone or in async mode: sync's all-reduce starts from
+     * the host during the step). */
     size_t graph_steps, graph_captures;
     /* Async mode: nothing is reduced; losses, accuracy and samples are this
      * rank's own (the master adds the ranks up). */
@@ -311,7 +290,12 @@ int rt_trainer_buckets(const rt_trainer *t);
 size_t rt_trainer_steps(const rt_trainer *t);
 /* Length of the flat parameter buffer, padding included (ferry_model_layout). */
 size_t rt_trainer_params_len(const rt_trainer *t);
-/* Copies the parameters into `host` (rt_trainer_params_len floats). */
+/* Copies the parameters into `host` (rt_trainer_params_len floats): the
+ * trainer's own, or in async mode the shards' (read over the network,
+ * polling cancelled(arg), NULL: never; FERRY_ECANCELED). */
+int rt_trainer_params_polled(rt_trainer *t, float *host, bool (*cancelled)(void *),
+                             void *arg);
+/* rt_trainer_params_polled that is never cancelled. */
 int rt_trainer_params(rt_trainer *t, float *host);
 /* The sets it trains and evaluates on. */
 const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train);

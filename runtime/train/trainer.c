@@ -1,15 +1,10 @@
-/* One worker's training loop: batches from the loader's prefetch thread,
- * the model's forward and backward on the device, the optimizer step, and an
- * evaluation on the test set after every epoch.
- *
- * On the cpu device the model reads the loader's host buffers in place: the
- * device's memory is the host's, and a copy per step would be pure cost. */
-#include <math.h>
+/* One worker's trainer: its data, device buffers, parameters and
+ * optimizer, and the epoch every mode runs — the mode's batches, the
+ * shared step (step.c), the mode's update after it, and an evaluation on
+ * the test set after every epoch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <uv.h>
 
 #include "trainer_int.h"
 
@@ -18,11 +13,6 @@
 /* The synthetic sets' own seed: training seeds change the model's start and
  * the shuffle, never the problem it solves. */
 #define DATA_SEED 20261123u
-
-static double now_s(void)
-{
-    return (double)uv_hrtime() / 1e9;
-}
 
 static int check_set(const ferry_model_t *m, const rt_dataset *ds, const char *which,
                      char *err, size_t errlen)
@@ -79,16 +69,9 @@ static int alloc_buffers(rt_trainer *t, int batch_max, char *err, size_t errlen)
     const ferry_device_ops_t *ops = dev->ops;
     t->plen = ferry_model_layout(t->m, NULL);
     t->params = ops->alloc(dev, t->plen * sizeof(float));
-    if (t->o.comm && t->o.world > 1) {
-        int rc = rt_sync_create(t->m, dev, t->o.comm, t->o.bucket_bytes, &t->sync, err,
-                                errlen);
-        if (rc)
-            return rc;
-        t->grad = rt_sync_model_grad(t->sync);
-        t->grad_borrowed = t->grad != NULL;
-        t->mc.grad_ready = rt_sync_grad_ready;
-        t->mc.grad_ready_arg = t->sync;
-    }
+    int rc = t->mode->prepare ? t->mode->prepare(t, err, errlen) : 0;
+    if (rc)
+        return rc;
     if (!t->grad)
         t->grad = ops->alloc(dev, t->plen * sizeof(float));
     bool ok = t->params && t->grad;
@@ -123,31 +106,21 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
         snprintf(err, errlen, "the model's init failed: %s", ferry_strerror(rc));
     else
         rc = t->dev->ops->upload(t->dev, t->params, host, t->plen * sizeof(float));
-    /* Async: this rank's shards start from these values, and every rank
-     * pulls them before its first step. */
-    if (rc == 0 && t->o.ps_store && t->o.world > 1)
-        rc = rt_async_create(t, host, err, errlen);
+    /* Sync: rank 0's values replace these; async: this rank's shards start
+     * from them, and every rank pulls them before its first step. */
+    if (rc == 0 && t->mode->begin)
+        rc = t->mode->begin(t, host, err, errlen);
     free(host);
-    /* Every rank draws the same values from the seed, but the design says
-     * rank 0's are the ones: a model whose init is not deterministic still
-     * starts identical everywhere. */
-    if (rc == 0 && t->sync) {
-        char why[512] = "";
-        if ((rc = rt_sync_broadcast(t->sync, t->params, t->o.cancelled, t->o.cancel_arg,
-                                    why, sizeof why)))
-            snprintf(err, errlen, "cannot receive the initial parameters from rank 0: %s",
-                     why);
-    }
     return rc;
 }
 
-/* Whether steps may run as device graphs: a device with them, alone (in
- * sync mode the model's grad_ready starts all-reduces from the host during
- * loss_grad; async mode has its own loop), unless RT_GRAPHS_ENV says 0. */
+/* Whether steps may run as device graphs: a device with them, in a mode
+ * that allows them (in sync mode the model's grad_ready starts all-reduces
+ * from the host during loss_grad), unless RT_GRAPHS_ENV says 0. */
 static bool graphs_possible(const rt_trainer *t)
 {
     const rt_device_ext_t *e = rt_device_ext(t->dev);
-    return t->dev->kind != FERRY_DEVICE_CPU && !t->sync && !t->o.ps_store &&
+    return t->dev->kind != FERRY_DEVICE_CPU && t->mode->graphs &&
            e->size >= sizeof(rt_device_ext_t) && e->capture_begin && e->capture_end &&
            e->graph_run && e->graph_destroy && rt_graphs_enabled(getenv(RT_GRAPHS_ENV));
 }
@@ -203,6 +176,9 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
         t->o.world = 1;
     if (t->o.eval_batch <= 0)
         t->o.eval_batch = DEFAULT_EVAL_BATCH;
+    t->mode = t->o.world > 1 && t->o.comm       ? &rt_mode_sync
+              : t->o.world > 1 && t->o.ps_store ? &rt_mode_async
+                                                : &rt_mode_single;
     rt_optim_defaults(&t->o.optim);
     int local = (t->o.batch + t->o.world - 1) / t->o.world;
     int batch_max = local > t->o.eval_batch ? local : t->o.eval_batch;
@@ -258,312 +234,61 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     return 0;
 }
 
-int rt_trainer_to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *b)
-{
-    *b = (ferry_batch_t){
-        .n = hb->n, .x = hb->x, .labels = hb->labels, .targets = hb->targets};
-    if (t->dev->kind == FERRY_DEVICE_CPU)
-        return 0;
-    for (int i = 0; i < 2; i++)
-        if (rt_devset_serves(t->dset[i], hb)) {
-            bool labels = hb->set->labels != NULL;
-            b->x = t->x;
-            b->labels = labels ? t->labels : NULL;
-            b->targets = labels ? NULL : t->targets;
-            return rt_devset_batch(t->dset[i], hb, t->x, t->labels, t->targets);
-        }
-    if (t->stager)
-        return rt_stager_batch(t->stager, hb, b);
-    const ferry_device_ops_t *ops = t->dev->ops;
-    size_t n = (size_t)hb->n;
-    int rc =
-        ops->upload(t->dev, t->x, hb->x, n * (size_t)t->set[0]->features * sizeof(float));
-    if (rc == 0 && hb->labels)
-        rc = ops->upload(t->dev, t->labels, hb->labels, n * sizeof(int32_t));
-    if (rc == 0 && hb->targets)
-        rc = ops->upload(t->dev, t->targets, hb->targets,
-                         n * (size_t)t->m->outputs * sizeof(float));
-    b->x = t->x;
-    b->labels = hb->labels ? t->labels : NULL;
-    b->targets = hb->targets ? t->targets : NULL;
-    return rc;
-}
-
-/* The model's own figures on the parameters just evaluated. A name that is
- * not a plain identifier is the module's mistake, refused rather than
- * passed on to logs and JSON. */
-static int model_metrics(rt_trainer *t, const float *params, rt_epoch_stats *st, char *err,
-                         size_t errlen)
-{
-    st->n_metrics = 0;
-    rt_metrics_fn fn = rt_model_metrics(t->m);
-    if (!fn)
-        return 0;
-    ferry_model_metric_t got[FERRY_MODEL_METRICS_MAX];
-    memset(got, 0, sizeof got);
-    int n = fn(&t->mc.pub, params, st->test_loss, got, FERRY_MODEL_METRICS_MAX);
-    if (n < 0) {
-        snprintf(err, errlen, "the model's metrics failed: %s", ferry_strerror(n));
-        return n;
-    }
-    if (n > FERRY_MODEL_METRICS_MAX)
-        n = FERRY_MODEL_METRICS_MAX;
-    for (int i = 0; i < n; i++) {
-        const char *name = got[i].name;
-        size_t len = name ? strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") : 0;
-        if (!name || len == 0 || name[len] || len >= sizeof st->metrics[i].name) {
-            snprintf(err, errlen,
-                     "the model's metric %d has no name of 1 to %zu lowercase letters, "
-                     "digits or '_'",
-                     i, sizeof st->metrics[i].name - 1);
-            return FERRY_EINVAL;
-        }
-        memcpy(st->metrics[i].name, name, len + 1);
-        st->metrics[i].value = got[i].value;
-    }
-    st->n_metrics = n;
-    return 0;
-}
-
-int rt_trainer_evaluate(rt_trainer *t, const float *params, rt_epoch_stats *st, char *err,
-                        size_t errlen)
-{
-    double loss_sum = 0;
-    size_t right = 0, seen = 0;
-    int rc = rt_loader_begin(t->test, 0);
-    const rt_batch_host *hb;
-    while (rc == 0 && (hb = rt_loader_next(t->test))) {
-        ferry_batch_t b;
-        float loss = 0;
-        int correct = 0;
-        if ((rc = rt_trainer_to_device(t, hb, &b)))
-            break;
-        if ((rc = t->m->evaluate(&t->mc.pub, params, &b, &loss, &correct))) {
-            snprintf(err, errlen, "the model's evaluate failed: %s", ferry_strerror(rc));
-            return rc;
-        }
-        loss_sum += (double)loss * hb->n;
-        right += (size_t)correct;
-        seen += (size_t)hb->n;
-    }
-    if (rc) {
-        snprintf(err, errlen, "evaluation: %s", ferry_strerror(rc));
-        return rc;
-    }
-    if (t->sync) {
-        /* Counts below 2^24 are exact in float32; the test sets are far
-         * smaller. */
-        float sums[3] = {(float)loss_sum, (float)right, (float)seen};
-        char why[512] = "";
-        if ((rc = rt_sync_sum(t->sync, sums, 3, why, sizeof why))) {
-            snprintf(err, errlen, "evaluation: summing over the ranks: %s", why);
-            return rc;
-        }
-        loss_sum = sums[0];
-        right = (size_t)sums[1];
-        seen = (size_t)sums[2];
-    }
-    st->eval_samples = seen;
-    st->test_loss = seen ? loss_sum / (double)seen : 0;
-    st->test_accuracy =
-        t->m->kind == FERRY_MODEL_CLASSIFIER && seen ? (double)right / (double)seen : 0;
-    return model_metrics(t, params, st, err, errlen);
-}
-
-float rt_trainer_lr_at(const rt_trainer *t, double frac)
-{
-    if (!t->o.cosine || t->o.epochs <= 0)
-        return t->o.optim.lr;
-    frac = fmin(fmax(frac, 0.0), 1.0);
-    return (float)(t->o.optim.lr * 0.5 * (1.0 + cos(M_PI * frac)));
-}
-
-static void set_schedule(rt_trainer *t)
-{
-    if (t->o.cosine && t->o.epochs > 0) {
-        double total = (double)rt_trainer_steps(t) * t->o.epochs;
-        rt_optim_set_lr(t->opt, rt_trainer_lr_at(t, (double)t->steps_done / total));
-    }
-}
-
-size_t rt_trainer_global_batch(const rt_trainer *t, size_t step)
-{
-    size_t n = t->set[0]->n, b = (size_t)t->o.batch, at = step * b;
-    return n - at < b ? n - at : b;
-}
-
-/* Runs a step's graph; its loss, written by the graph, into *loss. */
-static int run_graph(rt_trainer *t, void *g, float *loss, rt_epoch_stats *st)
-{
-    int rc = rt_device_ext(t->dev)->graph_run(t->dev, g);
-    *loss = t->step_loss;
-    st->graph_steps += rc == 0;
-    return rc;
-}
-
-/* The model's loss_grad on `b`, as the graphs' rule says (graph.c): run op
- * by op, captured and then run as a graph, or a graph replayed. The
- * optimizer's step stays outside the graph: its learning rate (a cosine
- * schedule) and Adam's step count change every step, and it is one kernel
- * over the flat buffer already. A step that cannot be captured runs
- * uncaptured, and the reason is logged once. */
-static int run_loss_grad(rt_trainer *t, const ferry_batch_t *b, float *loss,
-                         rt_epoch_stats *st)
-{
-    const ferry_model_t *m = t->m;
-    if (!t->graphs.enabled)
-        return m->loss_grad(&t->mc.pub, t->params, b, t->grad, loss);
-    const rt_device_ext_t *e = rt_device_ext(t->dev);
-    rt_graph_key k = {.n = b->n, .x = b->x, .labels = b->labels, .targets = b->targets};
-    int slot = -1;
-    void *evict = NULL;
-    rt_graph_action a = rt_graph_decide(&t->graphs, &k, &slot, &evict);
-    e->graph_destroy(t->dev, evict);
-    int rc = 0;
-    if (a == RT_GRAPH_REPLAY) {
-        rc = run_graph(t, rt_graph_at(&t->graphs, slot), loss, st);
-        if (rc != FERRY_EAGAIN)
-            return rc;
-        /* A workspace moved (an evaluation batch grew it): capture again
-         * at the next step of this shape. */
-        e->graph_destroy(t->dev, rt_graph_forget(&t->graphs, slot));
-    } else if (a == RT_GRAPH_CAPTURE) {
-        void *g = NULL;
-        char why[320] = "";
-        int mrc = FERRY_EAGAIN;
-        if ((rc = e->capture_begin(t->dev, &t->step_loss)) == 0) {
-            mrc = m->loss_grad(&t->mc.pub, t->params, b, t->grad, &t->step_loss);
-            rc = e->capture_end(t->dev, mrc == 0, &g, why, sizeof why);
-        }
-        rt_graph_captured(&t->graphs, slot, g);
-        if (g) {
-            if (!t->graph_said) {
-                t->graph_said = true;
-                fprintf(stderr,
-                        "train: steps of %d samples run as a device graph (%s=0 turns "
-                        "graphs off)\n",
-                        b->n, RT_GRAPHS_ENV);
-            }
-            st->graph_captures++;
-            return run_graph(t, g, loss, st);
-        }
-        if (!t->graph_told) {
-            t->graph_told = true;
-            fprintf(stderr, "train: a step of %d samples runs uncaptured: %s\n", b->n,
-                    why[0] ? why : ferry_strerror(rc ? rc : mrc));
-        }
-    }
-    return m->loss_grad(&t->mc.pub, t->params, b, t->grad, loss);
-}
-
-/* One step's forward, backward and (sync) gradient sum: the loss to step
- * on in *loss (in sync mode the global batch's), the step's global samples
- * in *samples. */
-static int compute(rt_trainer *t, const rt_batch_host *hb, size_t step, int epoch,
-                   float *loss, size_t *samples, rt_epoch_stats *st,
-                   bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
-{
-    *loss = 0;
-    *samples = t->sync ? rt_trainer_global_batch(t, step - 1) : (size_t)hb->n;
-    if (t->sync)
-        rt_sync_step_begin(t->sync, t->grad, (float)hb->n / (float)*samples);
-    double t0 = now_s();
-    int rc = 0;
-    if (hb->n > 0) {
-        ferry_batch_t b;
-        if ((rc = rt_trainer_to_device(t, hb, &b)))
-            snprintf(err, errlen, "epoch %d step %zu: cannot copy the batch to %s: %s",
-                     epoch, step, t->dev->name, ferry_strerror(rc));
-        else if ((rc = run_loss_grad(t, &b, loss, st)))
-            snprintf(err, errlen, "the model's loss_grad failed at epoch %d step %zu: %s",
-                     epoch, step, ferry_strerror(rc));
-        if (rc) {
-            if (t->sync) /* buckets grad_ready started are still running */
-                rt_sync_step_abort(t->sync, err);
-            return rc;
-        }
-    }
-    double t1 = now_s();
-    st->compute_s += t1 - t0;
-    if (!t->sync)
-        return 0;
-    char why[512] = "";
-    float local = *loss;
-    rc = rt_sync_step_end(t->sync, local, hb->n > 0, loss, cancelled, arg, why,
-                          sizeof why);
-    st->allreduce_s += now_s() - t1;
-    if (rc)
-        snprintf(err, errlen, "epoch %d step %zu: all-reduce of the gradient: %s", epoch,
-                 step, why);
-    return rc;
-}
-
 int rt_trainer_peers_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
                            size_t errlen)
 {
-    return t->async ? rt_async_ready(t, cancelled, arg, err, errlen) : 0;
+    return t->mode->ready ? t->mode->ready(t, cancelled, arg, err, errlen) : 0;
 }
 
 int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *),
                      void *arg, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
-    if (t->async)
-        return rt_async_epoch(t, st, cancelled, arg, err, errlen);
-    int epoch = t->epoch + 1;
-    double loss_sum = 0, t0 = now_s();
-    size_t step = 0;
-    int rc = rt_loader_begin(t->train, t->epoch);
-    if (rc) {
-        snprintf(err, errlen, "cannot start epoch %d: %s", epoch, ferry_strerror(rc));
-        return rc;
-    }
-    const rt_batch_host *hb;
-    while ((hb = rt_loader_next(t->train))) {
-        step++;
-        if (cancelled && cancelled(arg)) {
-            snprintf(err, errlen, "training cancelled at epoch %d step %zu", epoch, step);
-            return FERRY_ECANCELED;
-        }
-        if (hb->n == 0 && !t->sync)
-            continue;
+    const rt_mode *md = t->mode;
+    rt_epoch_run r = {.epoch = t->epoch + 1,
+                      .st = st,
+                      .cancelled = cancelled,
+                      .arg = arg,
+                      .err = err,
+                      .errlen = errlen};
+    double t0 = rt_train_now();
+    int rc = md->epoch_begin(t, &r);
+    const rt_batch_host *hb = NULL;
+    while (rc == 0 && (rc = md->next(t, &r, &hb)) == 0 && hb) {
         float loss = 0;
         size_t samples = 0;
-        if ((rc = compute(t, hb, step, epoch, &loss, &samples, st, cancelled, arg, err,
-                          errlen)))
-            return rc;
-        if (!isfinite(loss)) {
-            snprintf(err, errlen, "loss is %s at epoch %d step %zu: training stopped",
-                     isnan(loss) ? "nan" : "infinite", epoch, step);
-            return FERRY_ERANGE;
-        }
-        set_schedule(t);
-        rt_optim_step(t->opt, t->params, t->grad);
-        t->steps_done++;
-        loss_sum += (double)loss * (double)samples;
-        st->samples += samples;
+        if ((rc = rt_trainer_step(t, &r, hb, &loss, &samples)) ||
+            (rc = md->apply(t, &r, hb)))
+            break;
+        r.loss_sum += (double)loss * (double)samples;
+        r.samples += samples;
         st->local_samples += (size_t)hb->n;
     }
+    if (rc == 0 && md->epoch_end)
+        rc = md->epoch_end(t, &r);
+    if (rc)
+        return rc;
     if ((rc = t->dev->ops->sync(t->dev))) {
-        snprintf(err, errlen, "epoch %d: %s failed: %s", epoch, t->dev->name,
+        snprintf(err, errlen, "epoch %d: %s failed: %s", r.epoch, t->dev->name,
                  ferry_strerror(rc));
         return rc;
     }
-    double t1 = now_s();
-    t->epoch = epoch;
-    st->epoch = epoch;
+    double t1 = rt_train_now();
+    t->epoch = r.epoch;
+    st->epoch = r.epoch;
+    st->samples = r.samples;
     st->train_s = t1 - t0;
-    st->train_loss = st->samples ? loss_sum / (double)st->samples : 0;
+    st->train_loss = st->samples ? r.loss_sum / (double)st->samples : 0;
     st->samples_per_s = st->train_s > 0 ? (double)st->samples / st->train_s : 0;
-    if ((rc = rt_trainer_evaluate(t, t->params, st, err, errlen)))
+    if ((rc = md->evaluate(t, &r)))
         return rc;
-    st->eval_s = now_s() - t1;
+    st->eval_s = rt_train_now() - t1;
     return 0;
 }
 
 int rt_trainer_buckets(const rt_trainer *t)
 {
-    return t->sync ? rt_sync_buckets(t->sync) : 0;
+    return t->buckets;
 }
 
 size_t rt_trainer_steps(const rt_trainer *t)
@@ -576,11 +301,15 @@ size_t rt_trainer_params_len(const rt_trainer *t)
     return t->plen;
 }
 
+int rt_trainer_params_polled(rt_trainer *t, float *host, bool (*cancelled)(void *),
+                             void *arg)
+{
+    return t->mode->params(t, host, cancelled, arg);
+}
+
 int rt_trainer_params(rt_trainer *t, float *host)
 {
-    if (t->async)
-        return rt_async_params(t, host);
-    return t->dev->ops->download(t->dev, host, t->params, t->plen * sizeof(float));
+    return rt_trainer_params_polled(t, host, NULL, NULL);
 }
 
 const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train)
@@ -601,8 +330,8 @@ void rt_trainer_destroy(rt_trainer *t)
             rt_device_ext(t->dev)->graph_destroy(t->dev, rt_graph_forget(&t->graphs, i));
     rt_stager_destroy(t->stager);
     rt_optim_destroy(t->opt);
-    rt_sync_destroy(t->sync);
-    rt_async_destroy(t);
+    if (t->mode && t->mode->destroy)
+        t->mode->destroy(t);
     if (t->dev) {
         const ferry_device_ops_t *ops = t->dev->ops;
         ops->free(t->dev, t->params);

@@ -226,7 +226,8 @@ void co_run_ok(co_fn fn, void *arg, const char *what)
 int co_allreduce_fn(int rank, void *arg, char *err, size_t errlen)
 {
     co_allreduce_arg *a = arg;
-    return rt_comm_allreduce(R.r[rank].comm, a->bufs[rank], a->n, err, errlen);
+    return rt_comm_allreduce(R.r[rank].comm, a->bufs[rank], a->n, NULL, NULL, err,
+                             errlen);
 }
 
 int co_allreduce_all_but_fn(int rank, void *arg, char *err, size_t errlen)
@@ -238,7 +239,8 @@ int co_allreduce_all_but_fn(int rank, void *arg, char *err, size_t errlen)
 int co_broadcast_fn(int rank, void *arg, char *err, size_t errlen)
 {
     co_broadcast_arg *a = arg;
-    return rt_comm_broadcast(R.r[rank].comm, a->bufs[rank], a->n, a->root, err, errlen);
+    return rt_comm_broadcast(R.r[rank].comm, a->bufs[rank], a->n, a->root, NULL, NULL,
+                             err, errlen);
 }
 
 /* ---- data ------------------------------------------------------------------------ */

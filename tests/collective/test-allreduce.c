@@ -231,10 +231,10 @@ CO_TEST(allreduce, a_world_of_1_leaves_the_buffer_as_it_is)
     float **bufs = co_bufs(1, n, 1);
     float **in = co_copy_bufs(bufs, 1, n);
     char err[CO_ERRLEN] = "";
-    int rc = rt_comm_allreduce(R.r[0].comm, bufs[0], n, err, sizeof err);
+    int rc = rt_comm_allreduce(R.r[0].comm, bufs[0], n, NULL, NULL, err, sizeof err);
     cr_assert(rc == 0, "all-reduce: %s: %s", ferry_err_name(rc), err);
     cr_assert(memcmp(bufs[0], in[0], n * sizeof(float)) == 0);
-    rc = rt_comm_broadcast(R.r[0].comm, bufs[0], n, 0, err, sizeof err);
+    rc = rt_comm_broadcast(R.r[0].comm, bufs[0], n, 0, NULL, NULL, err, sizeof err);
     cr_assert(rc == 0, "broadcast: %s: %s", ferry_err_name(rc), err);
     cr_assert(memcmp(bufs[0], in[0], n * sizeof(float)) == 0);
     co_free_bufs(in, 1);

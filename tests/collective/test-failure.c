@@ -77,7 +77,7 @@ CO_TEST(failure, a_silent_rank_times_the_others_out_naming_it)
         cr_assert(rc == FERRY_ETIMEDOUT, "rank %d: a broadcast after the failure gave %s",
                   r, ferry_err_name(rc));
         char err[CO_ERRLEN] = "";
-        rc = rt_comm_allreduce(R.r[r].comm, bufs[r], n, err, sizeof err);
+        rc = rt_comm_allreduce(R.r[r].comm, bufs[r], n, NULL, NULL, err, sizeof err);
         cr_assert(rc == FERRY_ETIMEDOUT,
                   "rank %d: a blocking all-reduce after the failure "
                   "gave %s",
@@ -213,7 +213,7 @@ CO_TEST(failure, a_right_neighbour_that_never_listened_is_named_within_the_timeo
     memset(buf, 0, n * sizeof(float));
     char err[CO_ERRLEN] = "";
     double t0 = co_now_ms();
-    int rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, sizeof err);
+    int rc = rt_comm_allreduce(R.r[0].comm, buf, n, NULL, NULL, err, sizeof err);
     double ms = co_now_ms() - t0;
     co_free(buf);
     cr_assert(rc == FERRY_EUNAVAIL, "got %s (%s), want EUNAVAIL", ferry_err_name(rc), err);
@@ -323,7 +323,7 @@ static void expect_rank1_stopped(float *buf, size_t n, int want, double within_m
                                  const char *says, char *err, size_t errlen)
 {
     double t0 = co_now_ms();
-    int rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, errlen);
+    int rc = rt_comm_allreduce(R.r[0].comm, buf, n, NULL, NULL, err, errlen);
     double ms = co_now_ms() - t0;
     cr_assert(rc == want, "rank 0: got %s (%s), want rank 1's %s", ferry_err_name(rc), err,
               ferry_err_name(want));
@@ -345,7 +345,7 @@ CO_TEST(failure, a_neighbour_that_failed_first_is_quoted)
     size_t n = 3 * CO_CHUNK_FLOATS;
     float **bufs = co_bufs(w, n, 1);
     char err1[CO_ERRLEN] = "";
-    int rc = rt_comm_allreduce(R.r[1].comm, bufs[1], n, err1, sizeof err1);
+    int rc = rt_comm_allreduce(R.r[1].comm, bufs[1], n, NULL, NULL, err1, sizeof err1);
     cr_assert(rc == FERRY_ETIMEDOUT, "rank 1 alone: got %s (%s), want ETIMEDOUT",
               ferry_err_name(rc), err1);
 
@@ -501,8 +501,9 @@ static int disagree_fn(int rank, void *arg, char *err, size_t errlen)
     disagree *d = arg;
     rt_comm *c = R.r[rank].comm;
     return d->broadcast[rank]
-               ? rt_comm_broadcast(c, d->bufs[rank], d->n[rank], 0, err, errlen)
-               : rt_comm_allreduce(c, d->bufs[rank], d->n[rank], err, errlen);
+               ? rt_comm_broadcast(c, d->bufs[rank], d->n[rank], 0, NULL, NULL, err,
+                                   errlen)
+               : rt_comm_allreduce(c, d->bufs[rank], d->n[rank], NULL, NULL, err, errlen);
 }
 
 static void disagree_check(disagree *d, const char *what)
@@ -608,7 +609,7 @@ CO_TEST(failure, a_peer_that_never_registers_the_session_times_out_naming_it)
     float *buf = co_alloc(n * sizeof(float));
     memset(buf, 0, n * sizeof(float));
     double t0 = co_now_ms();
-    rc = rt_comm_allreduce(R.r[0].comm, buf, n, err, sizeof err);
+    rc = rt_comm_allreduce(R.r[0].comm, buf, n, NULL, NULL, err, sizeof err);
     double ms = co_now_ms() - t0;
     co_free(buf);
     cr_assert(rc == FERRY_ETIMEDOUT, "got %s (%s), want ETIMEDOUT", ferry_err_name(rc),

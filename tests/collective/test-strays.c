@@ -40,9 +40,10 @@ static int reps_fn(int rank, void *arg, char *err, size_t errlen)
     reps_arg *a = arg;
     rt_comm *c = a->twin ? R.r[rank].comm2 : R.r[rank].comm;
     for (int k = 0; k < REPS; k++) {
-        int rc = k == 0 && rank == a->skip && a->started
-                     ? rt_comm_wait(c, a->started, NULL, NULL, err, errlen)
-                     : rt_comm_allreduce(c, a->bufs[k][rank], COUNT, err, errlen);
+        int rc =
+            k == 0 && rank == a->skip && a->started
+                ? rt_comm_wait(c, a->started, NULL, NULL, err, errlen)
+                : rt_comm_allreduce(c, a->bufs[k][rank], COUNT, NULL, NULL, err, errlen);
         if (rc)
             return rc;
     }

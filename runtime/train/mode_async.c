@@ -1,4 +1,4 @@
-/* Asynchronous data parallelism for the trainer: each rank loops on its own
+/* Async mode: asynchronous data parallelism. Each rank loops on its own
  * slice of the data without waiting for the others, talking only to the
  * parameter server's shards (runtime/ps).
  *
@@ -19,12 +19,9 @@
  * reached it, so a slow rank contributes less and holds nobody back. When a
  * rank's own slice of the data runs out it goes on with its slice of the
  * next shuffle. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <uv.h>
 
 #include "trainer_int.h"
 
@@ -46,9 +43,9 @@ struct rt_async {
     float *grad_host; /* the gradient, downloaded (not on the cpu) */
     float *centre;    /* easgd: the centre variable, on the device, to evaluate */
     float *centre_host;
-    uint64_t clock;   /* local steps so far: the staleness bound's clock */
-    uint64_t pulled;  /* the clock of the last pull + 1 (0: none yet) */
-    uint64_t seen;    /* samples the shards have taken, as last heard */
+    uint64_t clock;  /* local steps so far: the staleness bound's clock */
+    uint64_t pulled; /* the clock of the last pull + 1 (0: none yet) */
+    uint64_t seen;   /* samples the shards have taken, as last heard */
     uint64_t acc_samples;
     int acc_batches;
     int data_epoch;   /* the loader's shuffle this rank is in */
@@ -57,12 +54,9 @@ struct rt_async {
     rt_ps_algo algo;
     int push_every, pull_every, tau;
     float alpha;
+    uint64_t target; /* the samples that end the running epoch */
+    uint64_t run;    /* the samples of the whole run (easgd's schedule) */
 };
-
-static double now_s(void)
-{
-    return (double)uv_hrtime() / 1e9;
-}
 
 static void *host_floats(size_t n)
 {
@@ -72,13 +66,15 @@ static void *host_floats(size_t n)
     return p;
 }
 
-int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
+/* Opens this rank's shards from `init` (host, the whole flat buffer) and
+ * the client to every shard. */
+static int async_begin(rt_trainer *t, const float *init, char *err, size_t errlen)
 {
     const rt_train_opts *o = &t->o;
     rt_async *a = calloc(1, sizeof *a);
     if (!a)
         return FERRY_ENOMEM;
-    t->async = a;
+    t->ms = a;
     a->store = o->ps_store;
     a->session = o->session;
     a->algo = o->algo;
@@ -94,8 +90,8 @@ int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
         a->grad_host = host_floats(n);
     if (a->algo == RT_PS_EASGD) {
         a->centre_host = host_floats(n);
-        a->centre = a->on_host ? a->centre_host
-                               : t->dev->ops->alloc(t->dev, n * sizeof(float));
+        a->centre =
+            a->on_host ? a->centre_host : t->dev->ops->alloc(t->dev, n * sizeof(float));
     }
     if (!a->host || !a->acc || (!a->on_host && !a->grad_host) ||
         (a->algo == RT_PS_EASGD && (!a->centre_host || !a->centre))) {
@@ -135,10 +131,10 @@ int rt_async_create(rt_trainer *t, const float *init, char *err, size_t errlen)
     return rt_ps_client_create(&co, &a->client, err, errlen);
 }
 
-int rt_async_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
-                   size_t errlen)
+static int async_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
+                       size_t errlen)
 {
-    rt_async *a = t->async;
+    rt_async *a = t->ms;
     /* Into the push accumulator, empty until the first step: the pull only
      * asks every shard whether it is there. */
     rt_ps_seen seen;
@@ -147,9 +143,9 @@ int rt_async_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *er
     return rc;
 }
 
-void rt_async_destroy(rt_trainer *t)
+static void async_destroy(rt_trainer *t)
 {
-    rt_async *a = t->async;
+    rt_async *a = t->ms;
     if (!a)
         return;
     rt_ps_client_destroy(a->client);
@@ -163,7 +159,7 @@ void rt_async_destroy(rt_trainer *t)
         t->dev->ops->free(t->dev, a->centre);
     free(a->centre_host);
     free(a);
-    t->async = NULL;
+    t->ms = NULL;
 }
 
 /* The next batch of this rank's endless stream of slices. */
@@ -195,54 +191,58 @@ static int upload(rt_trainer *t, float *dev, const float *host)
     return t->dev->ops->upload(t->dev, dev, host, t->plen * sizeof(float));
 }
 
-/* Pulls every shard into the parameters (downpour) or the centre (easgd). */
-static int pull(rt_async *a, float *host, uint64_t step, uint64_t until,
-                rt_epoch_stats *st, bool (*cancelled)(void *), void *arg, char *err,
-                size_t errlen)
+/* The end of a round trip with the shards begun at `t0`: its wait counted,
+ * its failure said ("pull at local step S: why"), and the samples the
+ * shards have taken kept. */
+static int trip_done(rt_async *a, int rc, double t0, const char *what, uint64_t step,
+                     const rt_ps_seen *seen, const char *why, rt_epoch_run *r)
 {
-    double t0 = now_s();
-    rt_ps_seen seen;
-    char why[512] = "";
-    int rc = rt_ps_pull(a->client, host, step, until, &seen, cancelled, arg, why, sizeof why);
-    st->ps_wait_s += now_s() - t0;
+    r->st->ps_wait_s += rt_train_now() - t0;
     if (rc) {
-        snprintf(err, errlen, "pull at local step %llu: %s", (unsigned long long)step, why);
+        snprintf(r->err, r->errlen, "%s at local step %llu: %s", what,
+                 (unsigned long long)step, why);
         return rc;
     }
-    if (seen.samples > a->seen)
-        a->seen = seen.samples;
+    if (seen->samples > a->seen)
+        a->seen = seen->samples;
     return 0;
+}
+
+/* Pulls every shard into the parameters (downpour) or the centre (easgd). */
+static int pull(rt_async *a, float *host, uint64_t step, uint64_t until, rt_epoch_run *r)
+{
+    double t0 = rt_train_now();
+    rt_ps_seen seen;
+    char why[512] = "";
+    int rc = rt_ps_pull(a->client, host, step, until, &seen, r->cancelled, r->arg, why,
+                        sizeof why);
+    return trip_done(a, rc, t0, "pull", step, &seen, why, r);
 }
 
 /* Pushes what was gathered; with `pull_into`, the same round trip also
  * pulls (the values the shards hold after it) as a pull at this clock. */
 static int push(rt_trainer *t, rt_async *a, int kind, float *pull_into, uint64_t until,
-                rt_epoch_stats *st, bool (*cancelled)(void *), void *arg, char *err,
-                size_t errlen)
+                rt_epoch_run *r)
 {
-    double t0 = now_s();
+    bool (*cancelled)(void *) = r->cancelled;
+    void *arg = r->arg;
+    double t0 = rt_train_now();
     rt_ps_seen seen;
     char why[512] = "";
-    int rc = pull_into ? rt_ps_push_pull(a->client, a->acc, kind, a->clock,
-                                         (uint32_t)a->acc_samples, pull_into, until, &seen,
-                                         cancelled, arg, why, sizeof why)
-                       : rt_ps_push(a->client, a->acc, kind, a->clock,
-                                    (uint32_t)a->acc_samples, &seen, cancelled, arg, why,
-                                    sizeof why);
-    st->ps_wait_s += now_s() - t0;
-    if (rc) {
-        snprintf(err, errlen, "push at local step %llu: %s", (unsigned long long)a->clock,
-                 why);
+    int rc =
+        pull_into
+            ? rt_ps_push_pull(a->client, a->acc, kind, a->clock, (uint32_t)a->acc_samples,
+                              pull_into, until, &seen, cancelled, arg, why, sizeof why)
+            : rt_ps_push(a->client, a->acc, kind, a->clock, (uint32_t)a->acc_samples,
+                         &seen, cancelled, arg, why, sizeof why);
+    if ((rc = trip_done(a, rc, t0, "push", a->clock, &seen, why, r)))
         return rc;
-    }
-    if (seen.samples > a->seen)
-        a->seen = seen.samples;
     if (pull_into) {
         a->pulled = a->clock + 1;
         if ((rc = upload(t, t->params, pull_into)))
             return rc;
     }
-    st->pushes++;
+    r->st->pushes++;
     a->acc_samples = 0;
     a->acc_batches = 0;
     memset(a->acc, 0, t->plen * sizeof(float));
@@ -253,10 +253,9 @@ static int push(rt_trainer *t, rt_async *a, int kind, float *pull_into, uint64_t
  * centre and the centre as far towards them (Zhang et al. 2015, the
  * asynchronous form). The first exchange copies the centre outright, so
  * every rank starts from the shards' values. */
-static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_stats *st,
-                    bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_run *r)
 {
-    int rc = pull(a, a->centre_host, a->clock, until, st, cancelled, arg, err, errlen);
+    int rc = pull(a, a->centre_host, a->clock, until, r);
     if (rc)
         return rc;
     size_t n = t->plen;
@@ -276,7 +275,7 @@ static int exchange(rt_trainer *t, rt_async *a, uint64_t until, rt_epoch_stats *
     }
     if ((rc = upload(t, t->params, x)))
         return rc;
-    return push(t, a, 1, NULL, 0, st, cancelled, arg, err, errlen);
+    return push(t, a, 1, NULL, 0, r);
 }
 
 /* Adds this batch's gradient, weighted by its share of the global batch,
@@ -285,8 +284,8 @@ static int gather(rt_trainer *t, rt_async *a, const rt_batch_host *hb)
 {
     const float *g = t->grad;
     if (!a->on_host) {
-        int rc = t->dev->ops->download(t->dev, a->grad_host, t->grad,
-                                       t->plen * sizeof(float));
+        int rc =
+            t->dev->ops->download(t->dev, a->grad_host, t->grad, t->plen * sizeof(float));
         if (rc)
             return rc;
         g = a->grad_host;
@@ -297,106 +296,121 @@ static int gather(rt_trainer *t, rt_async *a, const rt_batch_host *hb)
     return 0;
 }
 
-int rt_async_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *), void *arg,
-                   char *err, size_t errlen)
+static int async_epoch_begin(rt_trainer *t, rt_epoch_run *r)
 {
-    rt_async *a = t->async;
-    int epoch = t->epoch + 1, rc = 0;
-    uint64_t target = (uint64_t)epoch * t->set[0]->n;
-    uint64_t run = (uint64_t)(t->o.epochs > 0 ? t->o.epochs : epoch) * t->set[0]->n;
-    double loss_sum = 0, t0 = now_s();
+    rt_async *a = t->ms;
+    a->target = (uint64_t)r->epoch * t->set[0]->n;
+    a->run = (uint64_t)(t->o.epochs > 0 ? t->o.epochs : r->epoch) * t->set[0]->n;
+    return 0;
+}
+
+/* The next batch, once the pull or the exchange that is due is done; none
+ * once the shards have taken the epoch's samples. */
+static int async_next(rt_trainer *t, rt_epoch_run *r, const rt_batch_host **hb)
+{
+    rt_async *a = t->ms;
     bool easgd = a->algo == RT_PS_EASGD;
-    while (a->seen < target) {
-        if (cancelled && cancelled(arg)) {
-            snprintf(err, errlen, "training cancelled at epoch %d local step %llu", epoch,
-                     (unsigned long long)a->clock);
-            return FERRY_ECANCELED;
-        }
-        bool pull_due = a->clock % (uint64_t)a->pull_every == 0 && a->pulled != a->clock + 1;
+    int rc;
+    *hb = NULL;
+    while (a->seen < a->target) {
+        r->step = a->clock;
+        if ((rc = rt_trainer_check_cancel(t, r)))
+            return rc;
+        bool pull_due =
+            a->clock % (uint64_t)a->pull_every == 0 && a->pulled != a->clock + 1;
         if (easgd ? a->clock % (uint64_t)a->tau == 0 : pull_due) {
-            rc = easgd ? exchange(t, a, target, st, cancelled, arg, err, errlen)
-                       : pull(a, a->host, a->clock, target, st, cancelled, arg, err, errlen);
+            rc = easgd ? exchange(t, a, a->target, r)
+                       : pull(a, a->host, a->clock, a->target, r);
             if (rc == 0 && !easgd)
                 rc = upload(t, t->params, a->host);
             if (rc)
                 return rc;
-            if (a->seen >= target)
-                break;
+            if (a->seen >= a->target)
+                return 0;
         }
-        const rt_batch_host *hb = next_batch(t, a, &rc);
-        if (!hb) {
-            snprintf(err, errlen, "epoch %d: no training batch: %s", epoch, ferry_strerror(rc));
+        const rt_batch_host *b = next_batch(t, a, &rc);
+        if (!b) {
+            snprintf(r->err, r->errlen, "epoch %d: no training batch: %s", r->epoch,
+                     ferry_strerror(rc));
             return rc;
         }
-        if (hb->n == 0)
-            continue;
-        ferry_batch_t b;
-        float loss = 0;
-        double c0 = now_s();
-        if ((rc = rt_trainer_to_device(t, hb, &b)) ||
-            (rc = t->m->loss_grad(&t->mc.pub, t->params, &b, t->grad, &loss))) {
-            snprintf(err, errlen, "the model's loss_grad failed at epoch %d local step %llu: %s",
-                     epoch, (unsigned long long)a->clock, ferry_strerror(rc));
-            return rc;
+        if (b->n > 0) {
+            *hb = b;
+            return 0;
         }
-        st->compute_s += now_s() - c0;
-        if (!isfinite(loss)) {
-            snprintf(err, errlen, "loss is %s at epoch %d local step %llu: training stopped",
-                     isnan(loss) ? "nan" : "infinite", epoch, (unsigned long long)a->clock);
-            return FERRY_ERANGE;
-        }
-        a->clock++;
-        a->acc_samples += (uint64_t)hb->n;
-        if (easgd) {
-            rt_optim_set_lr(t->opt, rt_trainer_lr_at(t, (double)a->seen / (double)run));
-            rt_optim_step(t->opt, t->params, t->grad);
-        } else {
-            if ((rc = gather(t, a, hb)))
-                return rc;
-            /* A pull due next step rides on this push's reply. */
-            bool pull_next = a->clock % (uint64_t)a->pull_every == 0;
-            if (++a->acc_batches == a->push_every &&
-                (rc = push(t, a, 0, pull_next ? a->host : NULL, target, st, cancelled, arg,
-                           err, errlen)))
-                return rc;
-        }
-        loss_sum += (double)loss * hb->n;
-        st->local_samples += (size_t)hb->n;
-        st->steps++;
     }
-    /* What this rank gathered belongs to the epoch that just ended. */
-    if (!easgd && a->acc_batches > 0 &&
-        (rc = push(t, a, 0, NULL, 0, st, cancelled, arg, err, errlen)))
-        return rc;
-    if ((rc = t->dev->ops->sync(t->dev))) {
-        snprintf(err, errlen, "epoch %d: %s failed: %s", epoch, t->dev->name,
-                 ferry_strerror(rc));
-        return rc;
-    }
-    double t1 = now_s();
-    t->epoch = epoch;
-    st->epoch = epoch;
-    st->samples = st->local_samples;
-    st->train_s = t1 - t0;
-    st->train_loss = st->local_samples ? loss_sum / (double)st->local_samples : 0;
-    st->samples_per_s = st->train_s > 0 ? (double)st->samples / st->train_s : 0;
-    /* The model is the shards' values: evaluated as they are now, on this
-     * rank's slice of the test set. */
-    float *eval = easgd ? a->centre : t->params;
-    float *eval_host = easgd ? a->centre_host : a->host;
-    if ((rc = pull(a, eval_host, 0, 0, st, cancelled, arg, err, errlen)) ||
-        (rc = upload(t, eval, eval_host)) ||
-        (rc = rt_trainer_evaluate(t, eval, st, err, errlen)))
-        return rc;
-    rt_ps_take_stats(a->store, a->session, &st->shard);
-    st->eval_s = now_s() - t1;
     return 0;
 }
 
-int rt_async_params(rt_trainer *t, float *host)
+/* After the step: easgd steps the local parameters; downpour and dynsgd
+ * gather the gradient and push every push_every steps. */
+static int async_apply(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb)
 {
-    rt_async *a = t->async;
+    rt_async *a = t->ms;
+    int rc = 0;
+    a->clock++;
+    a->acc_samples += (uint64_t)hb->n;
+    if (a->algo == RT_PS_EASGD) {
+        rt_optim_set_lr(t->opt, rt_trainer_lr_at(t, (double)a->seen / (double)a->run));
+        rt_optim_step(t->opt, t->params, t->grad);
+    } else {
+        if ((rc = gather(t, a, hb)))
+            return rc;
+        /* A pull due next step rides on this push's reply. */
+        bool pull_next = a->clock % (uint64_t)a->pull_every == 0;
+        if (++a->acc_batches == a->push_every &&
+            (rc = push(t, a, 0, pull_next ? a->host : NULL, a->target, r)))
+            return rc;
+    }
+    r->st->steps++;
+    return 0;
+}
+
+/* What this rank gathered belongs to the epoch that just ended. */
+static int async_epoch_end(rt_trainer *t, rt_epoch_run *r)
+{
+    rt_async *a = t->ms;
+    if (a->algo != RT_PS_EASGD && a->acc_batches > 0)
+        return push(t, a, 0, NULL, 0, r);
+    return 0;
+}
+
+/* The model is the shards' values: evaluated as they are now, on this
+ * rank's slice of the test set. */
+static int async_evaluate(rt_trainer *t, rt_epoch_run *r)
+{
+    rt_async *a = t->ms;
+    bool easgd = a->algo == RT_PS_EASGD;
+    float *eval = easgd ? a->centre : t->params;
+    float *eval_host = easgd ? a->centre_host : a->host;
+    int rc;
+    if ((rc = pull(a, eval_host, 0, 0, r)) || (rc = upload(t, eval, eval_host)) ||
+        (rc = rt_trainer_evaluate(t, eval, r->st, r->err, r->errlen)))
+        return rc;
+    rt_ps_take_stats(a->store, a->session, &r->st->shard);
+    return 0;
+}
+
+/* The model as the shards hold it (every rank reads the same once all
+ * have stopped pushing). */
+static int async_params(rt_trainer *t, float *host, bool (*cancelled)(void *), void *arg)
+{
+    rt_async *a = t->ms;
     rt_ps_seen seen;
     char why[512];
-    return rt_ps_pull(a->client, host, 0, 0, &seen, NULL, NULL, why, sizeof why);
+    return rt_ps_pull(a->client, host, 0, 0, &seen, cancelled, arg, why, sizeof why);
 }
+
+const rt_mode rt_mode_async = {
+    .step_word = "local step",
+    .graphs = true,
+    .begin = async_begin,
+    .ready = async_ready,
+    .epoch_begin = async_epoch_begin,
+    .next = async_next,
+    .apply = async_apply,
+    .epoch_end = async_epoch_end,
+    .evaluate = async_evaluate,
+    .params = async_params,
+    .destroy = async_destroy,
+};

@@ -1,10 +1,13 @@
 /* Optimizers over the flat parameter buffer: one fused device operation a
  * step, so the update costs a single pass over parameters, gradient and
  * state. The state lives on the device next to the parameters. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "train.h"
+#include <ferry/error.h>
+
+#include "optim.h"
 
 struct rt_optim {
     ferry_device_t *dev;

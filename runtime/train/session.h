@@ -1,0 +1,73 @@
+/* runtime/train — the one training session a worker runs (session.c), as
+ * the built-in functions (train_fn.c) take, hold and give it back.
+ *
+ * A worker trains one session at a time, and the session has an owner: the
+ * submitter that began it (named by the begin's `submitter` and the peer
+ * address it called from). A second begin while the session lives is
+ * refused with a message naming both. A session whose owner is gone is
+ * reclaimed by the next begin: one left idle (no call of its own) for its
+ * `idle_ms`, or one whose last epoch failed or was cancelled (a submitter
+ * never goes on with a session after that). A begin for the same session id
+ * is its owner's and replaces it. */
+#ifndef FERRY_RUNTIME_TRAIN_SESSION_H
+#define FERRY_RUNTIME_TRAIN_SESSION_H
+
+#include <stdatomic.h>
+
+#include "runtime/runtime_int.h"
+#include "train.h"
+
+typedef struct rt_train_session {
+    uint64_t id;
+    const rt_module *m;
+    rt_trainer *t;
+    rt_comm *comm; /* sync mode: the collectives between the ranks */
+    bool busy;     /* a begin or an epoch is running; under the worker's train_lock */
+    bool starting; /* that call is its begin; under train_lock */
+    ferry_ctx_t *holder; /* the call that holds it busy; under train_lock */
+    atomic_bool stop;    /* an end asked the call that holds it to stop */
+    /* Ownership, under train_lock: who began it, when it last finished a
+     * call of its own, how long it may idle, whether its owner hung up. */
+    char owner[512];
+    uint64_t idle_since_ns, started_ns;
+    uint32_t idle_ms;
+    bool abandoned;
+} rt_train_session;
+
+/* Frees the session's collectives, then its trainer (ops a failed step
+ * left running use the trainer's reduction buffer until they are gone). */
+void rt_session_free(rt_train_session *s);
+
+/* A begin's claim on the worker for session `id`, begun by `submitter`
+ * (escaped): waits for a call whose caller hung up to end, refuses (the
+ * call failed with the reason) while another submitter's session lives,
+ * and otherwise installs a new session, busy with this call, whose
+ * predecessor comes back in *old for the caller to free. */
+int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
+                     uint32_t idle_ms, rt_train_session **out, rt_train_session **old);
+/* The end of the begin that claimed `s` with outcome `rc`: not busy any
+ * more, and on failure removed from the worker and freed. */
+void rt_session_started(ferry_ctx_t *ctx, rt_train_session *s, int rc);
+
+/* The session `id`, marked busy with this call; NULL with the call failed
+ * (*rc) when there is none or it is busy. */
+rt_train_session *rt_session_take(ferry_ctx_t *ctx, uint64_t id, int *rc);
+/* Ends the call's hold; a failed or cancelled call abandons the session. */
+void rt_session_give_back(ferry_ctx_t *ctx, rt_train_session *s, bool failed);
+/* An end for session `id` while a begin or an epoch holds it: that call is
+ * asked to stop and waited for (a few seconds at most), so that the end
+ * frees the session instead of being refused as busy. */
+void rt_session_stop_holder(rt_worker *w, uint64_t id);
+/* Takes session `s` (taken by this call) off the worker. */
+void rt_session_detach(rt_worker *w, rt_train_session *s);
+
+/* What a begin or an epoch polls while it waits: its caller gone, or an
+ * end for its session. `arg` is an rt_holder_check. */
+typedef struct rt_holder_check {
+    ferry_ctx_t *ctx;
+    rt_train_session *s;
+} rt_holder_check;
+
+bool rt_holder_cancelled(void *arg);
+
+#endif
