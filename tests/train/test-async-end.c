@@ -71,6 +71,7 @@ Test(train_async_end, reading_the_shards_back_gives_up_when_the_caller_hangs_up)
                        .ps_store = E.store,
                        .session = SESSION,
                        .peers = peers,
+                       .secret = TTRAIN_SECRET,
                        .timeout_ms = TIMEOUT_MS,
                        .staleness = -1,
                        .train_set = &E.train,

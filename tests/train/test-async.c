@@ -85,6 +85,7 @@ static void *rank_main(void *arg)
     o.ps_store = me->store;
     o.session = SESSION;
     o.peers = s->peers;
+    o.secret = TTRAIN_SECRET;
     o.timeout_ms = TIMEOUT_MS;
     rt_trainer *t = NULL;
     me->rc = rt_trainer_create(s->m, me->dev, &o, &t, me->err, sizeof me->err);

@@ -25,6 +25,8 @@ void ttrain_free_set(rt_dataset *ds);
 
 /* Features a linear set may have for ttrain_least_squares. */
 #define TTRAIN_MAXD 16
+/* An async session's secret (RT_PS_SECRET_BYTES), the same on every rank. */
+#define TTRAIN_SECRET ((const uint8_t *)"async secret of 32 bytes, no NUL")
 /* The least-squares fit of a linear set's targets, from the normal
  * equations in double: beta[0..features) the weights, beta[features] the
  * bias. */
