@@ -222,7 +222,7 @@ int cli_drive(const cli_drive_opts *o)
                            {.fd = err[0], .events = POLLIN},
                            {.fd = res[0], .events = POLLIN}};
     int to[2] = {STDOUT_FILENO, STDERR_FILENO};
-    int64_t began = cli_wall_ms();
+    int64_t began = home_wall_ms();
     for (;;) {
         int n = poll(pf, 3, exited ? 0 : 100);
         if (n < 0 && errno != EINTR)

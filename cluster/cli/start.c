@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "cli.h"
+#include "cluster/supervisor/supervisor.h"
 #include "rpc/rpc.h"
 #include "runtime/device/device.h"
 
@@ -234,7 +235,7 @@ static const char *connect_host(const char *listen)
 }
 
 /* Fills conf with the workers: the config file's, or N on this host. */
-static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **local,
+static int plan_workers(conf_cluster *conf, const start_args *a, sv_local **local,
                         size_t *n_local)
 {
     bool generated = conf->n_workers == 0;
@@ -288,7 +289,7 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
         /* Workers elsewhere, or run by someone else, are only waited for. */
         if (!conf->workers[i].local || conf->workers[i].attach)
             continue;
-        cli_local *l = &(*local)[(*n_local)++];
+        sv_local *l = &(*local)[(*n_local)++];
         l->rank = (int)i;
         snprintf(l->host, sizeof l->host, "%s",
                  generated ? conf->listen : conf->workers[i].host);
@@ -298,7 +299,7 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
 }
 
 /* Says which port is taken, before anything starts. */
-static int check_ports(const cli_local *local, size_t n)
+static int check_ports(const sv_local *local, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (!local[i].port)
@@ -324,14 +325,14 @@ static int check_ports(const cli_local *local, size_t n)
 
 /* Old state from a cluster that did not shut down cleanly: its pids, ports,
  * crash records and crash-loop counts must never pass for this cluster's. */
-static void clear_state(const cli_home *h)
+static void clear_state(const home_paths *h)
 {
-    cli_home_forget_cluster(h);
+    home_forget_cluster(h);
 }
 
 /* Workers whose supervisor died without them (see leftovers.c): named and
  * stopped before anything new starts. */
-static int stop_leftovers(const cli_home *h)
+static int stop_leftovers(const home_paths *h)
 {
     int ranks[CONF_MAX_WORKERS];
     pid_t pids[CONF_MAX_WORKERS];
@@ -353,7 +354,7 @@ static int stop_leftovers(const cli_home *h)
     return 0;
 }
 
-static pid_t fork_supervisor(const cli_supervisor_opts *so)
+static pid_t fork_supervisor(const sv_opts *so)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -378,13 +379,13 @@ static pid_t fork_supervisor(const cli_supervisor_opts *so)
         close(null);
     if (fd > 2)
         close(fd);
-    _exit(cli_supervise(so));
+    _exit(sv_supervise(so));
 }
 
 /* Whether the supervisor has given up: it wrote why, or exited (then it is
  * reaped here and *pid becomes 0: the number may belong to another process
  * soon). */
-static bool supervisor_failed(const cli_home *h, pid_t *pid, char *why, size_t len)
+static bool supervisor_failed(const home_paths *h, pid_t *pid, char *why, size_t len)
 {
     if (read_text(h->start_error, why, len))
         return true;
@@ -398,7 +399,7 @@ static bool supervisor_failed(const cli_home *h, pid_t *pid, char *why, size_t l
 }
 
 /* Waits for the ports of workers that picked their own. */
-static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, size_t n,
+static int wait_ports(const home_paths *h, conf_cluster *conf, sv_local *local, size_t n,
                       pid_t *sup, double deadline)
 {
     for (;;) {
@@ -406,9 +407,9 @@ static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, s
         for (size_t i = 0; i < n; i++) {
             if (!local[i].port) {
                 char path[CLI_FILE_MAX], addr[300];
-                cli_worker_file(h, local[i].rank, "port", path, sizeof path);
+                home_worker_file(h, local[i].rank, "port", path, sizeof path);
                 long port;
-                if (cli_read_number(path, 1, 65535, &port)) {
+                if (home_read_number(path, 1, 65535, &port)) {
                     local[i].port = (int)port;
                     conf_worker *w = &conf->workers[local[i].rank];
                     w->port = (int)port;
@@ -440,7 +441,7 @@ static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, s
 }
 
 /* Pings until every worker answers, failing early if the supervisor gives up. */
-static int wait_ready(const cli_home *h, cluster *cl, pid_t *sup, double deadline,
+static int wait_ready(const home_paths *h, cluster *cl, pid_t *sup, double deadline,
                       long long timeout_ms)
 {
     for (;;) {
@@ -494,14 +495,14 @@ int cli_start(int argc, char **argv)
     if (rc)
         return rc < 0 ? CLI_OK : rc;
 
-    cli_home h;
+    home_paths h;
     if (cli_home_init(&h, "start"))
         return CLI_FAIL;
     interrupted = 0;
     catch_interrupts();
     conf_cluster conf;
     conf_defaults(&conf);
-    cli_local *local = NULL;
+    sv_local *local = NULL;
     size_t n_local = 0;
     int lock = -1;
     pid_t sup = 0;
@@ -543,7 +544,7 @@ int cli_start(int argc, char **argv)
     lock = conf_lock_take(h.dir);
     if (lock == FERRY_EBUSY) {
         long running = 0;
-        cli_read_number(h.supervisor_pid, 1, INT32_MAX, &running);
+        home_read_number(h.supervisor_pid, 1, INT32_MAX, &running);
         cli_err("start",
                 "a cluster is already running under FERRY_HOME=%s (supervisor pid %ld): "
                 "see `ferry status`, or stop it with `ferry shutdown`",
@@ -588,7 +589,7 @@ int cli_start(int argc, char **argv)
         goto out;
     }
     exe[len] = '\0';
-    cli_supervisor_opts so = {.home = &h,
+    sv_opts so = {.home = &h,
                               .exe = exe,
                               .token_file = conf.token_file,
                               .workers = local,

@@ -357,7 +357,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
 
 int cli_submit(int argc, char **argv)
 {
-    int64_t began = cli_wall_ms();
+    int64_t began = home_wall_ms();
     /* submit's own options and the module come before "--", the driver's
      * arguments after it. */
     int dashes = argc;
@@ -400,7 +400,7 @@ int cli_submit(int argc, char **argv)
     cli_module_info info;
     char err[1024] = "";
     const char *shown = cli_base_name(path);
-    cli_home h;
+    home_paths h;
     if (cli_home_init(&h, "submit"))
         goto out;
     /* The running cluster's limit, when its state can be read, so that a

@@ -82,12 +82,12 @@ static void describe_silence(const sv_worker *w, char *buf, size_t len)
 static void check(sv_worker *w, uint64_t now)
 {
     supervisor *sv = w->sv;
-    const cli_home *h = sv->o->home;
+    const home_paths *h = sv->o->home;
     if (!w->port && sv_became_ready(w)) {
-        char path[CLI_FILE_MAX];
+        char path[HOME_FILE_MAX];
         long port;
-        cli_worker_file(h, w->rank, "port", path, sizeof path);
-        if (cli_read_number(path, 1, 65535, &port))
+        home_worker_file(h, w->rank, "port", path, sizeof path);
+        if (home_read_number(path, 1, 65535, &port))
             w->port = (int)port;
     }
     /* Silence alone may be the supervisor's own: a loop that did not run
