@@ -7,7 +7,7 @@
 #include <ferry/ferry.h>
 
 #include "cli.h"
-#include "runtime/runtime.h"
+#include "runtime/worker_main/worker_main.h"
 
 static const char usage[] =
     "usage: ferry <command> [options]\n"
