@@ -11,6 +11,7 @@
  *   procs.c       stopping a supervisor with everything it started
  *   status.c      `ferry status`
  *   submit.c      `ferry submit`: ship a module, run its driver
+ *   train.c       submit's training (cluster/train/), told as it happens
  *   modfile.c     reading the module file submit was given, and its size limit
  *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up */
 #ifndef FERRY_CLI_H
@@ -23,6 +24,7 @@
 
 #include "cluster/cluster.h"
 #include "cluster/home/home.h"
+#include "cluster/train/train.h"
 #include "config/config.h"
 
 #define CLI_PATH_MAX HOME_PATH_MAX
@@ -38,39 +40,12 @@ int cli_shutdown(int argc, char **argv);
 
 /* ---- training (train.c) ---------------------------------------------------- */
 
-typedef struct cli_train_opts {
-    int epochs, batch;
-    const char *optimizer; /* "sgd" or "adam" */
-    const char *schedule;  /* "constant" or "cosine" */
-    double lr, momentum, weight_decay;
-    uint64_t seed;
-    const char *data_dir; /* NULL: the worker's default */
-    const char *precision; /* "fp32" (the default), "tf32" or "bf16" */
-    bool json;
-    bool classifier; /* the model's kind: reports accuracy */
-    /* Where it trains: "single" (worker 0), "sync" (data-parallel over the
-     * first `workers`, 0: all), or NULL: sync when the cluster has more
-     * than one worker. */
-    const char *mode;
-    int workers;
-    const char *grad_compression;               /* "none", "lz4", "fp16" */
-    long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
-    /* Async mode ("async"): the parameter server's shards, the staleness
-     * bound (-1: unbounded), DOWNPOUR's push and pull intervals, the
-     * algorithm and EASGD's alpha and tau (0: the workers' defaults). */
-    long ps_shards, staleness, push_every, pull_every, tau;
-    const char *algo;
-    double alpha;
-    const char *async_only; /* the first async option given, to refuse it elsewhere */
-} cli_train_opts;
-
-/* Trains the model of module `m` (file `module`, task `task`) on worker 0,
- * or in sync mode on the first o->workers workers together:
- * a line before, a progress line an epoch, and a summary (or, with json, one
- * JSON object on stdout and the lines on stderr). Returns 0 or FERRY_E*,
- * the error printed. */
+/* Trains the model of module `m` (file `module`, task `task`) through
+ * cluster/train: a line before, a progress line an epoch, and a summary (or,
+ * with json, one JSON object on stdout and the lines on stderr). Returns 0
+ * or FERRY_E*, the error printed. */
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
-              const cli_train_opts *o);
+              const cluster_train_opts *o);
 
 /* Prints "ferry <cmd>: <message>\n" to stderr. */
 void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

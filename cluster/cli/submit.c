@@ -126,7 +126,7 @@ enum {
 /* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
  * is then the first operand; *trained says whether a training option was
  * given), or the exit status. */
-static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *load_ms)
+static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained, long *load_ms)
 {
     static const struct option longs[] = {
         {"json", no_argument, NULL, 'j'},
@@ -158,7 +158,7 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
         {"tau", required_argument, NULL, OPT_TAU},
         {NULL, 0, NULL, 0},
     };
-    *o = (cli_train_opts){.epochs = 5,
+    *o = (cluster_train_opts){.epochs = 5,
                           .batch = 128,
                           .optimizer = "sgd",
                           .schedule = "cosine",
@@ -367,7 +367,7 @@ int cli_submit(int argc, char **argv)
             break;
         }
     }
-    cli_train_opts topts;
+    cluster_train_opts topts;
     bool training_options;
     long load_ms = 10000;
     int parsed = parse(dashes, argv, &topts, &training_options, &load_ms);
