@@ -4,12 +4,15 @@
  * the disk must not fill. Past max_bytes the file becomes NAME.1 (NAME.1
  * becomes NAME.2, ... up to `keep`) and a new one starts. Only the
  * supervisor writes logs (it copies each worker's output from a pipe), so
- * renaming is safe: nobody else holds the file open. */
+ * renaming is safe: nobody else holds the file open. The supervisor's own
+ * lines carry the time and its pid. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "supervisor_int.h"
@@ -108,4 +111,22 @@ void sv_logfile_close(sv_logfile *l)
     if (l->fd >= 0)
         close(l->fd);
     l->fd = -1;
+}
+
+void sv_log(supervisor *sv, const char *fmt, ...)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    char line[1024];
+    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
+    n += snprintf(line + n, sizeof line - (size_t)n, " supervisor[%d]: ", (int)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < (int)sizeof line)
+        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    sv_logfile_write(&sv->log, line, (size_t)n);
 }

@@ -30,24 +30,6 @@
 /* A worker that ignores SIGTERM this long gets SIGKILL. */
 #define STOP_KILL_MS 5000
 
-void sv_log(supervisor *sv, const char *fmt, ...)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    char line[1024];
-    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
-    n += snprintf(line + n, sizeof line - (size_t)n, " supervisor[%d]: ", (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    if (n < (int)sizeof line)
-        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    sv_logfile_write(&sv->log, line, (size_t)n);
-}
-
 static void write_start_error(const home_paths *h, const char *text)
 {
     /* The first failure is the one `ferry start` reports. */
@@ -287,6 +269,32 @@ static bool worker_cpus(const sv_worker *w, char *buf, size_t len)
     return CPU_COUNT(&mine) > 0 && conf_cpus_format(buf, len, &mine)[0];
 }
 
+/* A run's directory (made and marked as the supervisor's), its stop file
+ * forgotten, and its log open. Returns 0 or an error (logged). */
+static int prepare_run(sv_worker *w, char *dir, size_t len)
+{
+    supervisor *sv = w->sv;
+    const home_paths *h = sv->o->home;
+    const conf_cluster *conf = sv->o->conf;
+    home_worker_dir(h, w->rank, dir, len);
+    char mark[HOME_FILE_MAX];
+    home_worker_file(h, w->rank, HOME_WORKER_MARK, mark, sizeof mark);
+    if (conf_mkdirs(dir, 0700) != 0)
+        sv_log(sv, "worker %d: cannot create %s", w->rank, dir);
+    else if (access(mark, F_OK) != 0 && conf_write_atomic(mark, "", 0, false) != 0)
+        sv_log(sv, "worker %d: cannot mark %s as its own", w->rank, dir);
+    sv_forget_stop(w);
+    if (w->log.fd >= 0)
+        return 0;
+    char log[HOME_FILE_MAX];
+    snprintf(log, sizeof log, "%s/worker-%d.log", h->logs, w->rank);
+    int rc = sv_logfile_open(&w->log, log, conf->log_max_bytes, conf->log_keep, false);
+    if (rc)
+        sv_log(sv, "worker %d: cannot open its log %s: %s", w->rank, log,
+               ferry_strerror(rc));
+    return rc;
+}
+
 static int spawn_worker(sv_worker *w)
 {
     supervisor *sv = w->sv;
@@ -305,28 +313,12 @@ static int spawn_worker(sv_worker *w)
     snprintf(max_msg, sizeof max_msg, "%" PRId64, conf->max_message_bytes);
     snprintf(max_mod, sizeof max_mod, "%" PRId64, conf->max_module_bytes);
     snprintf(wedge, sizeof wedge, "%" PRId64, conf->wedge_grace_ms);
-    home_worker_dir(h, w->rank, dir, sizeof dir);
     home_worker_file(h, w->rank, "port", port_file, sizeof port_file);
-    char mark[HOME_FILE_MAX];
-    home_worker_file(h, w->rank, HOME_WORKER_MARK, mark, sizeof mark);
-    if (conf_mkdirs(dir, 0700) != 0)
-        sv_log(sv, "worker %d: cannot create %s", w->rank, dir);
-    else if (access(mark, F_OK) != 0 && conf_write_atomic(mark, "", 0, false) != 0)
-        sv_log(sv, "worker %d: cannot mark %s as its own", w->rank, dir);
-    sv_forget_stop(w);
-
-    if (w->log.fd < 0) {
-        char log[HOME_FILE_MAX];
-        snprintf(log, sizeof log, "%s/worker-%d.log", h->logs, w->rank);
-        int rc = sv_logfile_open(&w->log, log, conf->log_max_bytes, conf->log_keep, false);
-        if (rc) {
-            sv_log(sv, "worker %d: cannot open its log %s: %s", w->rank, log,
-                   ferry_strerror(rc));
-            return rc;
-        }
-    }
+    int rc = prepare_run(w, dir, sizeof dir);
+    if (rc)
+        return rc;
     int fd = -1;
-    int rc = open_output(w, &fd);
+    rc = open_output(w, &fd);
     if (rc) {
         sv_log(sv, "worker %d: no pipe for its output: %s", w->rank, ferry_strerror(rc));
         return rc;
