@@ -487,161 +487,202 @@ static int report_workers(cluster *cl, double t0)
     return 0;
 }
 
-int cli_start(int argc, char **argv)
-{
-    double t0 = (double)uv_hrtime() / 1e6;
+/* What a start holds while it runs, released by cli_start whatever the
+ * outcome. */
+typedef struct starting {
     start_args a;
-    int rc = parse(argc, argv, &a);
-    if (rc)
-        return rc < 0 ? CLI_OK : rc;
-
     home_paths h;
-    if (cli_home_init(&h, "start"))
-        return CLI_FAIL;
-    interrupted = 0;
-    catch_interrupts();
     conf_cluster conf;
-    conf_defaults(&conf);
-    sv_local *local = NULL;
-    size_t n_local = 0;
-    int lock = -1;
-    pid_t sup = 0;
-    bool forked = false;
-    cluster *cl = NULL;
-    int status = CLI_FAIL;
+    sv_local *local;
+    size_t n_local;
+    int lock;
+    pid_t sup;
+    bool forked;
+    cluster *cl;
+    char token[CONF_TOKEN_LEN + 1];
+} starting;
 
+/* The cluster's configuration: the file's, the options over it, and the
+ * workers it plans. Returns 0 or the exit status. */
+static int configure(starting *s)
+{
+    const start_args *a = &s->a;
+    conf_cluster *conf = &s->conf;
     char err[CONF_ERR_LEN] = "";
-    if (a.config && (rc = conf_load(&conf, a.config, err, sizeof err))) {
+    int rc;
+    if (a->config && (rc = conf_load(conf, a->config, err, sizeof err))) {
         cli_err("start", "%s", err[0] ? err : ferry_strerror(rc));
-        status = CLI_USAGE;
-        goto out;
+        return CLI_USAGE;
     }
-    if (a.base_port >= 0)
-        conf.base_port = (int)a.base_port;
-    if (a.listen) {
-        free(conf.listen);
-        conf.listen = strdup(a.listen);
+    if (a->base_port >= 0)
+        conf->base_port = (int)a->base_port;
+    if (a->listen) {
+        free(conf->listen);
+        conf->listen = strdup(a->listen);
     }
-    if (a.threads >= 0)
-        conf.threads = (int)a.threads;
-    if (a.timeout_ms > 0)
-        conf.start_timeout_ms = a.timeout_ms;
-    if ((rc = plan_workers(&conf, &a, &local, &n_local))) {
-        status = rc;
-        goto out;
-    }
+    if (a->threads >= 0)
+        conf->threads = (int)a->threads;
+    if (a->timeout_ms > 0)
+        conf->start_timeout_ms = a->timeout_ms;
+    return plan_workers(conf, a, &s->local, &s->n_local);
+}
 
-    if ((rc = conf_mkdirs(h.logs, 0700)) || (rc = conf_mkdirs(h.workers, 0700))) {
+/* FERRY_HOME made ready for a new cluster: its directories, its lock
+ * (s->lock), and nothing of an earlier one left. Returns 0 or -1 (said). */
+static int claim_home(starting *s)
+{
+    const home_paths *h = &s->h;
+    int rc;
+    if ((rc = conf_mkdirs(h->logs, 0700)) || (rc = conf_mkdirs(h->workers, 0700))) {
         if (rc == -ENOTDIR)
             cli_err("start",
                     "FERRY_HOME=%s is not a directory (or a part of that path is a "
                     "file): set FERRY_HOME to a directory",
-                    h.dir);
+                    h->dir);
         else
-            cli_err("start", "cannot create %s: %s", h.dir, ferry_strerror(rc));
-        goto out;
+            cli_err("start", "cannot create %s: %s", h->dir, ferry_strerror(rc));
+        return -1;
     }
-    lock = conf_lock_take(h.dir);
-    if (lock == FERRY_EBUSY) {
+    s->lock = conf_lock_take(h->dir);
+    if (s->lock == FERRY_EBUSY) {
         long running = 0;
-        home_read_number(h.supervisor_pid, 1, INT32_MAX, &running);
+        home_read_number(h->supervisor_pid, 1, INT32_MAX, &running);
         cli_err("start",
                 "a cluster is already running under FERRY_HOME=%s (supervisor pid %ld): "
                 "see `ferry status`, or stop it with `ferry shutdown`",
-                h.dir, running);
-        goto out;
+                h->dir, running);
+        return -1;
     }
-    if (lock < 0) {
-        cli_err("start", "cannot take the cluster lock in %s: %s", h.dir,
-                ferry_strerror(lock));
-        goto out;
+    if (s->lock < 0) {
+        cli_err("start", "cannot take the cluster lock in %s: %s", h->dir,
+                ferry_strerror(s->lock));
+        return -1;
     }
-    if (stop_leftovers(&h))
-        goto out;
-    if (check_ports(local, n_local))
-        goto out;
-    clear_state(&h);
-    if (conf_mkdirs(h.workers, 0700) != 0) {
-        cli_err("start", "cannot create %s", h.workers);
-        goto out;
+    if (stop_leftovers(h) || check_ports(s->local, s->n_local))
+        return -1;
+    clear_state(h);
+    if (conf_mkdirs(h->workers, 0700) != 0) {
+        cli_err("start", "cannot create %s", h->workers);
+        return -1;
     }
+    return 0;
+}
 
-    const char *token_file = conf.token_file ? conf.token_file : h.token;
-    if (!conf.token_file || access(token_file, F_OK) != 0) {
+/* The cluster token: the configured file, or a new one under FERRY_HOME,
+ * read into s->token. Returns 0 or -1 (said). */
+static int take_token(starting *s)
+{
+    conf_cluster *conf = &s->conf;
+    char err[CONF_ERR_LEN] = "";
+    int rc;
+    const char *token_file = conf->token_file ? conf->token_file : s->h.token;
+    if (!conf->token_file || access(token_file, F_OK) != 0) {
         if ((rc = conf_token_create(token_file))) {
             cli_err("start", "cannot write the token %s: %s", token_file,
                     ferry_strerror(rc));
-            goto out;
+            return -1;
         }
     }
-    char token[CONF_TOKEN_LEN + 1];
-    if ((rc = conf_token_read(token_file, token, sizeof token, err, sizeof err))) {
+    if ((rc = conf_token_read(token_file, s->token, sizeof s->token, err, sizeof err))) {
         cli_err("start", "%s", err[0] ? err : ferry_strerror(rc));
-        goto out;
+        return -1;
     }
-    if (!conf.token_file && !(conf.token_file = strdup(token_file)))
-        goto out;
+    if (!conf->token_file && !(conf->token_file = strdup(token_file)))
+        return -1;
+    return 0;
+}
 
+/* Forks the supervisor, which takes the lock over. Returns 0 or -1. */
+static int launch(starting *s)
+{
     char exe[CLI_PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) {
         cli_err("start", "cannot find the ferry executable: %s", strerror(errno));
-        goto out;
+        return -1;
     }
     exe[len] = '\0';
-    sv_opts so = {.home = &h,
-                              .exe = exe,
-                              .token_file = conf.token_file,
-                              .workers = local,
-                              .n_workers = n_local,
-                              .threads = conf.threads,
-                              .device = a.device ? a.device : "auto",
-                              .bind_cores = a.bind_cores,
-                              .lock_fd = lock,
-                              .conf = &conf};
-    sup = fork_supervisor(&so);
-    if (sup < 0) {
+    sv_opts so = {.home = &s->h,
+                  .exe = exe,
+                  .token_file = s->conf.token_file,
+                  .workers = s->local,
+                  .n_workers = s->n_local,
+                  .threads = s->conf.threads,
+                  .device = s->a.device ? s->a.device : "auto",
+                  .bind_cores = s->a.bind_cores,
+                  .lock_fd = s->lock,
+                  .conf = &s->conf};
+    s->sup = fork_supervisor(&so);
+    if (s->sup < 0) {
         cli_err("start", "cannot fork the supervisor: %s", strerror(errno));
-        sup = 0;
-        goto out;
+        s->sup = 0;
+        return -1;
     }
-    forked = true;
+    s->forked = true;
     if (say_interrupted())
-        goto out;
+        return -1;
     /* From here the supervisor alone holds the lock. */
-    close(lock);
-    lock = -1;
+    close(s->lock);
+    s->lock = -1;
+    return 0;
+}
 
-    double deadline = t0 + (double)conf.start_timeout_ms;
-    if (wait_ports(&h, &conf, local, n_local, &sup, deadline))
-        goto out;
-    conf.supervisor_pid = (int)sup;
-    if ((rc = conf_save(&conf, h.state))) {
-        cli_err("start", "cannot write %s: %s", h.state, ferry_strerror(rc));
-        goto out;
+/* Waits for every worker's port, writes the cluster's state, and waits
+ * until each answers. Returns 0 or -1 (said). */
+static int come_up(starting *s, double t0)
+{
+    conf_cluster *conf = &s->conf;
+    int rc;
+    double deadline = t0 + (double)conf->start_timeout_ms;
+    if (wait_ports(&s->h, conf, s->local, s->n_local, &s->sup, deadline))
+        return -1;
+    conf->supervisor_pid = (int)s->sup;
+    if ((rc = conf_save(conf, s->h.state))) {
+        cli_err("start", "cannot write %s: %s", s->h.state, ferry_strerror(rc));
+        return -1;
     }
-    if ((rc = cli_cluster_connect(&conf, token, false, &cl))) {
+    if ((rc = cli_cluster_connect(conf, s->token, false, &s->cl))) {
         cli_err("start", "cannot connect to the workers: %s", ferry_strerror(rc));
-        goto out;
+        return -1;
     }
-    if (wait_ready(&h, cl, &sup, deadline, (long long)conf.start_timeout_ms))
-        goto out;
-    if (report_workers(cl, t0))
-        goto out;
-    status = CLI_OK;
-out:
-    cluster_destroy(cl);
-    if (status != CLI_OK && forked) {
-        cli_stop_supervisor(&h, sup, 0);
-        unlink(h.state);
-        unlink(h.supervisor_pid);
+    if (wait_ready(&s->h, s->cl, &s->sup, deadline, (long long)conf->start_timeout_ms))
+        return -1;
+    return report_workers(s->cl, t0) ? -1 : 0;
+}
+
+int cli_start(int argc, char **argv)
+{
+    double t0 = (double)uv_hrtime() / 1e6;
+    starting s;
+    memset(&s, 0, sizeof s);
+    int rc = parse(argc, argv, &s.a);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    if (cli_home_init(&s.h, "start"))
+        return CLI_FAIL;
+    interrupted = 0;
+    catch_interrupts();
+    conf_defaults(&s.conf);
+    s.lock = -1;
+    int status = CLI_FAIL;
+    if ((rc = configure(&s)))
+        status = rc;
+    else if (claim_home(&s) == 0 && take_token(&s) == 0 && launch(&s) == 0 &&
+             come_up(&s, t0) == 0)
+        status = CLI_OK;
+    cluster_destroy(s.cl);
+    if (status != CLI_OK && s.forked) {
+        cli_stop_supervisor(&s.h, s.sup, 0);
+        unlink(s.h.state);
+        unlink(s.h.supervisor_pid);
     }
     if (interrupted && status != CLI_OK)
         status = 128 + interrupted;
-    if (lock >= 0)
-        close(lock);
-    free(local);
-    conf_fini(&conf);
+    if (s.lock >= 0)
+        close(s.lock);
+    free(s.local);
+    conf_fini(&s.conf);
+    explicit_bzero(s.token, sizeof s.token);
     fflush(stdout);
     return status;
 }
