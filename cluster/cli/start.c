@@ -66,30 +66,29 @@ static void on_interrupt(int sig)
     interrupted = sig;
 }
 
-/* Ctrl-C, SIGTERM or a hang-up while start waits must not leave a
- * supervisor and its workers behind: the handlers only note the signal and
- * every wait checks it. No SA_RESTART: a sleep ends at once. */
-static void catch_interrupts(void)
+static void set_interrupts(void (*handler)(int))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 }
 
+/* Ctrl-C, SIGTERM or a hang-up while start waits must not leave a
+ * supervisor and its workers behind: the handlers only note the signal and
+ * every wait checks it. No SA_RESTART: a sleep ends at once. */
+static void catch_interrupts(void)
+{
+    set_interrupts(on_interrupt);
+}
+
 /* The child must not keep start's handlers: the supervisor takes its own. */
 static void default_interrupts(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    set_interrupts(SIG_DFL);
 }
 
 static bool say_interrupted(void)
@@ -139,46 +138,39 @@ static int parse(int argc, char **argv, start_args *a)
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "c:p:l:t:d:h", opts, NULL)) != -1) {
+        const char *bad = NULL, *name = "";
         switch (c) {
         case 'c':
             a->config = optarg;
             break;
         case 'p':
-            if (!conf_parse_long(optarg, 0, 65535, &a->base_port)) {
-                cli_err("start", "--base-port: expected a port 0..65535, got '%s'",
-                        optarg);
-                return CLI_USAGE;
-            }
+            name = "--base-port";
+            if (!conf_parse_long(optarg, 0, 65535, &a->base_port))
+                bad = "a port 0..65535";
             break;
         case 'l':
             a->listen = optarg;
             break;
         case 't':
-            if (!conf_parse_long(optarg, 0, 1024, &a->threads)) {
-                cli_err("start", "--threads: expected 0..1024, got '%s'", optarg);
-                return CLI_USAGE;
-            }
+            name = "--threads";
+            if (!conf_parse_long(optarg, 0, 1024, &a->threads))
+                bad = "0..1024";
             break;
         case 'd':
-            if (!rt_device_name_ok(optarg)) {
-                cli_err("start", "--device: expected cpu, cuda, cuda:N or auto, got '%s'",
-                        optarg);
-                return CLI_USAGE;
-            }
+            name = "--device";
+            if (!rt_device_name_ok(optarg))
+                bad = "cpu, cuda, cuda:N or auto";
             a->device = optarg;
             break;
         case 'T':
-            if (!conf_parse_long(optarg, 1, 86400000, &a->timeout_ms)) {
-                cli_err("start", "--timeout-ms: expected milliseconds >= 1, got '%s'",
-                        optarg);
-                return CLI_USAGE;
-            }
+            name = "--timeout-ms";
+            if (!conf_parse_long(optarg, 1, 86400000, &a->timeout_ms))
+                bad = "milliseconds >= 1";
             break;
         case 'B':
-            if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0) {
-                cli_err("start", "--bind-to: expected core or none, got '%s'", optarg);
-                return CLI_USAGE;
-            }
+            name = "--bind-to";
+            if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0)
+                bad = "core or none";
             a->bind_cores = strcmp(optarg, "core") == 0;
             break;
         case 'h':
@@ -186,6 +178,10 @@ static int parse(int argc, char **argv, start_args *a)
             return -1;
         default:
             fputs(usage, stderr);
+            return CLI_USAGE;
+        }
+        if (bad) {
+            cli_err("start", "%s: expected %s, got '%s'", name, bad, optarg);
             return CLI_USAGE;
         }
     }
@@ -223,17 +219,6 @@ static bool read_text(const char *path, char *buf, size_t len)
     return n > 0;
 }
 
-/* Where the master reaches a worker that listens on `listen`: a wildcard
- * address is every interface, loopback among them. */
-static const char *connect_host(const char *listen)
-{
-    if (strcmp(listen, "0.0.0.0") == 0)
-        return "127.0.0.1";
-    if (strcmp(listen, "::") == 0)
-        return "::1";
-    return listen;
-}
-
 /* Fills conf with the workers: the config file's, or N on this host. */
 static int plan_workers(conf_cluster *conf, const start_args *a, sv_local **local,
                         size_t *n_local)
@@ -264,7 +249,7 @@ static int plan_workers(conf_cluster *conf, const start_args *a, sv_local **loca
                 return CLI_USAGE;
             }
             char addr[300], err[CONF_ERR_LEN];
-            conf_format_address(addr, sizeof addr, connect_host(conf->listen), port);
+            conf_format_address(addr, sizeof addr, home_reach_host(conf->listen), port);
             if (conf_add_worker(conf, addr, err, sizeof err)) {
                 cli_err("start", "--listen %s: %s", conf->listen, err);
                 return CLI_USAGE;

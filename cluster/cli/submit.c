@@ -134,6 +134,16 @@ static bool one_of(const char *s, const char *const *names)
 
 #define ONE_OF(s, ...) one_of(s, (const char *const[]){__VA_ARGS__, NULL})
 
+/* Sets *out from arg, a number in lo..hi; else returns `bad`. */
+static const char *set_int(const char *arg, long lo, long hi, int *out, const char *bad)
+{
+    long v;
+    if (!conf_parse_long(arg, lo, hi, &v))
+        return bad;
+    *out = (int)v;
+    return NULL;
+}
+
 /* Sets the training option c (epochs, batch, the optimizer and its
  * schedule, seed, data, precision) from arg. Returns what a value must be
  * when arg is not one (*name: the option's), else NULL. */
@@ -144,16 +154,10 @@ static const char *set_training(int c, const char *arg, cluster_train_opts *o,
     switch (c) {
     case 'e':
         *name = "--epochs";
-        if (!conf_parse_long(arg, 1, 100000, &v))
-            return "a number of epochs from 1 to 100000";
-        o->epochs = (int)v;
-        return NULL;
+        return set_int(arg, 1, 100000, &o->epochs, "a number of epochs from 1 to 100000");
     case 'b':
         *name = "--batch";
-        if (!conf_parse_long(arg, 1, 1 << 20, &v))
-            return "a batch size from 1 to 1048576";
-        o->batch = (int)v;
-        return NULL;
+        return set_int(arg, 1, 1 << 20, &o->batch, "a batch size from 1 to 1048576");
     case OPT_OPTIMIZER:
         *name = "--optimizer";
         o->optimizer = arg;
@@ -195,7 +199,6 @@ static const char *set_training(int c, const char *arg, cluster_train_opts *o,
 static const char *set_distributed(int c, const char *arg, cluster_train_opts *o,
                                    const char **name)
 {
-    long v;
     switch (c) {
     case OPT_MODE:
         *name = "--mode";
@@ -203,10 +206,8 @@ static const char *set_distributed(int c, const char *arg, cluster_train_opts *o
         return ONE_OF(arg, "sync", "async", "single") ? NULL : "sync, async or single";
     case OPT_WORKERS:
         *name = "--workers";
-        if (!conf_parse_long(arg, 1, CONF_MAX_WORKERS, &v))
-            return "a number of workers from 1 to 256 (a cluster's most)";
-        o->workers = (int)v;
-        return NULL;
+        return set_int(arg, 1, CONF_MAX_WORKERS, &o->workers,
+                       "a number of workers from 1 to 256 (a cluster's most)");
     case OPT_GRAD_COMPRESSION:
         *name = "--grad-compression";
         o->grad_compression = arg;

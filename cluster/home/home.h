@@ -6,6 +6,7 @@
  *   layout.c    the paths under FERRY_HOME, forgetting a cluster that is gone
  *   numfile.c   pid and port files, whether a process runs, whose worker it is
  *   restarts.c  workers/<rank>/restarts, written by the supervisor at every crash
+ *   reach.c     where this host reaches a worker of its own
  *
  * FERRY_HOME layout:
  *   lock                  flock'ed by the supervisor while the cluster runs
@@ -61,6 +62,10 @@ void home_forget_cluster(const home_paths *h);
 void home_worker_dir(const home_paths *h, int rank, char *buf, size_t len);
 void home_worker_file(const home_paths *h, int rank, const char *name, char *buf,
                       size_t len);
+
+/* Where this host reaches a worker that listens on `listen`: a wildcard
+ * address is every interface, loopback among them. */
+const char *home_reach_host(const char *listen);
 
 /* ---- numbers in files, processes (numfile.c) ---------------------------------- */
 

@@ -31,16 +31,6 @@ static int64_t ping_deadline_ms(const supervisor *sv)
     return t < TICK_MIN_MS ? TICK_MIN_MS : t;
 }
 
-/* Where the supervisor reaches a worker listening on a wildcard address. */
-static const char *reach(const char *host)
-{
-    if (strcmp(host, "0.0.0.0") == 0)
-        return "127.0.0.1";
-    if (strcmp(host, "::") == 0)
-        return "::1";
-    return host;
-}
-
 static void on_pong(rpc_call *call)
 {
     sv_worker *w = call->data;
@@ -108,7 +98,7 @@ static void check(sv_worker *w, uint64_t now)
     }
     if (w->port && !w->pw) {
         char target[300];
-        conf_format_address(target, sizeof target, reach(w->host), w->port);
+        conf_format_address(target, sizeof target, home_reach_host(w->host), w->port);
         pw_opts po = {.target = target, .rank = w->rank};
         if (pw_create(sv->client, &po, &w->pw) != 0)
             w->pw = NULL;

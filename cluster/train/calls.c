@@ -68,24 +68,47 @@ int ct_call(ct_run *run, const char *fn, ProtobufCMessage *const *msg,
     return rc;
 }
 
-int ct_call_each(ct_run *run, const char *fn, const ProtobufCMessage *msg,
-                 const cluster_each_follow *follow, ferry_bytes_t *out, int *rcs,
-                 char **errs)
+int ct_call_all(ct_run *run, const char *fn, const ProtobufCMessage *msg,
+                const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
 {
-    int n = run->k;
-    ferry_bytes_t in[n];
-    memset(in, 0, sizeof in);
-    memset(out, 0, (size_t)n * sizeof *out);
-    memset(errs, 0, (size_t)n * sizeof *errs);
-    int rc = 0;
-    for (int r = 0; r < n && rc == 0; r++)
+    ProtobufCMessage *msgs[run->k];
+    for (int r = 0; r < run->k; r++)
+        msgs[r] = (ProtobufCMessage *)msg;
+    return ct_call(run, fn, msgs, desc, reply);
+}
+
+int ct_call_each(ct_run *run, const char *fn, const ProtobufCMessage *msg,
+                 const cluster_each_follow *follow, ct_each *each)
+{
+    size_t n = (size_t)run->k;
+    each->rcs = calloc(n, sizeof *each->rcs);
+    each->errs = calloc(n, sizeof *each->errs);
+    each->out = calloc(n, sizeof *each->out);
+    ferry_bytes_t *in = calloc(n, sizeof *in);
+    int rc = each->rcs && each->errs && each->out && in ? 0 : FERRY_ENOMEM;
+    for (size_t r = 0; r < n && rc == 0; r++)
         rc = ct_pack(msg, &in[r]);
     if (rc == 0)
-        rc = cluster_call_each(run->cl, run->m, fn, (size_t)n, run->alive, in, out, rcs,
-                               errs, follow);
-    for (int r = 0; r < n; r++)
+        rc = cluster_call_each(run->cl, run->m, fn, n, run->alive, in, each->out, each->rcs,
+                               each->errs, follow);
+    for (size_t r = 0; in && r < n; r++)
         free(in[r].data);
+    free(in);
     return rc;
+}
+
+void ct_each_free(ct_run *run, ct_each *each)
+{
+    for (int r = 0; r < run->k; r++) {
+        if (each->errs)
+            free(each->errs[r]);
+        if (each->out)
+            cluster_free_bytes(&each->out[r]);
+    }
+    free(each->rcs);
+    free(each->errs);
+    free(each->out);
+    memset(each, 0, sizeof *each);
 }
 
 void ct_discard(ct_run *run)

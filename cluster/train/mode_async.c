@@ -53,9 +53,7 @@ static void add(Ferry__TrainEpochReply *sum, const Ferry__TrainEpochReply *r,
 
 /* What the replies of one epoch came to. */
 typedef struct epoch_calls {
-    ferry_bytes_t *out;
-    int *rcs;
-    char **errs;
+    ct_each each;
     int failed_own, lost_holder; /* -1: none */
 } epoch_calls;
 
@@ -68,17 +66,17 @@ static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *s
     for (int r = 0; r < n; r++) {
         if (!run->alive[r])
             continue;
-        if (c->rcs[r]) {
+        if (c->each.rcs[r]) {
             /* A worker the cluster saw die, or one whose link dropped. */
-            bool lost = c->rcs[r] == FERRY_EUNAVAIL || c->rcs[r] == FERRY_ECONNRESET ||
-                        (c->errs[r] && strstr(c->errs[r], "worker crashed"));
+            bool lost = c->each.rcs[r] == FERRY_EUNAVAIL || c->each.rcs[r] == FERRY_ECONNRESET ||
+                        (c->each.errs[r] && strstr(c->each.errs[r], "worker crashed"));
             if (lost && holds_shard(run, r)) {
                 if (c->lost_holder < 0)
                     c->lost_holder = r;
             } else if (lost) {
                 if (run->ev && run->ev->worker_lost)
                     run->ev->worker_lost(run->ev->data, r, cluster_target(run->cl, r), e,
-                                         c->errs[r] ? c->errs[r] : ferry_strerror(c->rcs[r]),
+                                         c->each.errs[r] ? c->each.errs[r] : ferry_strerror(c->each.rcs[r]),
                                          n - run->lost - 1);
                 run->alive[r] = false;
                 run->lost++;
@@ -88,8 +86,8 @@ static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *s
             continue;
         }
         Ferry__TrainEpochReply *rep =
-            ferry__train_epoch_reply__unpack(NULL, c->out[r].len, c->out[r].data);
-        cluster_free_bytes(&c->out[r]);
+            ferry__train_epoch_reply__unpack(NULL, c->each.out[r].len, c->each.out[r].data);
+        cluster_free_bytes(&c->each.out[r]);
         if (!rep) {
             if (c->failed_own < 0)
                 c->failed_own = r;
@@ -114,14 +112,14 @@ static int verdict(ct_run *run, int e, const epoch_calls *c)
                 "shard%s %d%s of %d of the parameters: %s; shards are not re-homed, so the "
                 "run stops",
                 run->module, e, h, cluster_target(run->cl, h), run->shards > n ? "s" : "", h,
-                run->shards > n ? ", ..." : "", run->shards, c->errs[h] ? c->errs[h] : "");
+                run->shards > n ? ", ..." : "", run->shards, c->each.errs[h] ? c->each.errs[h] : "");
         return FERRY_EPIPE;
     }
     if (c->failed_own >= 0) {
         int f = c->failed_own;
         ct_fail(run, "%s: epoch %d failed (async mode) on worker %d: %s", run->module, e, f,
-                c->errs[f] ? c->errs[f] : "a reply that is not a TrainEpochReply");
-        return c->rcs[f] ? c->rcs[f] : FERRY_EPROTO;
+                c->each.errs[f] ? c->each.errs[f] : "a reply that is not a TrainEpochReply");
+        return c->each.rcs[f] ? c->each.rcs[f] : FERRY_EPROTO;
     }
     return 0;
 }
@@ -149,19 +147,15 @@ static void describe(ct_run *run, const Ferry__TrainEpochReply *sum, cluster_tra
 
 static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
 {
-    int n = run->k;
     Ferry__TrainEpoch ep = FERRY__TRAIN_EPOCH__INIT;
     ep.session = run->session;
-    ferry_bytes_t outs[n];
-    int rcs[n];
-    char *errs[n];
-    epoch_calls c = {.out = outs, .rcs = rcs, .errs = errs, .failed_own = -1,
-                     .lost_holder = -1};
+    epoch_calls c = {.failed_own = -1, .lost_holder = -1};
     cluster_each_follow follow = {.function = "ferry.train.leave", .arg_for = leave_arg,
                                   .arg = run};
-    int rc = ct_call_each(run, "ferry.train.epoch", &ep.base, &follow, outs, rcs, errs);
+    int rc = ct_call_each(run, "ferry.train.epoch", &ep.base, &follow, &c.each);
     if (rc) {
         ct_fail(run, "%s: epoch %d: %s", run->module, e, cluster_error(run->cl));
+        ct_each_free(run, &c.each);
         return rc;
     }
     Ferry__TrainEpochReply sum;
@@ -169,10 +163,7 @@ static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
     memset(&run->scores, 0, sizeof run->scores);
     gather(run, e, &c, &sum);
     rc = verdict(run, e, &c);
-    for (int r = 0; r < n; r++) {
-        free(errs[r]);
-        cluster_free_bytes(&outs[r]);
-    }
+    ct_each_free(run, &c.each);
     if (rc)
         return rc;
     /* The shards end an epoch on the samples pushes claim (each checked
@@ -205,22 +196,20 @@ static int async_end(ct_run *run, Ferry__TrainEndReply **done, bool *identical)
     int k = run->k;
     Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
     end.session = run->session;
-    ferry_bytes_t out[k];
-    int rcs[k];
-    char *errs[k];
-    int rc = ct_call_each(run, "ferry.train.end", &end.base, NULL, out, rcs, errs);
-    for (int r = 0; r < k; r++) {
-        if (rc == 0 && run->alive[r] && rcs[r] == 0 &&
-            !(done[r] = ferry__train_end_reply__unpack(NULL, out[r].len, out[r].data)))
-            rcs[r] = FERRY_EPROTO;
-        if (rc == 0 && run->alive[r] && rcs[r]) {
+    ct_each each;
+    int rc = ct_call_each(run, "ferry.train.end", &end.base, NULL, &each);
+    for (int r = 0; rc == 0 && r < k; r++) {
+        ferry_bytes_t *o = &each.out[r];
+        if (run->alive[r] && each.rcs[r] == 0 &&
+            !(done[r] = ferry__train_end_reply__unpack(NULL, o->len, o->data)))
+            each.rcs[r] = FERRY_EPROTO;
+        if (run->alive[r] && each.rcs[r]) {
             ct_fail(run, "%s: cannot end training on worker %d: %s", run->module, r,
-                    errs[r] ? errs[r] : "its reply is not a TrainEndReply");
-            rc = rcs[r];
+                    each.errs[r] ? each.errs[r] : "its reply is not a TrainEndReply");
+            rc = each.rcs[r];
         }
-        cluster_free_bytes(&out[r]);
-        free(errs[r]);
     }
+    ct_each_free(run, &each);
     int first = 0;
     while (first < k && !run->alive[first])
         first++;

@@ -10,12 +10,9 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
     int k = run->k;
     Ferry__TrainEpoch ep = FERRY__TRAIN_EPOCH__INIT;
     ep.session = run->session;
-    ProtobufCMessage *msgs[k];
-    for (int r = 0; r < k; r++)
-        msgs[r] = &ep.base;
     Ferry__TrainEpochReply *rep[k];
-    int rc = ct_call(run, "ferry.train.epoch", msgs, &ferry__train_epoch_reply__descriptor,
-                     (ProtobufCMessage **)rep);
+    int rc = ct_call_all(run, "ferry.train.epoch", &ep.base,
+                         &ferry__train_epoch_reply__descriptor, (ProtobufCMessage **)rep);
     if (rc) {
         ct_fail(run, "%s: epoch %d failed%s: %s", run->module, e,
                 k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
@@ -55,11 +52,8 @@ static int sync_end(ct_run *run, Ferry__TrainEndReply **done, bool *identical)
     int k = run->k;
     Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
     end.session = run->session;
-    ProtobufCMessage *msgs[k];
-    for (int r = 0; r < k; r++)
-        msgs[r] = &end.base;
-    int rc = ct_call(run, "ferry.train.end", msgs, &ferry__train_end_reply__descriptor,
-                     (ProtobufCMessage **)done);
+    int rc = ct_call_all(run, "ferry.train.end", &end.base, &ferry__train_end_reply__descriptor,
+                         (ProtobufCMessage **)done);
     if (rc)
         ct_fail(run, "%s: cannot end training: %s", run->module, cluster_error(run->cl));
     for (int r = 1; rc == 0 && r < k; r++)

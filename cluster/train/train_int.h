@@ -71,11 +71,24 @@ void ct_free_replies(ProtobufCMessage **reply, int n);
 int ct_call(ct_run *run, const char *fn, ProtobufCMessage *const *msg,
             const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
 
+/* The same message to every rank: ct_call with msg for each. */
+int ct_call_all(ct_run *run, const char *fn, const ProtobufCMessage *msg,
+                const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+
+/* What each rank's call of ct_call_each came to, by rank: its result, its
+ * error text (NULL on success) and its reply. */
+typedef struct ct_each {
+    int *rcs;
+    char **errs;
+    ferry_bytes_t *out;
+} ct_each;
+
 /* Calls `fn` with `msg` on every live rank, each alone (a failure cancels
- * nothing): rcs[r], errs[r] (malloc'ed) and out[r] as cluster_call_each. */
+ * nothing), as cluster_call_each. Returns 0 with *each filled, or an error
+ * before anything started; free *each with ct_each_free() either way. */
 int ct_call_each(ct_run *run, const char *fn, const ProtobufCMessage *msg,
-                 const cluster_each_follow *follow, ferry_bytes_t *out, int *rcs,
-                 char **errs);
+                 const cluster_each_follow *follow, ct_each *each);
+void ct_each_free(ct_run *run, ct_each *each);
 
 /* Asks every live rank to end the session without reading its parameters
  * back: a failed run frees the workers for the next one at once. A worker
