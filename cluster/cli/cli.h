@@ -2,6 +2,7 @@
  *
  * Where things are:
  *   main.c        subcommand dispatch, --help, --version
+ *   say.c         errors as every subcommand says them, the shared --json flag
  *   home.c        FERRY_HOME (cluster/home/ has its layout) and the running
  *                 cluster's state
  *   start.c       `ferry start`: token, supervisor (cluster/supervisor/), wait
@@ -10,7 +11,9 @@
  *   leftovers.c   workers an earlier cluster left running
  *   procs.c       stopping a supervisor with everything it started
  *   status.c      `ferry status`
- *   submit.c      `ferry submit`: ship a module, run its driver
+ *   submit.c      `ferry submit`: check the module, then run its driver or train
+ *   drive.c       a module's driver, run in a child process
+ *   inspect.c     loading a module in a child process to check it
  *   train.c       submit's training (cluster/train/), told as it happens
  *   modfile.c     reading the module file submit was given, and its size limit
  *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up */
@@ -46,6 +49,8 @@ int cli_shutdown(int argc, char **argv);
  * or FERRY_E*, the error printed. */
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
               const cluster_train_opts *o);
+
+/* ---- what every subcommand says (say.c) ------------------------------------- */
 
 /* Prints "ferry <cmd>: <message>\n" to stderr. */
 void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
