@@ -173,11 +173,13 @@ static const char *set_training(int c, const char *arg, cluster_train_opts *o,
                    : "a positive learning rate from 1e-12 to 1e6";
     case OPT_MOMENTUM:
         *name = "--momentum";
-        return parse_double(arg, 0, 0.999999, &o->momentum) ? NULL : "a momentum in [0, 1)";
+        return parse_double(arg, 0, 0.999999, &o->momentum) ? NULL
+                                                            : "a momentum in [0, 1)";
     case OPT_WEIGHT_DECAY:
         *name = "--weight-decay";
-        return parse_double(arg, 0, 1e6, &o->weight_decay) ? NULL
-                                                            : "a weight decay from 0 to 1e6";
+        return parse_double(arg, 0, 1e6, &o->weight_decay)
+                   ? NULL
+                   : "a weight decay from 0 to 1e6";
     case OPT_SEED:
         *name = "--seed";
         if (!conf_parse_long(arg, 0, LONG_MAX, &v))
@@ -243,7 +245,7 @@ static const char *set_async(int c, const char *arg, cluster_train_opts *o,
         *name = "--algo";
         o->algo = arg;
         return ONE_OF(arg, "downpour", "dynsgd", "easgd") ? NULL
-                                                           : "downpour, dynsgd or easgd";
+                                                          : "downpour, dynsgd or easgd";
     case OPT_STALENESS:
         *name = "--staleness";
         return conf_parse_long(arg, 0, 1L << 30, &o->staleness)
@@ -324,7 +326,8 @@ static const struct option longs[] = {
 /* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
  * is then the first operand; *trained says whether a training option was
  * given), or the exit status. */
-static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained, long *load_ms)
+static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
+                 long *load_ms)
 {
     *o = (cluster_train_opts){.epochs = 5,
                               .batch = 128,
@@ -443,11 +446,11 @@ static int read_and_inspect(submitting *s)
      * the "no cluster" error comes later, after the module's own checks. */
     conf_cluster limits;
     conf_defaults(&limits);
-    bool have_limits =
-        access(s->h.state, F_OK) == 0 && conf_load(&limits, s->h.state, err, sizeof err) == 0;
+    bool have_limits = access(s->h.state, F_OK) == 0 &&
+                       conf_load(&limits, s->h.state, err, sizeof err) == 0;
     err[0] = '\0';
-    int rc = cli_read_module(s->path, have_limits ? &limits : NULL, &s->bytes, &s->len, err,
-                             sizeof err);
+    int rc = cli_read_module(s->path, have_limits ? &limits : NULL, &s->bytes, &s->len,
+                             err, sizeof err);
     conf_fini(&limits);
     if (rc) {
         cli_err("submit", "%s", err);
@@ -457,8 +460,9 @@ static int read_and_inspect(submitting *s)
      * before anything is shipped. dlopen searches the library path for a
      * name without a slash: give it the file the user named. */
     s->abs = realpath(s->path, NULL);
-    rc = s->abs ? cli_inspect(s->abs, s->shown, (int)s->load_ms, &s->info, err, sizeof err)
-                : -errno;
+    rc = s->abs
+             ? cli_inspect(s->abs, s->shown, (int)s->load_ms, &s->info, err, sizeof err)
+             : -errno;
     if (rc) {
         if (!err[0])
             snprintf(err, sizeof err, "%s: %s", s->path, ferry_strerror(rc));
@@ -491,7 +495,8 @@ static int check_kind(const submitting *s)
     }
     if (train && s->drv_argc > 1) {
         cli_err("submit",
-                "%s: a model takes no arguments after --, only training options", s->shown);
+                "%s: a model takes no arguments after --, only training options",
+                s->shown);
         return CLI_USAGE;
     }
     return -1;
@@ -528,7 +533,8 @@ static int train_here(submitting *s)
          * peer gone, a ping unanswered): the shutdown is said before it. */
         cli_shutdown_watch watch = {.h = &s->h, .cmd = "submit", .since_ms = s->began};
         cli_shutdown_explain_first(&watch);
-        status = cli_train(r.cl, &m, s->shown, s->info.task, &s->topts) ? CLI_FAIL : CLI_OK;
+        status =
+            cli_train(r.cl, &m, s->shown, s->info.task, &s->topts) ? CLI_FAIL : CLI_OK;
     }
     cluster_module_fini(&m);
     if (r.cl && status != CLI_OK)

@@ -20,7 +20,8 @@ typedef struct teller {
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
  * model's own metrics: the progress line's scores. */
-static void scores_print(FILE *f, const cluster_train_opts *o, const cluster_train_epoch *e)
+static void scores_print(FILE *f, const cluster_train_opts *o,
+                         const cluster_train_epoch *e)
 {
     if (o->classifier)
         fprintf(f, "  test_accuracy %.4f", e->test_accuracy);
@@ -49,7 +50,8 @@ static void describe_optimizer(const cluster_train_opts *o, char *buf, size_t le
     if (strcmp(o->schedule, "constant") != 0)
         snprintf(buf + strlen(buf), len - strlen(buf), " (%s schedule)", o->schedule);
     if (o->weight_decay != 0)
-        snprintf(buf + strlen(buf), len - strlen(buf), " weight decay %g", o->weight_decay);
+        snprintf(buf + strlen(buf), len - strlen(buf), " weight decay %g",
+                 o->weight_decay);
 }
 
 /* How runtime/collective sums a gradient among k workers. */
@@ -95,17 +97,19 @@ static void on_started(void *data, const cluster_train_started *s)
                 "shard%s, staleness unbounded)",
                 t->task, k, s->device, o->algo, s->shards, s->shards == 1 ? "" : "s");
     else
-        fprintf(f, "training %s in sync mode on %d workers (%s; %s, %u bucket%s a step%s%s)",
+        fprintf(f,
+                "training %s in sync mode on %d workers (%s; %s, %u bucket%s a step%s%s)",
                 t->task, k, s->device, allreduce_kind(k, kind, sizeof kind), s->buckets,
                 s->buckets == 1 ? "" : "s",
                 strcmp(o->grad_compression, "none") ? ", gradients as " : "",
                 strcmp(o->grad_compression, "none") ? o->grad_compression : "");
-    fprintf(f,
-            ": %llu parameters, %llu training and %llu test samples, %s, batch %d%s, seed "
-            "%llu\n",
-            (unsigned long long)s->params, (unsigned long long)s->train_samples,
-            (unsigned long long)s->test_samples, optim, o->batch, k > 1 ? " (global)" : "",
-            (unsigned long long)o->seed);
+    fprintf(
+        f,
+        ": %llu parameters, %llu training and %llu test samples, %s, batch %d%s, seed "
+        "%llu\n",
+        (unsigned long long)s->params, (unsigned long long)s->train_samples,
+        (unsigned long long)s->test_samples, optim, o->batch, k > 1 ? " (global)" : "",
+        (unsigned long long)o->seed);
     fflush(f);
 }
 
@@ -117,14 +121,15 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
             e->train_loss, e->test_loss);
     scores_print(f, t->o, e);
     if (t->async) {
-        fprintf(f,
-                "  %.0f samples/s  "
-                "%.2f s  pushes %llu  staleness %llu/%llu/%llu%s  waiting on the shards "
-                "%.0f%%\n",
-                e->samples_per_s, e->train_s + e->eval_s, (unsigned long long)e->pushes,
-                (unsigned long long)e->staleness_min, (unsigned long long)e->staleness_median,
-                (unsigned long long)e->staleness_max, e->staleness_saturated ? "+" : "",
-                e->train_s > 0 ? 100.0 * e->ps_wait_s / (e->train_s * e->live_workers) : 0.0);
+        fprintf(
+            f,
+            "  %.0f samples/s  "
+            "%.2f s  pushes %llu  staleness %llu/%llu/%llu%s  waiting on the shards "
+            "%.0f%%\n",
+            e->samples_per_s, e->train_s + e->eval_s, (unsigned long long)e->pushes,
+            (unsigned long long)e->staleness_min, (unsigned long long)e->staleness_median,
+            (unsigned long long)e->staleness_max, e->staleness_saturated ? "+" : "",
+            e->train_s > 0 ? 100.0 * e->ps_wait_s / (e->train_s * e->live_workers) : 0.0);
     } else {
         fprintf(f, "  %.0f samples/s  %.2f s", e->samples_per_s, e->train_s + e->eval_s);
         if (t->workers > 1)
@@ -139,9 +144,10 @@ static void on_worker_lost(void *data, int rank, const char *target, int epoch,
                            const char *why, int left)
 {
     teller *t = data;
-    fprintf(t->progress,
-            "worker %d (%s) lost in epoch %d: %s; async training goes on with %d worker%s\n",
-            rank, target, epoch, why, left, left == 1 ? "" : "s");
+    fprintf(
+        t->progress,
+        "worker %d (%s) lost in epoch %d: %s; async training goes on with %d worker%s\n",
+        rank, target, epoch, why, left, left == 1 ? "" : "s");
 }
 
 /* The fields only one kind of mode has: the all-reduce's, or async mode's
@@ -166,7 +172,8 @@ static void print_json_mode(const cluster_train_opts *o, const cluster_train_res
            "\"ps_wait_s\":%.3f",
            o->staleness, res->started.shards, o->push_every ? o->push_every : 1,
            o->pull_every ? o->pull_every : 1, (unsigned long long)res->pushes,
-           (unsigned long long)res->staleness_min, (unsigned long long)res->staleness_median,
+           (unsigned long long)res->staleness_min,
+           (unsigned long long)res->staleness_median,
            (unsigned long long)res->staleness_max, res->lost, res->ps_wait_s);
     printf(",\"steps_by_worker\":[");
     for (int r = 0; r < res->started.workers; r++)
@@ -198,9 +205,11 @@ static void print_json(const cluster_train_opts *o, const char *module, const ch
            last->train_loss, last->test_loss, last->test_accuracy);
     scores_json(stdout, last);
     printf(",\"samples_per_s\":%.1f,\"train_s\":%.3f,\"wall_s\":%.3f",
-           res->train_s > 0 ? res->samples / res->train_s : 0.0, res->train_s, res->wall_s);
+           res->train_s > 0 ? res->samples / res->train_s : 0.0, res->train_s,
+           res->wall_s);
     print_json_mode(o, res);
-    printf(",\"params_identical\":%s,\"params_sha256\":", res->identical ? "true" : "false");
+    printf(",\"params_identical\":%s,\"params_sha256\":",
+           res->identical ? "true" : "false");
     json_str(stdout, res->params_sha256);
     printf("}\n");
 }

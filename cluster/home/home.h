@@ -97,7 +97,8 @@ typedef struct home_restarts {
 int home_restarts_write(const home_paths *h, int rank, const home_restarts *r);
 bool home_restarts_read(const home_paths *h, int rank, home_restarts *r);
 /* "crash loop: N crashes in T s, next try in S s" into buf. */
-void home_restarts_describe(const home_restarts *r, int64_t now_ms, char *buf, size_t len);
+void home_restarts_describe(const home_restarts *r, int64_t now_ms, char *buf,
+                            size_t len);
 
 /* Milliseconds since the epoch. */
 int64_t home_wall_ms(void);

@@ -69,7 +69,8 @@ void home_worker_dir(const home_paths *h, int rank, char *buf, size_t len)
     snprintf(buf, len, "%s/%d", h->workers, rank);
 }
 
-void home_worker_file(const home_paths *h, int rank, const char *name, char *buf, size_t len)
+void home_worker_file(const home_paths *h, int rank, const char *name, char *buf,
+                      size_t len)
 {
     snprintf(buf, len, "%s/%d/%s", h->workers, rank, name);
 }

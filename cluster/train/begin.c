@@ -94,11 +94,12 @@ int ct_begin(ct_run *run, const char *data_dir, Ferry__TrainBeginReply **b)
         fill(&begin[r], run, r, data_dir, peers, submitter, secret, sizeof secret);
         msgs[r] = &begin[r].base;
     }
-    int rc = ct_call(run, "ferry.train.begin", msgs, &ferry__train_begin_reply__descriptor,
-                     (ProtobufCMessage **)b);
+    int rc = ct_call(run, "ferry.train.begin", msgs,
+                     &ferry__train_begin_reply__descriptor, (ProtobufCMessage **)b);
     OPENSSL_cleanse(secret, sizeof secret);
     if (rc) {
-        ct_fail(run, "%s: cannot start training: %s", run->module, cluster_error(run->cl));
+        ct_fail(run, "%s: cannot start training: %s", run->module,
+                cluster_error(run->cl));
         /* The workers that did begin would hold their session, refusing
          * other submitters until it idles out: each is asked to end it. */
         ct_discard(run);

@@ -55,7 +55,8 @@ int ct_call(ct_run *run, const char *fn, ProtobufCMessage *const *msg,
     if (rc)
         return rc;
     for (int r = 0; r < n; r++) {
-        reply[r] = rc ? NULL : protobuf_c_message_unpack(desc, NULL, out[r].len, out[r].data);
+        reply[r] =
+            rc ? NULL : protobuf_c_message_unpack(desc, NULL, out[r].len, out[r].data);
         cluster_free_bytes(&out[r]);
         if (!reply[r] && !rc) {
             reply[r] = NULL;
@@ -89,8 +90,8 @@ int ct_call_each(ct_run *run, const char *fn, const ProtobufCMessage *msg,
     for (size_t r = 0; r < n && rc == 0; r++)
         rc = ct_pack(msg, &in[r]);
     if (rc == 0)
-        rc = cluster_call_each(run->cl, run->m, fn, n, run->alive, in, each->out, each->rcs,
-                               each->errs, follow);
+        rc = cluster_call_each(run->cl, run->m, fn, n, run->alive, in, each->out,
+                               each->rcs, each->errs, follow);
     for (size_t r = 0; in && r < n; r++)
         free(in[r].data);
     free(in);

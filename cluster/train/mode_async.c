@@ -27,8 +27,7 @@ static bool holds_shard(const ct_run *run, int rank)
 
 /* Adds rank r's reply into the sums (accumulated as totals, divided at the
  * end). */
-static void add(Ferry__TrainEpochReply *sum, const Ferry__TrainEpochReply *r,
-                ct_run *run)
+static void add(Ferry__TrainEpochReply *sum, const Ferry__TrainEpochReply *r, ct_run *run)
 {
     sum->epoch = r->epoch;
     sum->train_loss += r->train_loss * (double)r->local_samples;
@@ -48,7 +47,8 @@ static void add(Ferry__TrainEpochReply *sum, const Ferry__TrainEpochReply *r,
     for (size_t b = 0; b < r->n_staleness && b < CT_STALE_BUCKETS; b++)
         run->staleness[b] += r->staleness[b];
     if (r->n_staleness > run->buckets)
-        run->buckets = r->n_staleness < CT_STALE_BUCKETS ? r->n_staleness : CT_STALE_BUCKETS;
+        run->buckets =
+            r->n_staleness < CT_STALE_BUCKETS ? r->n_staleness : CT_STALE_BUCKETS;
 }
 
 /* What the replies of one epoch came to. */
@@ -68,7 +68,8 @@ static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *s
             continue;
         if (c->each.rcs[r]) {
             /* A worker the cluster saw die, or one whose link dropped. */
-            bool lost = c->each.rcs[r] == FERRY_EUNAVAIL || c->each.rcs[r] == FERRY_ECONNRESET ||
+            bool lost = c->each.rcs[r] == FERRY_EUNAVAIL ||
+                        c->each.rcs[r] == FERRY_ECONNRESET ||
                         (c->each.errs[r] && strstr(c->each.errs[r], "worker crashed"));
             if (lost && holds_shard(run, r)) {
                 if (c->lost_holder < 0)
@@ -76,7 +77,8 @@ static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *s
             } else if (lost) {
                 if (run->ev && run->ev->worker_lost)
                     run->ev->worker_lost(run->ev->data, r, cluster_target(run->cl, r), e,
-                                         c->each.errs[r] ? c->each.errs[r] : ferry_strerror(c->each.rcs[r]),
+                                         c->each.errs[r] ? c->each.errs[r]
+                                                         : ferry_strerror(c->each.rcs[r]),
                                          n - run->lost - 1);
                 run->alive[r] = false;
                 run->lost++;
@@ -85,8 +87,8 @@ static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *s
             }
             continue;
         }
-        Ferry__TrainEpochReply *rep =
-            ferry__train_epoch_reply__unpack(NULL, c->each.out[r].len, c->each.out[r].data);
+        Ferry__TrainEpochReply *rep = ferry__train_epoch_reply__unpack(
+            NULL, c->each.out[r].len, c->each.out[r].data);
         cluster_free_bytes(&c->each.out[r]);
         if (!rep) {
             if (c->failed_own < 0)
@@ -107,25 +109,29 @@ static int verdict(ct_run *run, int e, const epoch_calls *c)
     int n = run->k;
     if (c->lost_holder >= 0) {
         int h = c->lost_holder;
-        ct_fail(run,
-                "%s: epoch %d failed (async mode): worker %d (%s) was lost while it held "
-                "shard%s %d%s of %d of the parameters: %s; shards are not re-homed, so the "
-                "run stops",
-                run->module, e, h, cluster_target(run->cl, h), run->shards > n ? "s" : "", h,
-                run->shards > n ? ", ..." : "", run->shards, c->each.errs[h] ? c->each.errs[h] : "");
+        ct_fail(
+            run,
+            "%s: epoch %d failed (async mode): worker %d (%s) was lost while it held "
+            "shard%s %d%s of %d of the parameters: %s; shards are not re-homed, so the "
+            "run stops",
+            run->module, e, h, cluster_target(run->cl, h), run->shards > n ? "s" : "", h,
+            run->shards > n ? ", ..." : "", run->shards,
+            c->each.errs[h] ? c->each.errs[h] : "");
         return FERRY_EPIPE;
     }
     if (c->failed_own >= 0) {
         int f = c->failed_own;
-        ct_fail(run, "%s: epoch %d failed (async mode) on worker %d: %s", run->module, e, f,
-                c->each.errs[f] ? c->each.errs[f] : "a reply that is not a TrainEpochReply");
+        ct_fail(
+            run, "%s: epoch %d failed (async mode) on worker %d: %s", run->module, e, f,
+            c->each.errs[f] ? c->each.errs[f] : "a reply that is not a TrainEpochReply");
         return c->each.rcs[f] ? c->each.rcs[f] : FERRY_EPROTO;
     }
     return 0;
 }
 
 /* The sums made means, and the epoch as the caller sees it. */
-static void describe(ct_run *run, const Ferry__TrainEpochReply *sum, cluster_train_epoch *out)
+static void describe(ct_run *run, const Ferry__TrainEpochReply *sum,
+                     cluster_train_epoch *out)
 {
     *out = (cluster_train_epoch){.epoch = sum->epoch,
                                  .train_loss = sum->train_loss,
@@ -150,8 +156,8 @@ static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
     Ferry__TrainEpoch ep = FERRY__TRAIN_EPOCH__INIT;
     ep.session = run->session;
     epoch_calls c = {.failed_own = -1, .lost_holder = -1};
-    cluster_each_follow follow = {.function = "ferry.train.leave", .arg_for = leave_arg,
-                                  .arg = run};
+    cluster_each_follow follow = {
+        .function = "ferry.train.leave", .arg_for = leave_arg, .arg = run};
     int rc = ct_call_each(run, "ferry.train.epoch", &ep.base, &follow, &c.each);
     if (rc) {
         ct_fail(run, "%s: epoch %d: %s", run->module, e, cluster_error(run->cl));

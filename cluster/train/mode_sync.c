@@ -42,8 +42,8 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
                                  .pushes = r->pushes,
                                  .live_workers = k};
     for (size_t i = 0; i < r->n_metrics && i < FERRY_MODEL_METRICS_MAX; i++)
-        out->metrics[out->n_metrics++] =
-            (cluster_train_metric){.name = r->metrics[i]->name, .value = r->metrics[i]->value};
+        out->metrics[out->n_metrics++] = (cluster_train_metric){
+            .name = r->metrics[i]->name, .value = r->metrics[i]->value};
     return 0;
 }
 
@@ -52,8 +52,8 @@ static int sync_end(ct_run *run, Ferry__TrainEndReply **done, bool *identical)
     int k = run->k;
     Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
     end.session = run->session;
-    int rc = ct_call_all(run, "ferry.train.end", &end.base, &ferry__train_end_reply__descriptor,
-                         (ProtobufCMessage **)done);
+    int rc = ct_call_all(run, "ferry.train.end", &end.base,
+                         &ferry__train_end_reply__descriptor, (ProtobufCMessage **)done);
     if (rc)
         ct_fail(run, "%s: cannot end training: %s", run->module, cluster_error(run->cl));
     for (int r = 1; rc == 0 && r < k; r++)

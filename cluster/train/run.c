@@ -59,7 +59,8 @@ static int absolute_data(ct_run *run, char *data, size_t len)
     if (dir && dir[0] == '/')
         snprintf(data, len, "%s", dir);
     else if (dir && dir[0] &&
-             (!getcwd(cwd, sizeof cwd) || (size_t)snprintf(data, len, "%s/%s", cwd, dir) >= len)) {
+             (!getcwd(cwd, sizeof cwd) ||
+              (size_t)snprintf(data, len, "%s/%s", cwd, dir) >= len)) {
         ct_fail(run, "--data %s: cannot make it an absolute path", dir);
         return FERRY_EINVAL;
     }

@@ -50,4 +50,3 @@ void ct_staleness(const ct_run *run, uint64_t *min, uint64_t *median, uint64_t *
         *max = b;
     }
 }
-

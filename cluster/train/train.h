@@ -32,7 +32,7 @@ typedef struct cluster_train_opts {
     const char *schedule;  /* "constant" or "cosine" */
     double lr, momentum, weight_decay;
     uint64_t seed;
-    const char *data_dir; /* NULL: the worker's default */
+    const char *data_dir;  /* NULL: the worker's default */
     const char *precision; /* "fp32" (the default), "tf32" or "bf16" */
     bool json;
     bool classifier; /* the model's kind: reports accuracy */
@@ -106,7 +106,7 @@ typedef struct cluster_train_events {
  * cluster_train_result_fini(). */
 typedef struct cluster_train_result {
     cluster_train_started started;
-    cluster_train_epoch last; /* the last epoch */
+    cluster_train_epoch last;                                   /* the last epoch */
     double samples, train_s, allreduce_s, compute_s, ps_wait_s; /* over the epochs */
     double wall_s;
     const char *params_sha256; /* the final parameters' */

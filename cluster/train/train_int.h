@@ -36,8 +36,8 @@ typedef struct ct_run {
     uint64_t pushes; /* over every rank and epoch */
     uint64_t staleness[CT_STALE_BUCKETS]; /* merged histograms */
     size_t buckets;
-    ct_scores scores;                  /* async: the last epoch's */
-    Ferry__TrainEpochReply *reply;     /* sync: the last epoch's, rank 0's */
+    ct_scores scores;              /* async: the last epoch's */
+    Ferry__TrainEpochReply *reply; /* sync: the last epoch's, rank 0's */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that

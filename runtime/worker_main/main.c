@@ -105,8 +105,10 @@ static int start(const wm_options *o, int port, const char *state_dir, char *tok
     rpc_tune_malloc();
     wm_raise_nofile();
     if ((rc = rt_reap_init()))
-        fprintf(stderr, "ferry worker: not a subreaper (what tasks fork may outlive "
-                        "it): %s\n", ferry_strerror(rc));
+        fprintf(stderr,
+                "ferry worker: not a subreaper (what tasks fork may outlive "
+                "it): %s\n",
+                ferry_strerror(rc));
     rt_worker_opts wo = {
         .listen = o->listen,
         .state_dir = state_dir,

@@ -103,7 +103,7 @@ int wm_parse(int argc, char **argv, wm_options *o)
         case 'r':
             if (!conf_parse_long(optarg, -1, INT_MAX, &v))
                 return wm_usage_error("--rank: expected a number from -1 up, got '%s'",
-                                   optarg);
+                                      optarg);
             o->rank = (int)v;
             break;
         case 't':
@@ -121,18 +121,19 @@ int wm_parse(int argc, char **argv, wm_options *o)
         case 'R':
             if (!conf_parse_long(optarg, 0, UINT32_MAX, &v))
                 return wm_usage_error("--restarts: expected a number from 0 up, got '%s'",
-                                   optarg);
+                                      optarg);
             o->restarts = (uint32_t)v;
             break;
         case 'W':
             if (!conf_parse_long(optarg, 0, 24L * 3600 * 1000, &o->wedge_grace_ms))
                 return wm_usage_error(
-                    "--wedge-grace-ms: expected a time from 0 to a day, got '%s'", optarg);
+                    "--wedge-grace-ms: expected a time from 0 to a day, got '%s'",
+                    optarg);
             break;
         case 'P':
             if (!conf_parse_long(optarg, 1, INT32_MAX, &o->parent_pid))
                 return wm_usage_error("--parent-pid: expected a process id, got '%s'",
-                                   optarg);
+                                      optarg);
             break;
         case 'M':
             if (!conf_parse_long(optarg, CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT,
@@ -142,15 +143,16 @@ int wm_parse(int argc, char **argv, wm_options *o)
                     optarg);
             break;
         case 'O':
-            if (!conf_parse_long(optarg, 4096, CONF_MAX_BYTES_LIMIT, &o->max_module_bytes))
+            if (!conf_parse_long(optarg, 4096, CONF_MAX_BYTES_LIMIT,
+                                 &o->max_module_bytes))
                 return wm_usage_error(
                     "--max-module-bytes: expected 4096 to 2146435072, got '%s'", optarg);
             break;
         case 'C': {
             cpu_set_t set;
             if (conf_cpus_parse(optarg, &set) != 0)
-                return wm_usage_error("--cpus: expected a CPU list such as 0-3,8, got '%s'",
-                                   optarg);
+                return wm_usage_error(
+                    "--cpus: expected a CPU list such as 0-3,8, got '%s'", optarg);
             o->cpus = optarg;
             break;
         }
@@ -172,4 +174,3 @@ int wm_parse(int argc, char **argv, wm_options *o)
         return wm_usage_error("%s", "--listen ADDR is required");
     return -1;
 }
-

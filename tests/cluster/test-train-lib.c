@@ -156,15 +156,18 @@ TC_TEST(train_lib, refuses_more_workers_than_the_cluster_has_before_any_call)
     cluster_train_opts o = defaults("sync");
     o.workers = 3;
     cluster_train_result res;
-    cr_assert_eq(cluster_train_run(T.cl, &T.mod, "linreg.so", &o, &ev, &res), FERRY_EINVAL);
+    cr_assert_eq(cluster_train_run(T.cl, &T.mod, "linreg.so", &o, &ev, &res),
+                 FERRY_EINVAL);
     cr_assert_eq(s.errors, 1);
     cr_assert_str_eq(s.error, "--workers 3: the cluster has 2 workers");
     cr_assert_eq(s.started, 0);
 
     o = defaults("async");
     o.workers = 1;
-    cr_assert_eq(cluster_train_run(T.cl, &T.mod, "linreg.so", &o, &ev, &res), FERRY_EINVAL);
-    cr_assert_str_eq(s.error, "--mode async needs 2 or more workers (it would train on 1)");
+    cr_assert_eq(cluster_train_run(T.cl, &T.mod, "linreg.so", &o, &ev, &res),
+                 FERRY_EINVAL);
+    cr_assert_str_eq(s.error,
+                     "--mode async needs 2 or more workers (it would train on 1)");
     cr_assert_eq(s.started, 0);
 }
 
@@ -179,7 +182,8 @@ TC_TEST(train_lib, a_run_the_workers_refuse_at_the_start_leaves_them_free)
     int rc = cluster_train_run(T.cl, &T.mod, "linreg.so", &o, &ev, &res);
     cr_assert(rc != 0);
     cr_assert(s.errors >= 1);
-    cr_assert(strstr(s.error, "linreg.so: cannot start training: "), "error '%s'", s.error);
+    cr_assert(strstr(s.error, "linreg.so: cannot start training: "), "error '%s'",
+              s.error);
     cr_assert_eq(s.started, 0);
     cr_assert_null(res.owned);
 
