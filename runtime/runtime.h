@@ -4,7 +4,6 @@
  * Where things are (one concept a file):
  *   ping.c        Ping: identity, the one call that needs no token
  *   worker.c      rt_worker: the server, its method table, token check, stats
- *   worker_main.c `ferry worker`: options, signals, crash recorder install
  *   module.c      rt_module: validate, dlopen, check the descriptor
  *   module_check.c  every pointer of a descriptor bounded by the module
  *   modcache.c    content-addressed module cache of one worker
@@ -152,10 +151,6 @@ void rt_worker_stop(rt_worker *w);
  * call's grace) before cancelling them, closes the modules and frees. NULL
  * is a no-op. */
 void rt_worker_destroy(rt_worker *w, int64_t grace_ms);
-
-/* `ferry worker --listen ADDR ...`: runs a worker in the foreground until
- * Shutdown, SIGTERM or SIGINT. Returns the process exit status. */
-int rt_worker_main(int argc, char **argv);
 
 /* ---- crash records -------------------------------------------------------- */
 

@@ -2,32 +2,21 @@
  *
  * Where things are:
  *   main.c        subcommand dispatch, --help, --version
- *   home.c        FERRY_HOME layout and the running cluster's state
- *   start.c       `ferry start`: token, supervisor, wait until every worker answers
- *   supervisor.c  the daemon `ferry start` leaves behind: spawns local workers,
- *                 restarts crashed ones, holds the cluster lock (with sv_crash.c,
- *                 sv_live.c; supervisor_int.h)
- *   restarts.c    the supervisor's account of a worker's crashes, for status
+ *   say.c         errors as every subcommand says them, the shared --json flag
+ *   home.c        FERRY_HOME (cluster/home/ has its layout) and the running
+ *                 cluster's state
+ *   start.c       `ferry start`: token, supervisor (cluster/supervisor/), wait
+ *                 until every worker answers
  *   stopped_by.c  a submit whose cluster was shut down under it says so
- *   logfile.c     logs that rotate at a size
  *   leftovers.c   workers an earlier cluster left running
- *   procs.c       pid and port files, liveness, stopping a supervisor
+ *   procs.c       stopping a supervisor with everything it started
  *   status.c      `ferry status`
- *   submit.c      `ferry submit`: ship a module, run its driver
+ *   submit.c      `ferry submit`: check the module, then run its driver or train
+ *   drive.c       a module's driver, run in a child process
+ *   inspect.c     loading a module in a child process to check it
+ *   train.c       submit's training (cluster/train/), told as it happens
  *   modfile.c     reading the module file submit was given, and its size limit
- *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up
- *
- * FERRY_HOME layout (see home.c):
- *   lock                  flock'ed by the supervisor while the cluster runs
- *   supervisor.pid        the supervisor, written by it first thing
- *   cluster.ini           the running cluster (a config file plus [state])
- *   token                 the cluster token, 0600
- *   logs/                 supervisor.log, worker-<rank>.log and their rotated
- *                         .1 .. .N (kept after shutdown)
- *   workers/<rank>/       a local worker's state: cache/, crash, port, pid,
- *                         stopped (it was asked to stop), restarts
- *   start-error           why the supervisor gave up while starting
- *   shutdown-at           when the last `ferry shutdown` began (kept) */
+ *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up */
 #ifndef FERRY_CLI_H
 #define FERRY_CLI_H
 
@@ -37,11 +26,12 @@
 #include <sys/types.h>
 
 #include "cluster/cluster.h"
+#include "cluster/home/home.h"
+#include "cluster/train/train.h"
 #include "config/config.h"
 
-#define CLI_PATH_MAX 4096
-/* A path under FERRY_HOME plus a file name. */
-#define CLI_FILE_MAX (CLI_PATH_MAX + 64)
+#define CLI_PATH_MAX HOME_PATH_MAX
+#define CLI_FILE_MAX HOME_FILE_MAX
 
 /* Exit statuses shared by every subcommand. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -53,39 +43,14 @@ int cli_shutdown(int argc, char **argv);
 
 /* ---- training (train.c) ---------------------------------------------------- */
 
-typedef struct cli_train_opts {
-    int epochs, batch;
-    const char *optimizer; /* "sgd" or "adam" */
-    const char *schedule;  /* "constant" or "cosine" */
-    double lr, momentum, weight_decay;
-    uint64_t seed;
-    const char *data_dir; /* NULL: the worker's default */
-    const char *precision; /* "fp32" (the default), "tf32" or "bf16" */
-    bool json;
-    bool classifier; /* the model's kind: reports accuracy */
-    /* Where it trains: "single" (worker 0), "sync" (data-parallel over the
-     * first `workers`, 0: all), or NULL: sync when the cluster has more
-     * than one worker. */
-    const char *mode;
-    int workers;
-    const char *grad_compression;               /* "none", "lz4", "fp16" */
-    long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
-    /* Async mode ("async"): the parameter server's shards, the staleness
-     * bound (-1: unbounded), DOWNPOUR's push and pull intervals, the
-     * algorithm and EASGD's alpha and tau (0: the workers' defaults). */
-    long ps_shards, staleness, push_every, pull_every, tau;
-    const char *algo;
-    double alpha;
-    const char *async_only; /* the first async option given, to refuse it elsewhere */
-} cli_train_opts;
-
-/* Trains the model of module `m` (file `module`, task `task`) on worker 0,
- * or in sync mode on the first o->workers workers together:
- * a line before, a progress line an epoch, and a summary (or, with json, one
- * JSON object on stdout and the lines on stderr). Returns 0 or FERRY_E*,
- * the error printed. */
+/* Trains the model of module `m` (file `module`, task `task`) through
+ * cluster/train: a line before, a progress line an epoch, and a summary (or,
+ * with json, one JSON object on stdout and the lines on stderr). Returns 0
+ * or FERRY_E*, the error printed. */
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
-              const cli_train_opts *o);
+              const cluster_train_opts *o);
+
+/* ---- what every subcommand says (say.c) ------------------------------------- */
 
 /* Prints "ferry <cmd>: <message>\n" to stderr. */
 void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -118,34 +83,8 @@ int cli_check_module_size(const char *name, size_t len, const conf_cluster *conf
 
 /* ---- FERRY_HOME ----------------------------------------------------------- */
 
-typedef struct cli_home {
-    char dir[CLI_PATH_MAX];
-    char state[CLI_PATH_MAX]; /* cluster.ini */
-    char token[CLI_PATH_MAX]; /* default token file */
-    char logs[CLI_PATH_MAX];
-    char workers[CLI_PATH_MAX];
-    char start_error[CLI_PATH_MAX];
-    char supervisor_pid[CLI_PATH_MAX];
-} cli_home;
-
 /* Resolves FERRY_HOME and the paths under it. Prints the error for `cmd`. */
-int cli_home_init(cli_home *h, const char *cmd);
-
-/* Removes a cluster's state (the state file, the start error, the
- * supervisor's pid, the directories the supervisor made for its workers),
- * not its token or logs. A directory under workers/ without the
- * supervisor's mark is someone else's (an attached worker keeps its state
- * in workers/PORT under the same FERRY_HOME) and is left alone. */
-void cli_home_forget_cluster(const cli_home *h);
-
-/* The file the supervisor leaves in each worker directory it makes: what
- * cli_home_forget_cluster() may remove. */
-#define CLI_WORKER_MARK "supervised"
-
-/* A worker's own directory, "<home>/workers/<rank>", and files in it. */
-void cli_worker_dir(const cli_home *h, int rank, char *buf, size_t len);
-void cli_worker_file(const cli_home *h, int rank, const char *name, char *buf,
-                     size_t len);
+int cli_home_init(home_paths *h, const char *cmd);
 
 /* Connects to every worker conf lists (lazily), with its timeouts; with
  * `heartbeat`, pings them while calls run. */
@@ -163,31 +102,26 @@ typedef struct cli_running {
  * FERRY_ENOENT when no cluster runs under this FERRY_HOME (message printed
  * unless `quiet`); another error, printed. With `orphans`, a cluster.ini
  * whose supervisor is gone still counts: its workers may outlive it. */
-int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet,
+int cli_running_open(cli_running *r, const home_paths *h, const char *cmd, bool quiet,
                      bool orphans);
 void cli_running_close(cli_running *r);
 
+/* For `submit`: opens the running cluster into *r, checks the module of len
+ * bytes (called `shown`) against its size limit, waits until every worker
+ * answers and ships the module to them. Returns 0 or CLI_FAIL (said); *r
+ * is the caller's to close either way (once r->cl is set). */
+int cli_running_ship(cli_running *r, const home_paths *h, const char *shown,
+                     const void *bytes, size_t len, cluster_module *m);
+
 /* ---- processes (procs.c) ---------------------------------------------------- */
 
-/* Reads a file holding one number in lo..hi; false if absent or not that. */
-bool cli_read_number(const char *path, long lo, long hi, long *out);
-/* Writes one number to path atomically. Returns 0 or -errno. */
-int cli_write_number(const char *path, long value);
-
-/* Whether pid runs (an exited, unreaped one does not). */
-bool cli_pid_alive(pid_t pid);
-
-/* Whether pid is a `ferry worker` whose --state-dir is state_dir: a pid
- * read from a file may since belong to another process. */
-bool cli_is_worker_of(pid_t pid, const char *state_dir);
-
 /* Waits up to ms for the cluster lock to be free (no supervisor). */
-bool cli_wait_unlocked(const cli_home *h, double ms);
+bool cli_wait_unlocked(const home_paths *h, double ms);
 
 /* Waits up to wait_ms for the supervisor `sup` to exit on its own, then
  * SIGTERM (it stops its workers), then SIGKILL to its process group.
  * Returns whether it is gone. */
-bool cli_stop_supervisor(const cli_home *h, pid_t sup, double wait_ms);
+bool cli_stop_supervisor(const home_paths *h, pid_t sup, double wait_ms);
 
 /* ---- leftovers (leftovers.c) ------------------------------------------------ */
 
@@ -195,7 +129,7 @@ bool cli_stop_supervisor(const cli_home *h, pid_t sup, double wait_ms);
  * no supervisor holds the lock (it was SIGKILLed and they did not follow):
  * found by the pids the supervisor recorded, checked to be `ferry worker`s
  * of this home. Fills ranks/pids (up to max) and returns how many. */
-size_t cli_leftovers(const cli_home *h, int *ranks, pid_t *pids, size_t max);
+size_t cli_leftovers(const home_paths *h, int *ranks, pid_t *pids, size_t max);
 
 /* Writes "worker 0 (pid 123), worker 1 (pid 124)" into buf. */
 void cli_leftovers_list(const int *ranks, const pid_t *pids, size_t n, char *buf,
@@ -204,96 +138,25 @@ void cli_leftovers_list(const int *ranks, const pid_t *pids, size_t n, char *buf
 /* SIGTERM, up to wait_ms, then SIGKILL to each. Returns how many are gone. */
 size_t cli_leftovers_stop(const pid_t *pids, size_t n, double wait_ms);
 
-/* ---- logs (logfile.c) ------------------------------------------------------- */
-
-/* A log that rotates: past max_bytes, NAME becomes NAME.1 (NAME.1 NAME.2, up
- * to `keep` old files) and a new NAME starts. */
-typedef struct cli_log {
-    char path[CLI_FILE_MAX];
-    int fd; /* -1: closed */
-    int64_t size, max_bytes;
-    int keep;
-    bool dup_to_stdio; /* the process's stdout and stderr follow the file */
-} cli_log;
-
-/* Opens (appends to) path. Returns 0 or -errno. */
-int cli_log_open(cli_log *l, const char *path, int64_t max_bytes, int keep, bool stdio);
-/* Appends, rotating first when the file would pass max_bytes. */
-void cli_log_write(cli_log *l, const void *data, size_t len);
-void cli_log_close(cli_log *l);
-
-/* ---- crash loops (restarts.c) ------------------------------------------------ */
-
-/* The most of a crash record a worker keeps and reports. */
-#define CLI_CRASH_MAX 256
-
-typedef struct cli_restarts {
-    int crashes;         /* in a row, each within 30 s of the one before */
-    int64_t window_ms;   /* from the first of them to the last */
-    int64_t next_try_ms; /* wall clock (ms since the epoch); 0: restarted at once */
-    char last_crash[CLI_CRASH_MAX];
-} cli_restarts;
-
-/* workers/<rank>/restarts, written by the supervisor at every crash. */
-int cli_restarts_write(const cli_home *h, int rank, const cli_restarts *r);
-bool cli_restarts_read(const cli_home *h, int rank, cli_restarts *r);
-/* "crash loop: N crashes in T s, next try in S s" into buf. */
-void cli_restarts_describe(const cli_restarts *r, int64_t now_ms, char *buf, size_t len);
-
-/* Milliseconds since the epoch. */
-int64_t cli_wall_ms(void);
-
 /* ---- shutdown under a submit (stopped_by.c) ---------------------------------- */
 
 /* `ferry shutdown` notes when it began ($FERRY_HOME/shutdown-at). */
-int cli_shutdown_mark(const cli_home *h);
+int cli_shutdown_mark(const home_paths *h);
 /* Says, for `cmd`, that the cluster was shut down, when that began at or
  * after since_ms (wall clock): the reason a command's calls failed. Said
  * once: a second call after it was said is silent. */
-void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms);
+void cli_shutdown_explain(const home_paths *h, const char *cmd, int64_t since_ms);
 /* The same as the preface of what follows ("; what they saw:"): said
  * before relaying a driver's errors. */
-void cli_shutdown_explain_before(const cli_home *h, const char *cmd, int64_t since_ms);
+void cli_shutdown_explain_before(const home_paths *h, const char *cmd, int64_t since_ms);
 
 /* The same said before the first error of a command whose errors follow
  * from its calls (a training's): `w` must outlive the command. */
 typedef struct cli_shutdown_watch {
-    const cli_home *h;
+    const home_paths *h;
     const char *cmd;
     int64_t since_ms;
 } cli_shutdown_watch;
 void cli_shutdown_explain_first(cli_shutdown_watch *w);
-
-/* ---- the supervisor ------------------------------------------------------- */
-
-/* A worker the supervisor runs on this host. */
-typedef struct cli_local {
-    int rank;
-    char host[256]; /* no brackets */
-    int port;       /* 0: the worker picks one and writes it to its port file */
-} cli_local;
-
-typedef struct cli_supervisor_opts {
-    const cli_home *home;
-    const char *exe;        /* absolute path of the ferry executable */
-    const char *token_file; /* handed to every worker */
-    const cli_local *workers;
-    size_t n_workers;
-    int threads;
-    const char *device; /* every worker's --device */
-    bool bind_cores;    /* each worker to its share of this process's CPUs
-                           (--bind-to core) */
-    int lock_fd;        /* the cluster lock, inherited; held until exit */
-    /* Liveness timeout, restart back-off, message limit, log rotation. */
-    const conf_cluster *conf;
-} cli_supervisor_opts;
-
-/* Runs in the process `ferry start` forked: spawns every worker of
- * o->workers (logs under logs/), restarts every worker that exits without
- * being asked to stop or stops answering pings (backing off when it crashes
- * in a loop), leaves one that fails at its start, and returns once every
- * worker has stopped (after `ferry shutdown`) or on SIGTERM, after stopping
- * them. Returns the process exit status. */
-int cli_supervise(const cli_supervisor_opts *o);
 
 #endif

@@ -29,7 +29,7 @@ int cli_inspect(const char *path, const char *shown, int timeout_ms, cli_module_
 
 /* What the driver's child needs. */
 typedef struct cli_drive_opts {
-    const cli_home *home;
+    const home_paths *home;
     const char *path;  /* absolute */
     const char *shown; /* the module's file name */
     const void *bytes; /* the module, shipped by the child */

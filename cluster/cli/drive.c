@@ -40,20 +40,8 @@ static int drive_here(const cli_drive_opts *o)
     cluster_module m = {0};
     rt_module mod = {0};
     char err[512] = "";
-    if (cli_running_open(&r, o->home, "submit", false, false))
+    if (cli_running_ship(&r, o->home, o->shown, o->bytes, o->len, &m))
         goto out;
-    if (cli_check_module_size(o->shown, o->len, &r.conf, err, sizeof err)) {
-        cli_err("submit", "%s", err);
-        goto out;
-    }
-    if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3)) {
-        cli_err("submit", "%s", cluster_error(r.cl));
-        goto out;
-    }
-    if (cluster_load_module(r.cl, o->shown, o->bytes, o->len, &m)) {
-        cli_err("submit", "%s", cluster_error(r.cl));
-        goto out;
-    }
     int rc = rt_module_open(&mod, o->path, o->shown, err, sizeof err);
     if (rc) {
         cli_err("submit", "%s", err[0] ? err : ferry_strerror(rc));
@@ -222,7 +210,7 @@ int cli_drive(const cli_drive_opts *o)
                            {.fd = err[0], .events = POLLIN},
                            {.fd = res[0], .events = POLLIN}};
     int to[2] = {STDOUT_FILENO, STDERR_FILENO};
-    int64_t began = cli_wall_ms();
+    int64_t began = home_wall_ms();
     for (;;) {
         int n = poll(pf, 3, exited ? 0 : 100);
         if (n < 0 && errno != EINTR)

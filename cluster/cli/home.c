@@ -1,86 +1,26 @@
 /* FERRY_HOME: where a cluster keeps its state, and opening the cluster that
  * runs there. */
-#include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 
-int cli_home_init(cli_home *h, const char *cmd)
+int cli_home_init(home_paths *h, const char *cmd)
 {
-    memset(h, 0, sizeof *h);
-    int rc = conf_home(h->dir, sizeof h->dir);
+    char dir[CLI_PATH_MAX];
+    int rc = conf_home(dir, sizeof dir);
     if (rc) {
+        memset(h, 0, sizeof *h);
         cli_err(cmd, "cannot tell where FERRY_HOME is (%s): set FERRY_HOME or HOME",
                 ferry_strerror(rc));
         return rc;
     }
-    struct {
-        char *buf;
-        const char *rel;
-    } paths[] = {{h->state, "cluster.ini"},
-                 {h->token, "token"},
-                 {h->logs, "logs"},
-                 {h->workers, "workers"},
-                 {h->start_error, "start-error"},
-                 {h->supervisor_pid, "supervisor.pid"}};
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        if (conf_home_path(paths[i].buf, CLI_PATH_MAX, h->dir, paths[i].rel)) {
-            cli_err(cmd, "FERRY_HOME path too long: %s", h->dir);
-            return FERRY_ERANGE;
-        }
-    }
-    return 0;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
-void cli_home_forget_cluster(const cli_home *h)
-{
-    unlink(h->state);
-    unlink(h->start_error);
-    unlink(h->supervisor_pid);
-    DIR *d = opendir(h->workers);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long rank;
-        char dir[CLI_FILE_MAX], mark[CLI_FILE_MAX];
-        if (!conf_parse_long(e->d_name, 0, CONF_MAX_WORKERS, &rank))
-            continue;
-        cli_worker_dir(h, (int)rank, dir, sizeof dir);
-        cli_worker_file(h, (int)rank, CLI_WORKER_MARK, mark, sizeof mark);
-        struct stat st;
-        if (lstat(mark, &st) == 0 && S_ISREG(st.st_mode))
-            nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    }
-    closedir(d);
-    rmdir(h->workers); /* only when nothing else is left in it */
-}
-
-void cli_worker_dir(const cli_home *h, int rank, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/%d", h->workers, rank);
-}
-
-void cli_worker_file(const cli_home *h, int rank, const char *name, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/%d/%s", h->workers, rank, name);
+    rc = home_paths_init(h, dir);
+    if (rc)
+        cli_err(cmd, "FERRY_HOME path too long: %s", h->dir);
+    return rc;
 }
 
 int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartbeat,
@@ -102,7 +42,7 @@ int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartb
     return rc;
 }
 
-int cli_running_open(cli_running *r, const cli_home *h, const char *cmd, bool quiet,
+int cli_running_open(cli_running *r, const home_paths *h, const char *cmd, bool quiet,
                      bool orphans)
 {
     memset(r, 0, sizeof *r);
@@ -149,4 +89,22 @@ void cli_running_close(cli_running *r)
     conf_fini(&r->conf);
     memset(r->token, 0, sizeof r->token);
     r->cl = NULL;
+}
+
+int cli_running_ship(cli_running *r, const home_paths *h, const char *shown,
+                     const void *bytes, size_t len, cluster_module *m)
+{
+    char err[1024] = "";
+    if (cli_running_open(r, h, "submit", false, false))
+        return CLI_FAIL;
+    if (cli_check_module_size(shown, len, &r->conf, err, sizeof err)) {
+        cli_err("submit", "%s", err);
+        return CLI_FAIL;
+    }
+    if (cluster_wait_ready(r->cl, r->conf.ping_timeout_ms * 3) ||
+        cluster_load_module(r->cl, shown, bytes, len, m)) {
+        cli_err("submit", "%s", cluster_error(r->cl));
+        return CLI_FAIL;
+    }
+    return 0;
 }

@@ -16,7 +16,7 @@
 
 #include "cli.h"
 
-size_t cli_leftovers(const cli_home *h, int *ranks, pid_t *pids, size_t max)
+size_t cli_leftovers(const home_paths *h, int *ranks, pid_t *pids, size_t max)
 {
     DIR *d = opendir(h->workers);
     if (!d)
@@ -29,10 +29,10 @@ size_t cli_leftovers(const cli_home *h, int *ranks, pid_t *pids, size_t max)
             continue;
         char path[CLI_FILE_MAX], dir[CLI_FILE_MAX];
         long pid;
-        cli_worker_file(h, (int)rank, "pid", path, sizeof path);
-        cli_worker_dir(h, (int)rank, dir, sizeof dir);
-        if (cli_read_number(path, 1, INT32_MAX, &pid) && cli_pid_alive((pid_t)pid) &&
-            cli_is_worker_of((pid_t)pid, dir)) {
+        home_worker_file(h, (int)rank, "pid", path, sizeof path);
+        home_worker_dir(h, (int)rank, dir, sizeof dir);
+        if (home_read_number(path, 1, INT32_MAX, &pid) && home_pid_alive((pid_t)pid) &&
+            home_is_worker_of((pid_t)pid, dir)) {
             ranks[n] = (int)rank;
             pids[n++] = (pid_t)pid;
         }
@@ -65,14 +65,14 @@ size_t cli_leftovers_stop(const pid_t *pids, size_t n, double wait_ms)
     double end = (double)uv_hrtime() / 1e6 + wait_ms;
     size_t gone = 0;
     for (size_t i = 0; i < n; i++) {
-        while (cli_pid_alive(pids[i]) && (double)uv_hrtime() / 1e6 < end)
+        while (home_pid_alive(pids[i]) && (double)uv_hrtime() / 1e6 < end)
             usleep(10000);
-        if (cli_pid_alive(pids[i])) {
+        if (home_pid_alive(pids[i])) {
             kill(pids[i], SIGKILL);
-            for (int k = 0; k < 200 && cli_pid_alive(pids[i]); k++)
+            for (int k = 0; k < 200 && home_pid_alive(pids[i]); k++)
                 usleep(10000);
         }
-        gone += !cli_pid_alive(pids[i]);
+        gone += !home_pid_alive(pids[i]);
     }
     return gone;
 }

@@ -34,9 +34,9 @@ static double now_ms(void)
     return (double)uv_hrtime() / 1e6;
 }
 
-static void clean_state(const cli_home *h, const conf_cluster *conf)
+static void clean_state(const home_paths *h, const conf_cluster *conf)
 {
-    cli_home_forget_cluster(h);
+    home_forget_cluster(h);
     /* A token file the config named is the user's; the generated one is
      * the cluster's and dies with it. */
     if (!conf || !conf->token_file || strcmp(conf->token_file, h->token) == 0)
@@ -70,7 +70,7 @@ int cli_shutdown(int argc, char **argv)
         cli_err("shutdown", "unexpected argument '%s'", argv[optind]);
         return CLI_USAGE;
     }
-    cli_home h;
+    home_paths h;
     if (cli_home_init(&h, "shutdown"))
         return CLI_FAIL;
     cli_running r;
@@ -79,7 +79,7 @@ int cli_shutdown(int argc, char **argv)
             /* A `ferry start` that died before it wrote the state: its
              * supervisor wrote its own pid first thing. */
             long sup = 0;
-            cli_read_number(h.supervisor_pid, 1, INT32_MAX, &sup);
+            home_read_number(h.supervisor_pid, 1, INT32_MAX, &sup);
             if (!cli_stop_supervisor(&h, (pid_t)sup, 0)) {
                 cli_err("shutdown",
                         "a cluster holds the lock in %s, its state is missing and its "
@@ -123,12 +123,12 @@ int cli_shutdown(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         char path[CLI_FILE_MAX], dir[CLI_FILE_MAX];
         long pid = 0;
-        cli_worker_file(&h, (int)i, "pid", path, sizeof path);
-        cli_worker_dir(&h, (int)i, dir, sizeof dir);
+        home_worker_file(&h, (int)i, "pid", path, sizeof path);
+        home_worker_dir(&h, (int)i, dir, sizeof dir);
         bool ours = r.conf.workers[i].local && !r.conf.workers[i].attach;
         n_local += ours;
-        pids[i] = ours && cli_read_number(path, 1, INT32_MAX, &pid) &&
-                          cli_is_worker_of((pid_t)pid, dir)
+        pids[i] = ours && home_read_number(path, 1, INT32_MAX, &pid) &&
+                          home_is_worker_of((pid_t)pid, dir)
                       ? (pid_t)pid
                       : 0;
     }
@@ -145,9 +145,9 @@ int cli_shutdown(int argc, char **argv)
     bool gone = cli_stop_supervisor(&h, sup, n_local ? (double)grace + 3000 : 0);
     for (size_t i = 0; i < n; i++) {
         double end = now_ms() + 2000;
-        while (cli_pid_alive(pids[i]) && now_ms() < end)
+        while (home_pid_alive(pids[i]) && now_ms() < end)
             usleep(10000);
-        if (cli_pid_alive(pids[i])) {
+        if (home_pid_alive(pids[i])) {
             fprintf(stderr, "ferry shutdown: worker %zu (pid %d) still runs: SIGKILL\n",
                     i, (int)pids[i]);
             kill(pids[i], SIGKILL);

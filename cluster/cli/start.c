@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "cli.h"
+#include "cluster/supervisor/supervisor.h"
 #include "rpc/rpc.h"
 #include "runtime/device/device.h"
 
@@ -65,30 +66,29 @@ static void on_interrupt(int sig)
     interrupted = sig;
 }
 
-/* Ctrl-C, SIGTERM or a hang-up while start waits must not leave a
- * supervisor and its workers behind: the handlers only note the signal and
- * every wait checks it. No SA_RESTART: a sleep ends at once. */
-static void catch_interrupts(void)
+static void set_interrupts(void (*handler)(int))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 }
 
+/* Ctrl-C, SIGTERM or a hang-up while start waits must not leave a
+ * supervisor and its workers behind: the handlers only note the signal and
+ * every wait checks it. No SA_RESTART: a sleep ends at once. */
+static void catch_interrupts(void)
+{
+    set_interrupts(on_interrupt);
+}
+
 /* The child must not keep start's handlers: the supervisor takes its own. */
 static void default_interrupts(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    set_interrupts(SIG_DFL);
 }
 
 static bool say_interrupted(void)
@@ -138,46 +138,39 @@ static int parse(int argc, char **argv, start_args *a)
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "c:p:l:t:d:h", opts, NULL)) != -1) {
+        const char *bad = NULL, *name = "";
         switch (c) {
         case 'c':
             a->config = optarg;
             break;
         case 'p':
-            if (!conf_parse_long(optarg, 0, 65535, &a->base_port)) {
-                cli_err("start", "--base-port: expected a port 0..65535, got '%s'",
-                        optarg);
-                return CLI_USAGE;
-            }
+            name = "--base-port";
+            if (!conf_parse_long(optarg, 0, 65535, &a->base_port))
+                bad = "a port 0..65535";
             break;
         case 'l':
             a->listen = optarg;
             break;
         case 't':
-            if (!conf_parse_long(optarg, 0, 1024, &a->threads)) {
-                cli_err("start", "--threads: expected 0..1024, got '%s'", optarg);
-                return CLI_USAGE;
-            }
+            name = "--threads";
+            if (!conf_parse_long(optarg, 0, 1024, &a->threads))
+                bad = "0..1024";
             break;
         case 'd':
-            if (!rt_device_name_ok(optarg)) {
-                cli_err("start", "--device: expected cpu, cuda, cuda:N or auto, got '%s'",
-                        optarg);
-                return CLI_USAGE;
-            }
+            name = "--device";
+            if (!rt_device_name_ok(optarg))
+                bad = "cpu, cuda, cuda:N or auto";
             a->device = optarg;
             break;
         case 'T':
-            if (!conf_parse_long(optarg, 1, 86400000, &a->timeout_ms)) {
-                cli_err("start", "--timeout-ms: expected milliseconds >= 1, got '%s'",
-                        optarg);
-                return CLI_USAGE;
-            }
+            name = "--timeout-ms";
+            if (!conf_parse_long(optarg, 1, 86400000, &a->timeout_ms))
+                bad = "milliseconds >= 1";
             break;
         case 'B':
-            if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0) {
-                cli_err("start", "--bind-to: expected core or none, got '%s'", optarg);
-                return CLI_USAGE;
-            }
+            name = "--bind-to";
+            if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0)
+                bad = "core or none";
             a->bind_cores = strcmp(optarg, "core") == 0;
             break;
         case 'h':
@@ -185,6 +178,10 @@ static int parse(int argc, char **argv, start_args *a)
             return -1;
         default:
             fputs(usage, stderr);
+            return CLI_USAGE;
+        }
+        if (bad) {
+            cli_err("start", "%s: expected %s, got '%s'", name, bad, optarg);
             return CLI_USAGE;
         }
     }
@@ -222,19 +219,8 @@ static bool read_text(const char *path, char *buf, size_t len)
     return n > 0;
 }
 
-/* Where the master reaches a worker that listens on `listen`: a wildcard
- * address is every interface, loopback among them. */
-static const char *connect_host(const char *listen)
-{
-    if (strcmp(listen, "0.0.0.0") == 0)
-        return "127.0.0.1";
-    if (strcmp(listen, "::") == 0)
-        return "::1";
-    return listen;
-}
-
 /* Fills conf with the workers: the config file's, or N on this host. */
-static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **local,
+static int plan_workers(conf_cluster *conf, const start_args *a, sv_local **local,
                         size_t *n_local)
 {
     bool generated = conf->n_workers == 0;
@@ -263,7 +249,7 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
                 return CLI_USAGE;
             }
             char addr[300], err[CONF_ERR_LEN];
-            conf_format_address(addr, sizeof addr, connect_host(conf->listen), port);
+            conf_format_address(addr, sizeof addr, home_reach_host(conf->listen), port);
             if (conf_add_worker(conf, addr, err, sizeof err)) {
                 cli_err("start", "--listen %s: %s", conf->listen, err);
                 return CLI_USAGE;
@@ -288,7 +274,7 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
         /* Workers elsewhere, or run by someone else, are only waited for. */
         if (!conf->workers[i].local || conf->workers[i].attach)
             continue;
-        cli_local *l = &(*local)[(*n_local)++];
+        sv_local *l = &(*local)[(*n_local)++];
         l->rank = (int)i;
         snprintf(l->host, sizeof l->host, "%s",
                  generated ? conf->listen : conf->workers[i].host);
@@ -298,7 +284,7 @@ static int plan_workers(conf_cluster *conf, const start_args *a, cli_local **loc
 }
 
 /* Says which port is taken, before anything starts. */
-static int check_ports(const cli_local *local, size_t n)
+static int check_ports(const sv_local *local, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (!local[i].port)
@@ -324,14 +310,14 @@ static int check_ports(const cli_local *local, size_t n)
 
 /* Old state from a cluster that did not shut down cleanly: its pids, ports,
  * crash records and crash-loop counts must never pass for this cluster's. */
-static void clear_state(const cli_home *h)
+static void clear_state(const home_paths *h)
 {
-    cli_home_forget_cluster(h);
+    home_forget_cluster(h);
 }
 
 /* Workers whose supervisor died without them (see leftovers.c): named and
  * stopped before anything new starts. */
-static int stop_leftovers(const cli_home *h)
+static int stop_leftovers(const home_paths *h)
 {
     int ranks[CONF_MAX_WORKERS];
     pid_t pids[CONF_MAX_WORKERS];
@@ -353,7 +339,7 @@ static int stop_leftovers(const cli_home *h)
     return 0;
 }
 
-static pid_t fork_supervisor(const cli_supervisor_opts *so)
+static pid_t fork_supervisor(const sv_opts *so)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -378,13 +364,13 @@ static pid_t fork_supervisor(const cli_supervisor_opts *so)
         close(null);
     if (fd > 2)
         close(fd);
-    _exit(cli_supervise(so));
+    _exit(sv_supervise(so));
 }
 
 /* Whether the supervisor has given up: it wrote why, or exited (then it is
  * reaped here and *pid becomes 0: the number may belong to another process
  * soon). */
-static bool supervisor_failed(const cli_home *h, pid_t *pid, char *why, size_t len)
+static bool supervisor_failed(const home_paths *h, pid_t *pid, char *why, size_t len)
 {
     if (read_text(h->start_error, why, len))
         return true;
@@ -398,7 +384,7 @@ static bool supervisor_failed(const cli_home *h, pid_t *pid, char *why, size_t l
 }
 
 /* Waits for the ports of workers that picked their own. */
-static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, size_t n,
+static int wait_ports(const home_paths *h, conf_cluster *conf, sv_local *local, size_t n,
                       pid_t *sup, double deadline)
 {
     for (;;) {
@@ -406,9 +392,9 @@ static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, s
         for (size_t i = 0; i < n; i++) {
             if (!local[i].port) {
                 char path[CLI_FILE_MAX], addr[300];
-                cli_worker_file(h, local[i].rank, "port", path, sizeof path);
+                home_worker_file(h, local[i].rank, "port", path, sizeof path);
                 long port;
-                if (cli_read_number(path, 1, 65535, &port)) {
+                if (home_read_number(path, 1, 65535, &port)) {
                     local[i].port = (int)port;
                     conf_worker *w = &conf->workers[local[i].rank];
                     w->port = (int)port;
@@ -440,7 +426,7 @@ static int wait_ports(const cli_home *h, conf_cluster *conf, cli_local *local, s
 }
 
 /* Pings until every worker answers, failing early if the supervisor gives up. */
-static int wait_ready(const cli_home *h, cluster *cl, pid_t *sup, double deadline,
+static int wait_ready(const home_paths *h, cluster *cl, pid_t *sup, double deadline,
                       long long timeout_ms)
 {
     for (;;) {
@@ -486,161 +472,202 @@ static int report_workers(cluster *cl, double t0)
     return 0;
 }
 
-int cli_start(int argc, char **argv)
-{
-    double t0 = (double)uv_hrtime() / 1e6;
+/* What a start holds while it runs, released by cli_start whatever the
+ * outcome. */
+typedef struct starting {
     start_args a;
-    int rc = parse(argc, argv, &a);
-    if (rc)
-        return rc < 0 ? CLI_OK : rc;
-
-    cli_home h;
-    if (cli_home_init(&h, "start"))
-        return CLI_FAIL;
-    interrupted = 0;
-    catch_interrupts();
+    home_paths h;
     conf_cluster conf;
-    conf_defaults(&conf);
-    cli_local *local = NULL;
-    size_t n_local = 0;
-    int lock = -1;
-    pid_t sup = 0;
-    bool forked = false;
-    cluster *cl = NULL;
-    int status = CLI_FAIL;
+    sv_local *local;
+    size_t n_local;
+    int lock;
+    pid_t sup;
+    bool forked;
+    cluster *cl;
+    char token[CONF_TOKEN_LEN + 1];
+} starting;
 
+/* The cluster's configuration: the file's, the options over it, and the
+ * workers it plans. Returns 0 or the exit status. */
+static int configure(starting *s)
+{
+    const start_args *a = &s->a;
+    conf_cluster *conf = &s->conf;
     char err[CONF_ERR_LEN] = "";
-    if (a.config && (rc = conf_load(&conf, a.config, err, sizeof err))) {
+    int rc;
+    if (a->config && (rc = conf_load(conf, a->config, err, sizeof err))) {
         cli_err("start", "%s", err[0] ? err : ferry_strerror(rc));
-        status = CLI_USAGE;
-        goto out;
+        return CLI_USAGE;
     }
-    if (a.base_port >= 0)
-        conf.base_port = (int)a.base_port;
-    if (a.listen) {
-        free(conf.listen);
-        conf.listen = strdup(a.listen);
+    if (a->base_port >= 0)
+        conf->base_port = (int)a->base_port;
+    if (a->listen) {
+        free(conf->listen);
+        conf->listen = strdup(a->listen);
     }
-    if (a.threads >= 0)
-        conf.threads = (int)a.threads;
-    if (a.timeout_ms > 0)
-        conf.start_timeout_ms = a.timeout_ms;
-    if ((rc = plan_workers(&conf, &a, &local, &n_local))) {
-        status = rc;
-        goto out;
-    }
+    if (a->threads >= 0)
+        conf->threads = (int)a->threads;
+    if (a->timeout_ms > 0)
+        conf->start_timeout_ms = a->timeout_ms;
+    return plan_workers(conf, a, &s->local, &s->n_local);
+}
 
-    if ((rc = conf_mkdirs(h.logs, 0700)) || (rc = conf_mkdirs(h.workers, 0700))) {
+/* FERRY_HOME made ready for a new cluster: its directories, its lock
+ * (s->lock), and nothing of an earlier one left. Returns 0 or -1 (said). */
+static int claim_home(starting *s)
+{
+    const home_paths *h = &s->h;
+    int rc;
+    if ((rc = conf_mkdirs(h->logs, 0700)) || (rc = conf_mkdirs(h->workers, 0700))) {
         if (rc == -ENOTDIR)
             cli_err("start",
                     "FERRY_HOME=%s is not a directory (or a part of that path is a "
                     "file): set FERRY_HOME to a directory",
-                    h.dir);
+                    h->dir);
         else
-            cli_err("start", "cannot create %s: %s", h.dir, ferry_strerror(rc));
-        goto out;
+            cli_err("start", "cannot create %s: %s", h->dir, ferry_strerror(rc));
+        return -1;
     }
-    lock = conf_lock_take(h.dir);
-    if (lock == FERRY_EBUSY) {
+    s->lock = conf_lock_take(h->dir);
+    if (s->lock == FERRY_EBUSY) {
         long running = 0;
-        cli_read_number(h.supervisor_pid, 1, INT32_MAX, &running);
+        home_read_number(h->supervisor_pid, 1, INT32_MAX, &running);
         cli_err("start",
                 "a cluster is already running under FERRY_HOME=%s (supervisor pid %ld): "
                 "see `ferry status`, or stop it with `ferry shutdown`",
-                h.dir, running);
-        goto out;
+                h->dir, running);
+        return -1;
     }
-    if (lock < 0) {
-        cli_err("start", "cannot take the cluster lock in %s: %s", h.dir,
-                ferry_strerror(lock));
-        goto out;
+    if (s->lock < 0) {
+        cli_err("start", "cannot take the cluster lock in %s: %s", h->dir,
+                ferry_strerror(s->lock));
+        return -1;
     }
-    if (stop_leftovers(&h))
-        goto out;
-    if (check_ports(local, n_local))
-        goto out;
-    clear_state(&h);
-    if (conf_mkdirs(h.workers, 0700) != 0) {
-        cli_err("start", "cannot create %s", h.workers);
-        goto out;
+    if (stop_leftovers(h) || check_ports(s->local, s->n_local))
+        return -1;
+    clear_state(h);
+    if (conf_mkdirs(h->workers, 0700) != 0) {
+        cli_err("start", "cannot create %s", h->workers);
+        return -1;
     }
+    return 0;
+}
 
-    const char *token_file = conf.token_file ? conf.token_file : h.token;
-    if (!conf.token_file || access(token_file, F_OK) != 0) {
+/* The cluster token: the configured file, or a new one under FERRY_HOME,
+ * read into s->token. Returns 0 or -1 (said). */
+static int take_token(starting *s)
+{
+    conf_cluster *conf = &s->conf;
+    char err[CONF_ERR_LEN] = "";
+    int rc;
+    const char *token_file = conf->token_file ? conf->token_file : s->h.token;
+    if (!conf->token_file || access(token_file, F_OK) != 0) {
         if ((rc = conf_token_create(token_file))) {
             cli_err("start", "cannot write the token %s: %s", token_file,
                     ferry_strerror(rc));
-            goto out;
+            return -1;
         }
     }
-    char token[CONF_TOKEN_LEN + 1];
-    if ((rc = conf_token_read(token_file, token, sizeof token, err, sizeof err))) {
+    if ((rc = conf_token_read(token_file, s->token, sizeof s->token, err, sizeof err))) {
         cli_err("start", "%s", err[0] ? err : ferry_strerror(rc));
-        goto out;
+        return -1;
     }
-    if (!conf.token_file && !(conf.token_file = strdup(token_file)))
-        goto out;
+    if (!conf->token_file && !(conf->token_file = strdup(token_file)))
+        return -1;
+    return 0;
+}
 
+/* Forks the supervisor, which takes the lock over. Returns 0 or -1. */
+static int launch(starting *s)
+{
     char exe[CLI_PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) {
         cli_err("start", "cannot find the ferry executable: %s", strerror(errno));
-        goto out;
+        return -1;
     }
     exe[len] = '\0';
-    cli_supervisor_opts so = {.home = &h,
-                              .exe = exe,
-                              .token_file = conf.token_file,
-                              .workers = local,
-                              .n_workers = n_local,
-                              .threads = conf.threads,
-                              .device = a.device ? a.device : "auto",
-                              .bind_cores = a.bind_cores,
-                              .lock_fd = lock,
-                              .conf = &conf};
-    sup = fork_supervisor(&so);
-    if (sup < 0) {
+    sv_opts so = {.home = &s->h,
+                  .exe = exe,
+                  .token_file = s->conf.token_file,
+                  .workers = s->local,
+                  .n_workers = s->n_local,
+                  .threads = s->conf.threads,
+                  .device = s->a.device ? s->a.device : "auto",
+                  .bind_cores = s->a.bind_cores,
+                  .lock_fd = s->lock,
+                  .conf = &s->conf};
+    s->sup = fork_supervisor(&so);
+    if (s->sup < 0) {
         cli_err("start", "cannot fork the supervisor: %s", strerror(errno));
-        sup = 0;
-        goto out;
+        s->sup = 0;
+        return -1;
     }
-    forked = true;
+    s->forked = true;
     if (say_interrupted())
-        goto out;
+        return -1;
     /* From here the supervisor alone holds the lock. */
-    close(lock);
-    lock = -1;
+    close(s->lock);
+    s->lock = -1;
+    return 0;
+}
 
-    double deadline = t0 + (double)conf.start_timeout_ms;
-    if (wait_ports(&h, &conf, local, n_local, &sup, deadline))
-        goto out;
-    conf.supervisor_pid = (int)sup;
-    if ((rc = conf_save(&conf, h.state))) {
-        cli_err("start", "cannot write %s: %s", h.state, ferry_strerror(rc));
-        goto out;
+/* Waits for every worker's port, writes the cluster's state, and waits
+ * until each answers. Returns 0 or -1 (said). */
+static int come_up(starting *s, double t0)
+{
+    conf_cluster *conf = &s->conf;
+    int rc;
+    double deadline = t0 + (double)conf->start_timeout_ms;
+    if (wait_ports(&s->h, conf, s->local, s->n_local, &s->sup, deadline))
+        return -1;
+    conf->supervisor_pid = (int)s->sup;
+    if ((rc = conf_save(conf, s->h.state))) {
+        cli_err("start", "cannot write %s: %s", s->h.state, ferry_strerror(rc));
+        return -1;
     }
-    if ((rc = cli_cluster_connect(&conf, token, false, &cl))) {
+    if ((rc = cli_cluster_connect(conf, s->token, false, &s->cl))) {
         cli_err("start", "cannot connect to the workers: %s", ferry_strerror(rc));
-        goto out;
+        return -1;
     }
-    if (wait_ready(&h, cl, &sup, deadline, (long long)conf.start_timeout_ms))
-        goto out;
-    if (report_workers(cl, t0))
-        goto out;
-    status = CLI_OK;
-out:
-    cluster_destroy(cl);
-    if (status != CLI_OK && forked) {
-        cli_stop_supervisor(&h, sup, 0);
-        unlink(h.state);
-        unlink(h.supervisor_pid);
+    if (wait_ready(&s->h, s->cl, &s->sup, deadline, (long long)conf->start_timeout_ms))
+        return -1;
+    return report_workers(s->cl, t0) ? -1 : 0;
+}
+
+int cli_start(int argc, char **argv)
+{
+    double t0 = (double)uv_hrtime() / 1e6;
+    starting s;
+    memset(&s, 0, sizeof s);
+    int rc = parse(argc, argv, &s.a);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    if (cli_home_init(&s.h, "start"))
+        return CLI_FAIL;
+    interrupted = 0;
+    catch_interrupts();
+    conf_defaults(&s.conf);
+    s.lock = -1;
+    int status = CLI_FAIL;
+    if ((rc = configure(&s)))
+        status = rc;
+    else if (claim_home(&s) == 0 && take_token(&s) == 0 && launch(&s) == 0 &&
+             come_up(&s, t0) == 0)
+        status = CLI_OK;
+    cluster_destroy(s.cl);
+    if (status != CLI_OK && s.forked) {
+        cli_stop_supervisor(&s.h, s.sup, 0);
+        unlink(s.h.state);
+        unlink(s.h.supervisor_pid);
     }
     if (interrupted && status != CLI_OK)
         status = 128 + interrupted;
-    if (lock >= 0)
-        close(lock);
-    free(local);
-    conf_fini(&conf);
+    if (s.lock >= 0)
+        close(s.lock);
+    free(s.local);
+    conf_fini(&s.conf);
+    explicit_bzero(s.token, sizeof s.token);
     fflush(stdout);
     return status;
 }

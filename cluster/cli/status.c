@@ -39,9 +39,9 @@ static void format_uptime(double s, char *buf, size_t len)
 }
 
 /* A down worker's crash loop, from the supervisor; false if none. */
-static bool crash_loop(const cli_home *h, const cluster_worker *w, cli_restarts *r)
+static bool crash_loop(const home_paths *h, const cluster_worker *w, home_restarts *r)
 {
-    return !w->ping && cli_restarts_read(h, w->rank, r) && r->next_try_ms > 0;
+    return !w->ping && home_restarts_read(h, w->rank, r) && r->next_try_ms > 0;
 }
 
 /* A call this old gets a line under its worker's row: shorter ones come and
@@ -105,9 +105,9 @@ static bool slots_line(const slots_view *v, char *buf, size_t len)
     return true;
 }
 
-static void health_text(const cli_home *h, const cluster_worker *w, char *buf, size_t len)
+static void health_text(const home_paths *h, const cluster_worker *w, char *buf, size_t len)
 {
-    cli_restarts r;
+    home_restarts r;
     if (crash_loop(h, w, &r))
         snprintf(buf, len, "DOWN (crash loop)");
     else if (!w->ping)
@@ -121,7 +121,7 @@ static void health_text(const cli_home *h, const cluster_worker *w, char *buf, s
 /* The widest DEVICE column: a text from the wire is cut there. */
 #define DEVICE_MAX 120
 
-static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
+static void print_table(const home_paths *h, const cluster_worker *w, size_t n)
 {
     /* As wide as the longest device: its BLAS version and thread count come
      * last and are what tells two workers apart. */
@@ -161,10 +161,10 @@ static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
             if (v.stuck && *v.holders)
                 printf("      held by: %s\n", v.holders);
         }
-        cli_restarts r;
+        home_restarts r;
         if (crash_loop(h, &w[i], &r)) {
             char loop[160];
-            cli_restarts_describe(&r, cli_wall_ms(), loop, sizeof loop);
+            home_restarts_describe(&r, home_wall_ms(), loop, sizeof loop);
             printf("      %s\n      last crash: %s\n", loop, r.last_crash);
         } else if (w[i].ping && w[i].ping->last_crash && w[i].ping->last_crash[0]) {
             printf("      last crash: %s\n", w[i].ping->last_crash);
@@ -172,7 +172,7 @@ static void print_table(const cli_home *h, const cluster_worker *w, size_t n)
     }
 }
 
-static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
+static void print_json(const home_paths *h, const cluster_worker *w, size_t n)
 {
     printf("{\"ferry_home\":");
     json_str(stdout, h->dir);
@@ -214,16 +214,16 @@ static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
                 json_str(stdout, v.holders);
             }
         }
-        cli_restarts r;
+        home_restarts r;
         if (crash_loop(h, &w[i], &r)) {
             char loop[160];
-            cli_restarts_describe(&r, cli_wall_ms(), loop, sizeof loop);
+            home_restarts_describe(&r, home_wall_ms(), loop, sizeof loop);
             printf(
                 ",\"crash_loop\":{\"crashes\":%d,\"window_s\":%.1f,\"next_try_s\":%.1f,"
                 "\"text\":",
                 r.crashes, (double)r.window_ms / 1e3,
-                r.next_try_ms > cli_wall_ms()
-                    ? (double)(r.next_try_ms - cli_wall_ms()) / 1e3
+                r.next_try_ms > home_wall_ms()
+                    ? (double)(r.next_try_ms - home_wall_ms()) / 1e3
                     : 0.0);
             json_str(stdout, loop);
             printf(",\"last_crash\":");
@@ -239,7 +239,7 @@ static void print_json(const cli_home *h, const cluster_worker *w, size_t n)
 
 /* Why there is nothing to show, and what of an earlier cluster still runs:
  * its state is never shown as current. */
-static void no_cluster(const cli_home *h, bool json)
+static void no_cluster(const home_paths *h, bool json)
 {
     int ranks[CONF_MAX_WORKERS];
     pid_t pids[CONF_MAX_WORKERS];
@@ -286,7 +286,7 @@ int cli_status(int argc, char **argv)
         cli_err("status", "unexpected argument '%s'", argv[optind]);
         return CLI_USAGE;
     }
-    cli_home h;
+    home_paths h;
     cli_running r;
     if (cli_home_init(&h, "status"))
         return CLI_FAIL;

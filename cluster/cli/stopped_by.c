@@ -10,26 +10,26 @@
 
 #include "cli.h"
 
-static void path_of(const cli_home *h, char *buf, size_t len)
+static void path_of(const home_paths *h, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/shutdown-at", h->dir);
 }
 
-int cli_shutdown_mark(const cli_home *h)
+int cli_shutdown_mark(const home_paths *h)
 {
     char path[CLI_FILE_MAX];
     path_of(h, path, sizeof path);
-    return cli_write_number(path, (long)cli_wall_ms());
+    return home_write_number(path, (long)home_wall_ms());
 }
 
 static bool said;
 
-static void explain(const cli_home *h, const char *cmd, int64_t since_ms, bool first)
+static void explain(const home_paths *h, const char *cmd, int64_t since_ms, bool first)
 {
     char path[CLI_FILE_MAX];
     long at;
     path_of(h, path, sizeof path);
-    if (said || !cli_read_number(path, 1, INT64_MAX, &at) || at < since_ms)
+    if (said || !home_read_number(path, 1, INT64_MAX, &at) || at < since_ms)
         return;
     said = true;
     time_t s = (time_t)(at / 1000);
@@ -44,12 +44,12 @@ static void explain(const cli_home *h, const char *cmd, int64_t since_ms, bool f
         cmd, when, first ? "; what they saw:" : "");
 }
 
-void cli_shutdown_explain(const cli_home *h, const char *cmd, int64_t since_ms)
+void cli_shutdown_explain(const home_paths *h, const char *cmd, int64_t since_ms)
 {
     explain(h, cmd, since_ms, false);
 }
 
-void cli_shutdown_explain_before(const cli_home *h, const char *cmd, int64_t since_ms)
+void cli_shutdown_explain_before(const home_paths *h, const char *cmd, int64_t since_ms)
 {
     explain(h, cmd, since_ms, true);
 }

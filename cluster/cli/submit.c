@@ -123,223 +123,160 @@ enum {
     OPT_TAU,
 };
 
-/* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
- * is then the first operand; *trained says whether a training option was
- * given), or the exit status. */
-static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *load_ms)
+/* Whether s is one of the NULL-terminated names. */
+static bool one_of(const char *s, const char *const *names)
 {
-    static const struct option longs[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"load-timeout-ms", required_argument, NULL, OPT_LOAD_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {"epochs", required_argument, NULL, 'e'},
-        {"batch", required_argument, NULL, 'b'},
-        {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
-        {"lr", required_argument, NULL, OPT_LR},
-        {"schedule", required_argument, NULL, OPT_SCHEDULE},
-        {"momentum", required_argument, NULL, OPT_MOMENTUM},
-        {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"data", required_argument, NULL, OPT_DATA},
-        {"precision", required_argument, NULL, OPT_PRECISION},
-        {"mode", required_argument, NULL, OPT_MODE},
-        {"workers", required_argument, NULL, OPT_WORKERS},
-        {"grad-compression", required_argument, NULL, OPT_GRAD_COMPRESSION},
-        {"chunk-bytes", required_argument, NULL, OPT_CHUNK_BYTES},
-        {"bucket-bytes", required_argument, NULL, OPT_BUCKET_BYTES},
-        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
-        {"algo", required_argument, NULL, OPT_ALGO},
-        {"staleness", required_argument, NULL, OPT_STALENESS},
-        {"ps-shards", required_argument, NULL, OPT_PS_SHARDS},
-        {"push-every", required_argument, NULL, OPT_PUSH_EVERY},
-        {"pull-every", required_argument, NULL, OPT_PULL_EVERY},
-        {"alpha", required_argument, NULL, OPT_ALPHA},
-        {"tau", required_argument, NULL, OPT_TAU},
-        {NULL, 0, NULL, 0},
-    };
-    *o = (cli_train_opts){.epochs = 5,
-                          .batch = 128,
-                          .optimizer = "sgd",
-                          .schedule = "cosine",
-                          .momentum = 0.9,
-                          .seed = 1,
-                          .grad_compression = "none",
-                          .precision = "fp32",
-                          .staleness = -1,
-                          .algo = "downpour"};
-    *trained = false;
-    bool lr_given = false;
-    optind = 1;
-    opterr = 0;
-    int c;
+    for (; *names; names++)
+        if (strcmp(s, *names) == 0)
+            return true;
+    return false;
+}
+
+#define ONE_OF(s, ...) one_of(s, (const char *const[]){__VA_ARGS__, NULL})
+
+/* Sets *out from arg, a number in lo..hi; else returns `bad`. */
+static const char *set_int(const char *arg, long lo, long hi, int *out, const char *bad)
+{
     long v;
-    while ((c = getopt_long(argc, argv, ":hVe:b:", longs, NULL)) != -1) {
-        const char *bad = NULL, *name = "";
-        *trained |= c != 'j' && c != 'h' && c != 'V' && c != '?' && c != ':' &&
-                    c != OPT_LOAD_TIMEOUT;
-        switch (c) {
-        case 'j':
-            o->json = true;
-            break;
-        case OPT_LOAD_TIMEOUT:
-            name = "--load-timeout-ms";
-            if (!conf_parse_long(optarg, 100, 3600L * 1000, load_ms))
-                bad = "a time from 100 ms to an hour";
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return CLI_OK;
-        case 'V':
-            printf("ferry %s\n", ferry_version());
-            return CLI_OK;
-        case 'e':
-            name = "--epochs";
-            if (!conf_parse_long(optarg, 1, 100000, &v))
-                bad = "a number of epochs from 1 to 100000";
-            o->epochs = (int)v;
-            break;
-        case 'b':
-            name = "--batch";
-            if (!conf_parse_long(optarg, 1, 1 << 20, &v))
-                bad = "a batch size from 1 to 1048576";
-            o->batch = (int)v;
-            break;
-        case OPT_OPTIMIZER:
-            name = "--optimizer";
-            if (strcmp(optarg, "sgd") != 0 && strcmp(optarg, "adam") != 0)
-                bad = "sgd or adam";
-            o->optimizer = optarg;
-            break;
-        case OPT_SCHEDULE:
-            name = "--schedule";
-            if (strcmp(optarg, "cosine") != 0 && strcmp(optarg, "constant") != 0)
-                bad = "cosine or constant";
-            o->schedule = optarg;
-            break;
-        case OPT_LR:
-            name = "--lr";
-            if (!parse_double(optarg, 1e-12, 1e6, &o->lr))
-                bad = "a positive learning rate from 1e-12 to 1e6";
-            lr_given = true;
-            break;
-        case OPT_MOMENTUM:
-            name = "--momentum";
-            if (!parse_double(optarg, 0, 0.999999, &o->momentum))
-                bad = "a momentum in [0, 1)";
-            break;
-        case OPT_WEIGHT_DECAY:
-            name = "--weight-decay";
-            if (!parse_double(optarg, 0, 1e6, &o->weight_decay))
-                bad = "a weight decay from 0 to 1e6";
-            break;
-        case OPT_SEED:
-            name = "--seed";
-            if (!conf_parse_long(optarg, 0, LONG_MAX, &v))
-                bad = "a seed from 0 to 9223372036854775807";
-            o->seed = (uint64_t)v;
-            break;
-        case OPT_DATA:
-            o->data_dir = optarg;
-            break;
-        case OPT_PRECISION:
-            name = "--precision";
-            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "tf32") != 0 &&
-                strcmp(optarg, "bf16") != 0)
-                bad = "fp32, tf32 or bf16";
-            o->precision = optarg;
-            break;
-        case OPT_MODE:
-            name = "--mode";
-            if (strcmp(optarg, "sync") != 0 && strcmp(optarg, "async") != 0 &&
-                strcmp(optarg, "single") != 0)
-                bad = "sync, async or single";
-            o->mode = optarg;
-            break;
-        case OPT_WORKERS:
-            name = "--workers";
-            if (!conf_parse_long(optarg, 1, CONF_MAX_WORKERS, &v))
-                bad = "a number of workers from 1 to 256 (a cluster's most)";
-            o->workers = (int)v;
-            break;
-        case OPT_GRAD_COMPRESSION:
-            name = "--grad-compression";
-            if (strcmp(optarg, "none") != 0 && strcmp(optarg, "lz4") != 0 &&
-                strcmp(optarg, "fp16") != 0)
-                bad = "none, lz4 or fp16";
-            o->grad_compression = optarg;
-            break;
-        case OPT_CHUNK_BYTES:
-            name = "--chunk-bytes";
-            if (!conf_parse_long(optarg, RT_TRAIN_MIN_CHUNK_BYTES, 256L << 20,
-                                 &o->chunk_bytes))
-                bad = "a chunk size from 16384 bytes (16 KiB) to 256 MiB: each chunk is "
-                      "one call between workers, and smaller chunks make every step "
-                      "thousands of calls";
-            break;
-        case OPT_BUCKET_BYTES:
-            name = "--bucket-bytes";
-            if (!conf_parse_long(optarg, 64, 1L << 30, &o->bucket_bytes))
-                bad = "a bucket size from 64 bytes to 1 GiB";
-            break;
-        case OPT_TIMEOUT_MS:
-            name = "--timeout-ms";
-            if (!conf_parse_long(optarg, 100, 24L * 3600 * 1000, &o->timeout_ms))
-                bad = "a timeout from 100 ms to a day";
-            break;
-        case OPT_ALGO:
-            name = "--algo";
-            if (strcmp(optarg, "downpour") != 0 && strcmp(optarg, "dynsgd") != 0 &&
-                strcmp(optarg, "easgd") != 0)
-                bad = "downpour, dynsgd or easgd";
-            o->algo = optarg;
-            break;
-        case OPT_STALENESS:
-            name = "--staleness";
-            if (!conf_parse_long(optarg, 0, 1L << 30, &o->staleness))
-                bad = "a number of steps from 0 to 1073741824";
-            break;
-        case OPT_PS_SHARDS:
-            name = "--ps-shards";
-            if (!conf_parse_long(optarg, 1, 4096, &o->ps_shards))
-                bad = "a number of shards from 1 to 4096";
-            break;
-        case OPT_PUSH_EVERY:
-            name = "--push-every";
-            if (!conf_parse_long(optarg, 1, 1L << 20, &o->push_every))
-                bad = "a number of steps from 1 to 1048576";
-            break;
-        case OPT_PULL_EVERY:
-            name = "--pull-every";
-            if (!conf_parse_long(optarg, 1, 1L << 20, &o->pull_every))
-                bad = "a number of steps from 1 to 1048576";
-            break;
-        case OPT_ALPHA:
-            name = "--alpha";
-            if (!parse_double(optarg, 1e-9, 0.999999, &o->alpha))
-                bad = "an elastic coefficient in (0, 1)";
-            break;
-        case OPT_TAU:
-            name = "--tau";
-            if (!conf_parse_long(optarg, 1, 1L << 20, &o->tau))
-                bad = "a number of steps from 1 to 1048576";
-            break;
-        case ':':
-            cli_err("submit", "%s needs a value", argv[optind - 1]);
-            fputs("Try 'ferry submit --help'.\n", stderr);
-            return CLI_USAGE;
-        default:
-            cli_err("submit", "unknown option '%s'", argv[optind - 1]);
-            fputs("Try 'ferry submit --help'.\n", stderr);
-            return CLI_USAGE;
-        }
-        if (bad) {
-            cli_err("submit", "%s: expected %s, got '%s'", name, bad, optarg);
-            return CLI_USAGE;
-        }
-        if (c >= OPT_ALGO && c <= OPT_TAU && !o->async_only)
-            o->async_only = name;
+    if (!conf_parse_long(arg, lo, hi, &v))
+        return bad;
+    *out = (int)v;
+    return NULL;
+}
+
+/* Sets the training option c (epochs, batch, the optimizer and its
+ * schedule, seed, data, precision) from arg. Returns what a value must be
+ * when arg is not one (*name: the option's), else NULL. */
+static const char *set_training(int c, const char *arg, cluster_train_opts *o,
+                                const char **name)
+{
+    long v;
+    switch (c) {
+    case 'e':
+        *name = "--epochs";
+        return set_int(arg, 1, 100000, &o->epochs, "a number of epochs from 1 to 100000");
+    case 'b':
+        *name = "--batch";
+        return set_int(arg, 1, 1 << 20, &o->batch, "a batch size from 1 to 1048576");
+    case OPT_OPTIMIZER:
+        *name = "--optimizer";
+        o->optimizer = arg;
+        return ONE_OF(arg, "sgd", "adam") ? NULL : "sgd or adam";
+    case OPT_SCHEDULE:
+        *name = "--schedule";
+        o->schedule = arg;
+        return ONE_OF(arg, "cosine", "constant") ? NULL : "cosine or constant";
+    case OPT_LR:
+        *name = "--lr";
+        return parse_double(arg, 1e-12, 1e6, &o->lr)
+                   ? NULL
+                   : "a positive learning rate from 1e-12 to 1e6";
+    case OPT_MOMENTUM:
+        *name = "--momentum";
+        return parse_double(arg, 0, 0.999999, &o->momentum) ? NULL
+                                                            : "a momentum in [0, 1)";
+    case OPT_WEIGHT_DECAY:
+        *name = "--weight-decay";
+        return parse_double(arg, 0, 1e6, &o->weight_decay)
+                   ? NULL
+                   : "a weight decay from 0 to 1e6";
+    case OPT_SEED:
+        *name = "--seed";
+        if (!conf_parse_long(arg, 0, LONG_MAX, &v))
+            return "a seed from 0 to 9223372036854775807";
+        o->seed = (uint64_t)v;
+        return NULL;
+    case OPT_DATA:
+        o->data_dir = arg;
+        return NULL;
+    default: /* OPT_PRECISION */
+        *name = "--precision";
+        o->precision = arg;
+        return ONE_OF(arg, "fp32", "tf32", "bf16") ? NULL : "fp32, tf32 or bf16";
     }
+}
+
+/* The same for how workers train together: the mode, how many, and the
+ * all-reduce's compression, chunks, buckets and timeout. */
+static const char *set_distributed(int c, const char *arg, cluster_train_opts *o,
+                                   const char **name)
+{
+    switch (c) {
+    case OPT_MODE:
+        *name = "--mode";
+        o->mode = arg;
+        return ONE_OF(arg, "sync", "async", "single") ? NULL : "sync, async or single";
+    case OPT_WORKERS:
+        *name = "--workers";
+        return set_int(arg, 1, CONF_MAX_WORKERS, &o->workers,
+                       "a number of workers from 1 to 256 (a cluster's most)");
+    case OPT_GRAD_COMPRESSION:
+        *name = "--grad-compression";
+        o->grad_compression = arg;
+        return ONE_OF(arg, "none", "lz4", "fp16") ? NULL : "none, lz4 or fp16";
+    case OPT_CHUNK_BYTES:
+        *name = "--chunk-bytes";
+        if (!conf_parse_long(arg, RT_TRAIN_MIN_CHUNK_BYTES, 256L << 20, &o->chunk_bytes))
+            return "a chunk size from 16384 bytes (16 KiB) to 256 MiB: each chunk is "
+                   "one call between workers, and smaller chunks make every step "
+                   "thousands of calls";
+        return NULL;
+    case OPT_BUCKET_BYTES:
+        *name = "--bucket-bytes";
+        return conf_parse_long(arg, 64, 1L << 30, &o->bucket_bytes)
+                   ? NULL
+                   : "a bucket size from 64 bytes to 1 GiB";
+    default: /* OPT_TIMEOUT_MS */
+        *name = "--timeout-ms";
+        return conf_parse_long(arg, 100, 24L * 3600 * 1000, &o->timeout_ms)
+                   ? NULL
+                   : "a timeout from 100 ms to a day";
+    }
+}
+
+/* The same for async mode's: the algorithm, staleness, shards, push and
+ * pull intervals, and EASGD's alpha and tau. */
+static const char *set_async(int c, const char *arg, cluster_train_opts *o,
+                             const char **name)
+{
+    static const char steps[] = "a number of steps from 1 to 1048576";
+    switch (c) {
+    case OPT_ALGO:
+        *name = "--algo";
+        o->algo = arg;
+        return ONE_OF(arg, "downpour", "dynsgd", "easgd") ? NULL
+                                                          : "downpour, dynsgd or easgd";
+    case OPT_STALENESS:
+        *name = "--staleness";
+        return conf_parse_long(arg, 0, 1L << 30, &o->staleness)
+                   ? NULL
+                   : "a number of steps from 0 to 1073741824";
+    case OPT_PS_SHARDS:
+        *name = "--ps-shards";
+        return conf_parse_long(arg, 1, 4096, &o->ps_shards)
+                   ? NULL
+                   : "a number of shards from 1 to 4096";
+    case OPT_PUSH_EVERY:
+        *name = "--push-every";
+        return conf_parse_long(arg, 1, 1L << 20, &o->push_every) ? NULL : steps;
+    case OPT_PULL_EVERY:
+        *name = "--pull-every";
+        return conf_parse_long(arg, 1, 1L << 20, &o->pull_every) ? NULL : steps;
+    case OPT_ALPHA:
+        *name = "--alpha";
+        return parse_double(arg, 1e-9, 0.999999, &o->alpha)
+                   ? NULL
+                   : "an elastic coefficient in (0, 1)";
+    default: /* OPT_TAU */
+        *name = "--tau";
+        return conf_parse_long(arg, 1, 1L << 20, &o->tau) ? NULL : steps;
+    }
+}
+
+/* The options that apply to one mode or algorithm only, given with
+ * another. Returns -1 to go on, or the exit status (said). */
+static int check_combinations(cluster_train_opts *o, bool lr_given)
+{
     bool async = o->mode && strcmp(o->mode, "async") == 0;
     if (o->async_only && !async) {
         cli_err("submit", "%s applies to --mode async only", o->async_only);
@@ -355,11 +292,120 @@ static int parse(int argc, char **argv, cli_train_opts *o, bool *trained, long *
     return -1;
 }
 
-int cli_submit(int argc, char **argv)
+static const struct option longs[] = {
+    {"json", no_argument, NULL, 'j'},
+    {"load-timeout-ms", required_argument, NULL, OPT_LOAD_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {"epochs", required_argument, NULL, 'e'},
+    {"batch", required_argument, NULL, 'b'},
+    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"schedule", required_argument, NULL, OPT_SCHEDULE},
+    {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"grad-compression", required_argument, NULL, OPT_GRAD_COMPRESSION},
+    {"chunk-bytes", required_argument, NULL, OPT_CHUNK_BYTES},
+    {"bucket-bytes", required_argument, NULL, OPT_BUCKET_BYTES},
+    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
+    {"algo", required_argument, NULL, OPT_ALGO},
+    {"staleness", required_argument, NULL, OPT_STALENESS},
+    {"ps-shards", required_argument, NULL, OPT_PS_SHARDS},
+    {"push-every", required_argument, NULL, OPT_PUSH_EVERY},
+    {"pull-every", required_argument, NULL, OPT_PULL_EVERY},
+    {"alpha", required_argument, NULL, OPT_ALPHA},
+    {"tau", required_argument, NULL, OPT_TAU},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
+ * is then the first operand; *trained says whether a training option was
+ * given), or the exit status. */
+static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
+                 long *load_ms)
 {
-    int64_t began = cli_wall_ms();
-    /* submit's own options and the module come before "--", the driver's
-     * arguments after it. */
+    *o = (cluster_train_opts){.epochs = 5,
+                              .batch = 128,
+                              .optimizer = "sgd",
+                              .schedule = "cosine",
+                              .momentum = 0.9,
+                              .seed = 1,
+                              .grad_compression = "none",
+                              .precision = "fp32",
+                              .staleness = -1,
+                              .algo = "downpour"};
+    *trained = false;
+    bool lr_given = false;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":hVe:b:", longs, NULL)) != -1) {
+        const char *bad = NULL, *name = "";
+        *trained |= c != 'j' && c != 'h' && c != 'V' && c != '?' && c != ':' &&
+                    c != OPT_LOAD_TIMEOUT;
+        if (c == 'j') {
+            o->json = true;
+        } else if (c == OPT_LOAD_TIMEOUT) {
+            name = "--load-timeout-ms";
+            if (!conf_parse_long(optarg, 100, 3600L * 1000, load_ms))
+                bad = "a time from 100 ms to an hour";
+        } else if (c == 'h') {
+            fputs(usage, stdout);
+            return CLI_OK;
+        } else if (c == 'V') {
+            printf("ferry %s\n", ferry_version());
+            return CLI_OK;
+        } else if (c == 'e' || c == 'b' || (c >= OPT_OPTIMIZER && c <= OPT_PRECISION) ||
+                   c == OPT_SCHEDULE) {
+            bad = set_training(c, optarg, o, &name);
+            lr_given |= c == OPT_LR;
+        } else if (c >= OPT_MODE && c <= OPT_TIMEOUT_MS) {
+            bad = set_distributed(c, optarg, o, &name);
+        } else if (c >= OPT_ALGO && c <= OPT_TAU) {
+            bad = set_async(c, optarg, o, &name);
+        } else {
+            if (c == ':')
+                cli_err("submit", "%s needs a value", argv[optind - 1]);
+            else
+                cli_err("submit", "unknown option '%s'", argv[optind - 1]);
+            fputs("Try 'ferry submit --help'.\n", stderr);
+            return CLI_USAGE;
+        }
+        if (bad) {
+            cli_err("submit", "%s: expected %s, got '%s'", name, bad, optarg);
+            return CLI_USAGE;
+        }
+        if (c >= OPT_ALGO && c <= OPT_TAU && !o->async_only)
+            o->async_only = name;
+    }
+    return check_combinations(o, lr_given);
+}
+
+/* What a submit holds while it runs. */
+typedef struct submitting {
+    int64_t began;
+    cluster_train_opts topts;
+    bool training_options;
+    long load_ms;
+    const char *path, *shown;
+    int drv_argc;
+    char **drv_argv; /* the driver's: the module, then what follows "--" */
+    void *bytes;     /* the module file */
+    size_t len;
+    char *abs; /* its absolute path */
+    cli_module_info info;
+    home_paths h;
+} submitting;
+
+/* submit's own options and the module come before "--", the driver's
+ * arguments after it. Returns -1 to go on, or the exit status. */
+static int split_args(int argc, char **argv, submitting *s)
+{
     int dashes = argc;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -367,13 +413,9 @@ int cli_submit(int argc, char **argv)
             break;
         }
     }
-    cli_train_opts topts;
-    bool training_options;
-    long load_ms = 10000;
-    int parsed = parse(dashes, argv, &topts, &training_options, &load_ms);
+    int parsed = parse(dashes, argv, &s->topts, &s->training_options, &s->load_ms);
     if (parsed >= 0)
         return parsed;
-    bool json = topts.json;
     if (dashes - optind != 1) {
         if (dashes - optind > 1)
             cli_err("submit", "unexpected argument '%s' (task arguments go after --)",
@@ -382,130 +424,145 @@ int cli_submit(int argc, char **argv)
             cli_err("submit", "which module? `ferry submit MODULE.so [-- ARGS...]`");
         return CLI_USAGE;
     }
-    const char *path = argv[optind];
+    s->path = argv[optind];
     /* The driver sees argv[0] = the module, then its own arguments. */
-    int drv_argc = 1 + (dashes < argc ? argc - dashes - 1 : 0);
-    char **drv_argv = calloc((size_t)drv_argc + 1, sizeof *drv_argv);
-    if (!drv_argv)
+    s->drv_argc = 1 + (dashes < argc ? argc - dashes - 1 : 0);
+    s->drv_argv = calloc((size_t)s->drv_argc + 1, sizeof *s->drv_argv);
+    if (!s->drv_argv)
         return CLI_FAIL;
-    drv_argv[0] = (char *)path;
-    for (int i = 1; i < drv_argc; i++)
-        drv_argv[i] = argv[dashes + i];
+    s->drv_argv[0] = (char *)s->path;
+    for (int i = 1; i < s->drv_argc; i++)
+        s->drv_argv[i] = argv[dashes + i];
+    return -1;
+}
 
-    int status = CLI_FAIL;
-    void *bytes = NULL;
-    size_t len = 0;
-    cli_running r = {0};
-    cluster_module m = {0};
-    cli_module_info info;
+/* Reads the module and checks it loads, in a child process. Returns -1 to
+ * go on, or the exit status (said). */
+static int read_and_inspect(submitting *s)
+{
     char err[1024] = "";
-    const char *shown = cli_base_name(path);
-    cli_home h;
-    if (cli_home_init(&h, "submit"))
-        goto out;
     /* The running cluster's limit, when its state can be read, so that a
      * module too big for it is refused before it is read; without one,
      * the "no cluster" error comes later, after the module's own checks. */
     conf_cluster limits;
     conf_defaults(&limits);
-    bool have_limits =
-        access(h.state, F_OK) == 0 && conf_load(&limits, h.state, err, sizeof err) == 0;
+    bool have_limits = access(s->h.state, F_OK) == 0 &&
+                       conf_load(&limits, s->h.state, err, sizeof err) == 0;
     err[0] = '\0';
-    int rc = cli_read_module(path, have_limits ? &limits : NULL, &bytes, &len, err,
-                             sizeof err);
+    int rc = cli_read_module(s->path, have_limits ? &limits : NULL, &s->bytes, &s->len,
+                             err, sizeof err);
     conf_fini(&limits);
     if (rc) {
         cli_err("submit", "%s", err);
-        goto out;
+        return CLI_FAIL;
     }
     /* Checked first: a module that cannot load is a mistake to report
      * before anything is shipped. dlopen searches the library path for a
      * name without a slash: give it the file the user named. */
-    char *abs = realpath(path, NULL);
-    rc = abs ? cli_inspect(abs, shown, (int)load_ms, &info, err, sizeof err) : -errno;
+    s->abs = realpath(s->path, NULL);
+    rc = s->abs
+             ? cli_inspect(s->abs, s->shown, (int)s->load_ms, &s->info, err, sizeof err)
+             : -errno;
     if (rc) {
         if (!err[0])
-            snprintf(err, sizeof err, "%s: %s", path, ferry_strerror(rc));
+            snprintf(err, sizeof err, "%s: %s", s->path, ferry_strerror(rc));
         cli_err("submit", "%s", err);
-        free(abs);
-        goto out;
+        return CLI_FAIL;
     }
-    bool train = !info.driver && info.model;
-    if (!info.driver && !info.model) {
+    return -1;
+}
+
+/* A driver runs, a model trains: what was given must fit which it is.
+ * Returns -1 to go on, or the exit status (said). */
+static int check_kind(const submitting *s)
+{
+    bool train = !s->info.driver && s->info.model;
+    if (!s->info.driver && !s->info.model) {
         cli_err(
             "submit",
             "%s: task '%s' has no driver and no model, so there is nothing to run; it "
             "exports the functions: %s",
-            shown, info.task, info.functions);
-        status = CLI_USAGE;
-        free(abs);
-        goto out;
+            s->shown, s->info.task, s->info.functions);
+        return CLI_USAGE;
     }
-    if (!train && training_options) {
+    if (!train && s->training_options) {
         cli_err(
             "submit",
             "%s: task '%s' has its own driver: training options do not apply (pass its "
             "arguments after --)",
-            shown, info.task);
-        status = CLI_USAGE;
-        free(abs);
-        goto out;
+            s->shown, s->info.task);
+        return CLI_USAGE;
     }
-    if (train && drv_argc > 1) {
+    if (train && s->drv_argc > 1) {
         cli_err("submit",
-                "%s: a model takes no arguments after --, only training options", shown);
-        status = CLI_USAGE;
-        free(abs);
-        goto out;
+                "%s: a model takes no arguments after --, only training options",
+                s->shown);
+        return CLI_USAGE;
     }
-    if (!train) {
-        cli_drive_opts d = {.home = &h,
-                            .path = abs,
-                            .shown = shown,
-                            .bytes = bytes,
-                            .len = len,
-                            .argc = drv_argc,
-                            .argv = drv_argv,
-                            .json = json};
-        status = cli_drive(&d);
-        free(abs);
-        /* The driver's child saw the calls fail; whether a shutdown was
-         * why is for this process to say, as for a training. */
-        if (status != CLI_OK)
-            cli_shutdown_explain(&h, "submit", began);
-        goto out;
+    return -1;
+}
+
+static int run_driver(submitting *s)
+{
+    cli_drive_opts d = {.home = &s->h,
+                        .path = s->abs,
+                        .shown = s->shown,
+                        .bytes = s->bytes,
+                        .len = s->len,
+                        .argc = s->drv_argc,
+                        .argv = s->drv_argv,
+                        .json = s->topts.json};
+    int status = cli_drive(&d);
+    /* The driver's child saw the calls fail; whether a shutdown was
+     * why is for this process to say, as for a training. */
+    if (status != CLI_OK)
+        cli_shutdown_explain(&s->h, "submit", s->began);
+    return status;
+}
+
+static int train_here(submitting *s)
+{
+    int status = CLI_FAIL;
+    cli_running r = {0};
+    cluster_module m = {0};
+    if (cli_running_ship(&r, &s->h, s->shown, s->bytes, s->len, &m) == 0) {
+        free(s->bytes);
+        s->bytes = NULL;
+        s->topts.classifier = s->info.classifier;
+        /* A training's first error is what a shutdown looked like to it (a
+         * peer gone, a ping unanswered): the shutdown is said before it. */
+        cli_shutdown_watch watch = {.h = &s->h, .cmd = "submit", .since_ms = s->began};
+        cli_shutdown_explain_first(&watch);
+        status =
+            cli_train(r.cl, &m, s->shown, s->info.task, &s->topts) ? CLI_FAIL : CLI_OK;
     }
-    free(abs);
-    if (cli_running_open(&r, &h, "submit", false, false))
-        goto out;
-    if (cli_check_module_size(cli_base_name(path), len, &r.conf, err, sizeof err)) {
-        cli_err("submit", "%s", err);
-        goto out;
-    }
-    if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3)) {
-        cli_err("submit", "%s", cluster_error(r.cl));
-        goto out;
-    }
-    if (cluster_load_module(r.cl, shown, bytes, len, &m)) {
-        cli_err("submit", "%s", cluster_error(r.cl));
-        goto out;
-    }
-    free(bytes);
-    bytes = NULL;
-    topts.classifier = info.classifier;
-    /* A training's first error is what a shutdown looked like to it (a
-     * peer gone, a ping unanswered): the shutdown is said before it. */
-    cli_shutdown_watch watch = {.h = &h, .cmd = "submit", .since_ms = began};
-    cli_shutdown_explain_first(&watch);
-    status = cli_train(r.cl, &m, shown, info.task, &topts) ? CLI_FAIL : CLI_OK;
-out:
     cluster_module_fini(&m);
     if (r.cl && status != CLI_OK)
-        cli_shutdown_explain(&h, "submit", began);
+        cli_shutdown_explain(&s->h, "submit", s->began);
     if (r.cl)
         cli_running_close(&r);
+    return status;
+}
+
+int cli_submit(int argc, char **argv)
+{
+    submitting s;
+    memset(&s, 0, sizeof s);
+    s.began = home_wall_ms();
+    s.load_ms = 10000;
+    int status = split_args(argc, argv, &s);
+    if (status >= 0) {
+        free(s.drv_argv);
+        return status;
+    }
+    s.shown = cli_base_name(s.path);
+    if (cli_home_init(&s.h, "submit"))
+        status = CLI_FAIL;
+    else if ((status = read_and_inspect(&s)) < 0 && (status = check_kind(&s)) < 0)
+        status = s.info.driver ? run_driver(&s) : train_here(&s);
     cli_err_preface(NULL, NULL);
-    free(bytes);
-    free(drv_argv);
+    free(s.abs);
+    free(s.bytes);
+    free(s.drv_argv);
     return status;
 }

@@ -221,10 +221,11 @@ void tc_old_crash(const char *what)
 
 /* ---- modules -------------------------------------------------------------- */
 
-void tc_read_module(const char *name)
+/* Reads `name` in the folder the environment variable `var` names. */
+static void read_from(const char *var, const char *name)
 {
-    const char *dir = getenv("FERRY_TEST_MODULES");
-    cr_assert_not_null(dir, "FERRY_TEST_MODULES is not set (run through meson test)");
+    const char *dir = getenv(var);
+    cr_assert_not_null(dir, "%s is not set (run through meson test)", var);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "rb");
@@ -237,6 +238,16 @@ void tc_read_module(const char *name)
     T.len = fread(T.bytes, 1, (size_t)len, f);
     fclose(f);
     cr_assert(len > 0 && T.len == (size_t)len, "%s: short read", path);
+}
+
+void tc_read_module(const char *name)
+{
+    read_from("FERRY_TEST_MODULES", name);
+}
+
+void tc_read_task(const char *name)
+{
+    read_from("FERRY_TEST_TASKS", name);
 }
 
 void tc_load_faulty(void)

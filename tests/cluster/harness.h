@@ -85,6 +85,8 @@ void tc_old_crash(const char *what);
 
 /* Reads tests/modules' `name` into T.bytes/T.len (replacing the last). */
 void tc_read_module(const char *name);
+/* The same for the bundled task `name` (tasks/, FERRY_TEST_TASKS). */
+void tc_read_task(const char *name);
 /* Loads faulty.so on every worker into T.mod; asserts success. */
 void tc_load_faulty(void);
 

@@ -17,6 +17,7 @@
 #include "proto/proto.h"
 #include "rpc/rpc.h"
 #include "runtime/runtime.h"
+#include "runtime/worker_main/worker_main.h"
 
 #define RTH_TOKEN         "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define RTH_CALL_TIMEOUT  20000 /* bounds a broken implementation, never a result */

@@ -4,17 +4,20 @@
  * the disk must not fill. Past max_bytes the file becomes NAME.1 (NAME.1
  * becomes NAME.2, ... up to `keep`) and a new one starts. Only the
  * supervisor writes logs (it copies each worker's output from a pipe), so
- * renaming is safe: nobody else holds the file open. */
+ * renaming is safe: nobody else holds the file open. The supervisor's own
+ * lines carry the time and its pid. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "supervisor_int.h"
 
-static int open_log(cli_log *l, bool truncate)
+static int open_log(sv_logfile *l, bool truncate)
 {
     int fd =
         open(l->path,
@@ -31,7 +34,7 @@ static int open_log(cli_log *l, bool truncate)
     return 0;
 }
 
-int cli_log_open(cli_log *l, const char *path, int64_t max_bytes, int keep, bool stdio)
+int sv_logfile_open(sv_logfile *l, const char *path, int64_t max_bytes, int keep, bool stdio)
 {
     memset(l, 0, sizeof *l);
     l->fd = -1;
@@ -42,9 +45,9 @@ int cli_log_open(cli_log *l, const char *path, int64_t max_bytes, int keep, bool
     return open_log(l, false);
 }
 
-static void rotate(cli_log *l)
+static void rotate(sv_logfile *l)
 {
-    char from[CLI_FILE_MAX + 16], to[CLI_FILE_MAX + 16];
+    char from[HOME_FILE_MAX + 16], to[HOME_FILE_MAX + 16];
     close(l->fd);
     l->fd = -1;
     if (l->keep > 0) {
@@ -60,7 +63,7 @@ static void rotate(cli_log *l)
     open_log(l, true);
 }
 
-static void write_all(cli_log *l, const char *p, size_t len)
+static void write_all(sv_logfile *l, const char *p, size_t len)
 {
     size_t off = 0;
     while (off < len) {
@@ -76,7 +79,7 @@ static void write_all(cli_log *l, const char *p, size_t len)
 
 /* How much of p[0..len) goes into the current file: all that fits, cut
  * after its last whole line; 0: rotate first. */
-static size_t fits(const cli_log *l, const char *p, size_t len)
+static size_t fits(const sv_logfile *l, const char *p, size_t len)
 {
     if (l->max_bytes <= 0 || l->size + (int64_t)len <= l->max_bytes)
         return len;
@@ -88,7 +91,7 @@ static size_t fits(const cli_log *l, const char *p, size_t len)
     return l->size > 0 ? 0 : room;
 }
 
-void cli_log_write(cli_log *l, const void *data, size_t len)
+void sv_logfile_write(sv_logfile *l, const void *data, size_t len)
 {
     const char *p = data;
     while (len > 0 && l->fd >= 0) {
@@ -103,9 +106,27 @@ void cli_log_write(cli_log *l, const void *data, size_t len)
     }
 }
 
-void cli_log_close(cli_log *l)
+void sv_logfile_close(sv_logfile *l)
 {
     if (l->fd >= 0)
         close(l->fd);
     l->fd = -1;
+}
+
+void sv_log(supervisor *sv, const char *fmt, ...)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    char line[1024];
+    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
+    n += snprintf(line + n, sizeof line - (size_t)n, " supervisor[%d]: ", (int)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < (int)sizeof line)
+        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    sv_logfile_write(&sv->log, line, (size_t)n);
 }

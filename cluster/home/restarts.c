@@ -13,19 +13,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "home.h"
 
-int64_t cli_wall_ms(void)
+int64_t home_wall_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int cli_restarts_write(const cli_home *h, int rank, const cli_restarts *r)
+int home_restarts_write(const home_paths *h, int rank, const home_restarts *r)
 {
-    char path[CLI_FILE_MAX], text[CLI_CRASH_MAX + 96];
-    cli_worker_file(h, rank, "restarts", path, sizeof path);
+    char path[HOME_FILE_MAX], text[HOME_CRASH_MAX + 96];
+    home_worker_file(h, rank, "restarts", path, sizeof path);
     int len = snprintf(text, sizeof text, "%d %" PRId64 " %" PRId64 "\n%s\n", r->crashes,
                        r->window_ms, r->next_try_ms, r->last_crash);
     if (len < 0)
@@ -35,10 +35,10 @@ int cli_restarts_write(const cli_home *h, int rank, const cli_restarts *r)
     return conf_write_atomic(path, text, (size_t)len, false);
 }
 
-bool cli_restarts_read(const cli_home *h, int rank, cli_restarts *r)
+bool home_restarts_read(const home_paths *h, int rank, home_restarts *r)
 {
-    char path[CLI_FILE_MAX];
-    cli_worker_file(h, rank, "restarts", path, sizeof path);
+    char path[HOME_FILE_MAX];
+    home_worker_file(h, rank, "restarts", path, sizeof path);
     memset(r, 0, sizeof *r);
     FILE *f = fopen(path, "re");
     if (!f)
@@ -51,7 +51,7 @@ bool cli_restarts_read(const cli_home *h, int rank, cli_restarts *r)
     return ok && r->crashes > 0;
 }
 
-void cli_restarts_describe(const cli_restarts *r, int64_t now_ms, char *buf, size_t len)
+void home_restarts_describe(const home_restarts *r, int64_t now_ms, char *buf, size_t len)
 {
     int64_t wait = r->next_try_ms - now_ms;
     if (wait > 0)

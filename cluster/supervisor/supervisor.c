@@ -30,25 +30,7 @@
 /* A worker that ignores SIGTERM this long gets SIGKILL. */
 #define STOP_KILL_MS 5000
 
-void sv_log(supervisor *sv, const char *fmt, ...)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    char line[1024];
-    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
-    n += snprintf(line + n, sizeof line - (size_t)n, " supervisor[%d]: ", (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    if (n < (int)sizeof line)
-        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    cli_log_write(&sv->log, line, (size_t)n);
-}
-
-static void write_start_error(const cli_home *h, const char *text)
+static void write_start_error(const home_paths *h, const char *text)
 {
     /* The first failure is the one `ferry start` reports. */
     int fd = open(h->start_error, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -121,7 +103,7 @@ static void on_output(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     sv_worker *w = s->data;
     if (n > 0)
-        cli_log_write(&w->log, buf->base, (size_t)n);
+        sv_logfile_write(&w->log, buf->base, (size_t)n);
     else if (n < 0 && w->out == (uv_pipe_t *)s)
         close_output(w);
 }
@@ -136,7 +118,7 @@ static void drain_output(sv_worker *w)
     char buf[65536];
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0)
-        cli_log_write(&w->log, buf, (size_t)n);
+        sv_logfile_write(&w->log, buf, (size_t)n);
 }
 
 /* ---- exits and restarts ------------------------------------------------ */
@@ -174,16 +156,16 @@ static void restart_after_crash(sv_worker *w, int64_t status, int signo)
     w->streak++;
     w->last_crash_ms = now;
 
-    cli_restarts r = {.crashes = w->streak,
+    home_restarts r = {.crashes = w->streak,
                       .window_ms = (int64_t)(now - w->streak_start_ms)};
     sv_record_crash(w, status, signo, r.last_crash, sizeof r.last_crash);
     uint64_t delay = backoff_ms(sv, w->streak);
-    r.next_try_ms = delay ? cli_wall_ms() + (int64_t)delay : 0;
-    cli_restarts_write(sv->o->home, w->rank, &r);
+    r.next_try_ms = delay ? home_wall_ms() + (int64_t)delay : 0;
+    home_restarts_write(sv->o->home, w->rank, &r);
     w->restarts++;
     if (delay) {
         char loop[160];
-        cli_restarts_describe(&r, cli_wall_ms(), loop, sizeof loop);
+        home_restarts_describe(&r, home_wall_ms(), loop, sizeof loop);
         sv_log(sv, "worker %d crashed: %s; %s", w->rank, r.last_crash, loop);
         w->waiting = true;
         uv_timer_start(&w->restart_timer, on_restart_timer, delay, 0);
@@ -207,10 +189,10 @@ static void on_exit_(uv_process_t *proc, int64_t status, int signo)
     close_output(w);
     sv_orphans_kill(sv, w->rank);
     if (!w->port) {
-        char path[CLI_FILE_MAX];
+        char path[HOME_FILE_MAX];
         long port;
-        cli_worker_file(sv->o->home, w->rank, "port", path, sizeof path);
-        if (sv_became_ready(w) && cli_read_number(path, 1, 65535, &port))
+        home_worker_file(sv->o->home, w->rank, "port", path, sizeof path);
+        if (sv_became_ready(w) && home_read_number(path, 1, 65535, &port))
             w->port = (int)port;
     }
 
@@ -287,13 +269,39 @@ static bool worker_cpus(const sv_worker *w, char *buf, size_t len)
     return CPU_COUNT(&mine) > 0 && conf_cpus_format(buf, len, &mine)[0];
 }
 
+/* A run's directory (made and marked as the supervisor's), its stop file
+ * forgotten, and its log open. Returns 0 or an error (logged). */
+static int prepare_run(sv_worker *w, char *dir, size_t len)
+{
+    supervisor *sv = w->sv;
+    const home_paths *h = sv->o->home;
+    const conf_cluster *conf = sv->o->conf;
+    home_worker_dir(h, w->rank, dir, len);
+    char mark[HOME_FILE_MAX];
+    home_worker_file(h, w->rank, HOME_WORKER_MARK, mark, sizeof mark);
+    if (conf_mkdirs(dir, 0700) != 0)
+        sv_log(sv, "worker %d: cannot create %s", w->rank, dir);
+    else if (access(mark, F_OK) != 0 && conf_write_atomic(mark, "", 0, false) != 0)
+        sv_log(sv, "worker %d: cannot mark %s as its own", w->rank, dir);
+    sv_forget_stop(w);
+    if (w->log.fd >= 0)
+        return 0;
+    char log[HOME_FILE_MAX];
+    snprintf(log, sizeof log, "%s/worker-%d.log", h->logs, w->rank);
+    int rc = sv_logfile_open(&w->log, log, conf->log_max_bytes, conf->log_keep, false);
+    if (rc)
+        sv_log(sv, "worker %d: cannot open its log %s: %s", w->rank, log,
+               ferry_strerror(rc));
+    return rc;
+}
+
 static int spawn_worker(sv_worker *w)
 {
     supervisor *sv = w->sv;
-    const cli_home *h = sv->o->home;
+    const home_paths *h = sv->o->home;
     const conf_cluster *conf = sv->o->conf;
-    char listen[300], rank[16], restarts[16], threads[16], dir[CLI_FILE_MAX],
-        port_file[CLI_FILE_MAX], parent[16], max_msg[24], max_mod[24], wedge[24],
+    char listen[300], rank[16], restarts[16], threads[16], dir[HOME_FILE_MAX],
+        port_file[HOME_FILE_MAX], parent[16], max_msg[24], max_mod[24], wedge[24],
         cpus[256];
     /* A restarted worker keeps its address, so the master's channel to it
      * reconnects by itself. */
@@ -305,28 +313,12 @@ static int spawn_worker(sv_worker *w)
     snprintf(max_msg, sizeof max_msg, "%" PRId64, conf->max_message_bytes);
     snprintf(max_mod, sizeof max_mod, "%" PRId64, conf->max_module_bytes);
     snprintf(wedge, sizeof wedge, "%" PRId64, conf->wedge_grace_ms);
-    cli_worker_dir(h, w->rank, dir, sizeof dir);
-    cli_worker_file(h, w->rank, "port", port_file, sizeof port_file);
-    char mark[CLI_FILE_MAX];
-    cli_worker_file(h, w->rank, CLI_WORKER_MARK, mark, sizeof mark);
-    if (conf_mkdirs(dir, 0700) != 0)
-        sv_log(sv, "worker %d: cannot create %s", w->rank, dir);
-    else if (access(mark, F_OK) != 0 && conf_write_atomic(mark, "", 0, false) != 0)
-        sv_log(sv, "worker %d: cannot mark %s as its own", w->rank, dir);
-    sv_forget_stop(w);
-
-    if (w->log.fd < 0) {
-        char log[CLI_FILE_MAX];
-        snprintf(log, sizeof log, "%s/worker-%d.log", h->logs, w->rank);
-        int rc = cli_log_open(&w->log, log, conf->log_max_bytes, conf->log_keep, false);
-        if (rc) {
-            sv_log(sv, "worker %d: cannot open its log %s: %s", w->rank, log,
-                   ferry_strerror(rc));
-            return rc;
-        }
-    }
+    home_worker_file(h, w->rank, "port", port_file, sizeof port_file);
+    int rc = prepare_run(w, dir, sizeof dir);
+    if (rc)
+        return rc;
     int fd = -1;
-    int rc = open_output(w, &fd);
+    rc = open_output(w, &fd);
     if (rc) {
         sv_log(sv, "worker %d: no pipe for its output: %s", w->rank, ferry_strerror(rc));
         return rc;
@@ -408,9 +400,9 @@ static int spawn_worker(sv_worker *w)
     sv->running++;
     sv_live_spawned(w);
     /* What `ferry shutdown` checks is gone, rather than a pid a Ping claims. */
-    char pid_file[CLI_FILE_MAX];
-    cli_worker_file(h, w->rank, "pid", pid_file, sizeof pid_file);
-    cli_write_number(pid_file, proc->pid);
+    char pid_file[HOME_FILE_MAX];
+    home_worker_file(h, w->rank, "pid", pid_file, sizeof pid_file);
+    home_write_number(pid_file, proc->pid);
     sv_log(sv, "worker %d started: pid %d, listening on %s", w->rank, proc->pid, listen);
     return 0;
 }
@@ -459,20 +451,20 @@ static void share_blas_threads(size_t workers)
     setenv("OPENBLAS_NUM_THREADS", v, 0);
 }
 
-int cli_supervise(const cli_supervisor_opts *o)
+int sv_supervise(const sv_opts *o)
 {
     supervisor sv = {.o = o};
     /* First, so that a `ferry start` interrupted before it wrote the
      * cluster state still leaves a way to stop this process. */
-    cli_write_number(o->home->supervisor_pid, getpid());
-    char log[CLI_FILE_MAX];
+    home_write_number(o->home->supervisor_pid, getpid());
+    char log[HOME_FILE_MAX];
     snprintf(log, sizeof log, "%s/supervisor.log", o->home->logs);
-    cli_log_open(&sv.log, log, o->conf->log_max_bytes, o->conf->log_keep, true);
+    sv_logfile_open(&sv.log, log, o->conf->log_max_bytes, o->conf->log_keep, true);
     sv.w = calloc(o->n_workers ? o->n_workers : 1, sizeof *sv.w);
     if (!sv.w || uv_loop_init(&sv.loop) != 0) {
         free(sv.w);
-        cli_log_close(&sv.log);
-        return CLI_FAIL;
+        sv_logfile_close(&sv.log);
+        return EXIT_FAILURE;
     }
     share_blas_threads(o->n_workers);
     sv_orphans_adopt(&sv);
@@ -509,9 +501,9 @@ int cli_supervise(const cli_supervisor_opts *o)
     int rc = uv_loop_close(&sv.loop);
     sv_log(&sv, "all workers stopped; exiting%s", rc ? " (loop not empty)" : "");
     for (size_t i = 0; i < sv.n; i++)
-        cli_log_close(&sv.w[i].log);
-    cli_log_close(&sv.log);
+        sv_logfile_close(&sv.w[i].log);
+    sv_logfile_close(&sv.log);
     free(sv.w);
     close(o->lock_fd);
-    return CLI_OK;
+    return EXIT_SUCCESS;
 }

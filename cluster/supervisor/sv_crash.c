@@ -16,13 +16,13 @@
 
 static void worker_path(const sv_worker *w, const char *name, char *buf, size_t len)
 {
-    cli_worker_file(w->sv->o->home, w->rank, name, buf, len);
+    home_worker_file(w->sv->o->home, w->rank, name, buf, len);
 }
 
 /* Whether the file was written during the current run. */
 static bool written_this_run(const sv_worker *w, const char *name)
 {
-    char path[CLI_FILE_MAX];
+    char path[HOME_FILE_MAX];
     struct stat st;
     worker_path(w, name, path, sizeof path);
     if (stat(path, &st) != 0)
@@ -39,7 +39,7 @@ bool sv_asked_to_stop(const sv_worker *w)
 
 void sv_forget_stop(const sv_worker *w)
 {
-    char path[CLI_FILE_MAX];
+    char path[HOME_FILE_MAX];
     worker_path(w, "stopped", path, sizeof path);
     unlink(path);
 }
@@ -81,12 +81,12 @@ static void why_killed(int signo, char *buf, size_t len)
 
 void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t len)
 {
-    char path[CLI_FILE_MAX];
+    char path[HOME_FILE_MAX];
     worker_path(w, "crash", path, sizeof path);
     if (signo && signo != SIGKILL && !w->silent_ms && written_this_run(w, "crash")) {
         /* The worker's own record names the module and function. */
         FILE *f = fopen(path, "re");
-        char line[CLI_CRASH_MAX] = "";
+        char line[HOME_CRASH_MAX] = "";
         if (f) {
             if (!fgets(line, sizeof line, f))
                 line[0] = '\0';
@@ -128,7 +128,7 @@ void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t
      * nanosecond time that tells one crash from the next. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    char record[CLI_CRASH_MAX + 32];
+    char record[HOME_CRASH_MAX + 32];
     int n = snprintf(record, sizeof record, "%llu %s\n",
                      (unsigned long long)ts.tv_sec * 1000000000ull +
                          (unsigned long long)ts.tv_nsec,

@@ -1,19 +1,33 @@
-/* The supervisor's state, shared by its files:
- *   supervisor.c  spawning, exits, restarts and their back-off, signals
- *   sv_crash.c    what an exit was: a stop asked for, or a crash and its record
- *   sv_live.c     the liveness ping that finds wedged or stopped workers
- *   sv_orphans.c  what a killed worker's tasks left: adopted, killed, reaped
- * All of it runs on the supervisor's one libuv loop thread. */
-#ifndef FERRY_CLI_SUPERVISOR_INT_H
-#define FERRY_CLI_SUPERVISOR_INT_H
+/* The supervisor's state, shared by its files (supervisor.h says which
+ * file does what). All of it runs on the supervisor's one libuv loop
+ * thread. */
+#ifndef FERRY_CLUSTER_SUPERVISOR_INT_H
+#define FERRY_CLUSTER_SUPERVISOR_INT_H
 
 #include <stdint.h>
 #include <time.h>
 
 #include <uv.h>
 
-#include "cli.h"
+#include "cluster/supervisor/supervisor.h"
 #include "proxyworker/proxyworker.h"
+
+/* A log that rotates: past max_bytes, NAME becomes NAME.1 (NAME.1 NAME.2, up
+ * to `keep` old files) and a new NAME starts. */
+typedef struct sv_logfile {
+    char path[HOME_FILE_MAX];
+    int fd; /* -1: closed */
+    int64_t size, max_bytes;
+    int keep;
+    bool dup_to_stdio; /* the process's stdout and stderr follow the file */
+} sv_logfile;
+
+/* Opens (appends to) path. Returns 0 or -errno. */
+int sv_logfile_open(sv_logfile *l, const char *path, int64_t max_bytes, int keep,
+                    bool stdio);
+/* Appends, rotating first when the file would pass max_bytes. */
+void sv_logfile_write(sv_logfile *l, const void *data, size_t len);
+void sv_logfile_close(sv_logfile *l);
 
 /* Crashes closer together than this make one streak; a worker that stays up
  * this long starts a new one. */
@@ -27,7 +41,7 @@ typedef struct sv_worker {
      * and a restart cannot wait for that. */
     uv_process_t *proc;
     uv_pipe_t *out; /* the run's stdout and stderr, copied into log */
-    cli_log log;
+    sv_logfile log;
     uv_timer_t restart_timer; /* a crash loop's delayed restart */
     bool waiting;             /* restart_timer is armed */
     int rank;
@@ -60,8 +74,8 @@ typedef struct supervisor {
     uv_timer_t kill_timer;
     uv_timer_t live_timer;
     rpc_client *client; /* NULL: no liveness check */
-    const cli_supervisor_opts *o;
-    cli_log log;
+    const sv_opts *o;
+    sv_logfile log;
     sv_worker *w;
     size_t n;
     size_t running;

@@ -31,16 +31,6 @@ static int64_t ping_deadline_ms(const supervisor *sv)
     return t < TICK_MIN_MS ? TICK_MIN_MS : t;
 }
 
-/* Where the supervisor reaches a worker listening on a wildcard address. */
-static const char *reach(const char *host)
-{
-    if (strcmp(host, "0.0.0.0") == 0)
-        return "127.0.0.1";
-    if (strcmp(host, "::") == 0)
-        return "::1";
-    return host;
-}
-
 static void on_pong(rpc_call *call)
 {
     sv_worker *w = call->data;
@@ -82,12 +72,12 @@ static void describe_silence(const sv_worker *w, char *buf, size_t len)
 static void check(sv_worker *w, uint64_t now)
 {
     supervisor *sv = w->sv;
-    const cli_home *h = sv->o->home;
+    const home_paths *h = sv->o->home;
     if (!w->port && sv_became_ready(w)) {
-        char path[CLI_FILE_MAX];
+        char path[HOME_FILE_MAX];
         long port;
-        cli_worker_file(h, w->rank, "port", path, sizeof path);
-        if (cli_read_number(path, 1, 65535, &port))
+        home_worker_file(h, w->rank, "port", path, sizeof path);
+        if (home_read_number(path, 1, 65535, &port))
             w->port = (int)port;
     }
     /* Silence alone may be the supervisor's own: a loop that did not run
@@ -108,7 +98,7 @@ static void check(sv_worker *w, uint64_t now)
     }
     if (w->port && !w->pw) {
         char target[300];
-        conf_format_address(target, sizeof target, reach(w->host), w->port);
+        conf_format_address(target, sizeof target, home_reach_host(w->host), w->port);
         pw_opts po = {.target = target, .rank = w->rank};
         if (pw_create(sv->client, &po, &w->pw) != 0)
             w->pw = NULL;

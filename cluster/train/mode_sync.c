@@ -1,0 +1,65 @@
+/* Single and sync mode at the master: every rank steps together, the
+ * workers reduce the losses, accuracy and samples among themselves, so rank
+ * 0's reply speaks for all; a failure on one rank fails the step on all. */
+#include <string.h>
+
+#include "train_int.h"
+
+static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
+{
+    int k = run->k;
+    Ferry__TrainEpoch ep = FERRY__TRAIN_EPOCH__INIT;
+    ep.session = run->session;
+    Ferry__TrainEpochReply *rep[k];
+    int rc = ct_call_all(run, "ferry.train.epoch", &ep.base,
+                         &ferry__train_epoch_reply__descriptor, (ProtobufCMessage **)rep);
+    if (rc) {
+        ct_fail(run, "%s: epoch %d failed%s: %s", run->module, e,
+                k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
+                        "with the step)"
+                      : "",
+                cluster_error(run->cl));
+        return rc;
+    }
+    if (run->reply)
+        ferry__train_epoch_reply__free_unpacked(run->reply, NULL);
+    run->reply = rep[0];
+    rep[0] = NULL;
+    ct_free_replies((ProtobufCMessage **)rep, k);
+
+    const Ferry__TrainEpochReply *r = run->reply;
+    *out = (cluster_train_epoch){.epoch = r->epoch,
+                                 .train_loss = r->train_loss,
+                                 .test_loss = r->test_loss,
+                                 .test_accuracy = r->test_accuracy,
+                                 .samples = r->samples,
+                                 .samples_per_s = r->samples_per_s,
+                                 .train_s = r->train_s,
+                                 .eval_s = r->eval_s,
+                                 .allreduce_s = r->allreduce_s,
+                                 .compute_s = r->compute_s,
+                                 .ps_wait_s = r->ps_wait_s,
+                                 .pushes = r->pushes,
+                                 .live_workers = k};
+    for (size_t i = 0; i < r->n_metrics && i < FERRY_MODEL_METRICS_MAX; i++)
+        out->metrics[out->n_metrics++] = (cluster_train_metric){
+            .name = r->metrics[i]->name, .value = r->metrics[i]->value};
+    return 0;
+}
+
+static int sync_end(ct_run *run, Ferry__TrainEndReply **done, bool *identical)
+{
+    int k = run->k;
+    Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
+    end.session = run->session;
+    int rc = ct_call_all(run, "ferry.train.end", &end.base,
+                         &ferry__train_end_reply__descriptor, (ProtobufCMessage **)done);
+    if (rc)
+        ct_fail(run, "%s: cannot end training: %s", run->module, cluster_error(run->cl));
+    for (int r = 1; rc == 0 && r < k; r++)
+        *identical &= strcmp(done[r]->params_sha256, done[0]->params_sha256) == 0;
+    return rc;
+}
+
+const ct_mode ct_mode_single = {.name = "single", .epoch = sync_epoch, .end = sync_end};
+const ct_mode ct_mode_sync = {.name = "sync", .epoch = sync_epoch, .end = sync_end};

@@ -1,0 +1,207 @@
+/* cluster_train_run: how many workers train and in which mode, the begin on
+ * each, one call an epoch (each reply an event as it happens), and the end
+ * that reads the parameters back, checked to be the same on every rank. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "train_int.h"
+
+/* Epoch calls run as long as an epoch takes; a dead or hung worker is found
+ * by the heartbeat instead. */
+#define TRAIN_CALL_TIMEOUT_MS (24LL * 3600 * 1000)
+
+#define DATA_PATH_MAX 4096
+
+/* The mode and how many workers train: 1 in single mode, else --workers or
+ * them all. Returns 0, or FERRY_EINVAL (said). */
+static int choose_workers(ct_run *run)
+{
+    const cluster_train_opts *o = run->o;
+    int size = (int)cluster_size(run->cl);
+    bool single = o->mode ? strcmp(o->mode, "single") == 0 : size == 1;
+    bool async = !single && o->mode && strcmp(o->mode, "async") == 0;
+    run->mode = single ? &ct_mode_single : async ? &ct_mode_async : &ct_mode_sync;
+    run->k = 1;
+    if (single)
+        return 0;
+    if (o->workers > size) {
+        ct_fail(run, "--workers %d: the cluster has %d worker%s", o->workers, size,
+                size == 1 ? "" : "s");
+        return FERRY_EINVAL;
+    }
+    int k = o->workers ? o->workers : size;
+    if (async && k < 2) {
+        ct_fail(run, "--mode async needs 2 or more workers (it would train on %d)", k);
+        return FERRY_EINVAL;
+    }
+    if (o->batch < k) {
+        ct_fail(run,
+                "the global batch of %d is smaller than the %d workers: each needs at "
+                "least one sample a step (raise --batch or lower --workers)",
+                o->batch, k);
+        return FERRY_EINVAL;
+    }
+    run->k = k;
+    return 0;
+}
+
+/* A relative data directory names one where the caller is, not where the
+ * supervisor (and so every worker) was started: sent absolute. */
+static int absolute_data(ct_run *run, char *data, size_t len)
+{
+    const char *dir = run->o->data_dir;
+    char cwd[DATA_PATH_MAX];
+    data[0] = '\0';
+    if (dir && dir[0] == '/')
+        snprintf(data, len, "%s", dir);
+    else if (dir && dir[0] &&
+             (!getcwd(cwd, sizeof cwd) ||
+              (size_t)snprintf(data, len, "%s/%s", cwd, dir) >= len)) {
+        ct_fail(run, "--data %s: cannot make it an absolute path", dir);
+        return FERRY_EINVAL;
+    }
+    return 0;
+}
+
+/* Every epoch, each an event; the totals and the last one into *res. */
+static int epochs(ct_run *run, cluster_train_result *res)
+{
+    for (int e = 1; e <= run->o->epochs; e++) {
+        cluster_train_epoch ep;
+        int rc = run->mode->epoch(run, e, &ep);
+        if (rc)
+            return rc;
+        if (run->ev && run->ev->epoch)
+            run->ev->epoch(run->ev->data, &ep);
+        res->samples += (double)ep.samples;
+        res->train_s += ep.train_s;
+        res->allreduce_s += ep.allreduce_s;
+        res->compute_s += ep.compute_s;
+        res->ps_wait_s += ep.ps_wait_s;
+        res->last = ep;
+    }
+    return 0;
+}
+
+/* Copies what *res borrows from the run (the device, the digest, the
+ * metrics' names) into one block it owns. */
+static int keep_strings(cluster_train_result *res, const char *sha)
+{
+    const char *from[2 + FERRY_MODEL_METRICS_MAX] = {res->started.device, sha};
+    const char **to[2 + FERRY_MODEL_METRICS_MAX] = {&res->started.device,
+                                                    &res->params_sha256};
+    size_t n = 2, len = 0;
+    for (size_t i = 0; i < res->last.n_metrics; i++, n++) {
+        from[n] = res->last.metrics[i].name;
+        to[n] = &res->last.metrics[i].name;
+    }
+    for (size_t i = 0; i < n; i++)
+        len += strlen(from[i]) + 1;
+    if (!(res->owned = malloc(len)))
+        return FERRY_ENOMEM;
+    char *p = res->owned;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(from[i]) + 1;
+        memcpy(p, from[i], l);
+        *to[i] = p;
+        p += l;
+    }
+    return 0;
+}
+
+/* Ends the sessions, checks the ranks agree, and fills the rest of *res. */
+static int finish(ct_run *run, cluster_train_result *res)
+{
+    Ferry__TrainEndReply *done[run->k];
+    memset(done, 0, sizeof done);
+    res->identical = true;
+    int rc = run->mode->end(run, done, &res->identical);
+    if (rc == 0 && !res->identical) {
+        ct_fail(run, "%s: the workers ended with different parameters", run->module);
+        rc = FERRY_EPROTO;
+    }
+    if (rc == 0) {
+        res->lost = run->lost;
+        res->pushes = run->pushes;
+        ct_staleness(run, &res->staleness_min, &res->staleness_median,
+                     &res->staleness_max);
+        rc = keep_strings(res, done[0]->params_sha256);
+    }
+    ct_free_replies((ProtobufCMessage **)done, run->k);
+    return rc;
+}
+
+static int train(ct_run *run, cluster_train_result *res)
+{
+    char data[DATA_PATH_MAX];
+    int rc = absolute_data(run, data, sizeof data);
+    if (rc)
+        return rc;
+    cluster_set_call_timeout(run->cl, TRAIN_CALL_TIMEOUT_MS);
+    double t0 = (double)uv_hrtime() / 1e9;
+    Ferry__TrainBeginReply *b[run->k];
+    if ((rc = ct_begin(run, data, b)))
+        return rc;
+    const cluster_train_opts *o = run->o;
+    run->shards = o->ps_shards ? (int)o->ps_shards : run->k;
+    res->started = (cluster_train_started){.mode = run->mode->name,
+                                           .workers = run->k,
+                                           .shards = run->shards,
+                                           .device = b[0]->device,
+                                           .params = b[0]->params,
+                                           .train_samples = b[0]->train_samples,
+                                           .test_samples = b[0]->test_samples,
+                                           .buckets = b[0]->buckets};
+    if (run->ev && run->ev->started)
+        run->ev->started(run->ev->data, &res->started);
+    rc = epochs(run, res);
+    if (rc == 0)
+        rc = finish(run, res);
+    /* Frees the workers' sessions now; they would be replaced anyway. */
+    if (rc)
+        ct_discard(run);
+    res->wall_s = (double)uv_hrtime() / 1e9 - t0;
+    ct_free_replies((ProtobufCMessage **)b, run->k);
+    return rc;
+}
+
+int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
+                      const cluster_train_opts *o, const cluster_train_events *events,
+                      cluster_train_result *res)
+{
+    memset(res, 0, sizeof *res);
+    ct_run run = {.cl = cl, .m = m, .module = module, .o = o, .ev = events};
+    int rc = choose_workers(&run);
+    if (rc)
+        return rc;
+    run.alive = malloc((size_t)run.k * sizeof *run.alive);
+    run.steps = calloc((size_t)run.k, sizeof *run.steps);
+    if (!run.alive || !run.steps) {
+        rc = FERRY_ENOMEM;
+    } else {
+        for (int r = 0; r < run.k; r++)
+            run.alive[r] = true;
+        rc = train(&run, res);
+    }
+    if (run.reply)
+        ferry__train_epoch_reply__free_unpacked(run.reply, NULL);
+    free(run.alive);
+    if (rc) {
+        free(run.steps);
+        cluster_train_result_fini(res);
+        return rc;
+    }
+    res->steps_by_worker = run.steps;
+    return 0;
+}
+
+void cluster_train_result_fini(cluster_train_result *res)
+{
+    free(res->owned);
+    free(res->steps_by_worker);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,136 @@
+/* cluster/train — the master side of a training run: trains a module's
+ * model on the workers of a cluster through their built-in "ferry.train.*"
+ * functions (begin, one call an epoch, end), in single, sync or async mode.
+ * The data never crosses the network: each worker reads its own copy.
+ *
+ * Nothing here prints: what a run has to say (that it started, each epoch,
+ * a worker lost, an error) goes to the caller's callbacks, and its figures
+ * come back in a cluster_train_result. `ferry submit` is one caller; a
+ * program that drives a run without the command line is another.
+ *
+ * Where things are:
+ *   run.c         cluster_train_run: the workers, begin, the epochs, end
+ *   begin.c       the TrainBegin each rank gets: session, secret, options
+ *   calls.c       packing and calling ranks together, and discarding a run
+ *   mode_sync.c   single and sync mode's epoch and end (rank 0 speaks for all)
+ *   mode_async.c  async mode's epoch and end (every rank speaks for itself)
+ *   scores.c      a model's own metrics, averaged over async mode's ranks */
+#ifndef FERRY_CLUSTER_TRAIN_H
+#define FERRY_CLUSTER_TRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/model.h>
+
+#include "cluster/cluster.h"
+
+typedef struct cluster_train_opts {
+    int epochs, batch;
+    const char *optimizer; /* "sgd" or "adam" */
+    const char *schedule;  /* "constant" or "cosine" */
+    double lr, momentum, weight_decay;
+    uint64_t seed;
+    const char *data_dir;  /* NULL: the worker's default */
+    const char *precision; /* "fp32" (the default), "tf32" or "bf16" */
+    bool json;
+    bool classifier; /* the model's kind: reports accuracy */
+    /* Where it trains: "single" (worker 0), "sync" (data-parallel over the
+     * first `workers`, 0: all), or NULL: sync when the cluster has more
+     * than one worker. */
+    const char *mode;
+    int workers;
+    const char *grad_compression;               /* "none", "lz4", "fp16" */
+    long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
+    /* Async mode ("async"): the parameter server's shards, the staleness
+     * bound (-1: unbounded), DOWNPOUR's push and pull intervals, the
+     * algorithm and EASGD's alpha and tau (0: the workers' defaults). */
+    long ps_shards, staleness, push_every, pull_every, tau;
+    const char *algo;
+    double alpha;
+    const char *async_only; /* the first async option given, to refuse it elsewhere */
+} cluster_train_opts;
+
+/* What the workers said when the run began (rank 0's reply). */
+typedef struct cluster_train_started {
+    const char *mode; /* "single", "sync" or "async" */
+    int workers;      /* ranks the run began with */
+    int shards;       /* async mode: the parameter server's */
+    const char *device;
+    uint64_t params, train_samples, test_samples;
+    unsigned buckets; /* sync mode: gradient buckets a step */
+} cluster_train_started;
+
+typedef struct cluster_train_metric {
+    const char *name;
+    double value;
+} cluster_train_metric;
+
+/* One epoch over every rank: losses, accuracy and samples over all of them
+ * (sync: reduced by the workers; async: added up here, weighted by each
+ * rank's samples, with samples/s over the slowest rank's time). */
+typedef struct cluster_train_epoch {
+    unsigned epoch; /* 1-based */
+    double train_loss, test_loss, test_accuracy;
+    uint64_t samples;
+    double samples_per_s, train_s, eval_s;
+    double allreduce_s, compute_s; /* sync mode: rank 0's own */
+    /* Async mode: pushes, waiting on the shards, the staleness of the
+     * pushes applied so far (min/median/max in steps; `saturated`: the max
+     * is the histogram's last bucket, "that or more"), live ranks. */
+    double ps_wait_s;
+    uint64_t pushes;
+    uint64_t staleness_min, staleness_median, staleness_max;
+    bool staleness_saturated;
+    int live_workers;
+    size_t n_metrics; /* the model's own figures */
+    cluster_train_metric metrics[FERRY_MODEL_METRICS_MAX];
+} cluster_train_epoch;
+
+/* The run's callbacks, all called on the caller's thread during
+ * cluster_train_run(); any may be NULL. Strings are borrowed for the call. */
+typedef struct cluster_train_events {
+    void *data;
+    /* Why the run failed, or a reply it could not read: one message each. */
+    void (*error)(void *data, const char *message);
+    void (*started)(void *data, const cluster_train_started *s);
+    void (*epoch)(void *data, const cluster_train_epoch *e);
+    /* Async mode: `rank` (at `target`) was lost in epoch `epoch` for `why`
+     * and the run goes on with `left` workers. */
+    void (*worker_lost)(void *data, int rank, const char *target, int epoch,
+                        const char *why, int left);
+} cluster_train_events;
+
+/* What a run that succeeded added up to. Strings are owned by it until
+ * cluster_train_result_fini(). */
+typedef struct cluster_train_result {
+    cluster_train_started started;
+    cluster_train_epoch last;                                   /* the last epoch */
+    double samples, train_s, allreduce_s, compute_s, ps_wait_s; /* over the epochs */
+    double wall_s;
+    const char *params_sha256; /* the final parameters' */
+    bool identical;            /* every rank ended with the same ones */
+    /* Async mode: ranks lost, pushes over the run, the staleness of every
+     * push applied, and each rank's local steps (started.workers of them). */
+    int lost;
+    uint64_t pushes;
+    uint64_t staleness_min, staleness_median, staleness_max;
+    uint64_t *steps_by_worker;
+    char *owned; /* the strings above, one block */
+} cluster_train_result;
+
+/* Trains the model of module `m` (called `module` in messages) as `o`
+ * says, on worker 0 or on the first workers together. Sets the cluster's
+ * call timeout to a day (epochs run as long as they take; the heartbeat
+ * finds a dead worker). Returns 0 with *res filled, or FERRY_E* after
+ * events->error said why; on failure every worker that began is asked to
+ * discard its session. */
+int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
+                      const cluster_train_opts *o, const cluster_train_events *events,
+                      cluster_train_result *res);
+
+/* Frees what a result owns. */
+void cluster_train_result_fini(cluster_train_result *res);
+
+#endif

@@ -1,0 +1,114 @@
+/* cluster/train — private header shared by the files of the master-side
+ * driver (train.h says which file does what). */
+#ifndef FERRY_CLUSTER_TRAIN_INT_H
+#define FERRY_CLUSTER_TRAIN_INT_H
+
+#include "cluster/train/train.h"
+#include "ferry.pb-c.h"
+
+/* Buckets of the staleness histograms merged at most (the workers' count). */
+#define CT_STALE_BUCKETS 64
+
+/* Async mode's metrics, averaged over the ranks by their test samples. */
+typedef struct ct_scores {
+    size_t n;
+    char name[FERRY_MODEL_METRICS_MAX][32];
+    double sum[FERRY_MODEL_METRICS_MAX];
+    uint64_t samples;
+} ct_scores;
+
+struct ct_mode;
+
+/* One run, as its files share it. */
+typedef struct ct_run {
+    cluster *cl;
+    const cluster_module *m;
+    const char *module;
+    const cluster_train_opts *o;
+    const cluster_train_events *ev;
+    const struct ct_mode *mode;
+    int k; /* ranks */
+    uint64_t session;
+    bool *alive;     /* by rank: async mode loses ranks that held no shard */
+    uint64_t *steps; /* by rank: local steps over the run (async) */
+    int shards;      /* async: the parameter server's */
+    int lost;        /* ranks lost so far */
+    uint64_t pushes; /* over every rank and epoch */
+    uint64_t staleness[CT_STALE_BUCKETS]; /* merged histograms */
+    size_t buckets;
+    ct_scores scores;              /* async: the last epoch's */
+    Ferry__TrainEpochReply *reply; /* sync: the last epoch's, rank 0's */
+} ct_run;
+
+/* What a mode does differently: an epoch over its ranks, and the end that
+ * reads the final parameters back. */
+typedef struct ct_mode {
+    const char *name;
+    /* Runs epoch e (1-based) and describes it in *out (strings borrowed
+     * from run until the next epoch). Returns 0, or FERRY_E* after saying
+     * why. */
+    int (*epoch)(ct_run *run, int e, cluster_train_epoch *out);
+    /* Ends the sessions; done[0] holds the parameters' digest, *identical
+     * whether every live rank has the same. Returns 0 or FERRY_E* (said). */
+    int (*end)(ct_run *run, Ferry__TrainEndReply **done, bool *identical);
+} ct_mode;
+
+extern const ct_mode ct_mode_single, ct_mode_sync, ct_mode_async;
+
+/* ---- calls.c ---- */
+
+/* Says why the run failed, through events->error. */
+void ct_fail(ct_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Packs `msg` into `b` (malloc'ed). */
+int ct_pack(const ProtobufCMessage *msg, ferry_bytes_t *b);
+
+/* Frees each non-NULL reply[0..n). */
+void ct_free_replies(ProtobufCMessage **reply, int n);
+
+/* Calls the built-in `fn` on ranks 0..k-1 at once, msg[r] to rank r; on
+ * success reply[r] holds each unpacked result (free with ct_free_replies). */
+int ct_call(ct_run *run, const char *fn, ProtobufCMessage *const *msg,
+            const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+
+/* The same message to every rank: ct_call with msg for each. */
+int ct_call_all(ct_run *run, const char *fn, const ProtobufCMessage *msg,
+                const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+
+/* What each rank's call of ct_call_each came to, by rank: its result, its
+ * error text (NULL on success) and its reply. */
+typedef struct ct_each {
+    int *rcs;
+    char **errs;
+    ferry_bytes_t *out;
+} ct_each;
+
+/* Calls `fn` with `msg` on every live rank, each alone (a failure cancels
+ * nothing), as cluster_call_each. Returns 0 with *each filled, or an error
+ * before anything started; free *each with ct_each_free() either way. */
+int ct_call_each(ct_run *run, const char *fn, const ProtobufCMessage *msg,
+                 const cluster_each_follow *follow, ct_each *each);
+void ct_each_free(ct_run *run, ct_each *each);
+
+/* Asks every live rank to end the session without reading its parameters
+ * back: a failed run frees the workers for the next one at once. A worker
+ * that died answers nothing: each is asked alone. */
+void ct_discard(ct_run *run);
+
+/* ---- begin.c ---- */
+
+/* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
+ * says why and discards what began. */
+int ct_begin(ct_run *run, const char *data_dir, Ferry__TrainBeginReply **b);
+
+/* ---- scores.c ---- */
+
+/* Adds a rank's metrics, weighted by its test samples. */
+void ct_scores_add(ct_scores *s, const Ferry__TrainEpochReply *r);
+/* Points e's metrics at the means (names in `s`, which must outlive it). */
+void ct_scores_mean(const ct_scores *s, cluster_train_epoch *e);
+
+/* "min/median/max" of the run's merged staleness histogram. */
+void ct_staleness(const ct_run *run, uint64_t *min, uint64_t *median, uint64_t *max);
+
+#endif

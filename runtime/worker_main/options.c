@@ -1,0 +1,176 @@
+/* `ferry worker`'s command line. */
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+
+#include <ferry/ferry.h>
+
+#include "config/config.h"
+#include "runtime/device/device.h"
+#include "wm_int.h"
+
+static const char usage[] =
+    "usage: ferry worker --listen ADDR [options]\n"
+    "\n"
+    "Runs one worker daemon in the foreground until a Shutdown call, SIGTERM\n"
+    "or SIGINT. It serves Ping to anyone and every other call only with the\n"
+    "cluster token.\n"
+    "\n"
+    "options:\n"
+    "  -l, --listen ADDR      address to listen on: 127.0.0.1:7100, [::1]:7100;\n"
+    "                         port 0 picks a free one (see --port-file)\n"
+    "  -s, --state-dir DIR    private state: module cache, crash record\n"
+    "                         (default: $FERRY_HOME/workers/PORT)\n"
+    "  -k, --token-file FILE  the cluster token, mode 0600 (default: $FERRY_HOME/token)\n"
+    "  -r, --rank N           this worker's rank in the cluster (default: -1, none)\n"
+    "  -t, --threads N        executor threads (default 0: two per core, at least 4)\n"
+    "  -d, --device DEV       cpu, cuda, cuda:N or auto (default: auto: the first\n"
+    "                         GPU when one is visible, else the cpu)\n"
+    "      --restarts N       how often a supervisor restarted this worker\n"
+    "  -p, --port-file FILE   once listening, write the bound port to FILE\n"
+    "      --wedge-grace-ms MS  a call still running this long after it was\n"
+    "                         cancelled wedges the worker: it exits (status 5)\n"
+    "                         to be restarted (default 60000; 0: never)\n"
+    "      --parent-pid PID   exit (as on SIGTERM) when process PID, the parent\n"
+    "                         that started this worker, is gone\n"
+    "      --max-message-bytes N  largest payload of one call (default 1 GiB)\n"
+    "      --max-module-bytes N   largest module LoadModule takes (default: the\n"
+    "                         message limit)\n"
+    "      --cpus LIST        run on these CPUs only (taskset -c's form: 0-3,8);\n"
+    "                         every thread the worker starts inherits it\n"
+    "  -h, --help             this text\n"
+    "  -V, --version          ferry's version\n"
+    "\n"
+    "Before a deliberate exit (Shutdown, SIGTERM, SIGINT) it writes the file\n"
+    "`stopped` in its state directory: any other exit is a crash to a supervisor.\n"
+    "\n"
+    "Exit status: 0 after Shutdown or a signal, 1 when it cannot start,\n"
+    "2 for a usage mistake, 3 when the port is in use, 4 when it stopped\n"
+    "accepting connections (file descriptors ran out), 5 when a cancelled call\n"
+    "never returned (see --wedge-grace-ms): restart it.\n"
+    "\n"
+    "Environment: FERRY_HOME (default ~/.ferry) holds the default state and token.\n";
+
+int wm_usage_error(const char *fmt, const char *arg)
+{
+    fputs("ferry worker: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'ferry worker --help'.\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* Returns -1 to go on, else the exit status. */
+int wm_parse(int argc, char **argv, wm_options *o)
+{
+    static const struct option longs[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"state-dir", required_argument, NULL, 's'},
+        {"token-file", required_argument, NULL, 'k'},
+        {"rank", required_argument, NULL, 'r'},
+        {"threads", required_argument, NULL, 't'},
+        {"device", required_argument, NULL, 'd'},
+        {"restarts", required_argument, NULL, 'R'},
+        {"port-file", required_argument, NULL, 'p'},
+        {"wedge-grace-ms", required_argument, NULL, 'W'},
+        {"parent-pid", required_argument, NULL, 'P'},
+        {"max-message-bytes", required_argument, NULL, 'M'},
+        {"max-module-bytes", required_argument, NULL, 'O'},
+        {"cpus", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {0},
+    };
+    *o = (wm_options){.rank = -1, .wedge_grace_ms = WEDGE_GRACE_MS};
+    optind = 0; /* GNU: start afresh, whatever parsed argv before */
+    opterr = 0;
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, ":l:s:k:r:t:d:p:hV", longs, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            o->listen = optarg;
+            break;
+        case 's':
+            o->state_dir = optarg;
+            break;
+        case 'k':
+            o->token_file = optarg;
+            break;
+        case 'p':
+            o->port_file = optarg;
+            break;
+        case 'r':
+            if (!conf_parse_long(optarg, -1, INT_MAX, &v))
+                return wm_usage_error("--rank: expected a number from -1 up, got '%s'",
+                                      optarg);
+            o->rank = (int)v;
+            break;
+        case 't':
+            if (!conf_parse_long(optarg, 0, 1024, &v))
+                return wm_usage_error(
+                    "--threads: expected a number from 0 to 1024, got '%s'", optarg);
+            o->threads = (int)v;
+            break;
+        case 'd':
+            if (!rt_device_name_ok(optarg))
+                return wm_usage_error(
+                    "--device: expected cpu, cuda, cuda:N or auto, got '%s'", optarg);
+            o->device = optarg;
+            break;
+        case 'R':
+            if (!conf_parse_long(optarg, 0, UINT32_MAX, &v))
+                return wm_usage_error("--restarts: expected a number from 0 up, got '%s'",
+                                      optarg);
+            o->restarts = (uint32_t)v;
+            break;
+        case 'W':
+            if (!conf_parse_long(optarg, 0, 24L * 3600 * 1000, &o->wedge_grace_ms))
+                return wm_usage_error(
+                    "--wedge-grace-ms: expected a time from 0 to a day, got '%s'",
+                    optarg);
+            break;
+        case 'P':
+            if (!conf_parse_long(optarg, 1, INT32_MAX, &o->parent_pid))
+                return wm_usage_error("--parent-pid: expected a process id, got '%s'",
+                                      optarg);
+            break;
+        case 'M':
+            if (!conf_parse_long(optarg, CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT,
+                                 &o->max_message_bytes))
+                return wm_usage_error(
+                    "--max-message-bytes: expected 65536 to 2146435072, got '%s'",
+                    optarg);
+            break;
+        case 'O':
+            if (!conf_parse_long(optarg, 4096, CONF_MAX_BYTES_LIMIT,
+                                 &o->max_module_bytes))
+                return wm_usage_error(
+                    "--max-module-bytes: expected 4096 to 2146435072, got '%s'", optarg);
+            break;
+        case 'C': {
+            cpu_set_t set;
+            if (conf_cpus_parse(optarg, &set) != 0)
+                return wm_usage_error(
+                    "--cpus: expected a CPU list such as 0-3,8, got '%s'", optarg);
+            o->cpus = optarg;
+            break;
+        }
+        case 'h':
+            fputs(usage, stdout);
+            return EXIT_OK;
+        case 'V':
+            printf("ferry %s\n", ferry_version());
+            return EXIT_OK;
+        case ':':
+            return wm_usage_error("%s needs a value", argv[optind - 1]);
+        default:
+            return wm_usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return wm_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!o->listen)
+        return wm_usage_error("%s", "--listen ADDR is required");
+    return -1;
+}

@@ -1,0 +1,99 @@
+/* runtime/worker_main — private header shared by the files of the worker's
+ * program:
+ *   main.c      rt_worker_main: where its state and token are, start, serve, stop
+ *   options.c   the command line and --help
+ *   signals.c   SIGTERM and SIGINT through a pipe that outlives the worker
+ *   process.c   resource limits and CPU binding, set before any thread starts
+ *   watchdog.c  the listener's and the executor's watch, and the stop's deadline */
+#ifndef FERRY_RUNTIME_WM_INT_H
+#define FERRY_RUNTIME_WM_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/runtime_int.h"
+#include "worker_main.h"
+
+enum {
+    EXIT_OK = RT_EXIT_OK,
+    EXIT_FAIL = RT_EXIT_FAIL,
+    EXIT_USAGE = RT_EXIT_USAGE,
+    EXIT_PORT_IN_USE = RT_EXIT_PORT_IN_USE,
+    EXIT_DEAF = RT_EXIT_DEAF,
+    EXIT_WEDGED = RT_EXIT_WEDGED,
+};
+
+/* A call cancelled this long ago that still runs wedges the worker. */
+#define WEDGE_GRACE_MS 60000
+
+/* SIGTERM and SIGINT give calls in flight this long, as a Shutdown with the
+ * default grace would. */
+#define STOP_GRACE_MS 5000
+
+/* ---- options.c ---- */
+
+typedef struct wm_options {
+    const char *listen, *state_dir, *token_file, *port_file, *device, *cpus;
+    int rank, threads;
+    uint32_t restarts;
+    long wedge_grace_ms;
+    long parent_pid;
+    long max_message_bytes;
+    long max_module_bytes;
+} wm_options;
+
+/* Parses argv into o. Returns -1 to go on, else the exit status (--help,
+ * --version, or a usage mistake, printed). */
+int wm_parse(int argc, char **argv, wm_options *o);
+
+/* Prints "ferry worker: " fmt (with arg) and the hint to --help; returns
+ * EXIT_USAGE. */
+int wm_usage_error(const char *fmt, const char *arg);
+
+/* ---- signals.c ---- */
+
+/* Installs the handlers, then unblocks SIGTERM and SIGINT: a launcher may
+ * block them across fork and exec so that none lands (and kills) before
+ * the handlers are in place; one that came meanwhile is delivered now.
+ * Returns 0 or -errno. */
+int wm_install_stop_signals(void);
+
+/* The read end of the pipe the handlers write to: readable once a stop
+ * signal came. */
+int wm_stop_signal_fd(void);
+
+/* ---- process.c ---- */
+
+/* Every connection costs a descriptor: take all the kernel allows. */
+void wm_raise_nofile(void);
+
+/* Binds the process to the CPUs of `list` (checked by wm_parse). */
+void wm_bind_cpus(const char *list);
+
+/* ---- watchdog.c ---- */
+
+/* Probes the listener (rpc_server_probe) and sheds or judges the executor's
+ * stuck calls until the worker stops; after repeated failed probes it says
+ * so and stops the worker (then `deaf`); a call stuck past the grace exits
+ * the process with EXIT_WEDGED. */
+typedef struct wm_watch {
+    rt_worker *w;
+    long wedge_grace_ms;
+    pthread_t thread;
+    bool started;
+    atomic_bool quit, deaf;
+} wm_watch;
+
+/* Starts the watch thread on w; without one the worker still serves. */
+void wm_watch_start(wm_watch *wt, rt_worker *w, long wedge_grace_ms);
+/* Stops and joins it. Returns whether it found the listener deaf. */
+bool wm_watch_stop(wm_watch *wt);
+
+/* Exits the process (EXIT_FAIL) if it has not ended `grace_ms` plus a
+ * margin from now: the last word against a function that ignores
+ * cancellation. */
+void wm_stop_deadline(long long grace_ms);
+
+#endif
