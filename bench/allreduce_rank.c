@@ -90,7 +90,7 @@ static void start_server(rank *k)
         rc = rt_hub_create(k->poller, &k->hub);
     if (rc)
         fail(k, false, rc, "rt_hub_create: %s", ferry_strerror(rc));
-    const rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, k->hub,
+    const rpc_method m = {PROTO_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, k->hub,
                           RT_REDUCE_CHUNK_FLAGS, 0};
     /* The largest chunk is a whole segment at most; rpc's default limit
      * (1 GiB) covers every size of the plan. */

@@ -46,9 +46,9 @@ static int missed;
 static uint8_t *bomb;
 static size_t bomb_len;
 
-static const char *const guarded[] = {RT_METHOD_LOAD_MODULE, RT_METHOD_CALL,
-                                      RT_METHOD_STATS, RT_METHOD_SHUTDOWN,
-                                      RT_METHOD_REDUCE_CHUNK};
+static const char *const guarded[] = {PROTO_METHOD_LOAD_MODULE, PROTO_METHOD_CALL,
+                                      PROTO_METHOD_STATS, PROTO_METHOD_SHUTDOWN,
+                                      PROTO_METHOD_REDUCE_CHUNK};
 #define N_GUARDED (sizeof guarded / sizeof guarded[0])
 
 static void usage(FILE *f)
@@ -130,7 +130,7 @@ static int ping(rpc_channel *ch, double *ms)
     rpc_msg_out out = {.head = &req.base};
     rpc_call call = {0};
     uint64_t t0 = bench_now_ns();
-    if (rpc_call_start(ch, &call, RT_METHOD_PING, &out, 30000, NULL))
+    if (rpc_call_start(ch, &call, PROTO_METHOD_PING, &out, 30000, NULL))
         bench_die("cannot start a Ping");
     int rc = rpc_call_wait(&call);
     if (ms)
@@ -195,7 +195,7 @@ static void bench_decode(int reps)
 {
     static const rpc_method methods[] = {
         {"/bench.Big/Sink", sink, NULL, RPC_METHOD_INLINE, 0},
-        {RT_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
+        {PROTO_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
     };
     rpc_server_opts o = {.listen = "127.0.0.1:0"};
     rpc_server *srv;
@@ -369,7 +369,7 @@ static void bench_worker(int reps, int flood_s)
                 bench_die("%s took the bomb without a token", guarded[i]);
             worst = ms > worst ? ms : worst;
         }
-        if (send_bomb(ch, RT_METHOD_PING, &ms) != FERRY_EMSGSIZE)
+        if (send_bomb(ch, PROTO_METHOD_PING, &ms) != FERRY_EMSGSIZE)
             bench_die("Ping took the bomb");
         ping_ms = ms > ping_ms ? ms : ping_ms;
     }

@@ -11,9 +11,9 @@ void cl_survey_free(cluster *cl)
         return;
     for (size_t i = 0; i < cl->n; i++) {
         if (cl->survey[i].ping)
-            protobuf_c_message_free_unpacked(&cl->survey[i].ping->base, NULL);
+            proto_free(cl->survey[i].ping);
         if (cl->survey[i].stats)
-            protobuf_c_message_free_unpacked(&cl->survey[i].stats->base, NULL);
+            proto_free(cl->survey[i].stats);
     }
     free(cl->survey);
     cl->survey = NULL;
@@ -26,11 +26,11 @@ static void survey_keep(cl_req *r)
     if (r->result)
         return;
     if (r->kind == CL_REQ_PING) {
-        if (pw_ping_reply(&r->call, &w->ping))
+        if (pw_ping_result(&r->call, &w->ping))
             goto corrupt;
         w->alive = true;
         cl_node_seen(r->cl, r->node, w->ping, true);
-    } else if (pw_stats_reply(&r->call, &w->stats)) {
+    } else if (pw_stats_result(&r->call, &w->stats)) {
         goto corrupt;
     }
     return;
@@ -38,7 +38,7 @@ corrupt:
     r->result = FERRY_ECORRUPT;
     char *label = cl_req_label(r);
     free(r->err);
-    r->err = cl_fmt("%s: corrupt reply", label);
+    r->err = base_asprintf("%s: corrupt reply", label);
     free(label);
 }
 

@@ -376,7 +376,7 @@ int cluster_call_any(cluster *cl, const cluster_module *m, const char *function,
         char *why = q.lost ? strdup(q.lost) : NULL;
         for (size_t i = 0; !why && i < cl->n; i++)
             if (cl->nodes[i].dead)
-                why = cl_fmt("worker %zu (%s) is down: %s", i, cl->nodes[i].target,
+                why = base_asprintf("worker %zu (%s) is down: %s", i, cl->nodes[i].target,
                              cl->nodes[i].dead_why);
         cl_set_error(cl, "module %s function %s: no worker left for %zu of %zu calls; %s",
                      m->name, function, n - q.done, n,

@@ -28,7 +28,7 @@
 
 #include <ferry/task.h>
 
-#include "ferry.pb-c.h"
+#include "proto/proto.h"
 
 typedef struct cluster cluster;
 
@@ -71,8 +71,8 @@ typedef struct cluster_worker {
     int rank;
     const char *target;
     bool alive;               /* answered the last ping */
-    Ferry__PingReply *ping;   /* NULL when it did not answer; owned by the cluster */
-    Ferry__StatsReply *stats; /* NULL when not asked or it did not answer */
+    proto_ping_reply *ping;   /* NULL when it did not answer; owned by the cluster */
+    proto_stats_reply *stats; /* NULL when not asked or it did not answer */
 } cluster_worker;
 
 /* Pings (and, with `stats`, asks Stats of) every worker at once. `out` has

@@ -4,6 +4,7 @@
 
 #include <uv.h>
 
+#include "base/base.h"
 #include "cluster.h"
 #include "proxyworker/proxyworker.h"
 #include "runtime/runtime.h"
@@ -136,8 +137,6 @@ struct cluster {
 void cl_set_error(cluster *cl, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void cl_set_error_text(cluster *cl, char *owned);
-/* asprintf that returns the string (NULL when out of memory). */
-char *cl_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Appends printf-style text to the malloc'd string *s (NULL: empty). */
 void cl_append(char **s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -186,7 +185,7 @@ void cl_node_kill(cluster *cl, cl_node *node, char *why);
 /* Notes a ping reply: revives the node, forgets its modules if its process
  * changed; with `baseline`, or when the node had no reference yet,
  * remembers pid and crash id as the reference. */
-void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline);
+void cl_node_seen(cluster *cl, cl_node *node, const proto_ping_reply *rep, bool baseline);
 /* cl_node_seen with baseline for the reply of the ping `r`, when it
  * succeeded; returns whether it did. */
 bool cl_ping_seen(cl_req *r);

@@ -9,30 +9,13 @@
 
 #include "cluster_int.h"
 
-static char *vfmt(const char *fmt, va_list ap)
-{
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    return s;
-}
-
-char *cl_fmt(const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    char *s = vfmt(f, ap);
-    va_end(ap);
-    return s;
-}
-
 void cl_append(char **s, const char *f, ...)
 {
     va_list ap;
     va_start(ap, f);
-    char *more = vfmt(f, ap);
+    char *more = base_vasprintf(f, ap);
     va_end(ap);
-    char *joined = more ? cl_fmt("%s%s", *s ? *s : "", more) : NULL;
+    char *joined = more ? base_asprintf("%s%s", *s ? *s : "", more) : NULL;
     free(more);
     if (joined) {
         free(*s);
@@ -50,7 +33,7 @@ void cl_set_error(cluster *cl, const char *f, ...)
 {
     va_list ap;
     va_start(ap, f);
-    cl_set_error_text(cl, vfmt(f, ap));
+    cl_set_error_text(cl, base_vasprintf(f, ap));
     va_end(ap);
 }
 
@@ -82,18 +65,18 @@ char *cl_req_label(const cl_req *r)
     const cl_node *nd = r->node;
     switch (r->kind) {
     case CL_REQ_CALL:
-        return cl_fmt("worker %d (%s): module %s function %s", nd->rank, nd->target,
+        return base_asprintf("worker %d (%s): module %s function %s", nd->rank, nd->target,
                       r->module ? r->module : "?", r->function ? r->function : "?");
     case CL_REQ_LOAD:
-        return cl_fmt("worker %d (%s): module %s", nd->rank, nd->target,
+        return base_asprintf("worker %d (%s): module %s", nd->rank, nd->target,
                       r->module ? r->module : "?");
     case CL_REQ_PING:
-        return cl_fmt("worker %d (%s): ping", nd->rank, nd->target);
+        return base_asprintf("worker %d (%s): ping", nd->rank, nd->target);
     case CL_REQ_STATS:
-        return cl_fmt("worker %d (%s): stats", nd->rank, nd->target);
+        return base_asprintf("worker %d (%s): stats", nd->rank, nd->target);
     case CL_REQ_SHUTDOWN:
     default:
-        return cl_fmt("worker %d (%s): shutdown", nd->rank, nd->target);
+        return base_asprintf("worker %d (%s): shutdown", nd->rank, nd->target);
     }
 }
 
@@ -156,7 +139,7 @@ void cl_req_started(cl_req *r, int start_rc)
         return;
     }
     char *label = cl_req_label(r);
-    char *err = cl_fmt("%s: cannot start the request: %s", label ? label : "?",
+    char *err = base_asprintf("%s: cannot start the request: %s", label ? label : "?",
                        ferry_strerror(start_rc));
     free(label);
     cl_req_finish(r, start_rc, CL_FAIL_OWN, err);
@@ -173,7 +156,7 @@ void cl_req_down(cl_req *r)
 {
     char *label = cl_req_label(r);
     cl_req_finish(r, FERRY_EUNAVAIL, CL_FAIL_LOST,
-                  cl_fmt("%s: worker is down: %s", label, r->node->dead_why));
+                  base_asprintf("%s: worker is down: %s", label, r->node->dead_why));
     free(label);
 }
 

@@ -32,10 +32,10 @@ static void hb_done(rpc_call *call)
     node->hb_busy = false;
     if (cl->closing)
         return;
-    Ferry__PingReply *rep = NULL;
-    if (!call->result && !pw_ping_reply(call, &rep)) {
+    proto_ping_reply *rep = NULL;
+    if (!call->result && !pw_ping_result(call, &rep)) {
         cl_node_seen(cl, node, rep, false);
-        protobuf_c_message_free_unpacked(&rep->base, NULL);
+        proto_free(rep);
         return;
     }
     /* A diagnosis in progress owns the verdict on this node. */
@@ -43,7 +43,7 @@ static void hb_done(rpc_call *call)
         return;
     if (++node->missed >= CL_MISSED_PINGS_DEAD)
         cl_node_kill(cl, node,
-                     cl_fmt("stopped answering pings (%d missed in a row, %lld ms each; "
+                     base_asprintf("stopped answering pings (%d missed in a row, %lld ms each; "
                             "last: %s)",
                             node->missed, (long long)cl->ping_timeout_ms,
                             call->errmsg ? call->errmsg : ferry_strerror(call->result)));
@@ -84,7 +84,7 @@ void cl_heartbeat_stop(cluster *cl)
 static const char *crash_detail(const cl_req *r, const char *crash)
 {
     if (r->module && r->function) {
-        char *prefix = cl_fmt("module %s function %s: ", r->module, r->function);
+        char *prefix = base_asprintf("module %s function %s: ", r->module, r->function);
         size_t len = prefix ? strlen(prefix) : 0;
         bool same = prefix && strncmp(crash, prefix, len) == 0;
         free(prefix);
@@ -94,7 +94,7 @@ static const char *crash_detail(const cl_req *r, const char *crash)
     return crash;
 }
 
-static void diag_end(cl_node *node, const Ferry__PingReply *rep)
+static void diag_end(cl_node *node, const proto_ping_reply *rep)
 {
     cluster *cl = node->cl;
     cl_req *waiters = node->diag_waiters;
@@ -116,7 +116,7 @@ static void diag_end(cl_node *node, const Ferry__PingReply *rep)
         cl_node_seen(cl, node, rep, true);
     } else {
         uv_update_time(&cl->loop);
-        lost = cl_fmt("connection lost (%s); no answer to pings for %llu ms%s", why,
+        lost = base_asprintf("connection lost (%s); no answer to pings for %llu ms%s", why,
                       (unsigned long long)(uv_now(&cl->loop) - node->diag_since),
                       node->diag_cut ? ", until the call's deadline" : "");
         cl_node_kill(cl, node, lost ? strdup(lost) : NULL);
@@ -131,23 +131,23 @@ static void diag_end(cl_node *node, const Ferry__PingReply *rep)
         int result;
         cl_fail fail;
         if (crashed && crash) {
-            err = cl_fmt("%s: worker crashed: %s; restarted by its supervisor", label,
+            err = base_asprintf("%s: worker crashed: %s; restarted by its supervisor", label,
                          crash_detail(r, crash));
             result = FERRY_EREMOTE;
             fail = CL_FAIL_CRASH;
         } else if (restarted) {
-            err = cl_fmt("%s: connection lost (%s); the worker restarted (pid %d, now "
+            err = base_asprintf("%s: connection lost (%s); the worker restarted (pid %d, now "
                          "pid %d) with no crash record",
                          label, why, old_pid, rep->pid);
             result = FERRY_ECONNRESET;
             fail = CL_FAIL_LOST;
         } else if (rep) {
             err =
-                cl_fmt("%s: connection lost (%s); the worker answers again", label, why);
+                base_asprintf("%s: connection lost (%s); the worker answers again", label, why);
             result = FERRY_ECONNRESET;
             fail = CL_FAIL_LOST;
         } else {
-            err = cl_fmt("%s: %s", label, lost ? lost : why);
+            err = base_asprintf("%s: %s", label, lost ? lost : why);
             result = FERRY_EUNAVAIL;
             fail = CL_FAIL_LOST;
         }
@@ -171,10 +171,10 @@ static void diag_ping_done(rpc_call *call)
     cl_node *node = call->data;
     cluster *cl = node->cl;
     node->diag_busy = false;
-    Ferry__PingReply *rep = NULL;
-    if (!call->result && !pw_ping_reply(call, &rep)) {
+    proto_ping_reply *rep = NULL;
+    if (!call->result && !pw_ping_result(call, &rep)) {
         diag_end(node, rep);
-        protobuf_c_message_free_unpacked(&rep->base, NULL);
+        proto_free(rep);
         return;
     }
     uv_update_time(&cl->loop);
@@ -253,7 +253,7 @@ void cl_req_rpc_done(rpc_call *call)
     char *label = cl_req_label(r);
     char *err;
     if (r->killed && !cl->closing) {
-        err = cl_fmt("%s: %s", label, node->dead_why ? node->dead_why : "worker is down");
+        err = base_asprintf("%s: %s", label, node->dead_why ? node->dead_why : "worker is down");
         free(label);
         cl_req_finish(r, FERRY_EUNAVAIL, CL_FAIL_LOST, err);
         return;
@@ -265,10 +265,10 @@ void cl_req_rpc_done(rpc_call *call)
         return;
     }
     if (call->result == FERRY_EUNAUTH)
-        err = cl_fmt("%s: the worker refused this cluster's token: %s", label,
+        err = base_asprintf("%s: the worker refused this cluster's token: %s", label,
                      call->errmsg);
     else
-        err = cl_fmt("%s: %s", label,
+        err = base_asprintf("%s: %s", label,
                      call->errmsg ? call->errmsg : ferry_strerror(call->result));
     free(label);
     cl_req_finish(r, call->result, lost ? CL_FAIL_LOST : CL_FAIL_OWN, err);

@@ -35,7 +35,7 @@ typedef struct load_state {
     const cl_stored *sm;
     size_t pending;
     int shipped;
-    Ferry__LoadModuleReply **replies; /* per rank, the successful ones */
+    proto_load_module_reply **replies; /* per rank, the successful ones */
 } load_state;
 
 static void load_done(cl_req *r);
@@ -59,11 +59,11 @@ static void load_done(cl_req *r)
         return;
     }
     if (!r->result) {
-        Ferry__LoadModuleReply *rep = NULL;
-        if (pw_load_module_reply(&r->call, &rep)) {
+        proto_load_module_reply *rep = NULL;
+        if (pw_load_module_result(&r->call, &rep)) {
             char *label = cl_req_label(r);
             cl_req_finish(r, FERRY_ECORRUPT, CL_FAIL_OWN,
-                          cl_fmt("%s: the worker's LoadModule reply is corrupt", label));
+                          base_asprintf("%s: the worker's LoadModule reply is corrupt", label));
             free(label);
             return; /* load_done runs again, with the failure */
         }
@@ -109,7 +109,7 @@ static int load_on(cluster *cl, const cl_stored *sm, const bool *need,
     if (out) {
         out->shipped = st.shipped;
         for (size_t i = 0; i < cl->n && !rc; i++) {
-            Ferry__LoadModuleReply *rep = st.replies[i];
+            proto_load_module_reply *rep = st.replies[i];
             if (!rep || out->functions)
                 continue;
             char *list = NULL;
@@ -120,7 +120,7 @@ static int load_on(cluster *cl, const cl_stored *sm, const bool *need,
     }
     for (size_t i = 0; i < cl->n; i++)
         if (st.replies[i])
-            protobuf_c_message_free_unpacked(&st.replies[i]->base, NULL);
+            proto_free(st.replies[i]);
     free(st.replies);
     cl_reqs_free(reqs, cl->n);
     return rc;

@@ -50,7 +50,7 @@ void cl_node_kill(cluster *cl, cl_node *node, char *why)
     }
 }
 
-void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool baseline)
+void cl_node_seen(cluster *cl, cl_node *node, const proto_ping_reply *rep, bool baseline)
 {
     (void)cl;
     /* A new process has none of the modules the old one had loaded; and
@@ -77,10 +77,10 @@ void cl_node_seen(cluster *cl, cl_node *node, const Ferry__PingReply *rep, bool 
 
 bool cl_ping_seen(cl_req *r)
 {
-    Ferry__PingReply *rep;
-    if (r->result || pw_ping_reply(&r->call, &rep))
+    proto_ping_reply *rep;
+    if (r->result || pw_ping_result(&r->call, &rep))
         return false;
     cl_node_seen(r->cl, r->node, rep, true);
-    protobuf_c_message_free_unpacked(&rep->base, NULL);
+    proto_free(rep);
     return true;
 }

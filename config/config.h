@@ -140,13 +140,6 @@ void conf_fini(conf_cluster *c);
  * the host does not fit in hostlen). */
 int conf_split_address(const char *address, char *host, size_t hostlen, int *port);
 
-/* base_parse_long() (base/base.h) under the name its callers outside
- * config/ still use. */
-static inline bool conf_parse_long(const char *s, long lo, long hi, long *out)
-{
-    return base_parse_long(s, lo, hi, out);
-}
-
 /* The inverse: "host:port", or "[host]:port" for an IPv6 host, into buf.
  * Returns buf. */
 char *conf_format_address(char *buf, size_t len, const char *host, int port);
@@ -202,14 +195,6 @@ int conf_mkdirs(const char *dir, unsigned mode);
  * conf_lock_take() retries for a few milliseconds before it says EBUSY. */
 int conf_lock_take(const char *home);
 bool conf_lock_held(const char *home);
-
-/* base_write_atomic() (base/base.h) under the name its callers outside
- * config/ still use. */
-static inline int conf_write_atomic(const char *path, const void *data, size_t len,
-                                    bool durable)
-{
-    return base_write_atomic(path, data, len, durable);
-}
 
 /* ---- the cluster token ---------------------------------------------------- */
 

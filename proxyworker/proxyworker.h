@@ -13,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ferry.pb-c.h"
 #include "proto/proto.h"
 #include "rpc/rpc.h"
 
@@ -63,12 +62,6 @@ int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
 int pw_ping_result(const rpc_call *call, proto_ping_reply **out);
 int pw_load_module_result(const rpc_call *call, proto_load_module_reply **out);
 int pw_stats_result(const rpc_call *call, proto_stats_reply **out);
-
-/* The same replies as protobuf-c messages, for callers that keep those:
- * each to free with protobuf_c_message_free_unpacked(&m->base, NULL). */
-int pw_ping_reply(const rpc_call *call, Ferry__PingReply **out);
-int pw_load_module_reply(const rpc_call *call, Ferry__LoadModuleReply **out);
-int pw_stats_reply(const rpc_call *call, Ferry__StatsReply **out);
 
 /* Takes a Call's result bytes out of the reply: *out to free with
  * rpc_buf_free() (NULL with *len 0 when empty). */

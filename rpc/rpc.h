@@ -365,7 +365,7 @@ typedef struct rpc_server_opts {
  * UNAUTHENTICATED (before anything else is looked at); a request that is
  * not a valid message INVALID_ARGUMENT; one over the payload limit
  * RESOURCE_EXHAUSTED. Names from the wire reach status texts escaped
- * (rpc_escape). Returns 0, FERRY_EADDRINUSE when the address is taken,
+ * (base_escape). Returns 0, FERRY_EADDRINUSE when the address is taken,
  * FERRY_EINVAL for a bad one. */
 int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
                       size_t n_methods, rpc_server **out);
@@ -459,15 +459,6 @@ void rpc_srv_describe(rpc_srv_call *sc, const char *fmt, ...)
 /* Value of request metadata `key` (lower case), or NULL; lives as long as the
  * call. */
 const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *len);
-
-/* ---- text from the wire ----------------------------------------------- */
-
-/* base_escape() (base/base.h) under the name its callers outside rpc/
- * still use. */
-static inline char *rpc_escape(char *dst, size_t dstlen, const char *src, size_t srclen)
-{
-    return base_escape(dst, dstlen, src, srclen);
-}
 
 /* ---- errors ----------------------------------------------------------- */
 

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ferry.pb-c.h"
 #include "runtime_int.h"
 
 #define SCRATCH_ALIGN 64
@@ -192,9 +191,12 @@ static int check_result(call_ctx *c, const ferry_bytes_t *out)
 static void reply_result(rt_worker *w, call_ctx *c, const ferry_bytes_t *out,
                          double elapsed)
 {
-    Ferry__CallReply head = FERRY__CALL_REPLY__INIT;
-    head.elapsed_s = elapsed;
-    rpc_msg_out reply = {.head = &head.base, .codec = RPC_CODEC_AUTO};
+    proto_bytes head = {0};
+    /* Out of memory for a few bytes: the result still goes, without its
+     * timing. */
+    proto_call_reply_pack(&(proto_call_reply){.elapsed_s = elapsed}, &head);
+    rpc_msg_out reply = {
+        .head_bytes = head.data, .head_len = head.len, .codec = RPC_CODEC_AUTO};
     if (out->len) {
         reply.payload = out->data;
         reply.payload_len = out->len;
@@ -213,10 +215,11 @@ static void reply_result(rt_worker *w, call_ctx *c, const ferry_bytes_t *out,
         if (reply.payload_free)
             rpc_buf_free((void *)reply.payload);
     }
+    proto_bytes_fini(&head);
 }
 
 static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
-                const Ferry__CallRequest *in, const rt_module *m, ferry_fn_t fn)
+                const proto_call_req *in, const rt_module *m, ferry_fn_t fn)
 {
     call_ctx c = {
         .pub = {.version = FERRY_TASK_ABI_VERSION,
@@ -240,7 +243,7 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
      * it again would double its backslashes); the function's is raw. */
     char fname[128];
     rpc_srv_describe(sc, "Call %s %s", m->name,
-                     rpc_escape(fname, sizeof fname, in->function, strlen(in->function)));
+                     base_escape(fname, sizeof fname, in->function, strlen(in->function)));
     rt_crash_mark(m->name, in->function);
     int rc = fn(&c.pub, &arg, &out);
     rt_crash_mark(NULL, NULL);
@@ -274,8 +277,8 @@ void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_worker *w = data;
     atomic_fetch_add(&w->stats.in_flight, 1);
-    Ferry__CallRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__call_request__descriptor, (ProtobufCMessage **)&in)) {
+    proto_call_req *in = NULL;
+    if (proto_call_req_unpack(req->head, req->head_len, &in)) {
         call_ended(w, FERRY_EINVAL);
         rpc_srv_fail(sc, FERRY_EINVAL, "Call: request is not a CallRequest");
         return;
@@ -298,5 +301,5 @@ void rt_call_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     } else {
         run(w, sc, req, in, m, fn);
     }
-    ferry__call_request__free_unpacked(in, NULL);
+    proto_free(in);
 }

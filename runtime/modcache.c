@@ -157,7 +157,7 @@ int rt_modcache_load(rt_modcache *c, const char *sha, const char *name, const vo
         goto done;
     }
     if (len) {
-        if ((rc = conf_write_atomic(path, bytes, len, false))) {
+        if ((rc = base_write_atomic(path, bytes, len, false))) {
             snprintf(err, errlen, "module %s: cannot write %s: %s", name, path,
                      strerror(-rc));
             goto done;

@@ -27,13 +27,8 @@
 
 #include <ferry/task.h>
 
+#include "proto/proto.h"
 #include "rpc/rpc.h"
-
-#define RT_METHOD_PING        "/ferry.Worker/Ping"
-#define RT_METHOD_LOAD_MODULE "/ferry.Worker/LoadModule"
-#define RT_METHOD_CALL        "/ferry.Worker/Call"
-#define RT_METHOD_STATS       "/ferry.Worker/Stats"
-#define RT_METHOD_SHUTDOWN    "/ferry.Worker/Shutdown"
 
 /* ---- identity and Ping ---------------------------------------------------- */
 

@@ -50,7 +50,7 @@ typedef struct rt_stats {
 /* Built-in function sets a worker may have (rt_call_register). */
 #define RT_BUILTIN_SETS 4
 
-/* Longest module name kept, escaped (rpc_escape), with its cut mark. */
+/* Longest module name kept, escaped (base_escape), with its cut mark. */
 #define RT_MODULE_NAME_MAX 160
 
 /* Methods that need the token (rpc checks it before reading the request). */

@@ -62,8 +62,8 @@ static void load_module_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         return;
     }
     char name[RT_MODULE_NAME_MAX], sha[112];
-    rpc_escape(name, sizeof name, in->name, strlen(in->name));
-    rpc_escape(sha, sizeof sha, in->sha256, strlen(in->sha256));
+    base_escape(name, sizeof name, in->name, strlen(in->name));
+    base_escape(sha, sizeof sha, in->sha256, strlen(in->sha256));
     say("ferry worker: LoadModule %s (sha256 %s, %zu bytes) from %s", name, sha,
         req->payload_len, rpc_srv_peer(sc));
     rt_load_module(sc, data, in->sha256, name, req);

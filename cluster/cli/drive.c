@@ -84,13 +84,6 @@ static void child(const cli_drive_opts *o, pid_t parent, int out, int err, int r
 
 /* ---- the parent ----------------------------------------------------------- */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 typedef struct tail {
     char buf[TAIL_BYTES];
     size_t len;
@@ -210,7 +203,7 @@ int cli_drive(const cli_drive_opts *o)
                            {.fd = err[0], .events = POLLIN},
                            {.fd = res[0], .events = POLLIN}};
     int to[2] = {STDOUT_FILENO, STDERR_FILENO};
-    int64_t began = home_wall_ms();
+    int64_t began = base_wall_ms();
     for (;;) {
         int n = poll(pf, 3, exited ? 0 : 100);
         if (n < 0 && errno != EINTR)
@@ -236,12 +229,12 @@ int cli_drive(const cli_drive_opts *o)
                 pf[2].fd = -1;
             any = true;
         }
-        if (exited && (!any || now_ms() > drain_until))
+        if (exited && (!any || base_mono_ms() > drain_until))
             break;
         if (!exited) {
             pid_t w = waitpid(pid, &status, WNOHANG);
             exited = w == pid || (w < 0 && errno != EINTR);
-            drain_until = now_ms() + DRAIN_MS;
+            drain_until = base_mono_ms() + DRAIN_MS;
         }
         if (pf[0].fd < 0 && pf[1].fd < 0 && pf[2].fd < 0 && exited)
             break;

@@ -28,21 +28,6 @@ typedef struct record {
     char err[512];
 } record;
 
-static bool write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
 static void child(const char *path, const char *shown, int fd)
 {
     record rec = {0};
@@ -58,14 +43,7 @@ static void child(const char *path, const char *shown, int fd)
     }
     /* No dlclose, no exit(): destructors are plugin code too, and this
      * process has nothing else to tidy. */
-    _exit(write_all(fd, &rec, sizeof rec) ? 0 : 1);
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    _exit(base_write_all(fd, &rec, sizeof rec) == 0 ? 0 : 1);
 }
 
 void cli_describe_limit(char *buf, size_t len, int ms)
@@ -107,9 +85,9 @@ int cli_inspect(const char *path, const char *shown, int timeout_ms, cli_module_
     record rec;
     size_t got = 0;
     bool timed_out = false;
-    double deadline = now_ms() + timeout_ms;
+    double deadline = base_mono_ms() + timeout_ms;
     for (;;) {
-        double left = deadline - now_ms();
+        double left = deadline - base_mono_ms();
         if (left <= 0) {
             timed_out = true;
             break;

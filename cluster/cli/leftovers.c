@@ -25,7 +25,7 @@ size_t cli_leftovers(const home_paths *h, int *ranks, pid_t *pids, size_t max)
     struct dirent *e;
     while (n < max && (e = readdir(d))) {
         long rank;
-        if (!conf_parse_long(e->d_name, 0, CONF_MAX_WORKERS, &rank))
+        if (!base_parse_long(e->d_name, 0, CONF_MAX_WORKERS, &rank))
             continue;
         char path[CLI_FILE_MAX], dir[CLI_FILE_MAX];
         long pid;

@@ -9,16 +9,11 @@
 
 #include "cli.h"
 
-static double now_ms(void)
-{
-    return (double)uv_hrtime() / 1e6;
-}
-
 bool cli_wait_unlocked(const home_paths *h, double ms)
 {
-    double end = now_ms() + ms;
+    double end = base_mono_ms() + ms;
     while (conf_lock_held(h->dir)) {
-        if (now_ms() > end)
+        if (base_mono_ms() > end)
             return false;
         usleep(10000);
     }

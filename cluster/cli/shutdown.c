@@ -29,11 +29,6 @@ static const char usage[] =
     "  -h, --help         this text\n"
     "  -V, --version      ferry's version\n";
 
-static double now_ms(void)
-{
-    return (double)uv_hrtime() / 1e6;
-}
-
 static void clean_state(const home_paths *h, const conf_cluster *conf)
 {
     home_forget_cluster(h);
@@ -53,7 +48,7 @@ int cli_shutdown(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'g') {
-            if (!conf_parse_long(optarg, 0, 3600000, &grace)) {
+            if (!base_parse_long(optarg, 0, 3600000, &grace)) {
                 cli_err("shutdown",
                         "--grace-ms: expected milliseconds 0..3600000, got '%s'", optarg);
                 return CLI_USAGE;
@@ -144,8 +139,8 @@ int cli_shutdown(int argc, char **argv)
      * signal. */
     bool gone = cli_stop_supervisor(&h, sup, n_local ? (double)grace + 3000 : 0);
     for (size_t i = 0; i < n; i++) {
-        double end = now_ms() + 2000;
-        while (home_pid_alive(pids[i]) && now_ms() < end)
+        double end = base_mono_ms() + 2000;
+        while (home_pid_alive(pids[i]) && base_mono_ms() < end)
             usleep(10000);
         if (home_pid_alive(pids[i])) {
             fprintf(stderr, "ferry shutdown: worker %zu (pid %d) still runs: SIGKILL\n",

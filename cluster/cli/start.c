@@ -128,7 +128,7 @@ static int parse(int argc, char **argv, start_args *a)
     /* "-1" is a number given as N, not an option: say so. */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         long ignored;
-        if (argv[i][0] == '-' && conf_parse_long(argv[i], LONG_MIN, -1, &ignored) &&
+        if (argv[i][0] == '-' && base_parse_long(argv[i], LONG_MIN, -1, &ignored) &&
             (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '='))) {
             cli_err("start", "N: expected a number of workers 1..%d, got '%s'",
                     CONF_MAX_WORKERS, argv[i]);
@@ -145,7 +145,7 @@ static int parse(int argc, char **argv, start_args *a)
             break;
         case 'p':
             name = "--base-port";
-            if (!conf_parse_long(optarg, 0, 65535, &a->base_port))
+            if (!base_parse_long(optarg, 0, 65535, &a->base_port))
                 bad = "a port 0..65535";
             break;
         case 'l':
@@ -153,7 +153,7 @@ static int parse(int argc, char **argv, start_args *a)
             break;
         case 't':
             name = "--threads";
-            if (!conf_parse_long(optarg, 0, 1024, &a->threads))
+            if (!base_parse_long(optarg, 0, 1024, &a->threads))
                 bad = "0..1024";
             break;
         case 'd':
@@ -164,7 +164,7 @@ static int parse(int argc, char **argv, start_args *a)
             break;
         case 'T':
             name = "--timeout-ms";
-            if (!conf_parse_long(optarg, 1, 86400000, &a->timeout_ms))
+            if (!base_parse_long(optarg, 1, 86400000, &a->timeout_ms))
                 bad = "milliseconds >= 1";
             break;
         case 'B':
@@ -185,9 +185,9 @@ static int parse(int argc, char **argv, start_args *a)
             return CLI_USAGE;
         }
     }
-    if (optind < argc && !conf_parse_long(argv[optind++], 1, CONF_MAX_WORKERS, &a->n)) {
+    if (optind < argc && !base_parse_long(argv[optind++], 1, CONF_MAX_WORKERS, &a->n)) {
         long big;
-        if (conf_parse_long(argv[optind - 1], CONF_MAX_WORKERS + 1, LONG_MAX, &big))
+        if (base_parse_long(argv[optind - 1], CONF_MAX_WORKERS + 1, LONG_MAX, &big))
             cli_err("start", "N: %s workers is over the cap: a cluster has at most %d",
                     argv[optind - 1], CONF_MAX_WORKERS);
         else

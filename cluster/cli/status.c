@@ -62,8 +62,8 @@ typedef struct slots_view {
  * them). */
 static bool slots_of(const cluster_worker *w, slots_view *v)
 {
-    const Ferry__StatsReply *s = w->stats;
-    const Ferry__PingReply *p = w->ping;
+    const proto_stats_reply *s = w->stats;
+    const proto_ping_reply *p = w->ping;
     if (s && s->slots)
         *v = (slots_view){.slots = s->slots,
                           .busy = s->busy_slots,
@@ -164,7 +164,7 @@ static void print_table(const home_paths *h, const cluster_worker *w, size_t n)
         home_restarts r;
         if (crash_loop(h, &w[i], &r)) {
             char loop[160];
-            home_restarts_describe(&r, home_wall_ms(), loop, sizeof loop);
+            home_restarts_describe(&r, base_wall_ms(), loop, sizeof loop);
             printf("      %s\n      last crash: %s\n", loop, r.last_crash);
         } else if (w[i].ping && w[i].ping->last_crash && w[i].ping->last_crash[0]) {
             printf("      last crash: %s\n", w[i].ping->last_crash);
@@ -217,13 +217,13 @@ static void print_json(const home_paths *h, const cluster_worker *w, size_t n)
         home_restarts r;
         if (crash_loop(h, &w[i], &r)) {
             char loop[160];
-            home_restarts_describe(&r, home_wall_ms(), loop, sizeof loop);
+            home_restarts_describe(&r, base_wall_ms(), loop, sizeof loop);
             printf(
                 ",\"crash_loop\":{\"crashes\":%d,\"window_s\":%.1f,\"next_try_s\":%.1f,"
                 "\"text\":",
                 r.crashes, (double)r.window_ms / 1e3,
-                r.next_try_ms > home_wall_ms()
-                    ? (double)(r.next_try_ms - home_wall_ms()) / 1e3
+                r.next_try_ms > base_wall_ms()
+                    ? (double)(r.next_try_ms - base_wall_ms()) / 1e3
                     : 0.0);
             json_str(stdout, loop);
             printf(",\"last_crash\":");

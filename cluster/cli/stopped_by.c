@@ -19,7 +19,7 @@ int cli_shutdown_mark(const home_paths *h)
 {
     char path[CLI_FILE_MAX];
     path_of(h, path, sizeof path);
-    return home_write_number(path, (long)home_wall_ms());
+    return home_write_number(path, (long)base_wall_ms());
 }
 
 static bool said;

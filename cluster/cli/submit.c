@@ -86,18 +86,6 @@ static const char usage[] =
     "      --alpha A           easgd's elastic coefficient (default 0.9 / workers)\n"
     "      --tau T             easgd's steps between exchanges (default 4)\n";
 
-/* Parses all of s as a finite number in lo..hi. */
-static bool parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 enum {
     OPT_LOAD_TIMEOUT = 254,
     OPT_SCHEDULE = 255,
@@ -138,7 +126,7 @@ static bool one_of(const char *s, const char *const *names)
 static const char *set_int(const char *arg, long lo, long hi, int *out, const char *bad)
 {
     long v;
-    if (!conf_parse_long(arg, lo, hi, &v))
+    if (!base_parse_long(arg, lo, hi, &v))
         return bad;
     *out = (int)v;
     return NULL;
@@ -168,21 +156,21 @@ static const char *set_training(int c, const char *arg, cluster_train_opts *o,
         return ONE_OF(arg, "cosine", "constant") ? NULL : "cosine or constant";
     case OPT_LR:
         *name = "--lr";
-        return parse_double(arg, 1e-12, 1e6, &o->lr)
+        return base_parse_double(arg, 1e-12, 1e6, &o->lr)
                    ? NULL
                    : "a positive learning rate from 1e-12 to 1e6";
     case OPT_MOMENTUM:
         *name = "--momentum";
-        return parse_double(arg, 0, 0.999999, &o->momentum) ? NULL
+        return base_parse_double(arg, 0, 0.999999, &o->momentum) ? NULL
                                                             : "a momentum in [0, 1)";
     case OPT_WEIGHT_DECAY:
         *name = "--weight-decay";
-        return parse_double(arg, 0, 1e6, &o->weight_decay)
+        return base_parse_double(arg, 0, 1e6, &o->weight_decay)
                    ? NULL
                    : "a weight decay from 0 to 1e6";
     case OPT_SEED:
         *name = "--seed";
-        if (!conf_parse_long(arg, 0, LONG_MAX, &v))
+        if (!base_parse_long(arg, 0, LONG_MAX, &v))
             return "a seed from 0 to 9223372036854775807";
         o->seed = (uint64_t)v;
         return NULL;
@@ -216,19 +204,19 @@ static const char *set_distributed(int c, const char *arg, cluster_train_opts *o
         return ONE_OF(arg, "none", "lz4", "fp16") ? NULL : "none, lz4 or fp16";
     case OPT_CHUNK_BYTES:
         *name = "--chunk-bytes";
-        if (!conf_parse_long(arg, RT_TRAIN_MIN_CHUNK_BYTES, 256L << 20, &o->chunk_bytes))
+        if (!base_parse_long(arg, RT_TRAIN_MIN_CHUNK_BYTES, 256L << 20, &o->chunk_bytes))
             return "a chunk size from 16384 bytes (16 KiB) to 256 MiB: each chunk is "
                    "one call between workers, and smaller chunks make every step "
                    "thousands of calls";
         return NULL;
     case OPT_BUCKET_BYTES:
         *name = "--bucket-bytes";
-        return conf_parse_long(arg, 64, 1L << 30, &o->bucket_bytes)
+        return base_parse_long(arg, 64, 1L << 30, &o->bucket_bytes)
                    ? NULL
                    : "a bucket size from 64 bytes to 1 GiB";
     default: /* OPT_TIMEOUT_MS */
         *name = "--timeout-ms";
-        return conf_parse_long(arg, 100, 24L * 3600 * 1000, &o->timeout_ms)
+        return base_parse_long(arg, 100, 24L * 3600 * 1000, &o->timeout_ms)
                    ? NULL
                    : "a timeout from 100 ms to a day";
     }
@@ -248,28 +236,28 @@ static const char *set_async(int c, const char *arg, cluster_train_opts *o,
                                                           : "downpour, dynsgd or easgd";
     case OPT_STALENESS:
         *name = "--staleness";
-        return conf_parse_long(arg, 0, 1L << 30, &o->staleness)
+        return base_parse_long(arg, 0, 1L << 30, &o->staleness)
                    ? NULL
                    : "a number of steps from 0 to 1073741824";
     case OPT_PS_SHARDS:
         *name = "--ps-shards";
-        return conf_parse_long(arg, 1, 4096, &o->ps_shards)
+        return base_parse_long(arg, 1, 4096, &o->ps_shards)
                    ? NULL
                    : "a number of shards from 1 to 4096";
     case OPT_PUSH_EVERY:
         *name = "--push-every";
-        return conf_parse_long(arg, 1, 1L << 20, &o->push_every) ? NULL : steps;
+        return base_parse_long(arg, 1, 1L << 20, &o->push_every) ? NULL : steps;
     case OPT_PULL_EVERY:
         *name = "--pull-every";
-        return conf_parse_long(arg, 1, 1L << 20, &o->pull_every) ? NULL : steps;
+        return base_parse_long(arg, 1, 1L << 20, &o->pull_every) ? NULL : steps;
     case OPT_ALPHA:
         *name = "--alpha";
-        return parse_double(arg, 1e-9, 0.999999, &o->alpha)
+        return base_parse_double(arg, 1e-9, 0.999999, &o->alpha)
                    ? NULL
                    : "an elastic coefficient in (0, 1)";
     default: /* OPT_TAU */
         *name = "--tau";
-        return conf_parse_long(arg, 1, 1L << 20, &o->tau) ? NULL : steps;
+        return base_parse_long(arg, 1, 1L << 20, &o->tau) ? NULL : steps;
     }
 }
 
@@ -352,7 +340,7 @@ static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
             o->json = true;
         } else if (c == OPT_LOAD_TIMEOUT) {
             name = "--load-timeout-ms";
-            if (!conf_parse_long(optarg, 100, 3600L * 1000, load_ms))
+            if (!base_parse_long(optarg, 100, 3600L * 1000, load_ms))
                 bad = "a time from 100 ms to an hour";
         } else if (c == 'h') {
             fputs(usage, stdout);
@@ -548,7 +536,7 @@ int cli_submit(int argc, char **argv)
 {
     submitting s;
     memset(&s, 0, sizeof s);
-    s.began = home_wall_ms();
+    s.began = base_wall_ms();
     s.load_ms = 10000;
     int status = split_args(argc, argv, &s);
     if (status >= 0) {

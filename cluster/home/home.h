@@ -100,7 +100,4 @@ bool home_restarts_read(const home_paths *h, int rank, home_restarts *r);
 void home_restarts_describe(const home_restarts *r, int64_t now_ms, char *buf,
                             size_t len);
 
-/* Milliseconds since the epoch. */
-int64_t home_wall_ms(void);
-
 #endif

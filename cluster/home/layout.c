@@ -52,7 +52,7 @@ void home_forget_cluster(const home_paths *h)
     while ((e = readdir(d))) {
         long rank;
         char dir[HOME_FILE_MAX], mark[HOME_FILE_MAX];
-        if (!conf_parse_long(e->d_name, 0, CONF_MAX_WORKERS, &rank))
+        if (!base_parse_long(e->d_name, 0, CONF_MAX_WORKERS, &rank))
             continue;
         home_worker_dir(h, (int)rank, dir, sizeof dir);
         home_worker_file(h, (int)rank, HOME_WORKER_MARK, mark, sizeof mark);

@@ -16,14 +16,14 @@ bool home_read_number(const char *path, long lo, long hi, long *out)
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
-    return conf_parse_long(text, lo, hi, out);
+    return base_parse_long(text, lo, hi, out);
 }
 
 int home_write_number(const char *path, long value)
 {
     char text[32];
     int len = snprintf(text, sizeof text, "%ld\n", value);
-    return conf_write_atomic(path, text, (size_t)len, false);
+    return base_write_atomic(path, text, (size_t)len, false);
 }
 
 bool home_pid_alive(pid_t pid)

@@ -15,13 +15,6 @@
 
 #include "home.h"
 
-int64_t home_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int home_restarts_write(const home_paths *h, int rank, const home_restarts *r)
 {
     char path[HOME_FILE_MAX], text[HOME_CRASH_MAX + 96];
@@ -32,7 +25,7 @@ int home_restarts_write(const home_paths *h, int rank, const home_restarts *r)
         return FERRY_EINVAL;
     if ((size_t)len >= sizeof text)
         len = (int)sizeof text - 1;
-    return conf_write_atomic(path, text, (size_t)len, false);
+    return base_write_atomic(path, text, (size_t)len, false);
 }
 
 bool home_restarts_read(const home_paths *h, int rank, home_restarts *r)

@@ -160,12 +160,12 @@ static void restart_after_crash(sv_worker *w, int64_t status, int signo)
                       .window_ms = (int64_t)(now - w->streak_start_ms)};
     sv_record_crash(w, status, signo, r.last_crash, sizeof r.last_crash);
     uint64_t delay = backoff_ms(sv, w->streak);
-    r.next_try_ms = delay ? home_wall_ms() + (int64_t)delay : 0;
+    r.next_try_ms = delay ? base_wall_ms() + (int64_t)delay : 0;
     home_restarts_write(sv->o->home, w->rank, &r);
     w->restarts++;
     if (delay) {
         char loop[160];
-        home_restarts_describe(&r, home_wall_ms(), loop, sizeof loop);
+        home_restarts_describe(&r, base_wall_ms(), loop, sizeof loop);
         sv_log(sv, "worker %d crashed: %s; %s", w->rank, r.last_crash, loop);
         w->waiting = true;
         uv_timer_start(&w->restart_timer, on_restart_timer, delay, 0);
@@ -281,7 +281,7 @@ static int prepare_run(sv_worker *w, char *dir, size_t len)
     home_worker_file(h, w->rank, HOME_WORKER_MARK, mark, sizeof mark);
     if (conf_mkdirs(dir, 0700) != 0)
         sv_log(sv, "worker %d: cannot create %s", w->rank, dir);
-    else if (access(mark, F_OK) != 0 && conf_write_atomic(mark, "", 0, false) != 0)
+    else if (access(mark, F_OK) != 0 && base_write_atomic(mark, "", 0, false) != 0)
         sv_log(sv, "worker %d: cannot mark %s as its own", w->rank, dir);
     sv_forget_stop(w);
     if (w->log.fd >= 0)

@@ -134,5 +134,5 @@ void sv_record_crash(sv_worker *w, int64_t status, int signo, char *text, size_t
                          (unsigned long long)ts.tv_nsec,
                      text);
     if (n > 0 && (size_t)n < sizeof record)
-        conf_write_atomic(path, record, (size_t)n, false);
+        base_write_atomic(path, record, (size_t)n, false);
 }

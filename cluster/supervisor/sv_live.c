@@ -35,15 +35,15 @@ static void on_pong(rpc_call *call)
 {
     sv_worker *w = call->data;
     w->pinging = false;
-    Ferry__PingReply *rep = NULL;
+    proto_ping_reply *rep = NULL;
     bool answered = false;
-    if (call->result == 0 && pw_ping_reply(call, &rep) == 0) {
+    if (call->result == 0 && pw_ping_result(call, &rep) == 0) {
         /* Anything may listen on a port: only our own process counts. */
         answered = w->proc && rep->pid == w->proc->pid;
         if (!answered)
             snprintf(w->ping_error, sizeof w->ping_error, "answered by pid %d, not %d",
                      (int)rep->pid, w->proc ? w->proc->pid : 0);
-        protobuf_c_message_free_unpacked(&rep->base, NULL);
+        proto_free(rep);
     } else {
         snprintf(w->ping_error, sizeof w->ping_error, "%s",
                  call->errmsg ? call->errmsg : ferry_strerror(call->result));

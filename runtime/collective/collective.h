@@ -37,9 +37,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/proto.h"
 #include "rpc/rpc.h"
 
-#define RT_METHOD_REDUCE_CHUNK "/ferry.Worker/ReduceChunk"
 /* The flags ReduceChunk is served with: inline, its payload read where gRPC
  * received it (see rt_reduce_chunk_handler). */
 #define RT_REDUCE_CHUNK_FLAGS (RPC_METHOD_INLINE | RPC_METHOD_PAYLOAD_RUNS)

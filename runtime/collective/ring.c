@@ -204,7 +204,7 @@ static void issue(rt_comm *c, rt_send *s)
     out.free_arg = rel;
     s->call.data = s;
     s->queued = false;
-    int rc = rel ? rpc_call_start(c->to[s->to].ch, &s->call, RT_METHOD_REDUCE_CHUNK, &out,
+    int rc = rel ? rpc_call_start(c->to[s->to].ch, &s->call, PROTO_METHOD_REDUCE_CHUNK, &out,
                                   c->timeout_ms, send_done)
                  : FERRY_ENOMEM;
     /* A start that failed before it encoded never releases; one that failed

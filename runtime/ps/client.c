@@ -208,7 +208,7 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
         rq.until_samples = t->until;
         rq.secret = (ProtobufCBinaryData){.len = sizeof c->secret, .data = c->secret};
         rpc_msg_out m = {.head = &rq.base};
-        return rpc_call_start(c->ch[r], call, RT_METHOD_PULL, &m, c->timeout_ms, on_done);
+        return rpc_call_start(c->ch[r], call, PROTO_METHOD_PULL, &m, c->timeout_ms, on_done);
     }
     Ferry__PushRequest rq = FERRY__PUSH_REQUEST__INIT;
     rq.job = c->session;
@@ -230,7 +230,7 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
     pthread_mutex_lock(&c->lent_mu);
     c->lent++;
     pthread_mutex_unlock(&c->lent_mu);
-    int rc = rpc_call_start(c->ch[r], call, RT_METHOD_PUSH, &m, c->timeout_ms, on_done);
+    int rc = rpc_call_start(c->ch[r], call, PROTO_METHOD_PUSH, &m, c->timeout_ms, on_done);
     /* A start that failed before encoding lent nothing; one that failed
      * after (FERRY_EINTERNAL) has released already. */
     if (rc && rc != FERRY_EINTERNAL)

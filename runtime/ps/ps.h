@@ -23,10 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/proto.h"
 #include "rpc/rpc.h"
 
-#define RT_METHOD_PUSH "/ferry.Worker/Push"
-#define RT_METHOD_PULL "/ferry.Worker/Pull"
 
 /* Staleness histogram buckets: 0 .. RT_PS_STALE_BUCKETS-2, then "that or
  * more". */

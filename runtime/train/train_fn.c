@@ -213,7 +213,7 @@ static int parse_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, begin_args *ba
     ba->alpha = a->alpha;
     ba->idle_ms = a->idle_ms ? a->idle_ms : IDLE_MS_DEFAULT;
     const char *who = a->submitter[0] ? a->submitter : "an unnamed submitter";
-    rpc_escape(ba->submitter, sizeof ba->submitter, who, strlen(who)); /* from the wire */
+    base_escape(ba->submitter, sizeof ba->submitter, who, strlen(who)); /* from the wire */
     ferry__train_begin__free_unpacked(a, NULL);
     return rc;
 }

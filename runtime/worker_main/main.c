@@ -15,7 +15,7 @@ static int write_port_file(const char *path, int port)
 {
     char text[16];
     int len = snprintf(text, sizeof text, "%d\n", port);
-    return conf_write_atomic(path, text, (size_t)len, false);
+    return base_write_atomic(path, text, (size_t)len, false);
 }
 
 /* Tells a supervisor this exit was asked for: any other is a crash. */
@@ -23,7 +23,7 @@ static void write_stopped(const char *state_dir)
 {
     char path[4096 + 16];
     snprintf(path, sizeof path, "%s/stopped", state_dir);
-    conf_write_atomic(path, "stopped\n", 8, false);
+    base_write_atomic(path, "stopped\n", 8, false);
 }
 
 /* The state directory and the token file: as given, or under FERRY_HOME.

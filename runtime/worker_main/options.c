@@ -101,13 +101,13 @@ int wm_parse(int argc, char **argv, wm_options *o)
             o->port_file = optarg;
             break;
         case 'r':
-            if (!conf_parse_long(optarg, -1, INT_MAX, &v))
+            if (!base_parse_long(optarg, -1, INT_MAX, &v))
                 return wm_usage_error("--rank: expected a number from -1 up, got '%s'",
                                       optarg);
             o->rank = (int)v;
             break;
         case 't':
-            if (!conf_parse_long(optarg, 0, 1024, &v))
+            if (!base_parse_long(optarg, 0, 1024, &v))
                 return wm_usage_error(
                     "--threads: expected a number from 0 to 1024, got '%s'", optarg);
             o->threads = (int)v;
@@ -119,31 +119,31 @@ int wm_parse(int argc, char **argv, wm_options *o)
             o->device = optarg;
             break;
         case 'R':
-            if (!conf_parse_long(optarg, 0, UINT32_MAX, &v))
+            if (!base_parse_long(optarg, 0, UINT32_MAX, &v))
                 return wm_usage_error("--restarts: expected a number from 0 up, got '%s'",
                                       optarg);
             o->restarts = (uint32_t)v;
             break;
         case 'W':
-            if (!conf_parse_long(optarg, 0, 24L * 3600 * 1000, &o->wedge_grace_ms))
+            if (!base_parse_long(optarg, 0, 24L * 3600 * 1000, &o->wedge_grace_ms))
                 return wm_usage_error(
                     "--wedge-grace-ms: expected a time from 0 to a day, got '%s'",
                     optarg);
             break;
         case 'P':
-            if (!conf_parse_long(optarg, 1, INT32_MAX, &o->parent_pid))
+            if (!base_parse_long(optarg, 1, INT32_MAX, &o->parent_pid))
                 return wm_usage_error("--parent-pid: expected a process id, got '%s'",
                                       optarg);
             break;
         case 'M':
-            if (!conf_parse_long(optarg, CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT,
+            if (!base_parse_long(optarg, CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT,
                                  &o->max_message_bytes))
                 return wm_usage_error(
                     "--max-message-bytes: expected 65536 to 2146435072, got '%s'",
                     optarg);
             break;
         case 'O':
-            if (!conf_parse_long(optarg, 4096, CONF_MAX_BYTES_LIMIT,
+            if (!base_parse_long(optarg, 4096, CONF_MAX_BYTES_LIMIT,
                                  &o->max_module_bytes))
                 return wm_usage_error(
                     "--max-module-bytes: expected 4096 to 2146435072, got '%s'", optarg);

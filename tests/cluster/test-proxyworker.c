@@ -15,14 +15,14 @@ TC_TEST(proxyworker, ping_echoes_the_nonce_and_names_the_process)
     rpc_call call = {0};
     cr_assert(pw_ping(t.p, &call, 0xfeedbeefULL, TC_WAIT_MS, NULL) == 0);
     cr_assert(rpc_call_wait(&call) == 0, "%s", call.errmsg);
-    Ferry__PingReply *rep;
-    cr_assert(pw_ping_reply(&call, &rep) == 0);
+    proto_ping_reply *rep;
+    cr_assert(pw_ping_result(&call, &rep) == 0);
     cr_assert_eq(rep->nonce, 0xfeedbeefULL);
     cr_assert_eq(rep->pid, getpid());
     cr_assert_eq(rep->rank, 0);
     cr_assert(rep->device && strncmp(rep->device, "cpu", 3) == 0, "device '%s'",
               rep->device);
-    protobuf_c_message_free_unpacked(&rep->base, NULL);
+    proto_free(rep);
     rpc_call_fini(&call);
     tc_pw_close(&t);
 }
@@ -56,22 +56,22 @@ TC_TEST(proxyworker, load_asks_first_then_ships_then_finds_it_cached)
     cr_assert(pw_load_module(t.p, &ship, sha, "faulty.so", T.bytes, T.len, TC_WAIT_MS,
                              NULL) == 0);
     cr_assert(rpc_call_wait(&ship) == 0, "shipping: %s", ship.errmsg);
-    Ferry__LoadModuleReply *rep;
-    cr_assert(pw_load_module_reply(&ship, &rep) == 0);
+    proto_load_module_reply *rep;
+    cr_assert(pw_load_module_result(&ship, &rep) == 0);
     cr_assert_str_eq(rep->task_name, "faulty");
     cr_assert_not(rep->cached);
     bool echo = false;
     for (size_t i = 0; i < rep->n_functions; i++)
         echo |= strcmp(rep->functions[i], "echo") == 0;
     cr_assert(echo, "echo is not among the %zu functions", rep->n_functions);
-    protobuf_c_message_free_unpacked(&rep->base, NULL);
+    proto_free(rep);
 
     cr_assert(pw_load_module(t.p, &again, sha, "faulty.so", NULL, 0, TC_WAIT_MS, NULL) ==
               0);
     cr_assert(rpc_call_wait(&again) == 0, "asking again: %s", again.errmsg);
-    cr_assert(pw_load_module_reply(&again, &rep) == 0);
+    cr_assert(pw_load_module_result(&again, &rep) == 0);
     cr_assert(rep->cached);
-    protobuf_c_message_free_unpacked(&rep->base, NULL);
+    proto_free(rep);
 
     rpc_call_fini(&ask);
     rpc_call_fini(&ship);
@@ -152,12 +152,12 @@ TC_TEST(proxyworker, stats_count_the_calls_served)
 
     cr_assert(pw_stats(t.p, &c, TC_WAIT_MS, NULL) == 0);
     cr_assert(rpc_call_wait(&c) == 0, "%s", c.errmsg);
-    Ferry__StatsReply *st;
-    cr_assert(pw_stats_reply(&c, &st) == 0);
+    proto_stats_reply *st;
+    cr_assert(pw_stats_result(&c, &st) == 0);
     cr_assert_eq(st->calls_served, 1);
     cr_assert_eq(st->calls_failed, 1);
     cr_assert_eq(st->modules_loaded, 1);
-    protobuf_c_message_free_unpacked(&st->base, NULL);
+    proto_free(st);
     rpc_call_fini(&c);
     tc_pw_close(&t);
 }

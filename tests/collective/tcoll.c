@@ -83,7 +83,7 @@ void co_start(int world)
     for (int i = 0; i < world; i++) {
         co_make_hub(i);
         /* The name string must outlive the server: a literal does. */
-        rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[i].hub,
+        rpc_method m = {PROTO_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[i].hub,
                         RT_REDUCE_CHUNK_FLAGS, 0};
         rpc_server_opts so = {.listen = "127.0.0.1:0",
                               .max_payload = CO_MAX_PAYLOAD,
@@ -105,7 +105,7 @@ void co_stop_server(int rank)
 
 int co_listen_again(int rank)
 {
-    rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[rank].hub,
+    rpc_method m = {PROTO_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, R.r[rank].hub,
                     RT_REDUCE_CHUNK_FLAGS, 0};
     rpc_server_opts so = {
         .listen = R.r[rank].addr, .max_payload = CO_MAX_PAYLOAD, .poller = R.r[rank].poller};
@@ -396,7 +396,7 @@ int co_send_chunk(const Ferry__ReduceChunkRequest *req, const void *payload, siz
                        .codec = RPC_CODEC_RAW};
     rpc_call call = {0};
     int rc =
-        rpc_call_start(R.ch, &call, RT_METHOD_REDUCE_CHUNK, &out, CO_TIMEOUT_MS, NULL);
+        rpc_call_start(R.ch, &call, PROTO_METHOD_REDUCE_CHUNK, &out, CO_TIMEOUT_MS, NULL);
     cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
     rc = rpc_call_wait(&call);
     snprintf(err, errlen, "%s", rc && call.errmsg ? call.errmsg : "");

@@ -197,7 +197,7 @@ int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret,
                        .payload_len = floats * sizeof(float),
                        .codec = RPC_CODEC_RAW};
     rpc_call call = {0};
-    int rc = rpc_call_start(ch, &call, RT_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
+    int rc = rpc_call_start(ch, &call, PROTO_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
     cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
     rc = rpc_call_wait(&call);
     snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");

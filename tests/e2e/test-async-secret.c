@@ -55,7 +55,7 @@ static int pull(rpc_channel *ch, const uint8_t *secret, size_t len, char *msg, s
     rq.secret.len = secret ? len : 0;
     rpc_msg_out out = {.head = &rq.base};
     rpc_call call = {0};
-    int rc = rpc_call_start(ch, &call, RT_METHOD_PULL, &out, 10000, NULL);
+    int rc = rpc_call_start(ch, &call, PROTO_METHOD_PULL, &out, 10000, NULL);
     cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
     rc = rpc_call_wait(&call);
     snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");

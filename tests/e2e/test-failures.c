@@ -189,7 +189,7 @@ Test(e2e_fail, a_wrong_token_is_refused_through_the_library)
     bool logged = false;
     for (int i = 0; i < 200 && !logged; i++) {
         char *text = e2e_slurp_log("worker-0.log");
-        logged = text && e2e_has(text, "refused " RT_METHOD_LOAD_MODULE " from ") &&
+        logged = text && e2e_has(text, "refused " PROTO_METHOD_LOAD_MODULE " from ") &&
                  e2e_has(text, "wrong cluster token");
         free(text);
         if (!logged)

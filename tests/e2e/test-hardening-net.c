@@ -114,9 +114,9 @@ static void make_bomb(void)
     free(frame);
 }
 
-static const char *const methods[] = {RT_METHOD_LOAD_MODULE, RT_METHOD_CALL,
-                                      RT_METHOD_STATS, RT_METHOD_SHUTDOWN,
-                                      RT_METHOD_REDUCE_CHUNK};
+static const char *const methods[] = {PROTO_METHOD_LOAD_MODULE, PROTO_METHOD_CALL,
+                                      PROTO_METHOD_STATS, PROTO_METHOD_SHUTDOWN,
+                                      PROTO_METHOD_REDUCE_CHUNK};
 
 /* A client without the token, in a child, sending bombs in a loop once a
  * byte arrives on `go`; writes "sent refused" to fd. */
@@ -211,7 +211,7 @@ static int ping(rpc_channel *ch)
     rpc_msg_out out = {.head = &req.base};
     rpc_call call;
     memset(&call, 0, sizeof call);
-    cr_assert(rpc_call_start(ch, &call, RT_METHOD_PING, &out, 20000, NULL) == 0);
+    cr_assert(rpc_call_start(ch, &call, PROTO_METHOD_PING, &out, 20000, NULL) == 0);
     int rc = rpc_call_wait(&call);
     rpc_call_fini(&call);
     return rc;
@@ -348,7 +348,7 @@ static pid_t ping_pid(rpc_channel *ch)
     rpc_msg_out out = {.head = &req.base};
     rpc_call call;
     memset(&call, 0, sizeof call);
-    cr_assert(rpc_call_start(ch, &call, RT_METHOD_PING, &out, 2000, NULL) == 0);
+    cr_assert(rpc_call_start(ch, &call, PROTO_METHOD_PING, &out, 2000, NULL) == 0);
     pid_t pid = 0;
     if (rpc_call_wait(&call) == 0) {
         Ferry__PingReply *r = NULL;

@@ -357,7 +357,7 @@ static int send_chunk(rpc_client *cl, const char *addr, const char *token,
                        .payload_len = sizeof payload,
                        .codec = RPC_CODEC_RAW};
     rpc_call call = {0};
-    rc = rpc_call_start(ch, &call, RT_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
+    rc = rpc_call_start(ch, &call, PROTO_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
     cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
     rc = rpc_call_wait(&call);
     snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");

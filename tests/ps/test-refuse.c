@@ -255,9 +255,9 @@ TPS_TEST(ps_refuse, a_push_or_pull_whose_head_is_not_its_message)
     /* Well-formed protobuf, but field 1 (job, a varint) as bytes: rpc passes
      * it on, and the handler cannot unpack it. */
     static const uint8_t head[] = {0x0a, 0x01, 0x00};
-    garbage(tps_channel(1), RT_METHOD_PUSH, head, sizeof head, FERRY_EINVAL,
+    garbage(tps_channel(1), PROTO_METHOD_PUSH, head, sizeof head, FERRY_EINVAL,
             "not a PushRequest");
-    garbage(tps_channel(1), RT_METHOD_PULL, head, sizeof head, FERRY_EINVAL,
+    garbage(tps_channel(1), PROTO_METHOD_PULL, head, sizeof head, FERRY_EINVAL,
             "not a PullRequest");
     assert_untouched("the garbage");
     assert_still_works();
@@ -269,9 +269,9 @@ TPS_TEST(ps_refuse, a_push_or_pull_whose_head_is_not_protobuf)
     /* Field 1 as a varint that never ends: rpc itself refuses it, as
      * INVALID_ARGUMENT (gRPC's code for a malformed request). */
     static const uint8_t head[] = {0x08, 0xff, 0xff, 0xff};
-    garbage(tps_channel(1), RT_METHOD_PUSH, head, sizeof head, FERRY_EINVAL,
+    garbage(tps_channel(1), PROTO_METHOD_PUSH, head, sizeof head, FERRY_EINVAL,
             "bad varint");
-    garbage(tps_channel(1), RT_METHOD_PULL, head, sizeof head, FERRY_EINVAL,
+    garbage(tps_channel(1), PROTO_METHOD_PULL, head, sizeof head, FERRY_EINVAL,
             "bad varint");
     assert_untouched("the garbage");
     assert_still_works();
@@ -478,17 +478,17 @@ TPS_TEST(ps_refuse, a_worker_serves_push_and_pull_only_with_the_token)
     rpc_channel *refused[] = {none, wrong};
     const char *why[] = {"missing cluster token", "wrong cluster token"};
     for (int k = 0; k < 2; k++) {
-        tps_call_bytes(refused[k], RT_METHOD_PUSH, push_head, push_len, payload,
+        tps_call_bytes(refused[k], PROTO_METHOD_PUSH, push_head, push_len, payload,
                        sizeof payload, &r);
         assert_says(&r, FERRY_EUNAUTH, why[k], NULL);
-        tps_call_bytes(refused[k], RT_METHOD_PULL, pull_head, pull_len, NULL, 0, &r);
+        tps_call_bytes(refused[k], PROTO_METHOD_PULL, pull_head, pull_len, NULL, 0, &r);
         assert_says(&r, FERRY_EUNAUTH, why[k], NULL);
     }
     /* With the token they reach the store, which holds no session. */
-    tps_call_bytes(good, RT_METHOD_PUSH, push_head, push_len, payload, sizeof payload,
+    tps_call_bytes(good, PROTO_METHOD_PUSH, push_head, push_len, payload, sizeof payload,
                    &r);
     assert_says(&r, FERRY_ENOENT, "no parameter-server session 31", NULL);
-    tps_call_bytes(good, RT_METHOD_PULL, pull_head, pull_len, NULL, 0, &r);
+    tps_call_bytes(good, PROTO_METHOD_PULL, pull_head, pull_len, NULL, 0, &r);
     assert_says(&r, FERRY_ENOENT, "no parameter-server session 31", NULL);
 }
 

@@ -92,8 +92,8 @@ static int serve(int rank, const char *listen)
     /* As the worker registers them: on the pool, the store as data. The
      * name strings are literals, so they outlive the server. */
     rpc_method m[2] = {
-        {RT_METHOD_PUSH, rt_ps_push_handler, T.r[rank].store, 0, 0},
-        {RT_METHOD_PULL, rt_ps_pull_handler, T.r[rank].store, 0, 0},
+        {PROTO_METHOD_PUSH, rt_ps_push_handler, T.r[rank].store, 0, 0},
+        {PROTO_METHOD_PULL, rt_ps_pull_handler, T.r[rank].store, 0, 0},
     };
     rpc_server_opts so = {.listen = listen, .handler_threads = 4};
     return rpc_server_create(&so, m, 2, &T.r[rank].server);
@@ -300,7 +300,7 @@ rpc_call *tps_pull_start(int rank, const Ferry__PullRequest *rq, int64_t timeout
     Ferry__PullRequest keyed = *rq;
     keyed.secret = secret_or_own(rq->secret);
     rpc_msg_out m = {.head = &keyed.base};
-    return call_start(rank, RT_METHOD_PULL, &m, timeout_ms);
+    return call_start(rank, PROTO_METHOD_PULL, &m, timeout_ms);
 }
 
 int tps_pull_finish(rpc_call *call, float *vals, size_t cap, tps_reply *out)
@@ -317,7 +317,7 @@ rpc_call *tps_push_start(int rank, const Ferry__PushRequest *rq, const float *va
                      .payload = vals,
                      .payload_len = n * sizeof(float),
                      .codec = RPC_CODEC_RAW};
-    return call_start(rank, RT_METHOD_PUSH, &m, timeout_ms);
+    return call_start(rank, PROTO_METHOD_PUSH, &m, timeout_ms);
 }
 
 int tps_push_finish(rpc_call *call, float *vals, size_t cap, tps_reply *out)
@@ -342,7 +342,7 @@ int tps_push_raw(int rank, const Ferry__PushRequest *rq, const float *vals, size
                      .payload_len = bytes ? bytes : n * sizeof(float),
                      .codec = RPC_CODEC_RAW};
     rpc_call call = {0};
-    int rc = rpc_call_start(ch, &call, RT_METHOD_PUSH, &m, TPS_TIMEOUT_MS, NULL);
+    int rc = rpc_call_start(ch, &call, PROTO_METHOD_PUSH, &m, TPS_TIMEOUT_MS, NULL);
     cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
     rpc_call_wait(&call);
     rc = take(&call, false, NULL, 0, out);

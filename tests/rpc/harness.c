@@ -270,7 +270,7 @@ static const rpc_method methods_tmpl[] = {
     {H_SIZED, h_sized, NULL, 0, 0},
     {H_INFO, h_info, NULL, RPC_METHOD_INLINE, 0},
     {H_FORWARD, h_forward, NULL, 0, 0},
-    {RT_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
+    {PROTO_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
 };
 #define N_METHODS (sizeof methods_tmpl / sizeof methods_tmpl[0])
 static rpc_method methods[N_METHODS];

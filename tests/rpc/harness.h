@@ -15,7 +15,7 @@
  *                functions = {peer, token or "(none)"}
  *   H_FORWARD    replies with the request's head bytes as they came
  *                (rpc_msg_out.head_bytes) and its payload
- *   RT_METHOD_PING  the worker's real Ping handler */
+ *   PROTO_METHOD_PING  the worker's real Ping handler */
 #ifndef FERRY_TESTS_RPC_HARNESS_H
 #define FERRY_TESTS_RPC_HARNESS_H
 
@@ -107,7 +107,7 @@ void h_finish(void);
 extern void *h_ping_data;
 
 /* Creates H.server with `max_payload` (0: default) serving the test methods
- * and RT_METHOD_PING; sets H.port and H.target. */
+ * and PROTO_METHOD_PING; sets H.port and H.target. */
 void h_server_start(size_t max_payload);
 /* Opens H.ch to H.target with these options (NULL: defaults). */
 void h_channel_open(const rpc_channel_opts *opts);

@@ -160,7 +160,7 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
 {
     static const rpc_method methods[] = {
         {SINK, sink, NULL, RPC_METHOD_INLINE, 0},
-        {RT_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
+        {PROTO_METHOD_PING, rt_ping_handler, NULL, RPC_METHOD_INLINE, 0},
     };
     start_server(methods, 2, 0);
     h_channel_open(NULL);
@@ -178,7 +178,7 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
         rpc_msg_out pout = {.head = &req.base};
         rpc_call ping = {0};
         uint64_t s = uv_hrtime();
-        cr_assert(rpc_call_start(H.ch, &ping, RT_METHOD_PING, &pout, 60000, NULL) == 0);
+        cr_assert(rpc_call_start(H.ch, &ping, PROTO_METHOD_PING, &pout, 60000, NULL) == 0);
         int rc = rpc_call_wait(&ping);
         cr_assert(rc == 0, "ping: %s: %s", ferry_err_name(rc), ping.errmsg);
         double ms = (double)(uv_hrtime() - s) / 1e6;

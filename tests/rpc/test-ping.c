@@ -16,7 +16,7 @@ static Ferry__PingReply *ping(uint64_t nonce)
     rpc_call call = {0};
     h_done d = {0};
     call.data = &d;
-    cr_assert(rpc_call_start(H.ch, &call, RT_METHOD_PING, &out, H_CALL_TIMEOUT_MS,
+    cr_assert(rpc_call_start(H.ch, &call, PROTO_METHOD_PING, &out, H_CALL_TIMEOUT_MS,
                              h_done_cb) == 0);
     cr_assert(h_run_until_flag(&d.done, H_WAIT_MS), "ping never completed");
     cr_assert(call.result == 0, "ping: %s: %s", ferry_err_name(call.result), call.errmsg);

@@ -52,8 +52,8 @@ Test(train_async_end, reading_the_shards_back_gives_up_when_the_caller_hangs_up)
     cr_assert(rt_linear_make(64, 8, 0.1f, 3, 0, &E.train) == 0);
     cr_assert(rt_linear_make(16, 8, 0.1f, 3, 1, &E.test) == 0);
     cr_assert(rt_ps_store_create(&E.store) == 0);
-    rpc_method m[2] = {{RT_METHOD_PUSH, rt_ps_push_handler, E.store, 0, 0},
-                       {RT_METHOD_PULL, rt_ps_pull_handler, E.store, 0, 0}};
+    rpc_method m[2] = {{PROTO_METHOD_PUSH, rt_ps_push_handler, E.store, 0, 0},
+                       {PROTO_METHOD_PULL, rt_ps_pull_handler, E.store, 0, 0}};
     rpc_server_opts so = {.listen = "127.0.0.1:0"};
     int rc = rpc_server_create(&so, m, 2, &E.server);
     cr_assert(rc == 0, "rpc_server_create: %s", ferry_err_name(rc));

@@ -110,8 +110,8 @@ static void run(arun *s)
         char err[512] = "";
         cr_assert(rt_device_open("cpu", &me->dev, err, sizeof err) == 0, "%s", err);
         cr_assert(rt_ps_store_create(&me->store) == 0);
-        rpc_method m[2] = {{RT_METHOD_PUSH, rt_ps_push_handler, me->store, 0, 0},
-                           {RT_METHOD_PULL, rt_ps_pull_handler, me->store, 0, 0}};
+        rpc_method m[2] = {{PROTO_METHOD_PUSH, rt_ps_push_handler, me->store, 0, 0},
+                           {PROTO_METHOD_PULL, rt_ps_pull_handler, me->store, 0, 0}};
         rpc_server_opts so = {.listen = "127.0.0.1:0"};
         int rc = rpc_server_create(&so, m, 2, &me->server);
         cr_assert(rc == 0, "rank %d: rpc_server_create: %s", i, ferry_err_name(rc));

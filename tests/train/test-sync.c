@@ -161,7 +161,7 @@ static void run(sync_run *s)
             break;
         cr_assert(rpc_poller_create(&me->poller) == 0);
         cr_assert(rt_hub_create(me->poller, &me->hub) == 0);
-        rpc_method m = {RT_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, me->hub,
+        rpc_method m = {PROTO_METHOD_REDUCE_CHUNK, rt_reduce_chunk_handler, me->hub,
                         RT_REDUCE_CHUNK_FLAGS, 0};
         rpc_server_opts so = {.listen = "127.0.0.1:0", .poller = me->poller};
         rc = rpc_server_create(&so, &m, 1, &me->server);
