@@ -126,15 +126,10 @@ int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
         pthread_mutex_unlock(&w->train_lock);
         return rc;
     }
-    uint64_t now = uv_hrtime();
-    *s = (rt_train_session){.id = id,
-                            .m = rt_call_module(ctx),
-                            .busy = true,
-                            .starting = true,
-                            .holder = ctx,
-                            .idle_ms = idle_ms,
-                            .started_ns = now,
-                            .idle_since_ns = now};
+    *s = (rt_train_session){.id = id, .m = rt_call_module(ctx), .holder = ctx};
+    s->busy = s->starting = true;
+    s->idle_ms = idle_ms;
+    s->started_ns = s->idle_since_ns = uv_hrtime();
     atomic_init(&s->stop, false);
     snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
     w->session = s;
