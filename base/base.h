@@ -10,6 +10,7 @@
  *   number.c       whole-string number parsing with bounds
  *   atomic_file.c  replacing a file so that a reader never sees a part
  *   clock.c        monotonic and wall-clock readings
+ *   cond_wait.h    a bounded wait on a condition variable (inline)
  *
  * Every function is thread-safe; none keeps state. */
 #ifndef FERRY_BASE_H

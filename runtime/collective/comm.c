@@ -19,7 +19,7 @@
 #include <openssl/crypto.h>
 
 #include "coll_int.h"
-#include "runtime/cond_wait.h"
+#include "base/cond_wait.h"
 
 #define TICK_MS 20
 
@@ -199,7 +199,7 @@ static void *ticker_main(void *arg)
     pthread_setname_np(pthread_self(), "ferry-coll-tick");
     pthread_mutex_lock(&c->mu);
     while (!c->tick_stop) {
-        rt_cond_wait_ms(&c->tick_cv, &c->mu, CLOCK_MONOTONIC, TICK_MS);
+        base_cond_wait_ms(&c->tick_cv, &c->mu, CLOCK_MONOTONIC, TICK_MS);
         if (c->tick_stop)
             break;
         pthread_mutex_unlock(&c->mu);
@@ -495,7 +495,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
         return FERRY_EINVAL;
     pthread_mutex_lock(&c->mu);
     while (!op->done) {
-        rt_cond_wait_ms(&c->cv, &c->mu, CLOCK_REALTIME, TICK_MS);
+        base_cond_wait_ms(&c->cv, &c->mu, CLOCK_REALTIME, TICK_MS);
         if (!op->done && !c->error && cancelled && cancelled(arg)) {
             rt_comm_fail_locked(c, FERRY_ECANCELED,
                                 "cancelled while waiting for %s %llu",

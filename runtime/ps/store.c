@@ -16,7 +16,7 @@
 
 #include "ferry.pb-c.h"
 #include "ps_int.h"
-#include "runtime/cond_wait.h"
+#include "base/cond_wait.h"
 #include "runtime/device/device.h"
 
 #define SWEEP_MS 100
@@ -44,7 +44,7 @@ static void *sweep_main(void *arg)
     rt_ps_store *st = arg;
     pthread_mutex_lock(&st->mu);
     while (!st->stopping) {
-        rt_cond_wait_ms(&st->cv, &st->mu, CLOCK_MONOTONIC, SWEEP_MS);
+        base_cond_wait_ms(&st->cv, &st->mu, CLOCK_MONOTONIC, SWEEP_MS);
         uint64_t now = uv_hrtime();
         for (rt_ps_sess **p = &st->list; *p;) {
             rt_ps_sess *s = *p;
