@@ -332,6 +332,29 @@ def check_quotes(text):
     return problems
 
 
+def check_layout(text):
+    """The Layout table names every folder that holds product sources, and
+    only folders that exist."""
+    table = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([^`]+)/` \|", table, re.M))
+    have = set()
+    for root, dirs, files in os.walk(SRC):
+        rel = os.path.relpath(root, SRC)
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
+        top = rel.split(os.sep)[0]
+        if rel == "." or top in ("tests", "bench", "fuzz", "include", "subprojects"):
+            continue
+        if any(f.endswith((".c", ".h", ".cu", ".proto")) for f in files):
+            have.add(rel.replace(os.sep, "/"))
+    # A backend's folders are the device row's (cpu/, cuda/ are named in it).
+    have -= {"runtime/device/cpu", "runtime/device/cuda"}
+    problems = [f"folder {d}/ holds sources but the Layout table does not name it"
+                for d in sorted(have - listed)]
+    problems += [f"the Layout table names {d}/, which does not exist"
+                 for d in sorted(listed) if not os.path.isdir(os.path.join(SRC, d))]
+    return problems
+
+
 def help_texts():
     """(what, text) of every --help the user can ask for."""
     ferry = os.path.join(BUILD, "ferry")
@@ -368,6 +391,8 @@ def main():
         problems = check_quotes(text)
         report(not problems, "every error message the README quotes has a test",
                "\n".join(problems))
+        problems = check_layout(text)
+        report(not problems, "the Layout table matches the folders", "\n".join(problems))
         said = [f"README.md: {m.group(0)!r}" for b in BANNED
                 for m in re.finditer(b, text, re.I)]
         for what, out in help_texts():
