@@ -196,8 +196,14 @@ int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret,
                        .payload = payload,
                        .payload_len = floats * sizeof(float),
                        .codec = RPC_CODEC_RAW};
+    return e2e_call_raw(ch, PROTO_METHOD_REDUCE_CHUNK, &out, msg, msglen);
+}
+
+int e2e_call_raw(rpc_channel *ch, const char *method, const rpc_msg_out *out, char *msg,
+                 size_t msglen)
+{
     rpc_call call = {0};
-    int rc = rpc_call_start(ch, &call, PROTO_METHOD_REDUCE_CHUNK, &out, 10000, NULL);
+    int rc = rpc_call_start(ch, &call, method, out, 10000, NULL);
     cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
     rc = rpc_call_wait(&call);
     snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");

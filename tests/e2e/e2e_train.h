@@ -52,6 +52,11 @@ void e2e_load_module(struct cluster *cl, const char *path, const char *name,
  * `ch` (a channel of rpc/, carrying the token); waits. Returns the call's
  * result, its text in msg. */
 struct rpc_channel;
+struct rpc_msg_out;
+/* Calls `method` over `ch` with `out` and waits (10 s at most). Returns the
+ * call's result, its text in msg. */
+int e2e_call_raw(struct rpc_channel *ch, const char *method, const struct rpc_msg_out *out,
+                 char *msg, size_t msglen);
 int e2e_exchange_chunk(struct rpc_channel *ch, uint64_t session, const uint8_t *secret,
                        uint64_t step, uint32_t chunk, uint64_t count,
                        const float *payload, size_t floats, char *msg, size_t msglen);

@@ -54,13 +54,7 @@ static int pull(rpc_channel *ch, const uint8_t *secret, size_t len, char *msg, s
     rq.secret.data = (uint8_t *)secret;
     rq.secret.len = secret ? len : 0;
     rpc_msg_out out = {.head = &rq.base};
-    rpc_call call = {0};
-    int rc = rpc_call_start(ch, &call, PROTO_METHOD_PULL, &out, 10000, NULL);
-    cr_assert(rc == 0, "rpc_call_start: %s", ferry_err_name(rc));
-    rc = rpc_call_wait(&call);
-    snprintf(msg, msglen, "%s", call.errmsg ? call.errmsg : "");
-    rpc_call_fini(&call);
-    return rc;
+    return e2e_call_raw(ch, PROTO_METHOD_PULL, &out, msg, msglen);
 }
 
 Test(e2e_async_secret, a_shard_answers_a_pull_only_with_the_secret_its_master_gave_the_begin)
