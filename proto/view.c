@@ -20,9 +20,19 @@ void proto_free(void *view)
     free(view);
 }
 
-int proto_pack(const ProtobufCMessage *m, proto_bytes *out)
+int proto_view_pack(const proto_view_desc *d, const void *in, proto_bytes *out)
 {
     out->data = NULL;
+    out->len = 0;
+    /* The largest message is a few hundred bytes: room for any of them. */
+    _Alignas(max_align_t) char buf[512];
+    ProtobufCMessage *m = (ProtobufCMessage *)buf;
+    if (d->msg->sizeof_message > sizeof buf)
+        return FERRY_EINVAL;
+    protobuf_c_message_init(d->msg, m);
+    int rc = proto_fields_to_msg(d, in, m);
+    if (rc)
+        return rc;
     out->len = protobuf_c_message_get_packed_size(m);
     if (!out->len)
         return 0;
@@ -34,9 +44,9 @@ int proto_pack(const ProtobufCMessage *m, proto_bytes *out)
     return 0;
 }
 
-static char **field(void *view, size_t off)
+static void *member(void *view, size_t off)
 {
-    return (char **)((char *)view + off);
+    return (char *)view + off;
 }
 
 /* Appends `s` at *at and returns where it landed. */
@@ -48,6 +58,41 @@ static char *put(char **at, const char *s)
     return dst;
 }
 
+/* Walks the strings of `view`, whose own still point elsewhere: counts the
+ * bytes they need and the lists' entries, or, with `v` (a copy of the view
+ * that ends with room for them), copies them there, lists' entries first. */
+static void strings(const proto_view_desc *d, void *view, size_t *bytes, size_t *ptrs,
+                    char *v)
+{
+    char **slot = v ? (char **)(v + d->size) : NULL;
+    char *at = v ? v + d->size + *ptrs * sizeof(char *) : NULL;
+    for (size_t i = 0; i < d->n_fields; i++) {
+        const proto_field *f = &d->fields[i];
+        const ProtobufCFieldDescriptor *fd;
+        proto_kind kind;
+        if (proto_field_find(d, f, &fd, &kind))
+            continue; /* proto_fields_to_view() refused it already */
+        if (kind == PROTO_KIND_STRING) {
+            const char *s = proto_str(*(char **)member(view, f->off));
+            if (v)
+                *(char **)member(v, f->off) = put(&at, s);
+            *bytes += strlen(s) + 1;
+        } else if (kind == PROTO_KIND_LIST) {
+            size_t n = *(size_t *)member(view, f->n_off);
+            char **list = *(char ***)member(view, f->off);
+            for (size_t j = 0; j < n; j++) {
+                if (v)
+                    slot[j] = put(&at, proto_str(list[j]));
+                *bytes += strlen(proto_str(list[j])) + 1;
+            }
+            if (v)
+                *(char ***)member(v, f->off) = n ? slot : NULL;
+            slot = v ? slot + n : NULL;
+            *ptrs += v ? 0 : n;
+        }
+    }
+}
+
 int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **out)
 {
     *out = NULL;
@@ -56,27 +101,16 @@ int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **
     if (d->size > sizeof tmpl)
         return FERRY_EINVAL;
     memset(tmpl, 0, d->size);
-    d->fill(tmpl, m);
-    size_t n_list = d->list_n ? *(size_t *)(tmpl + d->list_n) : 0;
-    char **list = d->list_n ? *(char ***)(tmpl + d->list) : NULL;
-    size_t need = d->size + n_list * sizeof(char *);
-    for (size_t i = 0; i < d->n_strs; i++)
-        need += strlen(proto_str(*field(tmpl, d->strs[i]))) + 1;
-    for (size_t i = 0; i < n_list; i++)
-        need += strlen(proto_str(list[i])) + 1;
-    char *v = malloc(need);
+    int rc = proto_fields_to_view(d, m, tmpl);
+    if (rc)
+        return rc;
+    size_t bytes = 0, ptrs = 0;
+    strings(d, tmpl, &bytes, &ptrs, NULL);
+    char *v = malloc(d->size + ptrs * sizeof(char *) + bytes);
     if (!v)
         return FERRY_ENOMEM;
     memcpy(v, tmpl, d->size);
-    char *at = v + d->size + n_list * sizeof(char *);
-    for (size_t i = 0; i < d->n_strs; i++)
-        *field(v, d->strs[i]) = put(&at, proto_str(*field(tmpl, d->strs[i])));
-    if (d->list_n) {
-        char **copy = (char **)(v + d->size);
-        for (size_t i = 0; i < n_list; i++)
-            copy[i] = put(&at, proto_str(list[i]));
-        *(char ***)(v + d->list) = n_list ? copy : NULL;
-    }
+    strings(d, tmpl, &bytes, &ptrs, v);
     *out = v;
     return 0;
 }
