@@ -55,14 +55,13 @@ void proto_free(void *view);
  * The struct below is made from the list, and so are its pack and unpack,
  * which copy each field by the name it has in the message. */
 #define PROTO_MEMBER(type, name) type name;
-#define PROTO_LIST_MEMBER(name) \
-    size_t n_##name;            \
+#define PROTO_LIST_MEMBER(name)                                                          \
+    size_t n_##name;                                                                     \
     char **name;
 
 /* ---- Ping --------------------------------------------------------------------- */
 
-#define PROTO_PING_REQ_FIELDS(F, LIST) \
-    F(uint64_t, nonce) /* echoed in the reply */
+#define PROTO_PING_REQ_FIELDS(F, LIST) F(uint64_t, nonce) /* echoed in the reply */
 
 typedef struct proto_ping_req {
     PROTO_PING_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
@@ -70,20 +69,20 @@ typedef struct proto_ping_req {
 
 /* What a worker says about itself: the fields `ferry status` and the health
  * checks read. */
-#define PROTO_PING_REPLY_FIELDS(F, LIST)                                                   \
-    F(char *, version) /* the worker's ferry version, "MAJOR.MINOR.PATCH" */               \
-    F(int32_t, pid)                                                                        \
-    F(char *, hostname)                                                                    \
-    F(char *, device) /* "cpu: ... (2 cores)" or "cuda:0 ..." */                           \
-    F(uint64_t, nonce)                                                                     \
-    F(int32_t, rank) /* -1 before one is assigned */                                       \
-    F(double, uptime_s)                                                                    \
-    F(char *, last_crash)   /* the crash recorded before this start, "" if none */         \
-    F(uint64_t, crash_id)   /* changes with each recorded crash; 0 if none */              \
-    F(uint32_t, restarts)   /* how often the supervisor restarted the worker */            \
-    F(uint32_t, slots)      /* the worker's handler threads */                             \
-    F(uint32_t, busy_slots)                                                                \
-    F(uint32_t, stuck_calls)                                                               \
+#define PROTO_PING_REPLY_FIELDS(F, LIST)                                                 \
+    F(char *, version) /* the worker's ferry version, "MAJOR.MINOR.PATCH" */             \
+    F(int32_t, pid)                                                                      \
+    F(char *, hostname)                                                                  \
+    F(char *, device) /* "cpu: ... (2 cores)" or "cuda:0 ..." */                         \
+    F(uint64_t, nonce)                                                                   \
+    F(int32_t, rank) /* -1 before one is assigned */                                     \
+    F(double, uptime_s)                                                                  \
+    F(char *, last_crash) /* the crash recorded before this start, "" if none */         \
+    F(uint64_t, crash_id) /* changes with each recorded crash; 0 if none */              \
+    F(uint32_t, restarts) /* how often the supervisor restarted the worker */            \
+    F(uint32_t, slots)    /* the worker's handler threads */                             \
+    F(uint32_t, busy_slots)                                                              \
+    F(uint32_t, stuck_calls)                                                             \
     F(double, oldest_call_s)
 
 typedef struct proto_ping_reply {
@@ -97,17 +96,17 @@ int proto_ping_reply_unpack(const void *buf, size_t len, proto_ping_reply **out)
 
 /* ---- LoadModule --------------------------------------------------------------- */
 
-#define PROTO_LOAD_MODULE_REQ_FIELDS(F, LIST)                                              \
-    F(char *, sha256) /* hex digest of the module's bytes (the payload) */                 \
+#define PROTO_LOAD_MODULE_REQ_FIELDS(F, LIST)                                            \
+    F(char *, sha256) /* hex digest of the module's bytes (the payload) */               \
     F(char *, name)   /* the file name the master knows it by, as sent */
 
 typedef struct proto_load_module_req {
     PROTO_LOAD_MODULE_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_load_module_req;
 
-#define PROTO_LOAD_MODULE_REPLY_FIELDS(F, LIST)                                            \
-    F(char *, task_name)                                                                   \
-    LIST(functions) /* n_functions, functions */                                           \
+#define PROTO_LOAD_MODULE_REPLY_FIELDS(F, LIST)                                          \
+    F(char *, task_name)                                                                 \
+    LIST(functions) /* n_functions, functions */                                         \
     F(bool, cached) /* the worker had these bytes already */
 
 typedef struct proto_load_module_reply {
@@ -123,11 +122,11 @@ int proto_load_module_reply_unpack(const void *buf, size_t len,
 
 /* ---- Call ------------------------------------------------------------------------ */
 
-#define PROTO_CALL_REQ_FIELDS(F, LIST)                                                     \
-    F(char *, sha256)       /* the module */                                               \
-    F(char *, function)     /* the name it exports */                                      \
-    F(int32_t, rank)        /* the worker's rank, as the master sees it */                 \
-    F(int32_t, world_size)  /* the cluster's size; both are handed to the function */
+#define PROTO_CALL_REQ_FIELDS(F, LIST)                                                   \
+    F(char *, sha256)      /* the module */                                              \
+    F(char *, function)    /* the name it exports */                                     \
+    F(int32_t, rank)       /* the worker's rank, as the master sees it */                \
+    F(int32_t, world_size) /* the cluster's size; both are handed to the function */
 
 typedef struct proto_call_req {
     PROTO_CALL_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
@@ -146,20 +145,20 @@ int proto_call_reply_unpack(const void *buf, size_t len, proto_call_reply **out)
 
 /* ---- Stats (its request is empty) --------------------------------------------- */
 
-#define PROTO_STATS_REPLY_FIELDS(F, LIST)                                                  \
-    F(uint64_t, calls_served) /* Call requests ended, failed ones included */              \
-    F(uint32_t, in_flight)    /* Call requests running now */                              \
-    F(uint32_t, modules_loaded)                                                            \
-    F(double, uptime_s)                                                                    \
-    F(uint64_t, calls_failed)                                                              \
-    F(uint32_t, restarts)                                                                  \
-    F(char *, last_crash)                                                                  \
-    F(uint32_t, slots)                                                                     \
-    F(uint32_t, busy_slots)                                                                \
-    F(uint32_t, stuck_calls)                                                               \
-    F(double, oldest_call_s)                                                               \
-    F(char *, oldest_call)  /* what the oldest running call is */                          \
-    F(char *, slot_holders) /* what every busy slot holds */                               \
+#define PROTO_STATS_REPLY_FIELDS(F, LIST)                                                \
+    F(uint64_t, calls_served) /* Call requests ended, failed ones included */            \
+    F(uint32_t, in_flight)    /* Call requests running now */                            \
+    F(uint32_t, modules_loaded)                                                          \
+    F(double, uptime_s)                                                                  \
+    F(uint64_t, calls_failed)                                                            \
+    F(uint32_t, restarts)                                                                \
+    F(char *, last_crash)                                                                \
+    F(uint32_t, slots)                                                                   \
+    F(uint32_t, busy_slots)                                                              \
+    F(uint32_t, stuck_calls)                                                             \
+    F(double, oldest_call_s)                                                             \
+    F(char *, oldest_call)  /* what the oldest running call is */                        \
+    F(char *, slot_holders) /* what every busy slot holds */                             \
     F(uint32_t, queued_calls)
 
 typedef struct proto_stats_reply {
@@ -171,7 +170,7 @@ int proto_stats_reply_unpack(const void *buf, size_t len, proto_stats_reply **ou
 
 /* ---- Shutdown (its reply is empty) -------------------------------------------- */
 
-#define PROTO_SHUTDOWN_REQ_FIELDS(F, LIST) \
+#define PROTO_SHUTDOWN_REQ_FIELDS(F, LIST)                                               \
     F(uint32_t, grace_ms) /* time given to calls in flight before they are cancelled */
 
 typedef struct proto_shutdown_req {
