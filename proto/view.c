@@ -44,28 +44,33 @@ int proto_view_pack(const proto_view_desc *d, const void *in, proto_bytes *out)
     return 0;
 }
 
-static void *member(void *view, size_t off)
-{
-    return (char *)view + off;
-}
+/* Where a view's strings go: first only counted (at == NULL), then copied
+ * behind the view in its allocation, the lists' entries first. */
+typedef struct arena {
+    char **slot; /* the next list entry */
+    char *at;    /* the next string */
+    size_t ptrs, bytes;
+} arena;
 
-/* Appends `s` at *at and returns where it landed. */
-static char *put(char **at, const char *s)
+/* Counts `s` (NULL is "") and copies it when the arena has room; returns the
+ * copy, or NULL while counting. */
+static char *keep(arena *a, const char *s)
 {
+    s = proto_str(s);
     size_t n = strlen(s) + 1;
-    char *dst = memcpy(*at, s, n);
-    *at += n;
+    a->bytes += n;
+    if (!a->at)
+        return NULL;
+    char *dst = memcpy(a->at, s, n);
+    a->at += n;
     return dst;
 }
 
-/* Walks the strings of `view`, whose own still point elsewhere: counts the
- * bytes they need and the lists' entries, or, with `v` (a copy of the view
- * that ends with room for them), copies them there, lists' entries first. */
-static void strings(const proto_view_desc *d, void *view, size_t *bytes, size_t *ptrs,
-                    char *v)
+/* Keeps the strings of the view `src`, whose own still point into the
+ * message, and points `dst` (the view's copy, or NULL while counting) at the
+ * kept ones. */
+static void keep_strings(const proto_view_desc *d, const char *src, char *dst, arena *a)
 {
-    char **slot = v ? (char **)(v + d->size) : NULL;
-    char *at = v ? v + d->size + *ptrs * sizeof(char *) : NULL;
     for (size_t i = 0; i < d->n_fields; i++) {
         const proto_field *f = &d->fields[i];
         const ProtobufCFieldDescriptor *fd;
@@ -73,22 +78,22 @@ static void strings(const proto_view_desc *d, void *view, size_t *bytes, size_t 
         if (proto_field_find(d, f, &fd, &kind))
             continue; /* proto_fields_to_view() refused it already */
         if (kind == PROTO_KIND_STRING) {
-            const char *s = proto_str(*(char **)member(view, f->off));
-            if (v)
-                *(char **)member(v, f->off) = put(&at, s);
-            *bytes += strlen(s) + 1;
+            char *s = keep(a, *(char *const *)(src + f->off));
+            if (dst)
+                *(char **)(dst + f->off) = s;
         } else if (kind == PROTO_KIND_LIST) {
-            size_t n = *(size_t *)member(view, f->n_off);
-            char **list = *(char ***)member(view, f->off);
+            size_t n = *(const size_t *)(src + f->n_off);
+            char **list = *(char **const *)(src + f->off), **copy = a->slot;
             for (size_t j = 0; j < n; j++) {
-                if (v)
-                    slot[j] = put(&at, proto_str(list[j]));
-                *bytes += strlen(proto_str(list[j])) + 1;
+                char *s = keep(a, list[j]);
+                if (copy)
+                    copy[j] = s;
             }
-            if (v)
-                *(char ***)member(v, f->off) = n ? slot : NULL;
-            slot = v ? slot + n : NULL;
-            *ptrs += v ? 0 : n;
+            a->ptrs += n;
+            if (dst)
+                *(char ***)(dst + f->off) = n ? copy : NULL;
+            if (copy)
+                a->slot += n;
         }
     }
 }
@@ -104,13 +109,15 @@ int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **
     int rc = proto_fields_to_view(d, m, tmpl);
     if (rc)
         return rc;
-    size_t bytes = 0, ptrs = 0;
-    strings(d, tmpl, &bytes, &ptrs, NULL);
-    char *v = malloc(d->size + ptrs * sizeof(char *) + bytes);
+    arena count = {0};
+    keep_strings(d, tmpl, NULL, &count);
+    size_t lists = count.ptrs * sizeof(char *);
+    char *v = malloc(d->size + lists + count.bytes);
     if (!v)
         return FERRY_ENOMEM;
     memcpy(v, tmpl, d->size);
-    strings(d, tmpl, &bytes, &ptrs, v);
+    arena put = {.slot = (char **)(v + d->size), .at = v + d->size + lists};
+    keep_strings(d, tmpl, v, &put);
     *out = v;
     return 0;
 }
