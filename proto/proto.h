@@ -47,29 +47,46 @@ void proto_bytes_fini(proto_bytes *b);
 /* Frees a view an unpack returned. NULL: no-op. */
 void proto_free(void *view);
 
+/* ---- the views' fields ------------------------------------------------------ */
+
+/* Each view's fields are written once, as a list: F(type, name) for a field
+ * of the message that has that name in proto/ferry.proto, LIST(name) for a
+ * repeated string field (the view holds size_t n_<name> and char **<name>).
+ * The struct below is made from the list, and so are its pack and unpack,
+ * which copy each field by the name it has in the message. */
+#define PROTO_MEMBER(type, name) type name;
+#define PROTO_LIST_MEMBER(name)                                                          \
+    size_t n_##name;                                                                     \
+    char **name;
+
 /* ---- Ping --------------------------------------------------------------------- */
 
+#define PROTO_PING_REQ_FIELDS(F, LIST) F(uint64_t, nonce) /* echoed in the reply */
+
 typedef struct proto_ping_req {
-    uint64_t nonce; /* echoed in the reply */
+    PROTO_PING_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_ping_req;
 
 /* What a worker says about itself: the fields `ferry status` and the health
  * checks read. */
+#define PROTO_PING_REPLY_FIELDS(F, LIST)                                                 \
+    F(char *, version) /* the worker's ferry version, "MAJOR.MINOR.PATCH" */             \
+    F(int32_t, pid)                                                                      \
+    F(char *, hostname)                                                                  \
+    F(char *, device) /* "cpu: ... (2 cores)" or "cuda:0 ..." */                         \
+    F(uint64_t, nonce)                                                                   \
+    F(int32_t, rank) /* -1 before one is assigned */                                     \
+    F(double, uptime_s)                                                                  \
+    F(char *, last_crash) /* the crash recorded before this start, "" if none */         \
+    F(uint64_t, crash_id) /* changes with each recorded crash; 0 if none */              \
+    F(uint32_t, restarts) /* how often the supervisor restarted the worker */            \
+    F(uint32_t, slots)    /* the worker's handler threads */                             \
+    F(uint32_t, busy_slots)                                                              \
+    F(uint32_t, stuck_calls)                                                             \
+    F(double, oldest_call_s)
+
 typedef struct proto_ping_reply {
-    char *version; /* the worker's ferry version, "MAJOR.MINOR.PATCH" */
-    int32_t pid;
-    char *hostname;
-    char *device; /* "cpu: ... (2 cores)" or "cuda:0 ..." */
-    uint64_t nonce;
-    int32_t rank; /* -1 before one is assigned */
-    double uptime_s;
-    char *last_crash;  /* the crash recorded before this start, "" if none */
-    uint64_t crash_id; /* changes with each recorded crash; 0 if none */
-    uint32_t restarts; /* how often the supervisor restarted the worker */
-    uint32_t slots;    /* the worker's handler threads */
-    uint32_t busy_slots;
-    uint32_t stuck_calls;
-    double oldest_call_s;
+    PROTO_PING_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_ping_reply;
 
 int proto_ping_req_pack(const proto_ping_req *in, proto_bytes *out);
@@ -79,16 +96,21 @@ int proto_ping_reply_unpack(const void *buf, size_t len, proto_ping_reply **out)
 
 /* ---- LoadModule --------------------------------------------------------------- */
 
+#define PROTO_LOAD_MODULE_REQ_FIELDS(F, LIST)                                            \
+    F(char *, sha256) /* hex digest of the module's bytes (the payload) */               \
+    F(char *, name)   /* the file name the master knows it by, as sent */
+
 typedef struct proto_load_module_req {
-    char *sha256; /* hex digest of the module's bytes (the payload) */
-    char *name;   /* the file name the master knows it by, as sent */
+    PROTO_LOAD_MODULE_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_load_module_req;
 
+#define PROTO_LOAD_MODULE_REPLY_FIELDS(F, LIST)                                          \
+    F(char *, task_name)                                                                 \
+    LIST(functions) /* n_functions, functions */                                         \
+    F(bool, cached) /* the worker had these bytes already */
+
 typedef struct proto_load_module_reply {
-    char *task_name;
-    size_t n_functions;
-    char **functions;
-    bool cached; /* the worker had these bytes already */
+    PROTO_LOAD_MODULE_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_load_module_reply;
 
 int proto_load_module_req_pack(const proto_load_module_req *in, proto_bytes *out);
@@ -100,15 +122,20 @@ int proto_load_module_reply_unpack(const void *buf, size_t len,
 
 /* ---- Call ------------------------------------------------------------------------ */
 
+#define PROTO_CALL_REQ_FIELDS(F, LIST)                                                   \
+    F(char *, sha256)      /* the module */                                              \
+    F(char *, function)    /* the name it exports */                                     \
+    F(int32_t, rank)       /* the worker's rank, as the master sees it */                \
+    F(int32_t, world_size) /* the cluster's size; both are handed to the function */
+
 typedef struct proto_call_req {
-    char *sha256;       /* the module */
-    char *function;     /* the name it exports */
-    int32_t rank;       /* the worker's rank, as the master sees it */
-    int32_t world_size; /* the cluster's size; both are handed to the function */
+    PROTO_CALL_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_call_req;
 
+#define PROTO_CALL_REPLY_FIELDS(F, LIST) F(double, elapsed_s)
+
 typedef struct proto_call_reply {
-    double elapsed_s;
+    PROTO_CALL_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_call_reply;
 
 int proto_call_req_pack(const proto_call_req *in, proto_bytes *out);
@@ -118,21 +145,24 @@ int proto_call_reply_unpack(const void *buf, size_t len, proto_call_reply **out)
 
 /* ---- Stats (its request is empty) --------------------------------------------- */
 
+#define PROTO_STATS_REPLY_FIELDS(F, LIST)                                                \
+    F(uint64_t, calls_served) /* Call requests ended, failed ones included */            \
+    F(uint32_t, in_flight)    /* Call requests running now */                            \
+    F(uint32_t, modules_loaded)                                                          \
+    F(double, uptime_s)                                                                  \
+    F(uint64_t, calls_failed)                                                            \
+    F(uint32_t, restarts)                                                                \
+    F(char *, last_crash)                                                                \
+    F(uint32_t, slots)                                                                   \
+    F(uint32_t, busy_slots)                                                              \
+    F(uint32_t, stuck_calls)                                                             \
+    F(double, oldest_call_s)                                                             \
+    F(char *, oldest_call)  /* what the oldest running call is */                        \
+    F(char *, slot_holders) /* what every busy slot holds */                             \
+    F(uint32_t, queued_calls)
+
 typedef struct proto_stats_reply {
-    uint64_t calls_served; /* Call requests ended, failed ones included */
-    uint32_t in_flight;    /* Call requests running now */
-    uint32_t modules_loaded;
-    double uptime_s;
-    uint64_t calls_failed;
-    uint32_t restarts;
-    char *last_crash;
-    uint32_t slots;
-    uint32_t busy_slots;
-    uint32_t stuck_calls;
-    double oldest_call_s;
-    char *oldest_call;  /* what the oldest running call is */
-    char *slot_holders; /* what every busy slot holds */
-    uint32_t queued_calls;
+    PROTO_STATS_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_stats_reply;
 
 int proto_stats_reply_pack(const proto_stats_reply *in, proto_bytes *out);
@@ -140,8 +170,11 @@ int proto_stats_reply_unpack(const void *buf, size_t len, proto_stats_reply **ou
 
 /* ---- Shutdown (its reply is empty) -------------------------------------------- */
 
+#define PROTO_SHUTDOWN_REQ_FIELDS(F, LIST)                                               \
+    F(uint32_t, grace_ms) /* time given to calls in flight before they are cancelled */
+
 typedef struct proto_shutdown_req {
-    uint32_t grace_ms; /* time given to calls in flight before they are cancelled */
+    PROTO_SHUTDOWN_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_shutdown_req;
 
 int proto_shutdown_req_pack(const proto_shutdown_req *in, proto_bytes *out);

@@ -1,60 +1,103 @@
 /* proto — private header shared by the files of this folder: the generated
- * protobuf-c code, and the one way every view is made from a message. */
+ * protobuf-c code, and the one way every view is packed and made from a
+ * message. */
 #ifndef FERRY_PROTO_INT_H
 #define FERRY_PROTO_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <ferry/ferry.h>
 
 #include "ferry.pb-c.h"
 #include "proto.h"
 
-/* Copies the decoded message's fields into a view; strings may still point
- * into the message (proto_view_from copies them). */
-typedef void (*proto_fill_fn)(void *view, const ProtobufCMessage *m);
+/* One member of a view and the message's field of the same name. The field's
+ * type and its place in the message come from protobuf-c's descriptor, so
+ * that copying needs nothing more. */
+typedef struct proto_field {
+    const char *name;
+    size_t off;   /* the member's place in the view */
+    size_t size;  /* and its size */
+    size_t n_off; /* a repeated field: its count's place, else PROTO_NO_COUNT */
+} proto_field;
 
-/* How one message becomes its view. */
+#define PROTO_NO_COUNT SIZE_MAX
+
+/* How one message becomes its view and back. */
 typedef struct proto_view_desc {
     const ProtobufCMessageDescriptor *msg;
     size_t size; /* the view's */
-    proto_fill_fn fill;
-    const size_t *strs; /* offsets of the view's char * fields */
-    size_t n_strs;
-    /* A repeated string field: the offset of its char ** and of its count
-     * (a size_t), or list_n == 0 when the view has none. */
-    size_t list, list_n;
+    const proto_field *fields;
+    size_t n_fields;
 } proto_view_desc;
 
+/* How a view's member holds its message field. */
+typedef enum proto_kind {
+    PROTO_KIND_NUMBER, /* the same bits: an integer, a float or a double */
+    PROTO_KIND_BOOL,   /* bool in the view, protobuf_c_boolean in the message */
+    PROTO_KIND_STRING, /* char *; never NULL in a message, nor in an unpacked view */
+    PROTO_KIND_LIST,   /* char ** and its size_t count */
+} proto_kind;
+
+/* The message field that `f` names and how the view holds it. Returns 0, or
+ * FERRY_EINVAL when the message has no such field or the view's member
+ * cannot hold it (a view that does not match ferry.proto). */
+int proto_field_find(const proto_view_desc *d, const proto_field *f,
+                     const ProtobufCFieldDescriptor **fd, proto_kind *kind);
+
+/* Copies every field of `view` into the message `m` (the strings are shared,
+ * NULL ones become ""), or of `m` into `view` (the strings still point into
+ * the message). Returns 0 or FERRY_EINVAL as proto_field_find(). */
+int proto_fields_to_msg(const proto_view_desc *d, const void *view, ProtobufCMessage *m);
+int proto_fields_to_view(const proto_view_desc *d, const ProtobufCMessage *m, void *view);
+
 /* The view of the decoded message `m`, in one allocation with its strings
- * (NULL ones become ""). Returns 0 or FERRY_ENOMEM. */
+ * (NULL ones become ""). Returns 0, FERRY_ENOMEM or FERRY_EINVAL. */
 int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **out);
 
 /* Decodes `len` bytes as d->msg and makes its view. Returns 0,
  * FERRY_ECORRUPT for bytes that are not that message, or FERRY_ENOMEM. */
 int proto_view_unpack(const proto_view_desc *d, const void *buf, size_t len, void **out);
 
-/* A view's string fields, for a proto_view_desc: an array of offsets. */
-#define PROTO_STRS(offs) .strs = (offs), .n_strs = sizeof(offs) / sizeof((offs)[0])
-
-/* Defines proto_<view>_unpack() for the view type proto_<view>, made from
- * the message ferry__<message> by the proto_view_desc fields that follow. */
-#define PROTO_UNPACK(view, message, ...)                                                 \
-    static const proto_view_desc view##_desc = {.msg = &ferry__##message##__descriptor,  \
-                                                .size = sizeof(proto_##view),            \
-                                                __VA_ARGS__};                            \
-    int proto_##view##_unpack(const void *buf, size_t len, proto_##view **out)           \
-    {                                                                                    \
-        return proto_view_unpack(&view##_desc, buf, len, (void **)out);                  \
-    }
-
-/* Packs `m` into out->data (malloc'd). Returns 0 or FERRY_ENOMEM. */
-int proto_pack(const ProtobufCMessage *m, proto_bytes *out);
+/* Packs the view `in` as d->msg into out->data (malloc'd). Returns 0,
+ * FERRY_ENOMEM or FERRY_EINVAL. */
+int proto_view_pack(const proto_view_desc *d, const void *in, proto_bytes *out);
 
 /* A view's string as a message field: NULL becomes "". */
 static inline char *proto_str(const char *s)
 {
     return (char *)(s ? s : "");
 }
+
+/* A proto_field for each entry of a view's field list (proto.h), in a scope
+ * where proto_this names the view's type. */
+#define PROTO_FIELD(type, name)                                                          \
+    {#name, offsetof(proto_this, name), sizeof(((proto_this *)0)->name), PROTO_NO_COUNT},
+#define PROTO_LIST_FIELD(name)                                                           \
+    {#name, offsetof(proto_this, name), sizeof(((proto_this *)0)->name),                 \
+     offsetof(proto_this, n_##name)},
+
+/* Defines proto_<view>_pack() and proto_<view>_unpack() for the view type
+ * proto_<view>, whose fields FIELDS lists, and the message ferry__<message>. */
+#define PROTO_VIEW(view, message, FIELDS)                                                \
+    static const proto_view_desc *view##_desc(void)                                      \
+    {                                                                                    \
+        typedef proto_##view proto_this;                                                 \
+        static const proto_field fields[] = {FIELDS(PROTO_FIELD, PROTO_LIST_FIELD)};     \
+        static const proto_view_desc d = {.msg = &ferry__##message##__descriptor,        \
+                                          .size = sizeof(proto_this),                    \
+                                          .fields = fields,                              \
+                                          .n_fields = sizeof fields / sizeof fields[0]}; \
+        return &d;                                                                       \
+    }                                                                                    \
+    int proto_##view##_pack(const proto_##view *in, proto_bytes *out)                    \
+    {                                                                                    \
+        return proto_view_pack(view##_desc(), in, out);                                  \
+    }                                                                                    \
+    int proto_##view##_unpack(const void *buf, size_t len, proto_##view **out)           \
+    {                                                                                    \
+        return proto_view_unpack(view##_desc(), buf, len, (void **)out);                 \
+    }
 
 #endif

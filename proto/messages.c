@@ -1,0 +1,21 @@
+/* The worker's own methods' messages as views: each made from its field list
+ * in proto.h and the generated message of the same fields. */
+#include "proto_int.h"
+
+/* Ping: the one method a caller without the token may use. */
+PROTO_VIEW(ping_req, ping_request, PROTO_PING_REQ_FIELDS)
+PROTO_VIEW(ping_reply, ping_reply, PROTO_PING_REPLY_FIELDS)
+
+/* LoadModule: a module offered by its digest, its bytes as the payload. */
+PROTO_VIEW(load_module_req, load_module_request, PROTO_LOAD_MODULE_REQ_FIELDS)
+PROTO_VIEW(load_module_reply, load_module_reply, PROTO_LOAD_MODULE_REPLY_FIELDS)
+
+/* Call: a function of a loaded module, its argument and result as payloads. */
+PROTO_VIEW(call_req, call_request, PROTO_CALL_REQ_FIELDS)
+PROTO_VIEW(call_reply, call_reply, PROTO_CALL_REPLY_FIELDS)
+
+/* Stats: the worker's counters and what holds its handler slots. */
+PROTO_VIEW(stats_reply, stats_reply, PROTO_STATS_REPLY_FIELDS)
+
+/* Shutdown: the worker exits, giving its calls a grace period. */
+PROTO_VIEW(shutdown_req, shutdown_request, PROTO_SHUTDOWN_REQ_FIELDS)
