@@ -97,94 +97,98 @@ typedef struct begin_args {
     char submitter[256];
 } begin_args;
 
-/* The trainer's options: the ones every mode has. A wrong one fails the
- * call (the last failure's text is the one the caller reads). */
-static int parse_trainer(ferry_ctx_t *ctx, const Ferry__TrainBegin *a, begin_args *ba)
+/* The trainer's options (`sp`, unpacked from `m`): the ones every mode
+ * has. A wrong one fails the call (the last failure's text is the one the
+ * caller reads). */
+static int parse_trainer(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
+                         const proto_train_spec *sp, begin_args *ba)
 {
     int rc = 0;
-    snprintf(ba->data_dir, sizeof ba->data_dir, "%s", a->data_dir);
+    snprintf(ba->data_dir, sizeof ba->data_dir, "%s", sp->data_dir);
     ba->o = (rt_train_opts){
-        .batch = (int)(a->batch > 1 << 20 ? 1 << 20 : a->batch),
-        .optim = {.kind = a->optimizer[0] ? rt_optim_parse(a->optimizer) : RT_OPT_SGD,
-                  .lr = a->lr,
-                  .momentum = a->momentum,
-                  .weight_decay = a->weight_decay},
-        .seed = a->seed,
+        .batch = (int)(sp->batch > 1 << 20 ? 1 << 20 : sp->batch),
+        .optim = {.kind = sp->optimizer[0] ? rt_optim_parse(sp->optimizer) : RT_OPT_SGD,
+                  .lr = sp->lr,
+                  .momentum = sp->momentum,
+                  .weight_decay = sp->weight_decay},
+        .seed = sp->seed,
         .rank = 0,
         .world = 1,
         .data_dir = ba->data_dir[0] ? ba->data_dir : NULL,
-        .eval_batch = (int)(a->eval_batch > 1 << 16 ? 1 << 16 : a->eval_batch),
+        .eval_batch = (int)(m->eval_batch > 1 << 16 ? 1 << 16 : m->eval_batch),
     };
     rt_train_opts *o = &ba->o;
-    o->epochs = (int)(a->epochs > 1000000 ? 1000000 : a->epochs);
-    if (a->precision[0] && rt_precision_parse(a->precision, &o->precision) != 0)
-        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown precision '%s' (fp32, tf32 or bf16)",
-                            a->precision);
-    o->cosine = strcmp(a->schedule, "cosine") == 0;
-    if (a->schedule[0] && !o->cosine && strcmp(a->schedule, "constant") != 0)
+    o->epochs = (int)(sp->epochs > 1000000 ? 1000000 : sp->epochs);
+    if (sp->precision[0] && rt_precision_parse(sp->precision, &o->precision) != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "unknown schedule '%s' (constant or cosine)", a->schedule);
+                            "unknown precision '%s' (fp32, tf32 or bf16)", sp->precision);
+    o->cosine = strcmp(sp->schedule, "cosine") == 0;
+    if (sp->schedule[0] && !o->cosine && strcmp(sp->schedule, "constant") != 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "unknown schedule '%s' (constant or cosine)", sp->schedule);
     return rc;
 }
 
 /* The ranks' options: the mode, the collective session's (sync) and the
  * parameter server's (async), and the peers' addresses. Checked only when
  * nothing failed before (`rc`). */
-static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *a, begin_args *ba,
-                       int rc)
+static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
+                       const proto_train_spec *sp, begin_args *ba, int rc)
 {
     /* Sync mode: the collective session is named by the training session's
      * id, and every rank gets the same chunk size from the master. */
     ba->co =
         (rt_comm_opts){.session = ba->id,
-                       .rank = (int)a->rank,
-                       .world = a->world > 1 ? (int)a->world : 1,
-                       .chunk_bytes = a->chunk_bytes,
-                       .compress = (rt_compress)rt_compress_parse(a->grad_compression),
-                       .timeout_ms = a->timeout_ms};
+                       .rank = (int)m->rank,
+                       .world = m->world > 1 ? (int)m->world : 1,
+                       .chunk_bytes = (uint32_t)sp->chunk_bytes,
+                       .compress = (rt_compress)rt_compress_parse(sp->grad_compression),
+                       .timeout_ms = (uint32_t)sp->timeout_ms};
     /* A begin without a secret starts no collective session (rt_comm_create
      * says so). */
-    if (a->secret.len == sizeof ba->secret) {
-        memcpy(ba->secret, a->secret.data, sizeof ba->secret);
+    if (m->secret.len == sizeof ba->secret) {
+        memcpy(ba->secret, m->secret.data, sizeof ba->secret);
         ba->co.secret = ba->secret;
     }
-    ba->bucket_bytes = a->bucket_bytes;
-    ba->async = strcmp(a->mode, "async") == 0;
-    if (rc == 0 && a->mode[0] && !ba->async && strcmp(a->mode, "sync") != 0)
-        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)", a->mode);
-    ba->algo = rt_ps_algo_parse(a->algo);
+    ba->bucket_bytes = (size_t)sp->bucket_bytes;
+    ba->async = strcmp(sp->mode, "async") == 0;
+    if (rc == 0 && sp->mode[0] && !ba->async && strcmp(sp->mode, "sync") != 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)",
+                            sp->mode);
+    ba->algo = rt_ps_algo_parse(sp->algo);
     if (rc == 0 && ba->async && ba->algo < 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "unknown algorithm '%s' (downpour, dynsgd or easgd)", a->algo);
+                            "unknown algorithm '%s' (downpour, dynsgd or easgd)",
+                            sp->algo);
     if (rc == 0 && ba->async &&
-        (a->ps_shards > RT_PS_MAX_SHARDS || a->alpha < 0 || a->alpha >= 1))
+        (sp->ps_shards > RT_PS_MAX_SHARDS || sp->alpha < 0 || sp->alpha >= 1))
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "%u shards, alpha %g: at most %d shards, alpha in [0, 1)",
-                            a->ps_shards, a->alpha, RT_PS_MAX_SHARDS);
+                            "%ld shards, alpha %g: at most %d shards, alpha in [0, 1)",
+                            sp->ps_shards, sp->alpha, RT_PS_MAX_SHARDS);
     if (rc || ba->co.world <= 1)
         return rc;
-    if (a->n_peers != (size_t)ba->co.world || a->rank >= a->world)
+    if (m->n_peers != (size_t)ba->co.world || m->rank >= m->world)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "rank %u of %u workers with %zu peer addresses", a->rank,
-                            a->world, a->n_peers);
-    else if (a->batch && a->batch < a->world)
+                            "rank %u of %u workers with %zu peer addresses", m->rank,
+                            m->world, m->n_peers);
+    else if (sp->batch && sp->batch < m->world)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "the global batch of %u is smaller than the %u workers: "
+                            "the global batch of %ld is smaller than the %u workers: "
                             "each needs at least one sample a step",
-                            a->batch, a->world);
-    else if (a->chunk_bytes && a->chunk_bytes < RT_TRAIN_MIN_CHUNK_BYTES)
+                            sp->batch, m->world);
+    else if (sp->chunk_bytes && sp->chunk_bytes < RT_TRAIN_MIN_CHUNK_BYTES)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "all-reduce chunks of %u bytes: at least %d (each chunk "
+                            "all-reduce chunks of %ld bytes: at least %d (each chunk "
                             "is one call between workers)",
-                            a->chunk_bytes, RT_TRAIN_MIN_CHUNK_BYTES);
+                            sp->chunk_bytes, RT_TRAIN_MIN_CHUNK_BYTES);
     else if ((int)ba->co.compress < 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown gradient compression '%s' (none, lz4 or fp16)",
-                            a->grad_compression);
-    else if (!(ba->peers = calloc(a->n_peers, sizeof *ba->peers)))
+                            sp->grad_compression);
+    else if (!(ba->peers = calloc(m->n_peers, sizeof *ba->peers)))
         rc = FERRY_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < a->n_peers; i++)
-        if (!(ba->peers[i] = strdup(a->peers[i])))
+    for (size_t i = 0; rc == 0 && i < m->n_peers; i++)
+        if (!(ba->peers[i] = strdup(m->peers[i])))
             rc = FERRY_ENOMEM;
     return rc;
 }
@@ -198,19 +202,21 @@ static int parse_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, begin_args *ba
     if (!a)
         return bad_argument(ctx, "TrainBegin");
     ba->id = a->session;
-    int rc = parse_trainer(ctx, a, ba);
-    rc = parse_ranks(ctx, a, ba, rc);
+    proto_train_spec sp;
+    proto_train_spec_unpack(a, &sp);
+    int rc = parse_trainer(ctx, a, &sp, ba);
+    rc = parse_ranks(ctx, a, &sp, ba, rc);
     if (a->secret.len)
         OPENSSL_cleanse(a->secret.data, a->secret.len);
     if (!ba->o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",
-                            a->optimizer);
-    ba->ps_shards = a->ps_shards;
-    ba->push_every = a->push_every;
-    ba->pull_every = a->pull_every;
-    ba->tau = a->tau;
-    ba->staleness = a->staleness;
-    ba->alpha = a->alpha;
+                            sp.optimizer);
+    ba->ps_shards = (uint32_t)sp.ps_shards;
+    ba->push_every = (uint32_t)sp.push_every;
+    ba->pull_every = (uint32_t)sp.pull_every;
+    ba->tau = (uint32_t)sp.tau;
+    ba->staleness = (int)sp.staleness;
+    ba->alpha = (float)sp.alpha;
     ba->idle_ms = a->idle_ms ? a->idle_ms : IDLE_MS_DEFAULT;
     const char *who = a->submitter[0] ? a->submitter : "an unnamed submitter";
     base_escape(ba->submitter, sizeof ba->submitter, who, strlen(who)); /* from the wire */
