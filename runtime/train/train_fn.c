@@ -73,9 +73,10 @@ static int bad_argument(ferry_ctx_t *ctx, const char *what)
     return ctx->ops->fail(ctx, FERRY_EINVAL, "the argument is not a %s message", what);
 }
 
-/* A begin's arguments, unpacked and checked (the TrainBegin message is
- * freed once they are copied out). */
+/* A begin's arguments, unpacked and checked. */
 typedef struct begin_args {
+    Ferry__TrainBegin *msg; /* freed when the begin returns */
+    proto_train_spec sp;    /* the options, borrowing msg's strings */
     uint64_t id;
     rt_train_opts o;
     rt_comm_opts co;
@@ -88,11 +89,7 @@ typedef struct begin_args {
                    "one secret keys a run's chunks and its shards");
     char **peers; /* co.world of them, with world > 1 */
     bool async;
-    size_t bucket_bytes;
     int algo;
-    uint32_t ps_shards, push_every, pull_every, tau;
-    int staleness;
-    float alpha;
     uint32_t idle_ms;
     char submitter[256];
 } begin_args;
@@ -150,7 +147,6 @@ static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
         memcpy(ba->secret, m->secret.data, sizeof ba->secret);
         ba->co.secret = ba->secret;
     }
-    ba->bucket_bytes = (size_t)sp->bucket_bytes;
     ba->async = strcmp(sp->mode, "async") == 0;
     if (rc == 0 && sp->mode[0] && !ba->async && strcmp(sp->mode, "sync") != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)",
@@ -198,29 +194,22 @@ static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
 static int parse_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, begin_args *ba)
 {
     memset(ba, 0, sizeof *ba);
-    Ferry__TrainBegin *a = ferry__train_begin__unpack(NULL, in->len, in->data);
+    Ferry__TrainBegin *a = ba->msg = ferry__train_begin__unpack(NULL, in->len, in->data);
     if (!a)
         return bad_argument(ctx, "TrainBegin");
     ba->id = a->session;
-    proto_train_spec sp;
-    proto_train_spec_unpack(a, &sp);
-    int rc = parse_trainer(ctx, a, &sp, ba);
-    rc = parse_ranks(ctx, a, &sp, ba, rc);
+    proto_train_spec_unpack(a, &ba->sp);
+    int rc = parse_trainer(ctx, a, &ba->sp, ba);
+    rc = parse_ranks(ctx, a, &ba->sp, ba, rc);
     if (a->secret.len)
         OPENSSL_cleanse(a->secret.data, a->secret.len);
     if (!ba->o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",
-                            sp.optimizer);
-    ba->ps_shards = (uint32_t)sp.ps_shards;
-    ba->push_every = (uint32_t)sp.push_every;
-    ba->pull_every = (uint32_t)sp.pull_every;
-    ba->tau = (uint32_t)sp.tau;
-    ba->staleness = (int)sp.staleness;
-    ba->alpha = (float)sp.alpha;
+                            ba->sp.optimizer);
     ba->idle_ms = a->idle_ms ? a->idle_ms : IDLE_MS_DEFAULT;
     const char *who = a->submitter[0] ? a->submitter : "an unnamed submitter";
-    base_escape(ba->submitter, sizeof ba->submitter, who, strlen(who)); /* from the wire */
-    ferry__train_begin__free_unpacked(a, NULL);
+    base_escape(ba->submitter, sizeof ba->submitter, who,
+                strlen(who)); /* from the wire */
     return rc;
 }
 
@@ -243,20 +232,20 @@ static int begin_ranks(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, ch
         o->token = w->token;
         o->secret = ba->co.secret; /* the shards copy it */
         o->timeout_ms = ba->co.timeout_ms;
-        o->ps_shards = (int)ba->ps_shards;
-        o->staleness = ba->staleness;
-        o->push_every = (int)ba->push_every;
-        o->pull_every = (int)ba->pull_every;
+        o->ps_shards = (int)ba->sp.ps_shards;
+        o->staleness = (int)ba->sp.staleness;
+        o->push_every = (int)ba->sp.push_every;
+        o->pull_every = (int)ba->sp.pull_every;
         o->algo = (rt_ps_algo)ba->algo;
-        o->alpha = ba->alpha;
-        o->tau = (int)ba->tau;
+        o->alpha = (float)ba->sp.alpha;
+        o->tau = (int)ba->sp.tau;
         return 0;
     }
     ba->co.token = w->token; /* peers check it like any caller's */
     ba->co.peers = (const char *const *)ba->peers;
     int rc = rt_comm_create(w->hub, &ba->co, &s->comm, err, errlen);
     o->comm = s->comm;
-    o->bucket_bytes = ba->bucket_bytes;
+    o->bucket_bytes = (size_t)ba->sp.bucket_bytes;
     return rc;
 }
 
@@ -326,6 +315,8 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         rc = begin_trainer(ctx, &ba, s, err, sizeof err);
     OPENSSL_cleanse(ba.secret, sizeof ba.secret);
     free_peers(ba.peers, ba.co.world);
+    if (ba.msg)
+        ferry__train_begin__free_unpacked(ba.msg, NULL);
     if (!s) /* refused: the call says why */
         return rc;
     /* Read while the session is still this call's: once it is not busy, an
