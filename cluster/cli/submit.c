@@ -4,8 +4,6 @@
  * in this process. */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +13,6 @@
 
 #include "cli.h"
 #include "cli_plugin.h"
-#include "runtime/train/train.h"
 
 static const char usage[] =
     "usage: ferry submit MODULE.so [OPTIONS] [-- ARGS...]\n"
@@ -34,240 +31,49 @@ static const char usage[] =
     "      --load-timeout-ms MS  how long loading the module here to check it\n"
     "                          may take, constructors included (default 10000)\n"
     "  -h, --help              this text\n"
-    "  -V, --version           ferry's version\n"
-    "\n"
-    "training (a module with a model):\n"
-    "  -e, --epochs E          epochs (default 5)\n"
-    "  -b, --batch B           samples a step (default 128)\n"
-    "      --optimizer NAME    sgd or adam (default sgd)\n"
-    "      --lr LR             learning rate (default 0.05 for sgd, 0.001 for adam)\n"
-    "      --schedule NAME     cosine (the learning rate decays to 0 over the run;\n"
-    "                          the default) or constant\n"
-    "      --momentum M        sgd momentum (default 0.9)\n"
-    "      --weight-decay WD   L2 weight decay (default 0)\n"
-    "      --seed S            seeds the parameters and the shuffle (default 1)\n"
-    "      --data DIR          where the workers find Fashion-MNIST (default\n"
-    "                          /usr/share/datasets/fashion-mnist); a relative\n"
-    "                          DIR is taken from the current directory\n"
-    "      --precision P       fp32 (the default), tf32 (a GPU's TF32 tensor\n"
-    "                          cores) or bf16; the cpu takes fp32 only\n"
-    "\n"
-    "distributed training:\n"
-    "      --mode MODE         sync: synchronous data parallelism, each worker\n"
-    "                          computing the gradient of its slice of every\n"
-    "                          global batch, summed by a ring all-reduce between\n"
-    "                          the workers (the default with more than one\n"
-    "                          worker); async: a parameter server sharded over\n"
-    "                          the workers, each worker pulling, computing and\n"
-    "                          pushing without waiting for the others; single:\n"
-    "                          worker 0 alone\n"
-    "      --workers K         train on the first K workers (default: all)\n"
-    "      --grad-compression C  none (default), lz4 (chunks that compress),\n"
-    "                          or fp16 (gradients travel as half floats)\n"
-    "      --chunk-bytes N     all-reduce chunk, each one call between workers\n"
-    "                          (default 1048576, at least 16384)\n"
-    "      --bucket-bytes N    gradient bucket started while backward runs\n"
-    "                          (default 26214400, DDP's 25 MiB)\n"
-    "      --timeout-ms N      a worker silent this long mid-step fails the step\n"
-    "                          (default 30000)\n"
-    "\n"
-    "async mode (--mode async):\n"
-    "      --algo NAME         downpour (default: gradients pushed to the shards,\n"
-    "                          which step the optimizer), dynsgd (the same, each\n"
-    "                          step divided by its staleness + 1) or easgd\n"
-    "                          (elastic averaging with the shards' centre)\n"
-    "      --staleness K       a worker more than K of its steps ahead of the\n"
-    "                          slowest waits (0: lock-step; default unbounded)\n"
-    "      --ps-shards S       parameter shards, held by worker s mod K (default:\n"
-    "                          one per worker)\n"
-    "      --push-every N      gradients of N batches summed into one push\n"
-    "                          (default 1)\n"
-    "      --pull-every N      steps between pulls (default 1)\n"
-    "      --alpha A           easgd's elastic coefficient (default 0.9 / workers)\n"
-    "      --tau T             easgd's steps between exchanges (default 4)\n";
+    "  -V, --version           ferry's version\n";
+
+_Static_assert(PROTO_TRAIN_MAX_WORKERS == CONF_MAX_WORKERS,
+               "--workers takes as many as a cluster has");
 
 enum {
     OPT_LOAD_TIMEOUT = 254,
-    OPT_SCHEDULE = 255,
-    OPT_OPTIMIZER = 256,
-    OPT_LR,
-    OPT_MOMENTUM,
-    OPT_WEIGHT_DECAY,
-    OPT_SEED,
-    OPT_DATA,
-    OPT_PRECISION,
-    OPT_MODE,
-    OPT_WORKERS,
-    OPT_GRAD_COMPRESSION,
-    OPT_CHUNK_BYTES,
-    OPT_BUCKET_BYTES,
-    OPT_TIMEOUT_MS,
-    OPT_ALGO,
-    OPT_STALENESS,
-    OPT_PS_SHARDS,
-    OPT_PUSH_EVERY,
-    OPT_PULL_EVERY,
-    OPT_ALPHA,
-    OPT_TAU,
+    /* The spec's options without a letter: their index from here. */
+    OPT_SPEC = 256,
 };
 
-/* Whether s is one of the NULL-terminated names. */
-static bool one_of(const char *s, const char *const *names)
+/* The option of getopt's value `c`, or -1 if it is none of the spec's. */
+static int spec_option(int c)
 {
-    for (; *names; names++)
-        if (strcmp(s, *names) == 0)
-            return true;
-    return false;
+    for (int i = 0; i < PROTO_TRAIN_OPTIONS; i++)
+        if (c == (proto_train_rows[i].letter ? proto_train_rows[i].letter : OPT_SPEC + i))
+            return i;
+    return -1;
 }
 
-#define ONE_OF(s, ...) one_of(s, (const char *const[]){__VA_ARGS__, NULL})
-
-/* Sets *out from arg, a number in lo..hi; else returns `bad`. */
-static const char *set_int(const char *arg, long lo, long hi, int *out, const char *bad)
+static void print_usage(void)
 {
-    long v;
-    if (!base_parse_long(arg, lo, hi, &v))
-        return bad;
-    *out = (int)v;
-    return NULL;
-}
-
-/* Sets the training option c (epochs, batch, the optimizer and its
- * schedule, seed, data, precision) from arg. Returns what a value must be
- * when arg is not one (*name: the option's), else NULL. */
-static const char *set_training(int c, const char *arg, cluster_train_opts *o,
-                                const char **name)
-{
-    long v;
-    switch (c) {
-    case 'e':
-        *name = "--epochs";
-        return set_int(arg, 1, 100000, &o->epochs, "a number of epochs from 1 to 100000");
-    case 'b':
-        *name = "--batch";
-        return set_int(arg, 1, 1 << 20, &o->batch, "a batch size from 1 to 1048576");
-    case OPT_OPTIMIZER:
-        *name = "--optimizer";
-        o->optimizer = arg;
-        return ONE_OF(arg, "sgd", "adam") ? NULL : "sgd or adam";
-    case OPT_SCHEDULE:
-        *name = "--schedule";
-        o->schedule = arg;
-        return ONE_OF(arg, "cosine", "constant") ? NULL : "cosine or constant";
-    case OPT_LR:
-        *name = "--lr";
-        return base_parse_double(arg, 1e-12, 1e6, &o->lr)
-                   ? NULL
-                   : "a positive learning rate from 1e-12 to 1e6";
-    case OPT_MOMENTUM:
-        *name = "--momentum";
-        return base_parse_double(arg, 0, 0.999999, &o->momentum) ? NULL
-                                                            : "a momentum in [0, 1)";
-    case OPT_WEIGHT_DECAY:
-        *name = "--weight-decay";
-        return base_parse_double(arg, 0, 1e6, &o->weight_decay)
-                   ? NULL
-                   : "a weight decay from 0 to 1e6";
-    case OPT_SEED:
-        *name = "--seed";
-        if (!base_parse_long(arg, 0, LONG_MAX, &v))
-            return "a seed from 0 to 9223372036854775807";
-        o->seed = (uint64_t)v;
-        return NULL;
-    case OPT_DATA:
-        o->data_dir = arg;
-        return NULL;
-    default: /* OPT_PRECISION */
-        *name = "--precision";
-        o->precision = arg;
-        return ONE_OF(arg, "fp32", "tf32", "bf16") ? NULL : "fp32, tf32 or bf16";
-    }
-}
-
-/* The same for how workers train together: the mode, how many, and the
- * all-reduce's compression, chunks, buckets and timeout. */
-static const char *set_distributed(int c, const char *arg, cluster_train_opts *o,
-                                   const char **name)
-{
-    switch (c) {
-    case OPT_MODE:
-        *name = "--mode";
-        o->mode = arg;
-        return ONE_OF(arg, "sync", "async", "single") ? NULL : "sync, async or single";
-    case OPT_WORKERS:
-        *name = "--workers";
-        return set_int(arg, 1, CONF_MAX_WORKERS, &o->workers,
-                       "a number of workers from 1 to 256 (a cluster's most)");
-    case OPT_GRAD_COMPRESSION:
-        *name = "--grad-compression";
-        o->grad_compression = arg;
-        return ONE_OF(arg, "none", "lz4", "fp16") ? NULL : "none, lz4 or fp16";
-    case OPT_CHUNK_BYTES:
-        *name = "--chunk-bytes";
-        if (!base_parse_long(arg, RT_TRAIN_MIN_CHUNK_BYTES, 256L << 20, &o->chunk_bytes))
-            return "a chunk size from 16384 bytes (16 KiB) to 256 MiB: each chunk is "
-                   "one call between workers, and smaller chunks make every step "
-                   "thousands of calls";
-        return NULL;
-    case OPT_BUCKET_BYTES:
-        *name = "--bucket-bytes";
-        return base_parse_long(arg, 64, 1L << 30, &o->bucket_bytes)
-                   ? NULL
-                   : "a bucket size from 64 bytes to 1 GiB";
-    default: /* OPT_TIMEOUT_MS */
-        *name = "--timeout-ms";
-        return base_parse_long(arg, 100, 24L * 3600 * 1000, &o->timeout_ms)
-                   ? NULL
-                   : "a timeout from 100 ms to a day";
-    }
-}
-
-/* The same for async mode's: the algorithm, staleness, shards, push and
- * pull intervals, and EASGD's alpha and tau. */
-static const char *set_async(int c, const char *arg, cluster_train_opts *o,
-                             const char **name)
-{
-    static const char steps[] = "a number of steps from 1 to 1048576";
-    switch (c) {
-    case OPT_ALGO:
-        *name = "--algo";
-        o->algo = arg;
-        return ONE_OF(arg, "downpour", "dynsgd", "easgd") ? NULL
-                                                          : "downpour, dynsgd or easgd";
-    case OPT_STALENESS:
-        *name = "--staleness";
-        return base_parse_long(arg, 0, 1L << 30, &o->staleness)
-                   ? NULL
-                   : "a number of steps from 0 to 1073741824";
-    case OPT_PS_SHARDS:
-        *name = "--ps-shards";
-        return base_parse_long(arg, 1, 4096, &o->ps_shards)
-                   ? NULL
-                   : "a number of shards from 1 to 4096";
-    case OPT_PUSH_EVERY:
-        *name = "--push-every";
-        return base_parse_long(arg, 1, 1L << 20, &o->push_every) ? NULL : steps;
-    case OPT_PULL_EVERY:
-        *name = "--pull-every";
-        return base_parse_long(arg, 1, 1L << 20, &o->pull_every) ? NULL : steps;
-    case OPT_ALPHA:
-        *name = "--alpha";
-        return base_parse_double(arg, 1e-9, 0.999999, &o->alpha)
-                   ? NULL
-                   : "an elastic coefficient in (0, 1)";
-    default: /* OPT_TAU */
-        *name = "--tau";
-        return base_parse_long(arg, 1, 1L << 20, &o->tau) ? NULL : steps;
+    static const char *const sections[] = {
+        [PROTO_TRAIN_TRAINING] = "training (a module with a model):",
+        [PROTO_TRAIN_DISTRIBUTED] = "distributed training:",
+        [PROTO_TRAIN_ASYNC] = "async mode (--mode async):",
+    };
+    fputs(usage, stdout);
+    for (int g = PROTO_TRAIN_TRAINING; g <= PROTO_TRAIN_ASYNC; g++) {
+        printf("\n%s\n", sections[g]);
+        proto_train_spec_help(stdout, (proto_train_group)g);
     }
 }
 
 /* The options that apply to one mode or algorithm only, given with
- * another. Returns -1 to go on, or the exit status (said). */
-static int check_combinations(cluster_train_opts *o, bool lr_given)
+ * another (`async_only`: the first async option given, or -1). Returns -1
+ * to go on, or the exit status (said). */
+static int check_combinations(cluster_train_opts *o, int async_only, bool lr_given)
 {
     bool async = o->mode && strcmp(o->mode, "async") == 0;
-    if (o->async_only && !async) {
-        cli_err("submit", "%s applies to --mode async only", o->async_only);
+    if (async_only >= 0 && !async) {
+        cli_err("submit", "--%s applies to --mode async only",
+                proto_train_rows[async_only].flag);
         return CLI_USAGE;
     }
     if (async && (o->alpha != 0 || o->tau != 0) && strcmp(o->algo, "easgd") != 0) {
@@ -280,36 +86,24 @@ static int check_combinations(cluster_train_opts *o, bool lr_given)
     return -1;
 }
 
-static const struct option longs[] = {
-    {"json", no_argument, NULL, 'j'},
-    {"load-timeout-ms", required_argument, NULL, OPT_LOAD_TIMEOUT},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {"epochs", required_argument, NULL, 'e'},
-    {"batch", required_argument, NULL, 'b'},
-    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
-    {"lr", required_argument, NULL, OPT_LR},
-    {"schedule", required_argument, NULL, OPT_SCHEDULE},
-    {"momentum", required_argument, NULL, OPT_MOMENTUM},
-    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"data", required_argument, NULL, OPT_DATA},
-    {"precision", required_argument, NULL, OPT_PRECISION},
-    {"mode", required_argument, NULL, OPT_MODE},
-    {"workers", required_argument, NULL, OPT_WORKERS},
-    {"grad-compression", required_argument, NULL, OPT_GRAD_COMPRESSION},
-    {"chunk-bytes", required_argument, NULL, OPT_CHUNK_BYTES},
-    {"bucket-bytes", required_argument, NULL, OPT_BUCKET_BYTES},
-    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
-    {"algo", required_argument, NULL, OPT_ALGO},
-    {"staleness", required_argument, NULL, OPT_STALENESS},
-    {"ps-shards", required_argument, NULL, OPT_PS_SHARDS},
-    {"push-every", required_argument, NULL, OPT_PUSH_EVERY},
-    {"pull-every", required_argument, NULL, OPT_PULL_EVERY},
-    {"alpha", required_argument, NULL, OPT_ALPHA},
-    {"tau", required_argument, NULL, OPT_TAU},
-    {NULL, 0, NULL, 0},
-};
+/* submit's own options, then the spec's. */
+static void long_options(struct option *longs)
+{
+    static const struct option own[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"load-timeout-ms", required_argument, NULL, OPT_LOAD_TIMEOUT},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+    };
+    int n = (int)(sizeof own / sizeof own[0]);
+    memcpy(longs, own, sizeof own);
+    for (int i = 0; i < PROTO_TRAIN_OPTIONS; i++) {
+        const proto_train_row *r = &proto_train_rows[i];
+        longs[n++] = (struct option){r->flag, required_argument, NULL,
+                                     r->letter ? r->letter : OPT_SPEC + i};
+    }
+    longs[n] = (struct option){NULL, 0, NULL, 0};
+}
 
 /* Parses submit's own options in argv[0..argc). Returns -1 to go on (optind
  * is then the first operand; *trained says whether a training option was
@@ -317,45 +111,40 @@ static const struct option longs[] = {
 static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
                  long *load_ms)
 {
-    *o = (cluster_train_opts){.epochs = 5,
-                              .batch = 128,
-                              .optimizer = "sgd",
-                              .schedule = "cosine",
-                              .momentum = 0.9,
-                              .seed = 1,
-                              .grad_compression = "none",
-                              .precision = "fp32",
-                              .staleness = -1,
-                              .algo = "downpour"};
+    struct option longs[4 + PROTO_TRAIN_OPTIONS + 1];
+    long_options(longs);
+    *o = (cluster_train_opts){0};
+    proto_train_spec_defaults(&o->spec);
     *trained = false;
     bool lr_given = false;
+    int async_only = -1;
+    char name[64];
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":hVe:b:", longs, NULL)) != -1) {
-        const char *bad = NULL, *name = "";
-        *trained |= c != 'j' && c != 'h' && c != 'V' && c != '?' && c != ':' &&
-                    c != OPT_LOAD_TIMEOUT;
+        const char *bad = NULL;
+        int opt = spec_option(c);
+        *trained |= opt >= 0;
         if (c == 'j') {
             o->json = true;
         } else if (c == OPT_LOAD_TIMEOUT) {
-            name = "--load-timeout-ms";
+            snprintf(name, sizeof name, "--load-timeout-ms");
             if (!base_parse_long(optarg, 100, 3600L * 1000, load_ms))
                 bad = "a time from 100 ms to an hour";
         } else if (c == 'h') {
-            fputs(usage, stdout);
+            print_usage();
             return CLI_OK;
         } else if (c == 'V') {
             printf("ferry %s\n", ferry_version());
             return CLI_OK;
-        } else if (c == 'e' || c == 'b' || (c >= OPT_OPTIMIZER && c <= OPT_PRECISION) ||
-                   c == OPT_SCHEDULE) {
-            bad = set_training(c, optarg, o, &name);
-            lr_given |= c == OPT_LR;
-        } else if (c >= OPT_MODE && c <= OPT_TIMEOUT_MS) {
-            bad = set_distributed(c, optarg, o, &name);
-        } else if (c >= OPT_ALGO && c <= OPT_TAU) {
-            bad = set_async(c, optarg, o, &name);
+        } else if (opt >= 0) {
+            const proto_train_row *r = &proto_train_rows[opt];
+            snprintf(name, sizeof name, "--%s", r->flag);
+            bad = proto_train_spec_set(&o->spec, (proto_train_option)opt, optarg);
+            lr_given |= opt == PROTO_TRAIN_OPT_lr;
+            if (!bad && r->group == PROTO_TRAIN_ASYNC && async_only < 0)
+                async_only = opt;
         } else {
             if (c == ':')
                 cli_err("submit", "%s needs a value", argv[optind - 1]);
@@ -368,10 +157,8 @@ static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
             cli_err("submit", "%s: expected %s, got '%s'", name, bad, optarg);
             return CLI_USAGE;
         }
-        if (c >= OPT_ALGO && c <= OPT_TAU && !o->async_only)
-            o->async_only = name;
     }
-    return check_combinations(o, lr_given);
+    return check_combinations(o, async_only, lr_given);
 }
 
 /* What a submit holds while it runs. */

@@ -105,7 +105,7 @@ static void on_started(void *data, const cluster_train_started *s)
                 strcmp(o->grad_compression, "none") ? o->grad_compression : "");
     fprintf(
         f,
-        ": %llu parameters, %llu training and %llu test samples, %s, batch %d%s, seed "
+        ": %llu parameters, %llu training and %llu test samples, %s, batch %ld%s, seed "
         "%llu\n",
         (unsigned long long)s->params, (unsigned long long)s->train_samples,
         (unsigned long long)s->test_samples, optim, o->batch, k > 1 ? " (global)" : "",
@@ -117,7 +117,7 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
 {
     teller *t = data;
     FILE *f = t->progress;
-    fprintf(f, "epoch %u/%d  loss %.4f  test_loss %.4f", e->epoch, t->o->epochs,
+    fprintf(f, "epoch %u/%ld  loss %.4f  test_loss %.4f", e->epoch, t->o->epochs,
             e->train_loss, e->test_loss);
     scores_print(f, t->o, e);
     if (t->async) {
@@ -194,7 +194,7 @@ static void print_json(const cluster_train_opts *o, const char *module, const ch
     printf(",\"precision\":");
     json_str(stdout, o->precision ? o->precision : "fp32");
     printf(",\"mode\":\"%s\",\"workers\":%d", res->started.mode, res->started.workers);
-    printf(",\"epochs\":%d,\"batch\":%d,\"optimizer\":", o->epochs, o->batch);
+    printf(",\"epochs\":%ld,\"batch\":%ld,\"optimizer\":", o->epochs, o->batch);
     json_str(stdout, o->optimizer);
     printf(",\"schedule\":");
     json_str(stdout, o->schedule);
@@ -234,7 +234,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
         int k = res.started.workers - res.lost;
         printf("done: test_loss %.4f", res.last.test_loss);
         scores_print(stdout, o, &res.last);
-        printf(" after %d epochs on %d worker%s, %.0f samples/s, %.1f s\n", o->epochs, k,
+        printf(" after %ld epochs on %d worker%s, %.0f samples/s, %.1f s\n", o->epochs, k,
                k == 1 ? "" : "s", res.train_s > 0 ? res.samples / res.train_s : 0.0,
                res.wall_s);
     }

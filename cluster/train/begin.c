@@ -31,23 +31,18 @@ static uint64_t new_session_id(void)
     return id ? id : 1;
 }
 
-/* Rank r's options; with more than one rank, how they train together. */
+/* Rank r's begin: the session, who asks, the secret, the options (the
+ * ranks' ones with more than one rank) and the peers. The data directory
+ * is the one resolved here, the mode the one the run takes. */
 static void fill(Ferry__TrainBegin *a, const ct_run *run, int r, const char *data,
                  const char **peers, char *submitter, uint8_t *secret, size_t secret_len)
 {
-    const cluster_train_opts *o = run->o;
+    proto_train_spec spec = run->o->spec;
+    spec.data_dir = data;
+    spec.mode = run->mode->name;
     ferry__train_begin__init(a);
+    proto_train_spec_pack(&spec, run->k > 1, a);
     a->session = run->session;
-    a->batch = (uint32_t)o->batch;
-    a->optimizer = (char *)o->optimizer;
-    a->lr = (float)o->lr;
-    a->momentum = (float)o->momentum;
-    a->weight_decay = (float)o->weight_decay;
-    a->seed = o->seed;
-    a->epochs = (uint32_t)o->epochs;
-    a->schedule = (char *)o->schedule;
-    a->data_dir = (char *)data;
-    a->precision = (char *)(o->precision ? o->precision : "");
     a->submitter = submitter; /* idle_ms 0: the workers' default */
     a->secret.data = secret;
     a->secret.len = secret_len;
@@ -57,18 +52,6 @@ static void fill(Ferry__TrainBegin *a, const ct_run *run, int r, const char *dat
     a->world = (uint32_t)run->k;
     a->n_peers = (size_t)run->k;
     a->peers = (char **)peers;
-    a->grad_compression = (char *)o->grad_compression;
-    a->chunk_bytes = (uint32_t)o->chunk_bytes;
-    a->bucket_bytes = (uint32_t)o->bucket_bytes;
-    a->timeout_ms = (uint32_t)o->timeout_ms;
-    a->mode = (char *)run->mode->name;
-    a->ps_shards = (uint32_t)o->ps_shards;
-    a->staleness = (int32_t)o->staleness;
-    a->push_every = (uint32_t)o->push_every;
-    a->pull_every = (uint32_t)o->pull_every;
-    a->algo = (char *)o->algo;
-    a->alpha = (float)o->alpha;
-    a->tau = (uint32_t)o->tau;
 }
 
 int ct_begin(ct_run *run, const char *data_dir, Ferry__TrainBeginReply **b)

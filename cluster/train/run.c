@@ -29,18 +29,18 @@ static int choose_workers(ct_run *run)
     if (single)
         return 0;
     if (o->workers > size) {
-        ct_fail(run, "--workers %d: the cluster has %d worker%s", o->workers, size,
+        ct_fail(run, "--workers %ld: the cluster has %d worker%s", o->workers, size,
                 size == 1 ? "" : "s");
         return FERRY_EINVAL;
     }
-    int k = o->workers ? o->workers : size;
+    int k = o->workers ? (int)o->workers : size;
     if (async && k < 2) {
         ct_fail(run, "--mode async needs 2 or more workers (it would train on %d)", k);
         return FERRY_EINVAL;
     }
     if (o->batch < k) {
         ct_fail(run,
-                "the global batch of %d is smaller than the %d workers: each needs at "
+                "the global batch of %ld is smaller than the %d workers: each needs at "
                 "least one sample a step (raise --batch or lower --workers)",
                 o->batch, k);
         return FERRY_EINVAL;

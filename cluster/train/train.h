@@ -25,31 +25,21 @@
 #include <ferry/model.h>
 
 #include "cluster/cluster.h"
+#include "proto/train_spec.h"
 
 typedef struct cluster_train_opts {
-    int epochs, batch;
-    const char *optimizer; /* "sgd" or "adam" */
-    const char *schedule;  /* "constant" or "cosine" */
-    double lr, momentum, weight_decay;
-    uint64_t seed;
-    const char *data_dir;  /* NULL: the worker's default */
-    const char *precision; /* "fp32" (the default), "tf32" or "bf16" */
+    /* The run's options, by name or as one spec (the same fields:
+     * proto/train_spec.h says each one's meaning and default). mode NULL: sync when the
+     * cluster has more than one worker; workers 0: all; the other numbers' 0: the
+     * workers' defaults. */
+    union {
+        proto_train_spec spec;
+        struct {
+            PROTO_TRAIN_FIELDS
+        };
+    };
     bool json;
     bool classifier; /* the model's kind: reports accuracy */
-    /* Where it trains: "single" (worker 0), "sync" (data-parallel over the
-     * first `workers`, 0: all), or NULL: sync when the cluster has more
-     * than one worker. */
-    const char *mode;
-    int workers;
-    const char *grad_compression;               /* "none", "lz4", "fp16" */
-    long chunk_bytes, bucket_bytes, timeout_ms; /* 0: the workers' defaults */
-    /* Async mode ("async"): the parameter server's shards, the staleness
-     * bound (-1: unbounded), DOWNPOUR's push and pull intervals, the
-     * algorithm and EASGD's alpha and tau (0: the workers' defaults). */
-    long ps_shards, staleness, push_every, pull_every, tau;
-    const char *algo;
-    double alpha;
-    const char *async_only; /* the first async option given, to refuse it elsewhere */
 } cluster_train_opts;
 
 /* What the workers said when the run began (rank 0's reply). */

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "proto/proto.h"
+#include "proto/train_spec.h"
 #include "rpc/rpc.h"
 
 /* The flags ReduceChunk is served with: inline, its payload read where gRPC
@@ -50,8 +51,8 @@
  * the secret by their master, can pass for one of them. */
 #define RT_COMM_SECRET_BYTES 32
 
-#define RT_COMM_DEFAULT_CHUNK   ((size_t)1 << 20)
-#define RT_COMM_DEFAULT_TIMEOUT 30000
+#define RT_COMM_DEFAULT_CHUNK   ((size_t)PROTO_TRAIN_WORKER_CHUNK_BYTES)
+#define RT_COMM_DEFAULT_TIMEOUT PROTO_TRAIN_WORKER_TIMEOUT_MS
 
 /* An all-reduce in a world of 2^k ranks runs as k exchange rounds (rank r
  * with r ^ 2^j in round j) up to this many bytes, and round the ring

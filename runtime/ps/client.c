@@ -18,10 +18,11 @@
 #include <openssl/crypto.h>
 
 #include "ferry.pb-c.h"
+#include "proto/train_spec.h"
 #include "ps_int.h"
 
 #define TICK_MS           20
-#define DEFAULT_TIMEOUT   30000
+#define DEFAULT_TIMEOUT   PROTO_TRAIN_WORKER_TIMEOUT_MS
 #define RETRY_FIRST_MS    2
 #define RETRY_MAX_MS      100
 

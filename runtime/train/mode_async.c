@@ -25,7 +25,7 @@
 
 #include "trainer_int.h"
 
-#define DEFAULT_TAU 4
+#define DEFAULT_TAU PROTO_TRAIN_WORKER_TAU
 /* How long a rank's shards outlive its session, so that every rank can
  * read the final values when the run ends. */
 #define LINGER_MS 10000

@@ -30,7 +30,7 @@
  * and 30% on 4 than in 256 KiB buckets (2 a step), which overlap backward
  * but pay that cost twice. Models with gradients of many such buckets
  * still start them while backward runs. */
-#define DEFAULT_BUCKET ((size_t)25 << 20)
+#define DEFAULT_BUCKET ((size_t)PROTO_TRAIN_WORKER_BUCKET_BYTES)
 
 typedef struct bucket {
     size_t lo, hi;        /* in the reduction buffer */

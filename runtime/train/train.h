@@ -31,6 +31,7 @@
 
 #include <ferry/task.h>
 
+#include "proto/train_spec.h"
 #include "runtime/collective/collective.h"
 #include "runtime/data/data.h"
 #include "runtime/device/device.h"
@@ -73,7 +74,7 @@ size_t rt_model_param_count(const ferry_model_t *m);
 typedef struct rt_sync rt_sync;
 
 /* Plans the gradient's all-reduce buckets for model `m` (at least
- * `bucket_bytes` each, 0: 256 KiB) over `comm`. Returns 0 or FERRY_ENOMEM. */
+ * `bucket_bytes` each, 0: 25 MiB) over `comm`. Returns 0 or FERRY_ENOMEM. */
 int rt_sync_create(const ferry_model_t *m, ferry_device_t *dev, rt_comm *comm,
                    size_t bucket_bytes, rt_sync **out, char *err, size_t errlen);
 void rt_sync_destroy(rt_sync *s);
@@ -173,11 +174,9 @@ void *rt_graph_at(const rt_graph_plan *p, int slot);
 
 /* ---- the trainer -------------------------------------------------------------- */
 
-/* The smallest all-reduce chunk a begin takes (`--chunk-bytes`; 0 is the
- * default): each chunk is one call between workers, a fixed ~0.1-0.3 ms
- * here whatever its size, so 64-byte chunks made one epoch of the mlp take
- * 300 s instead of 2. */
-#define RT_TRAIN_MIN_CHUNK_BYTES 16384
+/* The smallest all-reduce chunk a begin takes (`--chunk-bytes`, declared
+ * with the other options in proto/train_spec.h; 0 is the default). */
+#define RT_TRAIN_MIN_CHUNK_BYTES PROTO_TRAIN_MIN_CHUNK_BYTES
 
 typedef struct rt_train_opts {
     int batch; /* global batch; 0: 128 */
@@ -187,7 +186,7 @@ typedef struct rt_train_opts {
     /* Synchronous data parallelism over `world` ranks (NULL: alone). Not
      * owned; must outlive the trainer. */
     rt_comm *comm;
-    size_t bucket_bytes;  /* 0: 256 KiB */
+    size_t bucket_bytes;  /* 0: 25 MiB */
     const char *data_dir; /* NULL: RT_FMNIST_DIR */
     int eval_batch;       /* 0: 256 */
     /* With epochs > 0 and cosine, the learning rate follows

@@ -73,9 +73,10 @@ static int bad_argument(ferry_ctx_t *ctx, const char *what)
     return ctx->ops->fail(ctx, FERRY_EINVAL, "the argument is not a %s message", what);
 }
 
-/* A begin's arguments, unpacked and checked (the TrainBegin message is
- * freed once they are copied out). */
+/* A begin's arguments, unpacked and checked. */
 typedef struct begin_args {
+    Ferry__TrainBegin *msg; /* freed when the begin returns */
+    proto_train_spec sp;    /* the options, borrowing msg's strings */
     uint64_t id;
     rt_train_opts o;
     rt_comm_opts co;
@@ -88,103 +89,102 @@ typedef struct begin_args {
                    "one secret keys a run's chunks and its shards");
     char **peers; /* co.world of them, with world > 1 */
     bool async;
-    size_t bucket_bytes;
     int algo;
-    uint32_t ps_shards, push_every, pull_every, tau;
-    int staleness;
-    float alpha;
     uint32_t idle_ms;
     char submitter[256];
 } begin_args;
 
-/* The trainer's options: the ones every mode has. A wrong one fails the
- * call (the last failure's text is the one the caller reads). */
-static int parse_trainer(ferry_ctx_t *ctx, const Ferry__TrainBegin *a, begin_args *ba)
+/* The trainer's options (`sp`, unpacked from `m`): the ones every mode
+ * has. A wrong one fails the call (the last failure's text is the one the
+ * caller reads). */
+static int parse_trainer(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
+                         const proto_train_spec *sp, begin_args *ba)
 {
     int rc = 0;
-    snprintf(ba->data_dir, sizeof ba->data_dir, "%s", a->data_dir);
+    snprintf(ba->data_dir, sizeof ba->data_dir, "%s", sp->data_dir);
     ba->o = (rt_train_opts){
-        .batch = (int)(a->batch > 1 << 20 ? 1 << 20 : a->batch),
-        .optim = {.kind = a->optimizer[0] ? rt_optim_parse(a->optimizer) : RT_OPT_SGD,
-                  .lr = a->lr,
-                  .momentum = a->momentum,
-                  .weight_decay = a->weight_decay},
-        .seed = a->seed,
+        .batch = (int)(sp->batch > 1 << 20 ? 1 << 20 : sp->batch),
+        .optim = {.kind = sp->optimizer[0] ? rt_optim_parse(sp->optimizer) : RT_OPT_SGD,
+                  .lr = sp->lr,
+                  .momentum = sp->momentum,
+                  .weight_decay = sp->weight_decay},
+        .seed = sp->seed,
         .rank = 0,
         .world = 1,
         .data_dir = ba->data_dir[0] ? ba->data_dir : NULL,
-        .eval_batch = (int)(a->eval_batch > 1 << 16 ? 1 << 16 : a->eval_batch),
+        .eval_batch = (int)(m->eval_batch > 1 << 16 ? 1 << 16 : m->eval_batch),
     };
     rt_train_opts *o = &ba->o;
-    o->epochs = (int)(a->epochs > 1000000 ? 1000000 : a->epochs);
-    if (a->precision[0] && rt_precision_parse(a->precision, &o->precision) != 0)
-        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown precision '%s' (fp32, tf32 or bf16)",
-                            a->precision);
-    o->cosine = strcmp(a->schedule, "cosine") == 0;
-    if (a->schedule[0] && !o->cosine && strcmp(a->schedule, "constant") != 0)
+    o->epochs = (int)(sp->epochs > 1000000 ? 1000000 : sp->epochs);
+    if (sp->precision[0] && rt_precision_parse(sp->precision, &o->precision) != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "unknown schedule '%s' (constant or cosine)", a->schedule);
+                            "unknown precision '%s' (fp32, tf32 or bf16)", sp->precision);
+    o->cosine = strcmp(sp->schedule, "cosine") == 0;
+    if (sp->schedule[0] && !o->cosine && strcmp(sp->schedule, "constant") != 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "unknown schedule '%s' (constant or cosine)", sp->schedule);
     return rc;
 }
 
 /* The ranks' options: the mode, the collective session's (sync) and the
  * parameter server's (async), and the peers' addresses. Checked only when
  * nothing failed before (`rc`). */
-static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *a, begin_args *ba,
-                       int rc)
+static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
+                       const proto_train_spec *sp, begin_args *ba, int rc)
 {
     /* Sync mode: the collective session is named by the training session's
      * id, and every rank gets the same chunk size from the master. */
     ba->co =
         (rt_comm_opts){.session = ba->id,
-                       .rank = (int)a->rank,
-                       .world = a->world > 1 ? (int)a->world : 1,
-                       .chunk_bytes = a->chunk_bytes,
-                       .compress = (rt_compress)rt_compress_parse(a->grad_compression),
-                       .timeout_ms = a->timeout_ms};
+                       .rank = (int)m->rank,
+                       .world = m->world > 1 ? (int)m->world : 1,
+                       .chunk_bytes = (uint32_t)sp->chunk_bytes,
+                       .compress = (rt_compress)rt_compress_parse(sp->grad_compression),
+                       .timeout_ms = (uint32_t)sp->timeout_ms};
     /* A begin without a secret starts no collective session (rt_comm_create
      * says so). */
-    if (a->secret.len == sizeof ba->secret) {
-        memcpy(ba->secret, a->secret.data, sizeof ba->secret);
+    if (m->secret.len == sizeof ba->secret) {
+        memcpy(ba->secret, m->secret.data, sizeof ba->secret);
         ba->co.secret = ba->secret;
     }
-    ba->bucket_bytes = a->bucket_bytes;
-    ba->async = strcmp(a->mode, "async") == 0;
-    if (rc == 0 && a->mode[0] && !ba->async && strcmp(a->mode, "sync") != 0)
-        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)", a->mode);
-    ba->algo = rt_ps_algo_parse(a->algo);
+    ba->async = strcmp(sp->mode, "async") == 0;
+    if (rc == 0 && sp->mode[0] && !ba->async && strcmp(sp->mode, "sync") != 0)
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)",
+                            sp->mode);
+    ba->algo = rt_ps_algo_parse(sp->algo);
     if (rc == 0 && ba->async && ba->algo < 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "unknown algorithm '%s' (downpour, dynsgd or easgd)", a->algo);
+                            "unknown algorithm '%s' (downpour, dynsgd or easgd)",
+                            sp->algo);
     if (rc == 0 && ba->async &&
-        (a->ps_shards > RT_PS_MAX_SHARDS || a->alpha < 0 || a->alpha >= 1))
+        (sp->ps_shards > RT_PS_MAX_SHARDS || sp->alpha < 0 || sp->alpha >= 1))
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "%u shards, alpha %g: at most %d shards, alpha in [0, 1)",
-                            a->ps_shards, a->alpha, RT_PS_MAX_SHARDS);
+                            "%ld shards, alpha %g: at most %d shards, alpha in [0, 1)",
+                            sp->ps_shards, sp->alpha, RT_PS_MAX_SHARDS);
     if (rc || ba->co.world <= 1)
         return rc;
-    if (a->n_peers != (size_t)ba->co.world || a->rank >= a->world)
+    if (m->n_peers != (size_t)ba->co.world || m->rank >= m->world)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "rank %u of %u workers with %zu peer addresses", a->rank,
-                            a->world, a->n_peers);
-    else if (a->batch && a->batch < a->world)
+                            "rank %u of %u workers with %zu peer addresses", m->rank,
+                            m->world, m->n_peers);
+    else if (sp->batch && sp->batch < m->world)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "the global batch of %u is smaller than the %u workers: "
+                            "the global batch of %ld is smaller than the %u workers: "
                             "each needs at least one sample a step",
-                            a->batch, a->world);
-    else if (a->chunk_bytes && a->chunk_bytes < RT_TRAIN_MIN_CHUNK_BYTES)
+                            sp->batch, m->world);
+    else if (sp->chunk_bytes && sp->chunk_bytes < RT_TRAIN_MIN_CHUNK_BYTES)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "all-reduce chunks of %u bytes: at least %d (each chunk "
+                            "all-reduce chunks of %ld bytes: at least %d (each chunk "
                             "is one call between workers)",
-                            a->chunk_bytes, RT_TRAIN_MIN_CHUNK_BYTES);
+                            sp->chunk_bytes, RT_TRAIN_MIN_CHUNK_BYTES);
     else if ((int)ba->co.compress < 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown gradient compression '%s' (none, lz4 or fp16)",
-                            a->grad_compression);
-    else if (!(ba->peers = calloc(a->n_peers, sizeof *ba->peers)))
+                            sp->grad_compression);
+    else if (!(ba->peers = calloc(m->n_peers, sizeof *ba->peers)))
         rc = FERRY_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < a->n_peers; i++)
-        if (!(ba->peers[i] = strdup(a->peers[i])))
+    for (size_t i = 0; rc == 0 && i < m->n_peers; i++)
+        if (!(ba->peers[i] = strdup(m->peers[i])))
             rc = FERRY_ENOMEM;
     return rc;
 }
@@ -194,27 +194,22 @@ static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *a, begin_args 
 static int parse_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, begin_args *ba)
 {
     memset(ba, 0, sizeof *ba);
-    Ferry__TrainBegin *a = ferry__train_begin__unpack(NULL, in->len, in->data);
+    Ferry__TrainBegin *a = ba->msg = ferry__train_begin__unpack(NULL, in->len, in->data);
     if (!a)
         return bad_argument(ctx, "TrainBegin");
     ba->id = a->session;
-    int rc = parse_trainer(ctx, a, ba);
-    rc = parse_ranks(ctx, a, ba, rc);
+    proto_train_spec_unpack(a, &ba->sp);
+    int rc = parse_trainer(ctx, a, &ba->sp, ba);
+    rc = parse_ranks(ctx, a, &ba->sp, ba, rc);
     if (a->secret.len)
         OPENSSL_cleanse(a->secret.data, a->secret.len);
     if (!ba->o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",
-                            a->optimizer);
-    ba->ps_shards = a->ps_shards;
-    ba->push_every = a->push_every;
-    ba->pull_every = a->pull_every;
-    ba->tau = a->tau;
-    ba->staleness = a->staleness;
-    ba->alpha = a->alpha;
+                            ba->sp.optimizer);
     ba->idle_ms = a->idle_ms ? a->idle_ms : IDLE_MS_DEFAULT;
     const char *who = a->submitter[0] ? a->submitter : "an unnamed submitter";
-    base_escape(ba->submitter, sizeof ba->submitter, who, strlen(who)); /* from the wire */
-    ferry__train_begin__free_unpacked(a, NULL);
+    base_escape(ba->submitter, sizeof ba->submitter, who,
+                strlen(who)); /* from the wire */
     return rc;
 }
 
@@ -237,20 +232,20 @@ static int begin_ranks(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, ch
         o->token = w->token;
         o->secret = ba->co.secret; /* the shards copy it */
         o->timeout_ms = ba->co.timeout_ms;
-        o->ps_shards = (int)ba->ps_shards;
-        o->staleness = ba->staleness;
-        o->push_every = (int)ba->push_every;
-        o->pull_every = (int)ba->pull_every;
+        o->ps_shards = (int)ba->sp.ps_shards;
+        o->staleness = (int)ba->sp.staleness;
+        o->push_every = (int)ba->sp.push_every;
+        o->pull_every = (int)ba->sp.pull_every;
         o->algo = (rt_ps_algo)ba->algo;
-        o->alpha = ba->alpha;
-        o->tau = (int)ba->tau;
+        o->alpha = (float)ba->sp.alpha;
+        o->tau = (int)ba->sp.tau;
         return 0;
     }
     ba->co.token = w->token; /* peers check it like any caller's */
     ba->co.peers = (const char *const *)ba->peers;
     int rc = rt_comm_create(w->hub, &ba->co, &s->comm, err, errlen);
     o->comm = s->comm;
-    o->bucket_bytes = ba->bucket_bytes;
+    o->bucket_bytes = (size_t)ba->sp.bucket_bytes;
     return rc;
 }
 
@@ -320,6 +315,8 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         rc = begin_trainer(ctx, &ba, s, err, sizeof err);
     OPENSSL_cleanse(ba.secret, sizeof ba.secret);
     free_peers(ba.peers, ba.co.world);
+    if (ba.msg)
+        ferry__train_begin__free_unpacked(ba.msg, NULL);
     if (!s) /* refused: the call says why */
         return rc;
     /* Read while the session is still this call's: once it is not busy, an

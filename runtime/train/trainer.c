@@ -8,7 +8,7 @@
 
 #include "trainer_int.h"
 
-#define DEFAULT_BATCH      128
+#define DEFAULT_BATCH      PROTO_TRAIN_WORKER_BATCH
 #define DEFAULT_EVAL_BATCH 256
 /* The synthetic sets' own seed: training seeds change the model's start and
  * the shuffle, never the problem it solves. */
