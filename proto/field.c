@@ -41,13 +41,17 @@ static proto_kind kind_of(const ProtobufCFieldDescriptor *fd, const proto_field 
         *ok = *ok && f->size == sizeof(char *);
         return list ? PROTO_KIND_LIST : PROTO_KIND_STRING;
     }
-    *ok = *ok && !list;
+    if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
+        const proto_view_desc *sub = proto_nested_view(fd->descriptor);
+        *ok = *ok && list && sub && f->size == sub->size;
+        return PROTO_KIND_MESSAGES;
+    }
     if (fd->type == PROTOBUF_C_TYPE_BOOL) {
-        *ok = *ok && f->size == sizeof(bool);
+        *ok = *ok && !list && f->size == sizeof(bool);
         return PROTO_KIND_BOOL;
     }
     *ok = *ok && f->size == number_size(fd->type);
-    return PROTO_KIND_NUMBER;
+    return list ? PROTO_KIND_NUMBERS : PROTO_KIND_NUMBER;
 }
 
 int proto_field_find(const proto_view_desc *d, const proto_field *f,
@@ -66,13 +70,29 @@ static void *at(const void *base, size_t off)
     return (char *)base + off;
 }
 
-/* Copies one field between a view and its message, one way or the other. */
-typedef void (*copy_fn)(const proto_field *f, const ProtobufCFieldDescriptor *fd,
-                        proto_kind kind, void *view, void *m);
-
-static void to_msg(const proto_field *f, const ProtobufCFieldDescriptor *fd,
-                   proto_kind kind, void *view, void *m)
+int proto_fields_each(const proto_view_desc *d, proto_field_fn fn, void *arg)
 {
+    for (size_t i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *fd;
+        proto_kind kind;
+        if (proto_field_find(d, &d->fields[i], &fd, &kind))
+            return FERRY_EINVAL;
+        int rc = fn(&d->fields[i], fd, kind, arg);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A view and its message, copied one way or the other. */
+typedef struct pair {
+    void *view, *m;
+} pair;
+
+static int to_msg(const proto_field *f, const ProtobufCFieldDescriptor *fd,
+                  proto_kind kind, void *arg)
+{
+    void *view = ((pair *)arg)->view, *m = ((pair *)arg)->m;
     void *to = at(m, fd->offset);
     const void *from = at(view, f->off);
     if (kind == PROTO_KIND_NUMBER) {
@@ -81,45 +101,38 @@ static void to_msg(const proto_field *f, const ProtobufCFieldDescriptor *fd,
         *(protobuf_c_boolean *)to = *(const bool *)from;
     } else if (kind == PROTO_KIND_STRING) {
         *(char **)to = proto_str(*(char *const *)from);
-    } else {
-        char **list = *(char **const *)from;
+    } else if (kind != PROTO_KIND_MESSAGES) {
+        void *list = *(void *const *)from;
         *(size_t *)at(m, fd->quantifier_offset) =
             list ? *(const size_t *)at(view, f->n_off) : 0;
-        *(char ***)to = list;
+        *(void **)to = list;
     }
+    return 0;
 }
 
-static void to_view(const proto_field *f, const ProtobufCFieldDescriptor *fd,
-                    proto_kind kind, void *view, void *m)
+static int to_view(const proto_field *f, const ProtobufCFieldDescriptor *fd,
+                   proto_kind kind, void *arg)
 {
+    void *view = ((pair *)arg)->view, *m = ((pair *)arg)->m;
     void *to = at(view, f->off);
     const void *from = at(m, fd->offset);
     if (kind == PROTO_KIND_BOOL)
         *(bool *)to = *(const protobuf_c_boolean *)from != 0;
-    else
+    else if (kind == PROTO_KIND_NUMBER || kind == PROTO_KIND_STRING)
         memcpy(to, from, f->size);
-    if (kind == PROTO_KIND_LIST)
+    else
+        memcpy(to, from, sizeof(void *));
+    if (f->n_off != PROTO_NO_COUNT)
         *(size_t *)at(view, f->n_off) = *(const size_t *)at(m, fd->quantifier_offset);
-}
-
-static int copy_all(const proto_view_desc *d, void *view, void *m, copy_fn copy)
-{
-    for (size_t i = 0; i < d->n_fields; i++) {
-        const ProtobufCFieldDescriptor *fd;
-        proto_kind kind;
-        if (proto_field_find(d, &d->fields[i], &fd, &kind))
-            return FERRY_EINVAL;
-        copy(&d->fields[i], fd, kind, view, m);
-    }
     return 0;
 }
 
 int proto_fields_to_msg(const proto_view_desc *d, const void *view, ProtobufCMessage *m)
 {
-    return copy_all(d, (void *)view, m, to_msg);
+    return proto_fields_each(d, to_msg, &(pair){(void *)view, m});
 }
 
 int proto_fields_to_view(const proto_view_desc *d, const ProtobufCMessage *m, void *view)
 {
-    return copy_all(d, view, (void *)m, to_view);
+    return proto_fields_each(d, to_view, &(pair){view, (void *)m});
 }

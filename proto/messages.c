@@ -19,3 +19,11 @@ PROTO_VIEW(stats_reply, stats_reply, PROTO_STATS_REPLY_FIELDS)
 
 /* Shutdown: the worker exits, giving its calls a grace period. */
 PROTO_VIEW(shutdown_req, shutdown_request, PROTO_SHUTDOWN_REQ_FIELDS)
+
+/* Training: ferry.train.*'s results and arguments, carried as Call's. */
+PROTO_VIEW(train_begin_reply, train_begin_reply, PROTO_TRAIN_BEGIN_REPLY_FIELDS)
+PROTO_VIEW(train_epoch, train_epoch, PROTO_TRAIN_EPOCH_FIELDS)
+PROTO_REP_VIEW(train_epoch_reply, train_epoch_reply, PROTO_TRAIN_EPOCH_REPLY_FIELDS)
+PROTO_VIEW(train_end, train_end, PROTO_TRAIN_END_FIELDS)
+PROTO_VIEW(train_end_reply, train_end_reply, PROTO_TRAIN_END_REPLY_FIELDS)
+PROTO_VIEW(train_leave, train_leave, PROTO_TRAIN_LEAVE_FIELDS)

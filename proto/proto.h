@@ -51,13 +51,18 @@ void proto_free(void *view);
 
 /* Each view's fields are written once, as a list: F(type, name) for a field
  * of the message that has that name in proto/ferry.proto, LIST(name) for a
- * repeated string field (the view holds size_t n_<name> and char **<name>).
- * The struct below is made from the list, and so are its pack and unpack,
- * which copy each field by the name it has in the message. */
+ * repeated string field (the view holds size_t n_<name> and char **<name>),
+ * REP(type, name) for a repeated number or message field (size_t n_<name>
+ * and type *<name>, type a number or the nested message's view). The struct
+ * below is made from the list, and so are its pack and unpack, which copy
+ * each field by the name it has in the message. */
 #define PROTO_MEMBER(type, name) type name;
 #define PROTO_LIST_MEMBER(name)                                                          \
     size_t n_##name;                                                                     \
     char **name;
+#define PROTO_REP_MEMBER(type, name)                                                     \
+    size_t n_##name;                                                                     \
+    type *name;
 
 /* ---- Ping --------------------------------------------------------------------- */
 
@@ -179,5 +184,99 @@ typedef struct proto_shutdown_req {
 
 int proto_shutdown_req_pack(const proto_shutdown_req *in, proto_bytes *out);
 int proto_shutdown_req_unpack(const void *buf, size_t len, proto_shutdown_req **out);
+
+/* ---- Training (the results and arguments of ferry.train.*) -------------------- */
+
+/* TrainBegin's options are the training spec's (train_spec.h). */
+#define PROTO_TRAIN_BEGIN_REPLY_FIELDS(F, LIST)                                          \
+    F(uint64_t, params) /* parameters that count (padding excluded) */                   \
+    F(uint64_t, train_samples)                                                           \
+    F(uint64_t, test_samples)                                                            \
+    F(char *, device)                                                                    \
+    F(uint64_t, steps_per_epoch)                                                         \
+    F(uint32_t, rank)                                                                    \
+    F(uint32_t, world)                                                                   \
+    F(uint32_t, buckets) /* all-reduce buckets a step (sync mode) */
+
+typedef struct proto_train_begin_reply {
+    PROTO_TRAIN_BEGIN_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_train_begin_reply;
+
+#define PROTO_TRAIN_EPOCH_FIELDS(F, LIST) F(uint64_t, session)
+
+typedef struct proto_train_epoch {
+    PROTO_TRAIN_EPOCH_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_train_epoch;
+
+/* One of the model's own figures (ModelMetric). */
+#define PROTO_MODEL_METRIC_FIELDS(F, LIST) F(char *, name) F(double, value)
+
+typedef struct proto_model_metric {
+    PROTO_MODEL_METRIC_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_model_metric;
+
+/* An epoch's figures: over every rank in sync mode, this rank's in async
+ * mode (ferry.proto says which). */
+#define PROTO_TRAIN_EPOCH_REPLY_FIELDS(F, LIST, REP)                                     \
+    F(uint32_t, epoch) /* epochs done, 1-based */                                        \
+    F(double, train_loss)                                                                \
+    F(double, test_loss)                                                                 \
+    F(double, test_accuracy)                                                             \
+    F(uint64_t, samples)                                                                 \
+    F(double, train_s)                                                                   \
+    F(double, eval_s)                                                                    \
+    F(double, samples_per_s)                                                             \
+    F(double, allreduce_s)                                                               \
+    F(double, compute_s)                                                                 \
+    F(uint64_t, local_samples)                                                           \
+    F(uint64_t, eval_samples)                                                            \
+    F(uint64_t, pushes)                                                                  \
+    REP(uint64_t, staleness) /* pushes applied, by staleness (last: that or more) */     \
+    F(double, ps_wait_s)                                                                 \
+    F(uint64_t, steps)                                                                   \
+    REP(proto_model_metric, metrics)
+
+typedef struct proto_train_epoch_reply {
+    PROTO_TRAIN_EPOCH_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)
+} proto_train_epoch_reply;
+
+#define PROTO_TRAIN_END_FIELDS(F, LIST)                                                  \
+    F(uint64_t, session)                                                                 \
+    F(bool, discard) /* free the session without reading its parameters back */
+
+typedef struct proto_train_end {
+    PROTO_TRAIN_END_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_train_end;
+
+#define PROTO_TRAIN_END_REPLY_FIELDS(F, LIST)                                            \
+    F(char *, params_sha256) /* of the final flat float32 parameter buffer */            \
+    F(uint64_t, params)
+
+typedef struct proto_train_end_reply {
+    PROTO_TRAIN_END_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_train_end_reply;
+
+/* Async mode: rank `rank` was lost (its reply is empty). */
+#define PROTO_TRAIN_LEAVE_FIELDS(F, LIST) F(uint64_t, session) F(uint32_t, rank)
+
+typedef struct proto_train_leave {
+    PROTO_TRAIN_LEAVE_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_train_leave;
+
+int proto_train_begin_reply_pack(const proto_train_begin_reply *in, proto_bytes *out);
+int proto_train_begin_reply_unpack(const void *buf, size_t len,
+                                   proto_train_begin_reply **out);
+int proto_train_epoch_pack(const proto_train_epoch *in, proto_bytes *out);
+int proto_train_epoch_unpack(const void *buf, size_t len, proto_train_epoch **out);
+int proto_train_epoch_reply_pack(const proto_train_epoch_reply *in, proto_bytes *out);
+int proto_train_epoch_reply_unpack(const void *buf, size_t len,
+                                   proto_train_epoch_reply **out);
+int proto_train_end_pack(const proto_train_end *in, proto_bytes *out);
+int proto_train_end_unpack(const void *buf, size_t len, proto_train_end **out);
+int proto_train_end_reply_pack(const proto_train_end_reply *in, proto_bytes *out);
+int proto_train_end_reply_unpack(const void *buf, size_t len,
+                                 proto_train_end_reply **out);
+int proto_train_leave_pack(const proto_train_leave *in, proto_bytes *out);
+int proto_train_leave_unpack(const void *buf, size_t len, proto_train_leave **out);
 
 #endif

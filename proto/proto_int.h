@@ -34,11 +34,17 @@ typedef struct proto_view_desc {
 
 /* How a view's member holds its message field. */
 typedef enum proto_kind {
-    PROTO_KIND_NUMBER, /* the same bits: an integer, a float or a double */
-    PROTO_KIND_BOOL,   /* bool in the view, protobuf_c_boolean in the message */
-    PROTO_KIND_STRING, /* char *; never NULL in a message, nor in an unpacked view */
-    PROTO_KIND_LIST,   /* char ** and its size_t count */
+    PROTO_KIND_NUMBER,   /* the same bits: an integer, a float or a double */
+    PROTO_KIND_BOOL,     /* bool in the view, protobuf_c_boolean in the message */
+    PROTO_KIND_STRING,   /* char *; never NULL in a message, nor in an unpacked view */
+    PROTO_KIND_LIST,     /* char ** and its size_t count */
+    PROTO_KIND_NUMBERS,  /* an array of numbers and its count */
+    PROTO_KIND_MESSAGES, /* an array of the nested message's views and its count */
 } proto_kind;
+
+/* The view of a message nested in others (a repeated field of that type), or
+ * NULL when it has none. A nested view holds numbers, bools and strings only. */
+const struct proto_view_desc *proto_nested_view(const ProtobufCMessageDescriptor *msg);
 
 /* The message field that `f` names and how the view holds it. Returns 0, or
  * FERRY_EINVAL when the message has no such field or the view's member
@@ -46,9 +52,19 @@ typedef enum proto_kind {
 int proto_field_find(const proto_view_desc *d, const proto_field *f,
                      const ProtobufCFieldDescriptor **fd, proto_kind *kind);
 
-/* Copies every field of `view` into the message `m` (the strings are shared,
- * NULL ones become ""), or of `m` into `view` (the strings still point into
- * the message). Returns 0 or FERRY_EINVAL as proto_field_find(). */
+/* Calls fn(f, fd, kind, arg) for each field of d with the message field it
+ * names, until one returns nonzero. Returns that, 0, or FERRY_EINVAL as
+ * proto_field_find() for a field that does not match. */
+typedef int (*proto_field_fn)(const proto_field *f, const ProtobufCFieldDescriptor *fd,
+                              proto_kind kind, void *arg);
+int proto_fields_each(const proto_view_desc *d, proto_field_fn fn, void *arg);
+
+/* Copies every field of `view` into the message `m` (the strings and arrays
+ * are shared, NULL strings become ""; message lists are left to the caller,
+ * who must make their messages), or of `m` into `view` (strings and arrays
+ * still point into the message; a message list's member holds the message's
+ * array of messages, not views). Returns 0 or FERRY_EINVAL as
+ * proto_field_find(). */
 int proto_fields_to_msg(const proto_view_desc *d, const void *view, ProtobufCMessage *m);
 int proto_fields_to_view(const proto_view_desc *d, const ProtobufCMessage *m, void *view);
 
@@ -71,26 +87,33 @@ static inline char *proto_str(const char *s)
 }
 
 /* A proto_field for each entry of a view's field list (proto.h), in a scope
- * where proto_this names the view's type. */
+ * where proto_this names the view's type. A repeated field's size is its
+ * element's. */
 #define PROTO_FIELD(type, name)                                                          \
     {#name, offsetof(proto_this, name), sizeof(((proto_this *)0)->name), PROTO_NO_COUNT},
 #define PROTO_LIST_FIELD(name)                                                           \
     {#name, offsetof(proto_this, name), sizeof(((proto_this *)0)->name),                 \
      offsetof(proto_this, n_##name)},
+#define PROTO_REP_FIELD(type, name)                                                      \
+    {#name, offsetof(proto_this, name), sizeof(type), offsetof(proto_this, n_##name)},
 
-/* Defines proto_<view>_pack() and proto_<view>_unpack() for the view type
- * proto_<view>, whose fields FIELDS lists, and the message ferry__<message>. */
-#define PROTO_VIEW(view, message, FIELDS)                                                \
+/* The descriptor of the view type proto_<view> whose proto_fields ENTRIES
+ * are, for the message ferry__<message>. */
+#define PROTO_VIEW_DESC(view, message, ENTRIES)                                          \
     static const proto_view_desc *view##_desc(void)                                      \
     {                                                                                    \
         typedef proto_##view proto_this;                                                 \
-        static const proto_field fields[] = {FIELDS(PROTO_FIELD, PROTO_LIST_FIELD)};     \
+        static const proto_field fields[] = {ENTRIES};                                   \
         static const proto_view_desc d = {.msg = &ferry__##message##__descriptor,        \
                                           .size = sizeof(proto_this),                    \
                                           .fields = fields,                              \
                                           .n_fields = sizeof fields / sizeof fields[0]}; \
         return &d;                                                                       \
-    }                                                                                    \
+    }
+
+/* Defines proto_<view>_pack() and proto_<view>_unpack() for the view type
+ * proto_<view>, with the descriptor <view>_desc(). */
+#define PROTO_VIEW_FNS(view)                                                             \
     int proto_##view##_pack(const proto_##view *in, proto_bytes *out)                    \
     {                                                                                    \
         return proto_view_pack(view##_desc(), in, out);                                  \
@@ -99,5 +122,16 @@ static inline char *proto_str(const char *s)
     {                                                                                    \
         return proto_view_unpack(view##_desc(), buf, len, (void **)out);                 \
     }
+
+/* The view proto_<view> of ferry__<message>, whose fields FIELDS(F, LIST)
+ * lists; PROTO_REP_VIEW for a list FIELDS(F, LIST, REP) that has repeated
+ * numbers or messages. */
+#define PROTO_VIEW(view, message, FIELDS)                                                \
+    PROTO_VIEW_DESC(view, message, FIELDS(PROTO_FIELD, PROTO_LIST_FIELD))                \
+    PROTO_VIEW_FNS(view)
+#define PROTO_REP_VIEW(view, message, FIELDS)                                            \
+    PROTO_VIEW_DESC(view, message,                                                       \
+                    FIELDS(PROTO_FIELD, PROTO_LIST_FIELD, PROTO_REP_FIELD))              \
+    PROTO_VIEW_FNS(view)
 
 #endif

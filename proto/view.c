@@ -1,6 +1,6 @@
 /* Views and packed heads: the two shapes a message takes outside proto/.
  *
- * A view and its strings share one allocation, so that whoever keeps a
+ * A view, its arrays and its strings share one allocation, so that whoever keeps a
  * reply (the cluster keeps every worker's last Ping and Stats) frees it
  * with one call and never holds the decoder's memory. */
 #include <stdlib.h>
@@ -20,6 +20,48 @@ void proto_free(void *view)
     free(view);
 }
 
+/* Message lists packed at most in one view. */
+#define MAX_NESTED 4
+
+/* The message lists' messages made for packing a view: one block a list,
+ * freed by the caller. */
+typedef struct nested {
+    const char *in; /* the view */
+    ProtobufCMessage *m;
+    void *blocks[MAX_NESTED];
+    size_t n;
+} nested;
+
+/* Makes the messages of a message list of the view for its message. */
+static int make_nested(const proto_field *f, const ProtobufCFieldDescriptor *fd,
+                       proto_kind kind, void *arg)
+{
+    nested *ns = arg;
+    const char *views =
+        kind == PROTO_KIND_MESSAGES ? *(const char *const *)(ns->in + f->off) : NULL;
+    if (!views)
+        return 0;
+    const proto_view_desc *sub = proto_nested_view(fd->descriptor);
+    size_t n = *(const size_t *)(ns->in + f->n_off), each = sub->msg->sizeof_message;
+    if (ns->n == MAX_NESTED)
+        return FERRY_EINVAL;
+    char *block = malloc(n * (sizeof(void *) + each) + 1);
+    if (!block)
+        return FERRY_ENOMEM;
+    ns->blocks[ns->n++] = block;
+    ProtobufCMessage **ptrs = (ProtobufCMessage **)block;
+    for (size_t j = 0; j < n; j++) {
+        ptrs[j] = (ProtobufCMessage *)(block + n * sizeof(void *) + j * each);
+        protobuf_c_message_init(sub->msg, ptrs[j]);
+        int rc = proto_fields_to_msg(sub, views + j * sub->size, ptrs[j]);
+        if (rc)
+            return rc;
+    }
+    *(size_t *)((char *)ns->m + fd->quantifier_offset) = n;
+    *(ProtobufCMessage ***)((char *)ns->m + fd->offset) = ptrs;
+    return 0;
+}
+
 int proto_view_pack(const proto_view_desc *d, const void *in, proto_bytes *out)
 {
     out->data = NULL;
@@ -30,26 +72,29 @@ int proto_view_pack(const proto_view_desc *d, const void *in, proto_bytes *out)
     if (d->msg->sizeof_message > sizeof buf)
         return FERRY_EINVAL;
     protobuf_c_message_init(d->msg, m);
+    nested ns = {.in = in, .m = m};
     int rc = proto_fields_to_msg(d, in, m);
-    if (rc)
-        return rc;
-    out->len = protobuf_c_message_get_packed_size(m);
-    if (!out->len)
-        return 0;
-    if (!(out->data = malloc(out->len))) {
+    if (rc == 0)
+        rc = proto_fields_each(d, make_nested, &ns);
+    if (rc == 0)
+        out->len = protobuf_c_message_get_packed_size(m);
+    if (out->len && !(out->data = malloc(out->len))) {
         out->len = 0;
-        return FERRY_ENOMEM;
+        rc = FERRY_ENOMEM;
     }
-    protobuf_c_message_pack(m, out->data);
-    return 0;
+    if (out->data)
+        protobuf_c_message_pack(m, out->data);
+    for (size_t i = 0; i < ns.n; i++)
+        free(ns.blocks[i]);
+    return rc;
 }
 
-/* Where a view's strings go: first only counted (at == NULL), then copied
- * behind the view in its allocation, the lists' entries first. */
+/* Where a view's arrays and strings go: first only counted (at == NULL),
+ * then copied behind the view in its allocation, the arrays first. */
 typedef struct arena {
-    char **slot; /* the next list entry */
-    char *at;    /* the next string */
-    size_t ptrs, bytes;
+    char *blk; /* the next array */
+    char *at;  /* the next string */
+    size_t blocks, bytes;
 } arena;
 
 /* Counts `s` (NULL is "") and copies it when the arena has room; returns the
@@ -66,36 +111,89 @@ static char *keep(arena *a, const char *s)
     return dst;
 }
 
-/* Keeps the strings of the view `src`, whose own still point into the
- * message, and points `dst` (the view's copy, or NULL while counting) at the
- * kept ones. */
-static void keep_strings(const proto_view_desc *d, const char *src, char *dst, arena *a)
+/* Room for an array of `len` bytes, aligned as any member; NULL while
+ * counting. */
+static void *take(arena *a, size_t len)
 {
-    for (size_t i = 0; i < d->n_fields; i++) {
-        const proto_field *f = &d->fields[i];
-        const ProtobufCFieldDescriptor *fd;
-        proto_kind kind;
-        if (proto_field_find(d, f, &fd, &kind))
-            continue; /* proto_fields_to_view() refused it already */
-        if (kind == PROTO_KIND_STRING) {
-            char *s = keep(a, *(char *const *)(src + f->off));
-            if (dst)
-                *(char **)(dst + f->off) = s;
-        } else if (kind == PROTO_KIND_LIST) {
-            size_t n = *(const size_t *)(src + f->n_off);
-            char **list = *(char **const *)(src + f->off), **copy = a->slot;
-            for (size_t j = 0; j < n; j++) {
-                char *s = keep(a, list[j]);
-                if (copy)
-                    copy[j] = s;
-            }
-            a->ptrs += n;
-            if (dst)
-                *(char ***)(dst + f->off) = n ? copy : NULL;
-            if (copy)
-                a->slot += n;
-        }
+    len =
+        (len + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
+    a->blocks += len;
+    if (!a->at)
+        return NULL;
+    void *p = a->blk;
+    a->blk += len;
+    return p;
+}
+
+static int keep_fields(const proto_view_desc *d, const char *src, char *dst, arena *a);
+
+/* Makes the views of a message list's `n` messages `msgs` in the arena (at
+ * `views`, or nowhere while counting). */
+static int keep_nested(const proto_view_desc *sub, ProtobufCMessage *const *msgs,
+                       size_t n, char *views, arena *a)
+{
+    _Alignas(max_align_t) char tmpl[512];
+    if (sub->size > sizeof tmpl)
+        return FERRY_EINVAL;
+    for (size_t j = 0; j < n; j++) {
+        memset(tmpl, 0, sub->size);
+        char *v = views ? views + j * sub->size : NULL;
+        int rc = proto_fields_to_view(sub, msgs[j], tmpl);
+        if (rc == 0 && v)
+            memcpy(v, tmpl, sub->size);
+        if (rc == 0)
+            rc = keep_fields(sub, tmpl, v, a);
+        if (rc)
+            return rc;
     }
+    return 0;
+}
+
+/* A view whose strings and arrays still point into the message, and its
+ * copy that points at the kept ones (NULL while counting). */
+typedef struct keeping {
+    const char *src;
+    char *dst;
+    arena *a;
+} keeping;
+
+static int keep_field(const proto_field *f, const ProtobufCFieldDescriptor *fd,
+                      proto_kind kind, void *arg)
+{
+    const keeping *k = arg;
+    if (kind == PROTO_KIND_NUMBER || kind == PROTO_KIND_BOOL)
+        return 0;
+    const void *from = *(void *const *)(k->src + f->off);
+    char *copy;
+    int rc = 0;
+    if (kind == PROTO_KIND_STRING) {
+        copy = keep(k->a, from);
+    } else {
+        size_t n = *(const size_t *)(k->src + f->n_off);
+        copy = take(k->a, n * (kind == PROTO_KIND_LIST ? sizeof(char *) : f->size));
+        if (kind == PROTO_KIND_LIST) {
+            for (size_t j = 0; j < n; j++) {
+                char *s = keep(k->a, ((char *const *)from)[j]);
+                if (copy)
+                    ((char **)copy)[j] = s;
+            }
+        } else if (kind == PROTO_KIND_NUMBERS) {
+            if (copy && n)
+                memcpy(copy, from, n * f->size);
+        } else {
+            rc = keep_nested(proto_nested_view(fd->descriptor), from, n, copy, k->a);
+        }
+        copy = n ? copy : NULL;
+    }
+    if (k->dst)
+        *(char **)(k->dst + f->off) = copy;
+    return rc;
+}
+
+/* Keeps the strings and arrays of the view `src` and points `dst` at them. */
+static int keep_fields(const proto_view_desc *d, const char *src, char *dst, arena *a)
+{
+    return proto_fields_each(d, keep_field, &(keeping){src, dst, a});
 }
 
 int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **out)
@@ -107,17 +205,23 @@ int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **
         return FERRY_EINVAL;
     memset(tmpl, 0, d->size);
     int rc = proto_fields_to_view(d, m, tmpl);
+    arena count = {0};
+    if (rc == 0)
+        rc = keep_fields(d, tmpl, NULL, &count);
     if (rc)
         return rc;
-    arena count = {0};
-    keep_strings(d, tmpl, NULL, &count);
-    size_t lists = count.ptrs * sizeof(char *);
-    char *v = malloc(d->size + lists + count.bytes);
+    size_t head = (d->size + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) *
+                  _Alignof(max_align_t);
+    char *v = malloc(head + count.blocks + count.bytes);
     if (!v)
         return FERRY_ENOMEM;
     memcpy(v, tmpl, d->size);
-    arena put = {.slot = (char **)(v + d->size), .at = v + d->size + lists};
-    keep_strings(d, tmpl, v, &put);
+    arena put = {.blk = v + head, .at = v + head + count.blocks};
+    rc = keep_fields(d, tmpl, v, &put);
+    if (rc) {
+        free(v);
+        return rc;
+    }
     *out = v;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <ferry/ferry.h>
 
 #include "proto/proto_int.h"
+#include "refused.h"
 
 /* Views of PingRequest { uint64 nonce = 1; } and LoadModuleReply { ...
  * bool cached = 3; } that get it wrong, each made as proto.h makes the real
@@ -45,19 +46,6 @@ static proto_bytes module_bytes(void)
         proto_load_module_reply_pack(&(proto_load_module_reply){.cached = true}, &b), 0);
     return b;
 }
-
-#define REFUSED_BOTH_WAYS(view, bytes)                                                   \
-    do {                                                                                 \
-        proto_bytes out = {(uint8_t *)"x", 1};                                           \
-        cr_expect_eq(proto_##view##_pack(&(proto_##view){0}, &out), FERRY_EINVAL);       \
-        cr_expect_null(out.data);                                                        \
-        cr_expect_eq(out.len, 0);                                                        \
-        proto_bytes b = bytes();                                                         \
-        proto_##view *v = (proto_##view *)&v; /* not NULL: the unpack must clear it */   \
-        cr_expect_eq(proto_##view##_unpack(b.data, b.len, &v), FERRY_EINVAL);            \
-        cr_expect_null(v);                                                               \
-        proto_bytes_fini(&b);                                                            \
-    } while (0)
 
 Test(proto_fields, a_name_the_message_lacks_is_refused)
 {
