@@ -2,6 +2,7 @@
  * it, and the options the workers train with. */
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <openssl/rand.h>
 #include <uv.h>
 
+#include "ferry.pb-c.h"
 #include "runtime/collective/collective.h"
 #include "train_int.h"
 
@@ -31,12 +33,13 @@ static uint64_t new_session_id(void)
     return id ? id : 1;
 }
 
-/* Rank r's begin: the session, who asks, the secret, the options (the
- * ranks' ones with more than one rank) and the peers. The data directory
- * is the one resolved here, the mode the one the run takes. */
-static void fill(Ferry__TrainBegin *a, const ct_run *run, int r, const char *data,
-                 const char **peers, char *submitter, uint8_t *secret, size_t secret_len)
+/* Rank r's begin, packed into `b`: the session, who asks, the secret, the
+ * options (the ranks' ones with more than one rank) and the peers. The data
+ * directory is the one resolved here, the mode the one the run takes. */
+static int pack(proto_bytes *b, const ct_run *run, int r, const char *data,
+                const char **peers, char *submitter, uint8_t *secret, size_t secret_len)
 {
+    Ferry__TrainBegin m, *a = &m;
     proto_train_spec spec = run->o->spec;
     spec.data_dir = data;
     spec.mode = run->mode->name;
@@ -46,15 +49,20 @@ static void fill(Ferry__TrainBegin *a, const ct_run *run, int r, const char *dat
     a->submitter = submitter; /* idle_ms 0: the workers' default */
     a->secret.data = secret;
     a->secret.len = secret_len;
-    if (run->k == 1)
-        return;
-    a->rank = (uint32_t)r;
-    a->world = (uint32_t)run->k;
-    a->n_peers = (size_t)run->k;
-    a->peers = (char **)peers;
+    if (run->k > 1) {
+        a->rank = (uint32_t)r;
+        a->world = (uint32_t)run->k;
+        a->n_peers = (size_t)run->k;
+        a->peers = (char **)peers;
+    }
+    b->len = ferry__train_begin__get_packed_size(a);
+    if (!(b->data = malloc(b->len ? b->len : 1)))
+        return FERRY_ENOMEM;
+    ferry__train_begin__pack(a, b->data);
+    return 0;
 }
 
-int ct_begin(ct_run *run, const char *data_dir, Ferry__TrainBeginReply **b)
+int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b)
 {
     int k = run->k;
     run->session = new_session_id();
@@ -71,15 +79,19 @@ int ct_begin(ct_run *run, const char *data_dir, Ferry__TrainBeginReply **b)
         peers[r] = cluster_target(run->cl, r);
     char submitter[256];
     describe_submitter(submitter, sizeof submitter);
-    Ferry__TrainBegin begin[k];
-    ProtobufCMessage *msgs[k];
-    for (int r = 0; r < k; r++) {
-        fill(&begin[r], run, r, data_dir, peers, submitter, secret, sizeof secret);
-        msgs[r] = &begin[r].base;
-    }
-    int rc = ct_call(run, "ferry.train.begin", msgs,
-                     &ferry__train_begin_reply__descriptor, (ProtobufCMessage **)b);
+    proto_bytes begin[k];
+    memset(begin, 0, sizeof begin);
+    int rc = 0;
+    for (int r = 0; r < k && rc == 0; r++)
+        rc = pack(&begin[r], run, r, data_dir, peers, submitter, secret, sizeof secret);
+    if (rc == 0)
+        rc = ct_call(run, "ferry.train.begin", begin, &ct_begin_reply, (void **)b);
     OPENSSL_cleanse(secret, sizeof secret);
+    for (int r = 0; r < k; r++) {
+        if (begin[r].data)
+            OPENSSL_cleanse(begin[r].data, begin[r].len);
+        proto_bytes_fini(&begin[r]);
+    }
     if (rc) {
         ct_fail(run, "%s: cannot start training: %s", run->module,
                 cluster_error(run->cl));

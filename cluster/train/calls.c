@@ -21,80 +21,81 @@ void ct_fail(ct_run *run, const char *fmt, ...)
     free(text);
 }
 
-int ct_pack(const ProtobufCMessage *msg, ferry_bytes_t *b)
-{
-    b->len = protobuf_c_message_get_packed_size(msg);
-    b->data = malloc(b->len ? b->len : 1);
-    if (!b->data)
-        return FERRY_ENOMEM;
-    protobuf_c_message_pack(msg, b->data);
-    return 0;
-}
+/* Each view's unpack behind ct_reply's one signature. */
+#define CT_REPLY(var, view, name)                                                        \
+    static int var##_unpack(const void *buf, size_t len, void **out)                     \
+    {                                                                                    \
+        proto_##view *v;                                                                 \
+        int rc = proto_##view##_unpack(buf, len, &v);                                    \
+        *out = v;                                                                        \
+        return rc;                                                                       \
+    }                                                                                    \
+    const ct_reply var = {name, var##_unpack};
 
-void ct_free_replies(ProtobufCMessage **reply, int n)
+CT_REPLY(ct_begin_reply, train_begin_reply, "ferry.TrainBeginReply")
+CT_REPLY(ct_epoch_reply, train_epoch_reply, "ferry.TrainEpochReply")
+CT_REPLY(ct_end_reply, train_end_reply, "ferry.TrainEndReply")
+
+void ct_free_replies(void *const *reply, int n)
 {
     for (int r = 0; r < n; r++)
-        if (reply[r])
-            protobuf_c_message_free_unpacked(reply[r], NULL);
+        proto_free(reply[r]);
 }
 
-int ct_call(ct_run *run, const char *fn, ProtobufCMessage *const *msg,
-            const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
+/* A packed head as a call's argument: the same bytes, not a copy. */
+static ferry_bytes_t arg(const proto_bytes *b)
+{
+    return (ferry_bytes_t){.data = b->data, .len = b->len};
+}
+
+int ct_call(ct_run *run, const char *fn, const proto_bytes *in, const ct_reply *kind,
+            void **reply)
 {
     int n = run->k;
-    ferry_bytes_t in[n], out[n];
-    memset(in, 0, sizeof in);
-    int rc = 0;
-    for (int r = 0; r < n && rc == 0; r++)
-        rc = ct_pack(msg[r], &in[r]);
-    if (rc == 0)
-        rc = n == 1 ? cluster_call(run->cl, run->m, 0, fn, &in[0], &out[0])
-                    : cluster_call_first(run->cl, run->m, fn, (size_t)n, in, out);
+    ferry_bytes_t args[n], out[n];
     for (int r = 0; r < n; r++)
-        free(in[r].data);
+        args[r] = arg(&in[r]);
+    int rc = n == 1 ? cluster_call(run->cl, run->m, 0, fn, &args[0], &out[0])
+                    : cluster_call_first(run->cl, run->m, fn, (size_t)n, args, out);
     if (rc)
         return rc;
     for (int r = 0; r < n; r++) {
-        reply[r] =
-            rc ? NULL : protobuf_c_message_unpack(desc, NULL, out[r].len, out[r].data);
-        cluster_free_bytes(&out[r]);
-        if (!reply[r] && !rc) {
-            reply[r] = NULL;
-            ct_fail(run, "worker %d: %s: the reply is not a %s", r, fn, desc->name);
+        reply[r] = NULL;
+        if (rc == 0 && kind->unpack(out[r].data, out[r].len, &reply[r])) {
+            ct_fail(run, "worker %d: %s: the reply is not a %s", r, fn, kind->what);
             rc = FERRY_EPROTO;
         }
+        cluster_free_bytes(&out[r]);
     }
     if (rc)
         ct_free_replies(reply, n);
     return rc;
 }
 
-int ct_call_all(ct_run *run, const char *fn, const ProtobufCMessage *msg,
-                const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
+int ct_call_all(ct_run *run, const char *fn, const proto_bytes *in, const ct_reply *kind,
+                void **reply)
 {
-    ProtobufCMessage *msgs[run->k];
+    proto_bytes each[run->k];
     for (int r = 0; r < run->k; r++)
-        msgs[r] = (ProtobufCMessage *)msg;
-    return ct_call(run, fn, msgs, desc, reply);
+        each[r] = *in;
+    return ct_call(run, fn, each, kind, reply);
 }
 
-int ct_call_each(ct_run *run, const char *fn, const ProtobufCMessage *msg,
+int ct_call_each(ct_run *run, const char *fn, const proto_bytes *in,
                  const cluster_each_follow *follow, ct_each *each)
 {
     size_t n = (size_t)run->k;
     each->rcs = calloc(n, sizeof *each->rcs);
     each->errs = calloc(n, sizeof *each->errs);
     each->out = calloc(n, sizeof *each->out);
-    ferry_bytes_t *in = calloc(n, sizeof *in);
-    int rc = each->rcs && each->errs && each->out && in ? 0 : FERRY_ENOMEM;
+    ferry_bytes_t *args = calloc(n, sizeof *args);
+    int rc = each->rcs && each->errs && each->out && args ? 0 : FERRY_ENOMEM;
     for (size_t r = 0; r < n && rc == 0; r++)
-        rc = ct_pack(msg, &in[r]);
+        args[r] = arg(in);
     if (rc == 0)
-        rc = cluster_call_each(run->cl, run->m, fn, n, run->alive, in, each->out,
+        rc = cluster_call_each(run->cl, run->m, fn, n, run->alive, args, each->out,
                                each->rcs, each->errs, follow);
-    for (size_t r = 0; in && r < n; r++)
-        free(in[r].data);
-    free(in);
+    free(args);
     return rc;
 }
 
@@ -114,16 +115,15 @@ void ct_each_free(ct_run *run, ct_each *each)
 
 void ct_discard(ct_run *run)
 {
-    Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
-    end.session = run->session;
-    end.discard = true;
+    proto_bytes in = {0};
+    if (proto_train_end_pack(&(proto_train_end){.session = run->session, .discard = true},
+                             &in))
+        return;
     for (int r = 0; r < run->k; r++) {
-        ferry_bytes_t in = {0}, out = {0};
-        if (!run->alive[r])
-            continue;
-        if (ct_pack(&end.base, &in) == 0 &&
-            cluster_call(run->cl, run->m, r, "ferry.train.end", &in, &out) == 0)
+        ferry_bytes_t a = arg(&in), out = {0};
+        if (run->alive[r] &&
+            cluster_call(run->cl, run->m, r, "ferry.train.end", &a, &out) == 0)
             cluster_free_bytes(&out);
-        free(in.data);
     }
+    proto_bytes_fini(&in);
 }

@@ -14,10 +14,12 @@
 static int leave_arg(int failed, ferry_bytes_t *in, void *arg)
 {
     ct_run *run = arg;
-    Ferry__TrainLeave l = FERRY__TRAIN_LEAVE__INIT;
-    l.session = run->session;
-    l.rank = (uint32_t)failed;
-    return ct_pack(&l.base, in);
+    proto_bytes b;
+    int rc = proto_train_leave_pack(
+        &(proto_train_leave){.session = run->session, .rank = (uint32_t)failed}, &b);
+    in->data = b.data;
+    in->len = b.len;
+    return rc;
 }
 
 static bool holds_shard(const ct_run *run, int rank)
@@ -27,7 +29,8 @@ static bool holds_shard(const ct_run *run, int rank)
 
 /* Adds rank r's reply into the sums (accumulated as totals, divided at the
  * end). */
-static void add(Ferry__TrainEpochReply *sum, const Ferry__TrainEpochReply *r, ct_run *run)
+static void add(proto_train_epoch_reply *sum, const proto_train_epoch_reply *r,
+                ct_run *run)
 {
     sum->epoch = r->epoch;
     sum->train_loss += r->train_loss * (double)r->local_samples;
@@ -60,7 +63,7 @@ typedef struct epoch_calls {
 /* Adds up the replies of the live ranks into *sum; a rank the cluster saw
  * die leaves the run unless it held a shard (then lost_holder), one that
  * failed otherwise is failed_own. */
-static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *sum)
+static void gather(ct_run *run, int e, epoch_calls *c, proto_train_epoch_reply *sum)
 {
     int n = run->k;
     for (int r = 0; r < n; r++) {
@@ -87,10 +90,11 @@ static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *s
             }
             continue;
         }
-        Ferry__TrainEpochReply *rep = ferry__train_epoch_reply__unpack(
-            NULL, c->each.out[r].len, c->each.out[r].data);
+        proto_train_epoch_reply *rep;
+        int bad =
+            proto_train_epoch_reply_unpack(c->each.out[r].data, c->each.out[r].len, &rep);
         cluster_free_bytes(&c->each.out[r]);
-        if (!rep) {
+        if (bad) {
             if (c->failed_own < 0)
                 c->failed_own = r;
             continue;
@@ -98,7 +102,7 @@ static void gather(ct_run *run, int e, epoch_calls *c, Ferry__TrainEpochReply *s
         add(sum, rep, run);
         ct_scores_add(&run->scores, rep);
         run->steps[r] += rep->steps;
-        ferry__train_epoch_reply__free_unpacked(rep, NULL);
+        proto_free(rep);
     }
 }
 
@@ -130,7 +134,7 @@ static int verdict(ct_run *run, int e, const epoch_calls *c)
 }
 
 /* The sums made means, and the epoch as the caller sees it. */
-static void describe(ct_run *run, const Ferry__TrainEpochReply *sum,
+static void describe(ct_run *run, const proto_train_epoch_reply *sum,
                      cluster_train_epoch *out)
 {
     *out = (cluster_train_epoch){.epoch = sum->epoch,
@@ -153,19 +157,20 @@ static void describe(ct_run *run, const Ferry__TrainEpochReply *sum,
 
 static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
 {
-    Ferry__TrainEpoch ep = FERRY__TRAIN_EPOCH__INIT;
-    ep.session = run->session;
+    proto_bytes ep;
     epoch_calls c = {.failed_own = -1, .lost_holder = -1};
     cluster_each_follow follow = {
         .function = "ferry.train.leave", .arg_for = leave_arg, .arg = run};
-    int rc = ct_call_each(run, "ferry.train.epoch", &ep.base, &follow, &c.each);
+    int rc = proto_train_epoch_pack(&(proto_train_epoch){.session = run->session}, &ep);
+    if (rc == 0)
+        rc = ct_call_each(run, "ferry.train.epoch", &ep, &follow, &c.each);
+    proto_bytes_fini(&ep);
     if (rc) {
         ct_fail(run, "%s: epoch %d: %s", run->module, e, cluster_error(run->cl));
         ct_each_free(run, &c.each);
         return rc;
     }
-    Ferry__TrainEpochReply sum;
-    ferry__train_epoch_reply__init(&sum);
+    proto_train_epoch_reply sum = {0};
     memset(&run->scores, 0, sizeof run->scores);
     gather(run, e, &c, &sum);
     rc = verdict(run, e, &c);
@@ -197,17 +202,19 @@ static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
 
 /* The lost ranks are out of it; the others read the shards' final values,
  * the same for all of them. */
-static int async_end(ct_run *run, Ferry__TrainEndReply **done, bool *identical)
+static int async_end(ct_run *run, proto_train_end_reply **done, bool *identical)
 {
     int k = run->k;
-    Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
-    end.session = run->session;
-    ct_each each;
-    int rc = ct_call_each(run, "ferry.train.end", &end.base, NULL, &each);
+    proto_bytes end;
+    ct_each each = {0};
+    int rc = proto_train_end_pack(&(proto_train_end){.session = run->session}, &end);
+    if (rc == 0)
+        rc = ct_call_each(run, "ferry.train.end", &end, NULL, &each);
+    proto_bytes_fini(&end);
     for (int r = 0; rc == 0 && r < k; r++) {
         ferry_bytes_t *o = &each.out[r];
         if (run->alive[r] && each.rcs[r] == 0 &&
-            !(done[r] = ferry__train_end_reply__unpack(NULL, o->len, o->data)))
+            proto_train_end_reply_unpack(o->data, o->len, &done[r]))
             each.rcs[r] = FERRY_EPROTO;
         if (run->alive[r] && each.rcs[r]) {
             ct_fail(run, "%s: cannot end training on worker %d: %s", run->module, r,

@@ -8,11 +8,12 @@
 static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
 {
     int k = run->k;
-    Ferry__TrainEpoch ep = FERRY__TRAIN_EPOCH__INIT;
-    ep.session = run->session;
-    Ferry__TrainEpochReply *rep[k];
-    int rc = ct_call_all(run, "ferry.train.epoch", &ep.base,
-                         &ferry__train_epoch_reply__descriptor, (ProtobufCMessage **)rep);
+    proto_bytes ep;
+    proto_train_epoch_reply *rep[k];
+    int rc = proto_train_epoch_pack(&(proto_train_epoch){.session = run->session}, &ep);
+    if (rc == 0)
+        rc = ct_call_all(run, "ferry.train.epoch", &ep, &ct_epoch_reply, (void **)rep);
+    proto_bytes_fini(&ep);
     if (rc) {
         ct_fail(run, "%s: epoch %d failed%s: %s", run->module, e,
                 k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
@@ -21,13 +22,12 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
                 cluster_error(run->cl));
         return rc;
     }
-    if (run->reply)
-        ferry__train_epoch_reply__free_unpacked(run->reply, NULL);
+    proto_free(run->reply);
     run->reply = rep[0];
     rep[0] = NULL;
-    ct_free_replies((ProtobufCMessage **)rep, k);
+    ct_free_replies((void **)rep, k);
 
-    const Ferry__TrainEpochReply *r = run->reply;
+    const proto_train_epoch_reply *r = run->reply;
     *out = (cluster_train_epoch){.epoch = r->epoch,
                                  .train_loss = r->train_loss,
                                  .test_loss = r->test_loss,
@@ -43,17 +43,18 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
                                  .live_workers = k};
     for (size_t i = 0; i < r->n_metrics && i < FERRY_MODEL_METRICS_MAX; i++)
         out->metrics[out->n_metrics++] = (cluster_train_metric){
-            .name = r->metrics[i]->name, .value = r->metrics[i]->value};
+            .name = r->metrics[i].name, .value = r->metrics[i].value};
     return 0;
 }
 
-static int sync_end(ct_run *run, Ferry__TrainEndReply **done, bool *identical)
+static int sync_end(ct_run *run, proto_train_end_reply **done, bool *identical)
 {
     int k = run->k;
-    Ferry__TrainEnd end = FERRY__TRAIN_END__INIT;
-    end.session = run->session;
-    int rc = ct_call_all(run, "ferry.train.end", &end.base,
-                         &ferry__train_end_reply__descriptor, (ProtobufCMessage **)done);
+    proto_bytes end;
+    int rc = proto_train_end_pack(&(proto_train_end){.session = run->session}, &end);
+    if (rc == 0)
+        rc = ct_call_all(run, "ferry.train.end", &end, &ct_end_reply, (void **)done);
+    proto_bytes_fini(&end);
     if (rc)
         ct_fail(run, "%s: cannot end training: %s", run->module, cluster_error(run->cl));
     for (int r = 1; rc == 0 && r < k; r++)

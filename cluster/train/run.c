@@ -116,7 +116,7 @@ static int keep_strings(cluster_train_result *res, const char *sha)
 /* Ends the sessions, checks the ranks agree, and fills the rest of *res. */
 static int finish(ct_run *run, cluster_train_result *res)
 {
-    Ferry__TrainEndReply *done[run->k];
+    proto_train_end_reply *done[run->k];
     memset(done, 0, sizeof done);
     res->identical = true;
     int rc = run->mode->end(run, done, &res->identical);
@@ -131,7 +131,7 @@ static int finish(ct_run *run, cluster_train_result *res)
                      &res->staleness_max);
         rc = keep_strings(res, done[0]->params_sha256);
     }
-    ct_free_replies((ProtobufCMessage **)done, run->k);
+    ct_free_replies((void **)done, run->k);
     return rc;
 }
 
@@ -143,7 +143,7 @@ static int train(ct_run *run, cluster_train_result *res)
         return rc;
     cluster_set_call_timeout(run->cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
-    Ferry__TrainBeginReply *b[run->k];
+    proto_train_begin_reply *b[run->k];
     if ((rc = ct_begin(run, data, b)))
         return rc;
     const cluster_train_opts *o = run->o;
@@ -165,7 +165,7 @@ static int train(ct_run *run, cluster_train_result *res)
     if (rc)
         ct_discard(run);
     res->wall_s = (double)uv_hrtime() / 1e9 - t0;
-    ct_free_replies((ProtobufCMessage **)b, run->k);
+    ct_free_replies((void **)b, run->k);
     return rc;
 }
 
@@ -187,8 +187,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
             run.alive[r] = true;
         rc = train(&run, res);
     }
-    if (run.reply)
-        ferry__train_epoch_reply__free_unpacked(run.reply, NULL);
+    proto_free(run.reply);
     free(run.alive);
     if (rc) {
         free(run.steps);

@@ -6,15 +6,15 @@
 
 #include "train_int.h"
 
-void ct_scores_add(ct_scores *s, const Ferry__TrainEpochReply *r)
+void ct_scores_add(ct_scores *s, const proto_train_epoch_reply *r)
 {
     for (size_t i = 0; i < r->n_metrics && i < FERRY_MODEL_METRICS_MAX; i++) {
         if (i >= s->n) {
-            snprintf(s->name[i], sizeof s->name[i], "%s", r->metrics[i]->name);
+            snprintf(s->name[i], sizeof s->name[i], "%s", r->metrics[i].name);
             s->sum[i] = 0;
             s->n = i + 1;
         }
-        s->sum[i] += r->metrics[i]->value * (double)r->eval_samples;
+        s->sum[i] += r->metrics[i].value * (double)r->eval_samples;
     }
     s->samples += r->eval_samples;
 }

@@ -4,7 +4,7 @@
 #define FERRY_CLUSTER_TRAIN_INT_H
 
 #include "cluster/train/train.h"
-#include "ferry.pb-c.h"
+#include "proto/proto.h"
 
 /* Buckets of the staleness histograms merged at most (the workers' count). */
 #define CT_STALE_BUCKETS 64
@@ -36,8 +36,8 @@ typedef struct ct_run {
     uint64_t pushes; /* over every rank and epoch */
     uint64_t staleness[CT_STALE_BUCKETS]; /* merged histograms */
     size_t buckets;
-    ct_scores scores;              /* async: the last epoch's */
-    Ferry__TrainEpochReply *reply; /* sync: the last epoch's, rank 0's */
+    ct_scores scores;               /* async: the last epoch's */
+    proto_train_epoch_reply *reply; /* sync: the last epoch's, rank 0's */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -50,7 +50,7 @@ typedef struct ct_mode {
     int (*epoch)(ct_run *run, int e, cluster_train_epoch *out);
     /* Ends the sessions; done[0] holds the parameters' digest, *identical
      * whether every live rank has the same. Returns 0 or FERRY_E* (said). */
-    int (*end)(ct_run *run, Ferry__TrainEndReply **done, bool *identical);
+    int (*end)(ct_run *run, proto_train_end_reply **done, bool *identical);
 } ct_mode;
 
 extern const ct_mode ct_mode_single, ct_mode_sync, ct_mode_async;
@@ -60,20 +60,27 @@ extern const ct_mode ct_mode_single, ct_mode_sync, ct_mode_async;
 /* Says why the run failed, through events->error. */
 void ct_fail(ct_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Packs `msg` into `b` (malloc'ed). */
-int ct_pack(const ProtobufCMessage *msg, ferry_bytes_t *b);
+/* What a built-in function's result is: its view's unpack behind one
+ * signature, and the message's name for the error that refuses it. */
+typedef struct ct_reply {
+    const char *what;
+    int (*unpack)(const void *buf, size_t len, void **out);
+} ct_reply;
+
+extern const ct_reply ct_begin_reply, ct_epoch_reply, ct_end_reply;
 
 /* Frees each non-NULL reply[0..n). */
-void ct_free_replies(ProtobufCMessage **reply, int n);
+void ct_free_replies(void *const *reply, int n);
 
-/* Calls the built-in `fn` on ranks 0..k-1 at once, msg[r] to rank r; on
- * success reply[r] holds each unpacked result (free with ct_free_replies). */
-int ct_call(ct_run *run, const char *fn, ProtobufCMessage *const *msg,
-            const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+/* Calls the built-in `fn` on ranks 0..k-1 at once, in[r] (packed) to rank
+ * r; on success reply[r] holds each result's view, as `kind` unpacks it
+ * (free with ct_free_replies). */
+int ct_call(ct_run *run, const char *fn, const proto_bytes *in, const ct_reply *kind,
+            void **reply);
 
-/* The same message to every rank: ct_call with msg for each. */
-int ct_call_all(ct_run *run, const char *fn, const ProtobufCMessage *msg,
-                const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+/* The same packed message to every rank: ct_call with in for each. */
+int ct_call_all(ct_run *run, const char *fn, const proto_bytes *in, const ct_reply *kind,
+                void **reply);
 
 /* What each rank's call of ct_call_each came to, by rank: its result, its
  * error text (NULL on success) and its reply. */
@@ -83,10 +90,10 @@ typedef struct ct_each {
     ferry_bytes_t *out;
 } ct_each;
 
-/* Calls `fn` with `msg` on every live rank, each alone (a failure cancels
- * nothing), as cluster_call_each. Returns 0 with *each filled, or an error
- * before anything started; free *each with ct_each_free() either way. */
-int ct_call_each(ct_run *run, const char *fn, const ProtobufCMessage *msg,
+/* Calls `fn` with the packed `in` on every live rank, each alone (a failure
+ * cancels nothing), as cluster_call_each. Returns 0 with *each filled, or an
+ * error before anything started; free *each with ct_each_free() either way. */
+int ct_call_each(ct_run *run, const char *fn, const proto_bytes *in,
                  const cluster_each_follow *follow, ct_each *each);
 void ct_each_free(ct_run *run, ct_each *each);
 
@@ -99,12 +106,12 @@ void ct_discard(ct_run *run);
 
 /* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
  * says why and discards what began. */
-int ct_begin(ct_run *run, const char *data_dir, Ferry__TrainBeginReply **b);
+int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b);
 
 /* ---- scores.c ---- */
 
 /* Adds a rank's metrics, weighted by its test samples. */
-void ct_scores_add(ct_scores *s, const Ferry__TrainEpochReply *r);
+void ct_scores_add(ct_scores *s, const proto_train_epoch_reply *r);
 /* Points e's metrics at the means (names in `s`, which must outlive it). */
 void ct_scores_mean(const ct_scores *s, cluster_train_epoch *e);
 
