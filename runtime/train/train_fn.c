@@ -26,6 +26,7 @@
 #include <openssl/crypto.h>
 
 #include "ferry.pb-c.h"
+#include "proto/proto.h"
 #include "session.h"
 
 #define FN_BEGIN "ferry.train.begin"
@@ -42,15 +43,17 @@ static void free_peers(char **peers, int n)
     free(peers);
 }
 
-/* Packs `msg` as the call's result. */
-static int reply(ferry_ctx_t *ctx, const ProtobufCMessage *msg, ferry_bytes_t *out)
+/* Hands the packed head `b` back as the call's result; rc is its pack's. */
+static int reply(ferry_ctx_t *ctx, int rc, proto_bytes *b, ferry_bytes_t *out)
 {
-    size_t len = protobuf_c_message_get_packed_size(msg);
-    void *buf = ctx->ops->result(ctx, out, len);
+    size_t len = b->len;
+    void *buf = rc ? NULL : ctx->ops->result(ctx, out, len);
+    if (buf && len)
+        memcpy(buf, b->data, len);
+    proto_bytes_fini(b);
     if (!buf)
-        return ctx->ops->fail(ctx, FERRY_ENOMEM, "no memory for a reply of %zu bytes",
-                              len);
-    protobuf_c_message_pack(msg, buf);
+        return ctx->ops->fail(ctx, rc ? rc : FERRY_ENOMEM,
+                              "no memory for a reply of %zu bytes", len);
     return 0;
 }
 
@@ -321,7 +324,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         return rc;
     /* Read while the session is still this call's: once it is not busy, an
      * end (or a begin of the same id) may free it at once. */
-    Ferry__TrainBeginReply r = FERRY__TRAIN_BEGIN_REPLY__INIT;
+    proto_train_begin_reply r = {0};
     if (rc == 0) {
         r.params = rt_model_param_count(s->m->task->model);
         r.train_samples = rt_trainer_dataset(s->t, true)->n;
@@ -335,16 +338,17 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rt_session_started(ctx, s, rc);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
-    return reply(ctx, &r.base, out);
+    proto_bytes b;
+    return reply(ctx, proto_train_begin_reply_pack(&r, &b), &b, out);
 }
 
 static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
-    Ferry__TrainEpoch *a = ferry__train_epoch__unpack(NULL, in->len, in->data);
-    if (!a)
+    proto_train_epoch *a;
+    if (proto_train_epoch_unpack(in->data, in->len, &a))
         return bad_argument(ctx, "TrainEpoch");
     uint64_t id = a->session;
-    ferry__train_epoch__free_unpacked(a, NULL);
+    proto_free(a);
     int rc;
     rt_train_session *s = rt_session_take(ctx, id, &rc);
     if (!s)
@@ -356,7 +360,7 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rt_session_give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
-    Ferry__TrainEpochReply r = FERRY__TRAIN_EPOCH_REPLY__INIT;
+    proto_train_epoch_reply r = {0};
     r.epoch = (uint32_t)st.epoch;
     r.train_loss = st.train_loss;
     r.test_loss = st.test_loss;
@@ -376,27 +380,25 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         r.n_staleness = RT_PS_STALE_BUCKETS;
         r.staleness = st.shard.staleness;
     }
-    Ferry__ModelMetric mm[FERRY_MODEL_METRICS_MAX], *mp[FERRY_MODEL_METRICS_MAX];
-    for (int i = 0; i < st.n_metrics; i++) {
-        ferry__model_metric__init(&mm[i]);
-        mm[i].name = st.metrics[i].name;
-        mm[i].value = st.metrics[i].value;
-        mp[i] = &mm[i];
-    }
+    proto_model_metric mm[FERRY_MODEL_METRICS_MAX];
+    for (int i = 0; i < st.n_metrics; i++)
+        mm[i] = (proto_model_metric){.name = st.metrics[i].name,
+                                     .value = st.metrics[i].value};
     r.n_metrics = (size_t)st.n_metrics;
-    r.metrics = mp;
-    return reply(ctx, &r.base, out);
+    r.metrics = mm;
+    proto_bytes b;
+    return reply(ctx, proto_train_epoch_reply_pack(&r, &b), &b, out);
 }
 
 static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     rt_worker *w = rt_call_worker(ctx);
-    Ferry__TrainEnd *a = ferry__train_end__unpack(NULL, in->len, in->data);
-    if (!a)
+    proto_train_end *a;
+    if (proto_train_end_unpack(in->data, in->len, &a))
         return bad_argument(ctx, "TrainEnd");
     uint64_t id = a->session;
     bool discard = a->discard;
-    ferry__train_end__free_unpacked(a, NULL);
+    proto_free(a);
     rt_session_stop_holder(w, id);
     int rc;
     rt_train_session *s = rt_session_take(ctx, id, &rc);
@@ -404,10 +406,11 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
         return rc;
     rt_session_detach(w, s);
 
-    Ferry__TrainEndReply r = FERRY__TRAIN_END_REPLY__INIT;
+    proto_train_end_reply r = {0};
+    proto_bytes b;
     if (discard) {
         rt_session_free(s);
-        return reply(ctx, &r.base, out);
+        return reply(ctx, proto_train_end_reply_pack(&r, &b), &b, out);
     }
     size_t n = rt_trainer_params_len(s->t);
     float *host = malloc(n * sizeof *host);
@@ -425,26 +428,27 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
                               ferry_strerror(rc));
     r.params_sha256 = hex;
     r.params = params;
-    return reply(ctx, &r.base, out);
+    return reply(ctx, proto_train_end_reply_pack(&r, &b), &b, out);
 }
 
 static int train_leave(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     rt_worker *w = rt_call_worker(ctx);
-    Ferry__TrainLeave *a = ferry__train_leave__unpack(NULL, in->len, in->data);
-    if (!a)
+    proto_train_leave *a;
+    if (proto_train_leave_unpack(in->data, in->len, &a))
         return bad_argument(ctx, "TrainLeave");
     uint64_t id = a->session;
     int rank = (int)(a->rank > 1u << 20 ? 1u << 20 : a->rank);
-    ferry__train_leave__free_unpacked(a, NULL);
+    proto_free(a);
     /* Not through take(): the session is busy with the epoch the lost
      * rank's absence holds up. */
     if (rt_ps_leave(w->ps, id, rank))
         return ctx->ops->fail(ctx, FERRY_ENOENT,
                               "no parameter-server session %llu with a rank %d here",
                               (unsigned long long)id, rank);
-    Ferry__TrainLeaveReply r = FERRY__TRAIN_LEAVE_REPLY__INIT;
-    return reply(ctx, &r.base, out);
+    /* TrainLeaveReply is empty: no bytes. */
+    proto_bytes b = {0};
+    return reply(ctx, 0, &b, out);
 }
 
 static bool has_model(const rt_module *m)
