@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "proto.h"
+
 /* The generated message: only the files that pack or unpack it see it. */
 struct Ferry__TrainBegin;
 
@@ -239,5 +241,22 @@ void proto_train_spec_pack(const proto_train_spec *s, bool peers,
 /* Reads the option fields of `a` into `s`, which borrows `a`'s strings;
  * the LOCAL ones get their defaults. */
 void proto_train_spec_unpack(const struct Ferry__TrainBegin *a, proto_train_spec *s);
+
+/* What a rank's TrainBegin holds besides the options: the run's. */
+typedef struct proto_train_begin_run {
+    uint64_t session;         /* chosen by the master */
+    const char *submitter;    /* who asks, for the message that refuses another */
+    const uint8_t *secret;    /* the run's, secret_len bytes */
+    size_t secret_len;
+    uint32_t rank, world;     /* with peers only, as n_peers and peers */
+    size_t n_peers;
+    const char *const *peers; /* every rank's address */
+} proto_train_begin_run;
+
+/* Packs a rank's TrainBegin into out->data (malloc'd): the options of `s`
+ * as proto_train_spec_pack() sets them, and `run`. Returns 0 or
+ * FERRY_ENOMEM. */
+int proto_train_begin_pack(const proto_train_spec *s, bool peers,
+                           const proto_train_begin_run *run, proto_bytes *out);
 
 #endif

@@ -2,7 +2,6 @@
  * it, and the options the workers train with. */
 #include <pwd.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <openssl/rand.h>
 #include <uv.h>
 
-#include "ferry.pb-c.h"
 #include "runtime/collective/collective.h"
 #include "train_int.h"
 
@@ -37,29 +35,21 @@ static uint64_t new_session_id(void)
  * options (the ranks' ones with more than one rank) and the peers. The data
  * directory is the one resolved here, the mode the one the run takes. */
 static int pack(proto_bytes *b, const ct_run *run, int r, const char *data,
-                const char **peers, char *submitter, uint8_t *secret, size_t secret_len)
+                const char **peers, const char *submitter, const uint8_t *secret,
+                size_t secret_len)
 {
-    Ferry__TrainBegin m, *a = &m;
     proto_train_spec spec = run->o->spec;
     spec.data_dir = data;
     spec.mode = run->mode->name;
-    ferry__train_begin__init(a);
-    proto_train_spec_pack(&spec, run->k > 1, a);
-    a->session = run->session;
-    a->submitter = submitter; /* idle_ms 0: the workers' default */
-    a->secret.data = secret;
-    a->secret.len = secret_len;
-    if (run->k > 1) {
-        a->rank = (uint32_t)r;
-        a->world = (uint32_t)run->k;
-        a->n_peers = (size_t)run->k;
-        a->peers = (char **)peers;
-    }
-    b->len = ferry__train_begin__get_packed_size(a);
-    if (!(b->data = malloc(b->len ? b->len : 1)))
-        return FERRY_ENOMEM;
-    ferry__train_begin__pack(a, b->data);
-    return 0;
+    proto_train_begin_run rb = {.session = run->session,
+                                .submitter = submitter,
+                                .secret = secret,
+                                .secret_len = secret_len,
+                                .rank = (uint32_t)r,
+                                .world = (uint32_t)run->k,
+                                .n_peers = (size_t)run->k,
+                                .peers = peers};
+    return proto_train_begin_pack(&spec, run->k > 1, &rb, b);
 }
 
 int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b)

@@ -10,6 +10,7 @@
 #include <ferry/ferry.h>
 
 #include "proto/proto_int.h"
+#include "proto/train_spec.h"
 #include "refused.h"
 
 static proto_bytes packed_epoch(void)
@@ -229,4 +230,39 @@ Test(proto_train, a_list_for_a_single_number_is_refused)
 Test(proto_train, a_single_number_for_a_list_is_refused)
 {
     REFUSED_BOTH_WAYS(single_list, packed_epoch);
+}
+
+Test(proto_train, a_begin_is_packed_with_its_run)
+{
+    proto_train_spec s;
+    proto_train_spec_defaults(&s);
+    s.optimizer = "adam";
+    const uint8_t secret[] = {1, 2, 3};
+    const char *peers[] = {"127.0.0.1:1", "127.0.0.1:2"};
+    proto_train_begin_run run = {.session = 42,
+                                 .submitter = "me",
+                                 .secret = secret,
+                                 .secret_len = sizeof secret,
+                                 .rank = 1,
+                                 .world = 2,
+                                 .n_peers = 2,
+                                 .peers = peers};
+    for (int with_peers = 0; with_peers < 2; with_peers++) {
+        proto_bytes b;
+        cr_assert_eq(proto_train_begin_pack(&s, with_peers, &run, &b), 0);
+        Ferry__TrainBegin *m = ferry__train_begin__unpack(NULL, b.len, b.data);
+        cr_assert(m);
+        cr_assert_eq(m->session, 42);
+        cr_assert_str_eq(m->submitter, "me");
+        cr_assert_str_eq(m->optimizer, "adam");
+        cr_assert_eq(m->secret.len, sizeof secret);
+        cr_assert_eq(memcmp(m->secret.data, secret, sizeof secret), 0);
+        cr_assert_eq(m->rank, with_peers ? 1u : 0u);
+        cr_assert_eq(m->world, with_peers ? 2u : 0u);
+        cr_assert_eq(m->n_peers, with_peers ? 2u : 0u);
+        if (with_peers)
+            cr_assert_str_eq(m->peers[1], "127.0.0.1:2");
+        ferry__train_begin__free_unpacked(m, NULL);
+        proto_bytes_fini(&b);
+    }
 }
