@@ -41,6 +41,10 @@ static proto_kind kind_of(const ProtobufCFieldDescriptor *fd, const proto_field 
         *ok = *ok && f->size == sizeof(char *);
         return list ? PROTO_KIND_LIST : PROTO_KIND_STRING;
     }
+    if (fd->type == PROTOBUF_C_TYPE_BYTES) {
+        *ok = *ok && !list && f->size == sizeof(proto_blob);
+        return PROTO_KIND_BYTES;
+    }
     if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
         const proto_view_desc *sub = proto_nested_view(fd->descriptor);
         *ok = *ok && list && sub && f->size == sub->size;
@@ -101,6 +105,10 @@ static int to_msg(const proto_field *f, const ProtobufCFieldDescriptor *fd,
         *(protobuf_c_boolean *)to = *(const bool *)from;
     } else if (kind == PROTO_KIND_STRING) {
         *(char **)to = proto_str(*(char *const *)from);
+    } else if (kind == PROTO_KIND_BYTES) {
+        const proto_blob *b = from;
+        *(ProtobufCBinaryData *)to = (ProtobufCBinaryData){.len = b->data ? b->len : 0,
+                                                           .data = b->data};
     } else if (kind != PROTO_KIND_MESSAGES) {
         void *list = *(void *const *)from;
         *(size_t *)at(m, fd->quantifier_offset) =
@@ -116,8 +124,11 @@ static int to_view(const proto_field *f, const ProtobufCFieldDescriptor *fd,
     void *view = ((pair *)arg)->view, *m = ((pair *)arg)->m;
     void *to = at(view, f->off);
     const void *from = at(m, fd->offset);
+    const ProtobufCBinaryData *b = from;
     if (kind == PROTO_KIND_BOOL)
         *(bool *)to = *(const protobuf_c_boolean *)from != 0;
+    else if (kind == PROTO_KIND_BYTES)
+        *(proto_blob *)to = (proto_blob){.data = b->data, .len = b->len};
     else if (kind == PROTO_KIND_NUMBER || kind == PROTO_KIND_STRING)
         memcpy(to, from, f->size);
     else

@@ -20,6 +20,14 @@ PROTO_VIEW(stats_reply, stats_reply, PROTO_STATS_REPLY_FIELDS)
 /* Shutdown: the worker exits, giving its calls a grace period. */
 PROTO_VIEW(shutdown_req, shutdown_request, PROTO_SHUTDOWN_REQ_FIELDS)
 
+/* Between a run's workers: a ring's chunks, and pushes to and pulls from the
+ * parameter server's shards, each head beside its payload of floats. */
+PROTO_VIEW(reduce_chunk_req, reduce_chunk_request, PROTO_REDUCE_CHUNK_REQ_FIELDS)
+PROTO_VIEW(push_req, push_request, PROTO_PUSH_REQ_FIELDS)
+PROTO_VIEW(push_reply, push_reply, PROTO_PUSH_REPLY_FIELDS)
+PROTO_VIEW(pull_req, pull_request, PROTO_PULL_REQ_FIELDS)
+PROTO_VIEW(pull_reply, pull_reply, PROTO_PULL_REPLY_FIELDS)
+
 /* Training: ferry.train.*'s results and arguments, carried as Call's. */
 PROTO_VIEW(train_begin_reply, train_begin_reply, PROTO_TRAIN_BEGIN_REPLY_FIELDS)
 PROTO_VIEW(train_epoch, train_epoch, PROTO_TRAIN_EPOCH_FIELDS)

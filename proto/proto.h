@@ -41,6 +41,14 @@ typedef struct proto_bytes {
     size_t len;
 } proto_bytes;
 
+/* A bytes field of a view (a session's secret): `len` bytes at `data`. In
+ * an unpacked view they lie in the view's allocation; the decoder's own
+ * copy is wiped before it is freed. */
+typedef struct proto_blob {
+    uint8_t *data;
+    size_t len;
+} proto_blob;
+
 /* Frees what `b` holds and zeroes it. Safe on a zeroed one. */
 void proto_bytes_fini(proto_bytes *b);
 
@@ -52,6 +60,7 @@ void proto_free(void *view);
 /* Each view's fields are written once, as a list: F(type, name) for a field
  * of the message that has that name in proto/ferry.proto, LIST(name) for a
  * repeated string field (the view holds size_t n_<name> and char **<name>),
+ * F(proto_blob, name) for a bytes field,
  * REP(type, name) for a repeated number or message field (size_t n_<name>
  * and type *<name>, type a number or the nested message's view). The struct
  * below is made from the list, and so are its pack and unpack, which copy
@@ -184,6 +193,90 @@ typedef struct proto_shutdown_req {
 
 int proto_shutdown_req_pack(const proto_shutdown_req *in, proto_bytes *out);
 int proto_shutdown_req_unpack(const void *buf, size_t len, proto_shutdown_req **out);
+
+/* ---- Between a run's workers: all-reduce chunks, parameter-server shards ------- */
+
+/* The heads of the messages the hot path sends: their values travel as rpc's
+ * payload beside them (a chunk of the buffer, a shard's floats), never in
+ * the view. ReduceChunk's reply is empty. ferry.proto says what each field
+ * means. */
+#define PROTO_REDUCE_CHUNK_REQ_FIELDS(F, LIST)                                           \
+    F(uint64_t, job) /* the session */                                                   \
+    F(uint64_t, step)                                                                    \
+    F(uint32_t, phase)                                                                   \
+    F(uint32_t, chunk)                                                                   \
+    F(uint32_t, from_rank)                                                               \
+    F(uint32_t, ring_step)                                                               \
+    F(uint64_t, count)                                                                   \
+    F(uint32_t, elem) /* Elem: 0 float32, 1 binary16 */                                  \
+    F(uint32_t, root)                                                                    \
+    F(proto_blob, secret)
+
+typedef struct proto_reduce_chunk_req {
+    PROTO_REDUCE_CHUNK_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_reduce_chunk_req;
+
+#define PROTO_PUSH_REQ_FIELDS(F, LIST)                                                   \
+    F(uint64_t, job)                                                                     \
+    F(uint32_t, shard)                                                                   \
+    F(uint64_t, worker_step)                                                             \
+    F(uint32_t, from_rank)                                                               \
+    F(uint64_t, version)                                                                 \
+    F(uint32_t, kind) /* PROTO_PUSH_GRADIENT or PROTO_PUSH_ELASTIC */                   \
+    F(uint32_t, samples)                                                                 \
+    F(bool, pull)                                                                        \
+    F(uint64_t, until_samples)                                                           \
+    F(proto_blob, secret)
+
+/* PushKind: how the shard takes a push's values. */
+enum { PROTO_PUSH_GRADIENT = 0, PROTO_PUSH_ELASTIC = 1 };
+
+typedef struct proto_push_req {
+    PROTO_PUSH_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_push_req;
+
+#define PROTO_PUSH_REPLY_FIELDS(F, LIST)                                                 \
+    F(uint64_t, shard_version)                                                           \
+    F(uint64_t, samples)                                                                 \
+    F(uint64_t, staleness)                                                               \
+    F(uint64_t, min_clock)
+
+typedef struct proto_push_reply {
+    PROTO_PUSH_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_push_reply;
+
+#define PROTO_PULL_REQ_FIELDS(F, LIST)                                                   \
+    F(uint64_t, job)                                                                     \
+    F(uint32_t, shard)                                                                   \
+    F(uint64_t, worker_step)                                                             \
+    F(uint32_t, from_rank)                                                               \
+    F(uint64_t, until_samples)                                                           \
+    F(proto_blob, secret)
+
+typedef struct proto_pull_req {
+    PROTO_PULL_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_pull_req;
+
+#define PROTO_PULL_REPLY_FIELDS(F, LIST)                                                 \
+    F(uint64_t, shard_version)                                                           \
+    F(uint64_t, samples)                                                                 \
+    F(uint64_t, min_clock)
+
+typedef struct proto_pull_reply {
+    PROTO_PULL_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_pull_reply;
+
+int proto_reduce_chunk_req_pack(const proto_reduce_chunk_req *in, proto_bytes *out);
+int proto_reduce_chunk_req_unpack(const void *buf, size_t len,
+                                  proto_reduce_chunk_req **out);
+int proto_push_req_pack(const proto_push_req *in, proto_bytes *out);
+int proto_push_req_unpack(const void *buf, size_t len, proto_push_req **out);
+int proto_push_reply_pack(const proto_push_reply *in, proto_bytes *out);
+int proto_push_reply_unpack(const void *buf, size_t len, proto_push_reply **out);
+int proto_pull_req_pack(const proto_pull_req *in, proto_bytes *out);
+int proto_pull_req_unpack(const void *buf, size_t len, proto_pull_req **out);
+int proto_pull_reply_pack(const proto_pull_reply *in, proto_bytes *out);
+int proto_pull_reply_unpack(const void *buf, size_t len, proto_pull_reply **out);
 
 /* ---- Training (the results and arguments of ferry.train.*) -------------------- */
 

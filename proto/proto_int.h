@@ -37,6 +37,7 @@ typedef enum proto_kind {
     PROTO_KIND_NUMBER,   /* the same bits: an integer, a float or a double */
     PROTO_KIND_BOOL,     /* bool in the view, protobuf_c_boolean in the message */
     PROTO_KIND_STRING,   /* char *; never NULL in a message, nor in an unpacked view */
+    PROTO_KIND_BYTES,    /* proto_blob in the view, ProtobufCBinaryData in the message */
     PROTO_KIND_LIST,     /* char ** and its size_t count */
     PROTO_KIND_NUMBERS,  /* an array of numbers and its count */
     PROTO_KIND_MESSAGES, /* an array of the nested message's views and its count */

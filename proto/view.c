@@ -157,12 +157,27 @@ typedef struct keeping {
     arena *a;
 } keeping;
 
+/* A bytes field's bytes, kept in the arena like an array. */
+static int keep_blob(const keeping *k, const proto_field *f)
+{
+    const proto_blob *b = (const proto_blob *)(k->src + f->off);
+    uint8_t *copy = take(k->a, b->len);
+    if (copy && b->len)
+        memcpy(copy, b->data, b->len);
+    if (k->dst)
+        *(proto_blob *)(k->dst + f->off) =
+            (proto_blob){.data = b->len ? copy : NULL, .len = b->len};
+    return 0;
+}
+
 static int keep_field(const proto_field *f, const ProtobufCFieldDescriptor *fd,
                       proto_kind kind, void *arg)
 {
     const keeping *k = arg;
     if (kind == PROTO_KIND_NUMBER || kind == PROTO_KIND_BOOL)
         return 0;
+    if (kind == PROTO_KIND_BYTES)
+        return keep_blob(k, f);
     const void *from = *(void *const *)(k->src + f->off);
     char *copy;
     int rc = 0;
@@ -226,6 +241,18 @@ int proto_view_from(const proto_view_desc *d, const ProtobufCMessage *m, void **
     return 0;
 }
 
+/* Wipes a decoded message's bytes field: the only ones views hold are a
+ * session's secret, which must not linger in freed memory. */
+static int wipe_bytes(const proto_field *f, const ProtobufCFieldDescriptor *fd,
+                      proto_kind kind, void *m)
+{
+    (void)f;
+    const ProtobufCBinaryData *b = (const ProtobufCBinaryData *)((char *)m + fd->offset);
+    if (kind == PROTO_KIND_BYTES && b->len)
+        explicit_bzero(b->data, b->len);
+    return 0;
+}
+
 int proto_view_unpack(const proto_view_desc *d, const void *buf, size_t len, void **out)
 {
     *out = NULL;
@@ -234,6 +261,7 @@ int proto_view_unpack(const proto_view_desc *d, const void *buf, size_t len, voi
     if (!m)
         return FERRY_ECORRUPT;
     int rc = proto_view_from(d, m, out);
+    proto_fields_each(d, wipe_bytes, m);
     protobuf_c_message_free_unpacked(m, NULL);
     return rc;
 }

@@ -14,7 +14,6 @@
 #include <openssl/crypto.h>
 
 #include "coll_int.h"
-#include "ferry.pb-c.h"
 
 struct rt_hub {
     pthread_mutex_t mu;
@@ -211,7 +210,7 @@ static int check_and_file(rt_comm *c, rt_chunk *ch, size_t bytes, char *why, siz
 /* Whether the chunk carries session `c`'s secret. In constant time: how
  * long a refusal takes says nothing of how much of a guess was right. A
  * session without one (a world of 1) takes no chunk. */
-static bool keyed(const rt_comm *c, const ProtobufCBinaryData *secret)
+static bool keyed(const rt_comm *c, const proto_blob *secret)
 {
     return c->keyed && secret->len == sizeof c->secret &&
            CRYPTO_memcmp(secret->data, c->secret, sizeof c->secret) == 0;
@@ -220,9 +219,8 @@ static bool keyed(const rt_comm *c, const ProtobufCBinaryData *secret)
 void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_hub *hub = data;
-    Ferry__ReduceChunkRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__reduce_chunk_request__descriptor,
-                       (ProtobufCMessage **)&in)) {
+    proto_reduce_chunk_req *in = NULL;
+    if (proto_reduce_chunk_req_unpack(req->head, req->head_len, &in)) {
         rpc_srv_fail(sc, FERRY_EINVAL,
                      "ReduceChunk: the request is not a ReduceChunkRequest");
         return;
@@ -239,7 +237,7 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 
     rt_chunk *ch = calloc(1, sizeof *ch);
     if (!ch) {
-        ferry__reduce_chunk_request__free_unpacked(in, NULL);
+        proto_free(in);
         rpc_srv_fail(sc, FERRY_ENOMEM, "ReduceChunk: no memory");
         return;
     }
@@ -272,7 +270,7 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     if (in->secret.len)
         OPENSSL_cleanse(in->secret.data, in->secret.len);
-    ferry__reduce_chunk_request__free_unpacked(in, NULL);
+    proto_free(in);
     if (rc == 0) {
         /* Reduced (and sent on) right here, unless the session's work is
          * in another thread's hands: that thread takes it. */
@@ -284,7 +282,5 @@ void rt_reduce_chunk_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         rpc_srv_fail(sc, rc, "ReduceChunk: %s", why);
         return;
     }
-    Ferry__ReduceChunkReply out = FERRY__REDUCE_CHUNK_REPLY__INIT;
-    rpc_msg_out reply = {.head = &out.base};
-    rpc_srv_reply(sc, &reply);
+    rpc_srv_reply(sc, &(rpc_msg_out){0}); /* ReduceChunkReply is empty */
 }

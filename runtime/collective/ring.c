@@ -30,7 +30,6 @@
 #include <string.h>
 
 #include "coll_int.h"
-#include "ferry.pb-c.h"
 
 #define RETRY_FIRST_NS (2 * 1000000ull)
 #define RETRY_MAX_NS   (50 * 1000000ull)
@@ -180,26 +179,27 @@ static rt_release *release_note(rt_comm *c, rt_send *s)
 
 static void issue(rt_comm *c, rt_send *s)
 {
-    Ferry__ReduceChunkRequest req = FERRY__REDUCE_CHUNK_REQUEST__INIT;
-    req.job = c->session;
-    req.step = s->h.seq;
-    req.phase = s->h.phase;
-    req.chunk = s->h.chunk;
-    req.from_rank = (uint32_t)c->rank;
-    req.ring_step = s->h.ring_step;
-    req.count = s->h.count;
-    req.elem = (Ferry__Elem)s->h.elem;
-    req.root = s->h.root;
-    req.secret.data = c->secret;
-    req.secret.len = sizeof c->secret;
+    proto_reduce_chunk_req req = {.job = c->session,
+                                  .step = s->h.seq,
+                                  .phase = s->h.phase,
+                                  .chunk = s->h.chunk,
+                                  .from_rank = (uint32_t)c->rank,
+                                  .ring_step = s->h.ring_step,
+                                  .count = s->h.count,
+                                  .elem = (uint32_t)s->h.elem,
+                                  .root = s->h.root,
+                                  .secret = {.data = c->secret, .len = sizeof c->secret}};
+    proto_bytes head = {0};
+    int packed = proto_reduce_chunk_req_pack(&req, &head);
     size_t bytes = s->span.len * (s->half ? sizeof(uint16_t) : sizeof(float));
     rpc_msg_out out = {
-        .head = &req.base,
+        .head_bytes = head.data,
+        .head_len = head.len,
         .payload = s->half ? (const void *)s->half : (const void *)(s->op->buf + s->span.off),
         .payload_len = bytes,
         .codec = c->compress == RT_COMPRESS_LZ4 ? RPC_CODEC_AUTO : RPC_CODEC_RAW,
     };
-    rt_release *rel = release_note(c, s);
+    rt_release *rel = packed ? NULL : release_note(c, s);
     out.payload_free = on_release;
     out.free_arg = rel;
     s->call.data = s;
@@ -207,6 +207,7 @@ static void issue(rt_comm *c, rt_send *s)
     int rc = rel ? rpc_call_start(c->to[s->to].ch, &s->call, PROTO_METHOD_REDUCE_CHUNK, &out,
                                   c->timeout_ms, send_done)
                  : FERRY_ENOMEM;
+    proto_bytes_fini(&head);
     /* A start that failed before it encoded never releases; one that failed
      * after has released already (on this thread, so the note is filed and
      * ends the loan at the session's next drain). */

@@ -17,7 +17,6 @@
 
 #include <openssl/crypto.h>
 
-#include "ferry.pb-c.h"
 #include "proto/train_spec.h"
 #include "ps_int.h"
 
@@ -200,29 +199,37 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
     rpc_call *call = &c->calls[s];
     call->data = t;
     int r = rt_ps_shard_rank(s, c->world);
+    proto_blob secret = {.data = c->secret, .len = sizeof c->secret};
+    proto_bytes head = {0};
     if (t->pull) {
-        Ferry__PullRequest rq = FERRY__PULL_REQUEST__INIT;
-        rq.job = c->session;
-        rq.shard = (uint32_t)s;
-        rq.worker_step = step;
-        rq.from_rank = (uint32_t)c->rank;
-        rq.until_samples = t->until;
-        rq.secret = (ProtobufCBinaryData){.len = sizeof c->secret, .data = c->secret};
-        rpc_msg_out m = {.head = &rq.base};
-        return rpc_call_start(c->ch[r], call, PROTO_METHOD_PULL, &m, c->timeout_ms, on_done);
+        proto_pull_req rq = {.job = c->session,
+                             .shard = (uint32_t)s,
+                             .worker_step = step,
+                             .from_rank = (uint32_t)c->rank,
+                             .until_samples = t->until,
+                             .secret = secret};
+        int rc = proto_pull_req_pack(&rq, &head);
+        rpc_msg_out m = {.head_bytes = head.data, .head_len = head.len};
+        if (rc == 0)
+            rc = rpc_call_start(c->ch[r], call, PROTO_METHOD_PULL, &m, c->timeout_ms,
+                                on_done);
+        proto_bytes_fini(&head);
+        return rc;
     }
-    Ferry__PushRequest rq = FERRY__PUSH_REQUEST__INIT;
-    rq.job = c->session;
-    rq.shard = (uint32_t)s;
-    rq.worker_step = step;
-    rq.from_rank = (uint32_t)c->rank;
-    rq.version = c->version[s];
-    rq.kind = (Ferry__PushKind)kind;
-    rq.samples = t->samples;
-    rq.pull = t->and_pull;
-    rq.until_samples = t->and_pull ? t->until : 0;
-    rq.secret = (ProtobufCBinaryData){.len = sizeof c->secret, .data = c->secret};
-    rpc_msg_out m = {.head = &rq.base,
+    proto_push_req rq = {.job = c->session,
+                         .shard = (uint32_t)s,
+                         .worker_step = step,
+                         .from_rank = (uint32_t)c->rank,
+                         .version = c->version[s],
+                         .kind = (uint32_t)kind,
+                         .samples = t->samples,
+                         .pull = t->and_pull,
+                         .until_samples = t->and_pull ? t->until : 0,
+                         .secret = secret};
+    if (proto_push_req_pack(&rq, &head))
+        return FERRY_ENOMEM;
+    rpc_msg_out m = {.head_bytes = head.data,
+                     .head_len = head.len,
                      .payload = values + sp.lo,
                      .payload_len = (sp.hi - sp.lo) * sizeof(float),
                      .codec = RPC_CODEC_RAW,
@@ -232,10 +239,38 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
     c->lent++;
     pthread_mutex_unlock(&c->lent_mu);
     int rc = rpc_call_start(c->ch[r], call, PROTO_METHOD_PUSH, &m, c->timeout_ms, on_done);
+    proto_bytes_fini(&head);
     /* A start that failed before encoding lent nothing; one that failed
      * after (FERRY_EINTERNAL) has released already. */
     if (rc && rc != FERRY_EINTERNAL)
         lent_release(NULL, c);
+    return rc;
+}
+
+/* A pull's or a push's reply head: the shard's version and samples, and the
+ * slowest rank's clock. */
+static int read_head(const rpc_msg *reply, bool pull, uint64_t *version, uint64_t *samples,
+                     uint64_t *clock)
+{
+    if (pull) {
+        proto_pull_reply *p = NULL;
+        int rc = proto_pull_reply_unpack(reply->head, reply->head_len, &p);
+        if (rc == 0) {
+            *version = p->shard_version;
+            *samples = p->samples;
+            *clock = p->min_clock;
+        }
+        proto_free(p);
+        return rc;
+    }
+    proto_push_reply *p = NULL;
+    int rc = proto_push_reply_unpack(reply->head, reply->head_len, &p);
+    if (rc == 0) {
+        *version = p->shard_version;
+        *samples = p->samples;
+        *clock = p->min_clock;
+    }
+    proto_free(p);
     return rc;
 }
 
@@ -247,14 +282,15 @@ static int take(rt_ps_client *c, const trip *t, int s, float *params, rt_ps_seen
     rpc_call *call = &c->calls[s];
     rt_ps_span sp = rt_ps_shard_span(c->n, c->shards, s);
     int r = rt_ps_shard_rank(s, c->world);
-    ProtobufCMessage *msg = NULL;
-    const ProtobufCMessageDescriptor *d =
-        t->pull ? &ferry__pull_reply__descriptor : &ferry__push_reply__descriptor;
     bool values = t->pull || t->and_pull;
     size_t want = values ? (sp.hi - sp.lo) * sizeof(float) : 0;
-    if (rpc_msg_unpack(&call->reply, d, &msg) || call->reply.payload_len != want) {
-        if (msg)
-            protobuf_c_message_free_unpacked(msg, NULL);
+    uint64_t version = 0, samples = 0, clock = 0;
+    int rc = call->reply.payload_len == want ? 0 : FERRY_EPROTO;
+    if (rc == 0)
+        rc = read_head(&call->reply, t->pull, &version, &samples, &clock);
+    if (rc == 0 && !t->pull && !values)
+        clock = UINT64_MAX; /* a push alone says nothing of the clocks */
+    if (rc) {
         snprintf(err, errlen,
                  "shard %d on rank %d (%s) answered a %s with %zu bytes where %zu were "
                  "expected",
@@ -262,19 +298,6 @@ static int take(rt_ps_client *c, const trip *t, int s, float *params, rt_ps_seen
                  want);
         return FERRY_EPROTO;
     }
-    uint64_t samples, clock, version;
-    if (t->pull) {
-        Ferry__PullReply *p = (Ferry__PullReply *)msg;
-        version = p->shard_version;
-        samples = p->samples;
-        clock = p->min_clock;
-    } else {
-        Ferry__PushReply *p = (Ferry__PushReply *)msg;
-        version = p->shard_version;
-        samples = p->samples;
-        clock = values ? p->min_clock : UINT64_MAX;
-    }
-    protobuf_c_message_free_unpacked(msg, NULL);
     if (values) {
         if (want)
             memcpy(params + sp.lo, call->reply.payload, want);

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ferry.pb-c.h"
 #include "ps_int.h"
 
 int rt_shard_init(rt_shard *sh, rt_ps_sess *s, int index, ferry_device_t *cpu,
@@ -69,18 +68,31 @@ static bool may_read(const rt_shard *sh, uint64_t step, uint64_t until)
            (until > 0 && sh->samples >= until);
 }
 
+/* Sends a reply head, with the shard's values as its payload when `values`. */
+static void answer(rt_shard *sh, rpc_srv_call *sc, int packed, proto_bytes *head,
+                   bool values)
+{
+    rpc_msg_out reply = {.head_bytes = head->data, .head_len = head->len};
+    if (values) {
+        reply.payload = sh->values;
+        reply.payload_len = (sh->span.hi - sh->span.lo) * sizeof(float);
+        reply.codec = RPC_CODEC_RAW;
+    }
+    if (packed)
+        rpc_srv_fail(sc, FERRY_ENOMEM, "no memory for the reply");
+    else
+        rpc_srv_reply(sc, &reply);
+    proto_bytes_fini(head);
+}
+
 static void answer_pull(rt_shard *sh, rpc_srv_call *sc)
 {
-    Ferry__PullReply out = FERRY__PULL_REPLY__INIT;
     uint64_t mc = min_clock(sh);
-    out.shard_version = sh->version;
-    out.samples = sh->samples;
-    out.min_clock = mc == UINT64_MAX ? 0 : mc;
-    rpc_msg_out reply = {.head = &out.base,
-                         .payload = sh->values,
-                         .payload_len = (sh->span.hi - sh->span.lo) * sizeof(float),
-                         .codec = RPC_CODEC_RAW};
-    rpc_srv_reply(sc, &reply);
+    proto_pull_reply out = {.shard_version = sh->version,
+                            .samples = sh->samples,
+                            .min_clock = mc == UINT64_MAX ? 0 : mc};
+    proto_bytes head = {0};
+    answer(sh, sc, proto_pull_reply_pack(&out, &head), &head, true);
 }
 
 /* A push's reply: what it saw when applied and, when it pulls too, the
@@ -88,19 +100,13 @@ static void answer_pull(rt_shard *sh, rpc_srv_call *sc)
 static void answer_push(rt_shard *sh, rpc_srv_call *sc, uint64_t version, uint64_t samples,
                         uint64_t staleness, bool values)
 {
-    Ferry__PushReply out = FERRY__PUSH_REPLY__INIT;
-    out.shard_version = values ? sh->version : version;
-    out.samples = values ? sh->samples : samples;
-    out.staleness = staleness;
     uint64_t mc = min_clock(sh);
-    out.min_clock = mc == UINT64_MAX ? 0 : mc;
-    rpc_msg_out reply = {.head = &out.base};
-    if (values) {
-        reply.payload = sh->values;
-        reply.payload_len = (sh->span.hi - sh->span.lo) * sizeof(float);
-        reply.codec = RPC_CODEC_RAW;
-    }
-    rpc_srv_reply(sc, &reply);
+    proto_push_reply out = {.shard_version = values ? sh->version : version,
+                            .samples = values ? sh->samples : samples,
+                            .staleness = staleness,
+                            .min_clock = mc == UINT64_MAX ? 0 : mc};
+    proto_bytes head = {0};
+    answer(sh, sc, proto_push_reply_pack(&out, &head), &head, values);
 }
 
 /* Answers every parked pull the bound now lets go. */
@@ -179,8 +185,8 @@ static bool samples_fit(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
 void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
 {
     const rt_ps_sess *s = sh->sess;
-    int want_kind = s->algo == RT_PS_EASGD ? FERRY__PUSH_KIND__PUSH_ELASTIC
-                                           : FERRY__PUSH_KIND__PUSH_GRADIENT;
+    int want_kind = s->algo == RT_PS_EASGD ? PROTO_PUSH_ELASTIC
+                                           : PROTO_PUSH_GRADIENT;
     size_t len = sh->span.hi - sh->span.lo;
     pthread_mutex_lock(&sh->mu);
     if (in->kind != want_kind || in->n != len || in->version > sh->version) {

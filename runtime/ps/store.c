@@ -14,7 +14,6 @@
 #include <openssl/crypto.h>
 #include <uv.h>
 
-#include "ferry.pb-c.h"
 #include "ps_int.h"
 #include "base/cond_wait.h"
 #include "runtime/device/device.h"
@@ -247,7 +246,7 @@ int rt_ps_take_stats(rt_ps_store *st, uint64_t session, rt_ps_shard_stats *out)
 
 /* Whether `secret` is session s's. In constant time: how much of a guess
  * matched must not show in how long the refusal took. */
-static bool keyed(const rt_ps_sess *s, const ProtobufCBinaryData *secret)
+static bool keyed(const rt_ps_sess *s, const proto_blob *secret)
 {
     return secret->len == sizeof s->secret &&
            CRYPTO_memcmp(secret->data, s->secret, sizeof s->secret) == 0;
@@ -256,7 +255,7 @@ static bool keyed(const rt_ps_sess *s, const ProtobufCBinaryData *secret)
 /* The shard `index` of session `id` held here, with a reference taken; NULL
  * with the call failed otherwise. */
 static rt_shard *acquire(rt_ps_store *st, rpc_srv_call *sc, const char *method, uint64_t id,
-                         uint32_t index, uint32_t from, const ProtobufCBinaryData *secret)
+                         uint32_t index, uint32_t from, const proto_blob *secret)
 {
     pthread_mutex_lock(&st->mu);
     rt_ps_sess *s = find(st, id);
@@ -319,8 +318,8 @@ static bool store_shut(rt_ps_store *st)
 void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_ps_store *st = data;
-    Ferry__PushRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__push_request__descriptor, (ProtobufCMessage **)&in)) {
+    proto_push_req *in = NULL;
+    if (proto_push_req_unpack(req->head, req->head_len, &in)) {
         rpc_srv_fail(sc, FERRY_EINVAL, "Push: the request is not a PushRequest");
         return;
     }
@@ -346,14 +345,14 @@ void rt_ps_push_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         release_ref(st, sh);
     }
     OPENSSL_cleanse(in->secret.data, in->secret.len);
-    ferry__push_request__free_unpacked(in, NULL);
+    proto_free(in);
 }
 
 void rt_ps_pull_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_ps_store *st = data;
-    Ferry__PullRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__pull_request__descriptor, (ProtobufCMessage **)&in)) {
+    proto_pull_req *in = NULL;
+    if (proto_pull_req_unpack(req->head, req->head_len, &in)) {
         rpc_srv_fail(sc, FERRY_EINVAL, "Pull: the request is not a PullRequest");
         return;
     }
@@ -366,5 +365,5 @@ void rt_ps_pull_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         release_ref(st, sh);
     }
     OPENSSL_cleanse(in->secret.data, in->secret.len);
-    ferry__pull_request__free_unpacked(in, NULL);
+    proto_free(in);
 }
