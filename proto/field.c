@@ -107,8 +107,8 @@ static int to_msg(const proto_field *f, const ProtobufCFieldDescriptor *fd,
         *(char **)to = proto_str(*(char *const *)from);
     } else if (kind == PROTO_KIND_BYTES) {
         const proto_blob *b = from;
-        *(ProtobufCBinaryData *)to = (ProtobufCBinaryData){.len = b->data ? b->len : 0,
-                                                           .data = b->data};
+        *(ProtobufCBinaryData *)to =
+            (ProtobufCBinaryData){.len = b->data ? b->len : 0, .data = b->data};
     } else if (kind != PROTO_KIND_MESSAGES) {
         void *list = *(void *const *)from;
         *(size_t *)at(m, fd->quantifier_offset) =

@@ -222,7 +222,7 @@ typedef struct proto_reduce_chunk_req {
     F(uint64_t, worker_step)                                                             \
     F(uint32_t, from_rank)                                                               \
     F(uint64_t, version)                                                                 \
-    F(uint32_t, kind) /* PROTO_PUSH_GRADIENT or PROTO_PUSH_ELASTIC */                   \
+    F(uint32_t, kind) /* PROTO_PUSH_GRADIENT or PROTO_PUSH_ELASTIC */                    \
     F(uint32_t, samples)                                                                 \
     F(bool, pull)                                                                        \
     F(uint64_t, until_samples)                                                           \

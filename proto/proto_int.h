@@ -4,6 +4,7 @@
 #ifndef FERRY_PROTO_INT_H
 #define FERRY_PROTO_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -134,5 +135,14 @@ static inline char *proto_str(const char *s)
     PROTO_VIEW_DESC(view, message,                                                       \
                     FIELDS(PROTO_FIELD, PROTO_LIST_FIELD, PROTO_REP_FIELD))              \
     PROTO_VIEW_FNS(view)
+
+/* The option fields of a TrainBegin (train_spec.h's table) set from `s`
+ * in `a`, which the caller initialised (the PEERS ones only when `peers`:
+ * a run of more than one rank), borrowing its strings; and read back, the
+ * LOCAL ones at their defaults, borrowing `a`'s. */
+struct proto_train_spec;
+void proto_train_spec_pack(const struct proto_train_spec *s, bool peers,
+                           Ferry__TrainBegin *a);
+void proto_train_spec_unpack(const Ferry__TrainBegin *a, struct proto_train_spec *s);
 
 #endif

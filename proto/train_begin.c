@@ -1,8 +1,9 @@
-/* A rank's TrainBegin packed whole: the run's options by the spec's one
- * pack, and what only the run knows (its session, secret and ranks). */
+/* A rank's TrainBegin packed whole, and read whole on the rank: the run's
+ * options by the spec's one pack and unpack, and what only the run knows
+ * (its session, secret and ranks). */
 #include <stdlib.h>
+#include <string.h>
 
-#include "ferry.pb-c.h"
 #include "proto_int.h"
 #include "train_spec.h"
 
@@ -28,4 +29,44 @@ int proto_train_begin_pack(const proto_train_spec *s, bool peers,
     }
     ferry__train_begin__pack(&a, out->data);
     return 0;
+}
+
+int proto_train_begin_unpack(const void *buf, size_t len, proto_train_begin **out)
+{
+    *out = NULL;
+    static const uint8_t empty[1];
+    Ferry__TrainBegin *a = ferry__train_begin__unpack(NULL, len, buf ? buf : empty);
+    if (!a)
+        return FERRY_ECORRUPT;
+    proto_train_begin *b = calloc(1, sizeof *b);
+    if (!b) {
+        explicit_bzero(a->secret.data, a->secret.len);
+        ferry__train_begin__free_unpacked(a, NULL);
+        return FERRY_ENOMEM;
+    }
+    proto_train_spec_unpack(a, &b->spec);
+    b->run = (proto_train_begin_run){.session = a->session,
+                                     .submitter = a->submitter,
+                                     .secret = a->secret.data,
+                                     .secret_len = a->secret.len,
+                                     .rank = a->rank,
+                                     .world = a->world,
+                                     .n_peers = a->n_peers,
+                                     .peers = (const char *const *)a->peers};
+    b->eval_batch = a->eval_batch;
+    b->idle_ms = a->idle_ms;
+    b->msg = a;
+    *out = b;
+    return 0;
+}
+
+void proto_train_begin_free(proto_train_begin *b)
+{
+    if (!b)
+        return;
+    Ferry__TrainBegin *a = b->msg;
+    if (a->secret.len)
+        explicit_bzero(a->secret.data, a->secret.len);
+    ferry__train_begin__free_unpacked(a, NULL);
+    free(b);
 }

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "ferry.pb-c.h"
+#include "proto_int.h"
 #include "train_spec.h"
 
 const proto_train_row proto_train_rows[PROTO_TRAIN_OPTIONS] = {

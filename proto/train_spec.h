@@ -21,9 +21,6 @@
 
 #include "proto.h"
 
-/* The generated message: only the files that pack or unpack it see it. */
-struct Ferry__TrainBegin;
-
 /* The smallest all-reduce chunk: each chunk is one call between workers,
  * a fixed ~0.1-0.3 ms here whatever its size, so 64-byte chunks made one
  * epoch of the mlp take 300 s instead of 2. */
@@ -232,16 +229,6 @@ const char *proto_train_spec_set(proto_train_spec *s, proto_train_option opt,
 /* Writes the --help lines of `group`'s options. */
 void proto_train_spec_help(FILE *f, proto_train_group group);
 
-/* Sets the option fields of `a` (which the caller initialised) from `s`:
- * the PEERS ones only when `peers` (a run of more than one rank). `a`
- * borrows `s`'s strings. */
-void proto_train_spec_pack(const proto_train_spec *s, bool peers,
-                           struct Ferry__TrainBegin *a);
-
-/* Reads the option fields of `a` into `s`, which borrows `a`'s strings;
- * the LOCAL ones get their defaults. */
-void proto_train_spec_unpack(const struct Ferry__TrainBegin *a, proto_train_spec *s);
-
 /* What a rank's TrainBegin holds besides the options: the run's. */
 typedef struct proto_train_begin_run {
     uint64_t session;         /* chosen by the master */
@@ -258,5 +245,23 @@ typedef struct proto_train_begin_run {
  * FERRY_ENOMEM. */
 int proto_train_begin_pack(const proto_train_spec *s, bool peers,
                            const proto_train_begin_run *run, proto_bytes *out);
+
+/* A TrainBegin as a rank reads it: the options (the LOCAL ones at their
+ * defaults), the run, and what the master sets on its own. Its strings and
+ * the secret point into the decoded message it holds. */
+typedef struct proto_train_begin {
+    proto_train_spec spec;
+    proto_train_begin_run run; /* its strings never NULL ("" when absent) */
+    uint32_t eval_batch;       /* 0: the worker's default */
+    uint32_t idle_ms;          /* 0: the worker's default */
+    void *msg;                 /* private: the decoded message */
+} proto_train_begin;
+
+/* Decodes a TrainBegin once. Returns 0, FERRY_ECORRUPT for bytes that are
+ * not one, or FERRY_ENOMEM. */
+int proto_train_begin_unpack(const void *buf, size_t len, proto_train_begin **out);
+
+/* Wipes the secret and frees what an unpack returned. NULL: no-op. */
+void proto_train_begin_free(proto_train_begin *b);
 
 #endif

@@ -25,7 +25,6 @@
 
 #include <openssl/crypto.h>
 
-#include "ferry.pb-c.h"
 #include "proto/proto.h"
 #include "session.h"
 
@@ -78,8 +77,7 @@ static int bad_argument(ferry_ctx_t *ctx, const char *what)
 
 /* A begin's arguments, unpacked and checked. */
 typedef struct begin_args {
-    Ferry__TrainBegin *msg; /* freed when the begin returns */
-    proto_train_spec sp;    /* the options, borrowing msg's strings */
+    proto_train_begin *msg; /* freed when the begin returns */
     uint64_t id;
     rt_train_opts o;
     rt_comm_opts co;
@@ -97,12 +95,11 @@ typedef struct begin_args {
     char submitter[256];
 } begin_args;
 
-/* The trainer's options (`sp`, unpacked from `m`): the ones every mode
- * has. A wrong one fails the call (the last failure's text is the one the
- * caller reads). */
-static int parse_trainer(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
-                         const proto_train_spec *sp, begin_args *ba)
+/* The trainer's options (`m`'s): the ones every mode has. A wrong one fails the call (the
+ * last failure's text is the one the caller reads). */
+static int parse_trainer(ferry_ctx_t *ctx, const proto_train_begin *m, begin_args *ba)
 {
+    const proto_train_spec *sp = &m->spec;
     int rc = 0;
     snprintf(ba->data_dir, sizeof ba->data_dir, "%s", sp->data_dir);
     ba->o = (rt_train_opts){
@@ -132,22 +129,24 @@ static int parse_trainer(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
 /* The ranks' options: the mode, the collective session's (sync) and the
  * parameter server's (async), and the peers' addresses. Checked only when
  * nothing failed before (`rc`). */
-static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
-                       const proto_train_spec *sp, begin_args *ba, int rc)
+static int parse_ranks(ferry_ctx_t *ctx, const proto_train_begin *m, begin_args *ba,
+                       int rc)
 {
+    const proto_train_spec *sp = &m->spec;
+    const proto_train_begin_run *run = &m->run;
     /* Sync mode: the collective session is named by the training session's
      * id, and every rank gets the same chunk size from the master. */
     ba->co =
         (rt_comm_opts){.session = ba->id,
-                       .rank = (int)m->rank,
-                       .world = m->world > 1 ? (int)m->world : 1,
+                       .rank = (int)run->rank,
+                       .world = run->world > 1 ? (int)run->world : 1,
                        .chunk_bytes = (uint32_t)sp->chunk_bytes,
                        .compress = (rt_compress)rt_compress_parse(sp->grad_compression),
                        .timeout_ms = (uint32_t)sp->timeout_ms};
     /* A begin without a secret starts no collective session (rt_comm_create
      * says so). */
-    if (m->secret.len == sizeof ba->secret) {
-        memcpy(ba->secret, m->secret.data, sizeof ba->secret);
+    if (run->secret_len == sizeof ba->secret) {
+        memcpy(ba->secret, run->secret, sizeof ba->secret);
         ba->co.secret = ba->secret;
     }
     ba->async = strcmp(sp->mode, "async") == 0;
@@ -166,15 +165,15 @@ static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
                             sp->ps_shards, sp->alpha, RT_PS_MAX_SHARDS);
     if (rc || ba->co.world <= 1)
         return rc;
-    if (m->n_peers != (size_t)ba->co.world || m->rank >= m->world)
+    if (run->n_peers != (size_t)ba->co.world || run->rank >= run->world)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "rank %u of %u workers with %zu peer addresses", m->rank,
-                            m->world, m->n_peers);
-    else if (sp->batch && sp->batch < m->world)
+                            "rank %u of %u workers with %zu peer addresses", run->rank,
+                            run->world, run->n_peers);
+    else if (sp->batch && sp->batch < run->world)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "the global batch of %ld is smaller than the %u workers: "
                             "each needs at least one sample a step",
-                            sp->batch, m->world);
+                            sp->batch, run->world);
     else if (sp->chunk_bytes && sp->chunk_bytes < RT_TRAIN_MIN_CHUNK_BYTES)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "all-reduce chunks of %ld bytes: at least %d (each chunk "
@@ -184,10 +183,10 @@ static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown gradient compression '%s' (none, lz4 or fp16)",
                             sp->grad_compression);
-    else if (!(ba->peers = calloc(m->n_peers, sizeof *ba->peers)))
+    else if (!(ba->peers = calloc(run->n_peers, sizeof *ba->peers)))
         rc = FERRY_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < m->n_peers; i++)
-        if (!(ba->peers[i] = strdup(m->peers[i])))
+    for (size_t i = 0; rc == 0 && i < run->n_peers; i++)
+        if (!(ba->peers[i] = strdup(run->peers[i])))
             rc = FERRY_ENOMEM;
     return rc;
 }
@@ -197,20 +196,17 @@ static int parse_ranks(ferry_ctx_t *ctx, const Ferry__TrainBegin *m,
 static int parse_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, begin_args *ba)
 {
     memset(ba, 0, sizeof *ba);
-    Ferry__TrainBegin *a = ba->msg = ferry__train_begin__unpack(NULL, in->len, in->data);
-    if (!a)
+    if (proto_train_begin_unpack(in->data, in->len, &ba->msg))
         return bad_argument(ctx, "TrainBegin");
-    ba->id = a->session;
-    proto_train_spec_unpack(a, &ba->sp);
-    int rc = parse_trainer(ctx, a, &ba->sp, ba);
-    rc = parse_ranks(ctx, a, &ba->sp, ba, rc);
-    if (a->secret.len)
-        OPENSSL_cleanse(a->secret.data, a->secret.len);
+    const proto_train_begin *a = ba->msg;
+    ba->id = a->run.session;
+    int rc = parse_trainer(ctx, a, ba);
+    rc = parse_ranks(ctx, a, ba, rc);
     if (!ba->o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",
-                            ba->sp.optimizer);
+                            a->spec.optimizer);
     ba->idle_ms = a->idle_ms ? a->idle_ms : IDLE_MS_DEFAULT;
-    const char *who = a->submitter[0] ? a->submitter : "an unnamed submitter";
+    const char *who = a->run.submitter[0] ? a->run.submitter : "an unnamed submitter";
     base_escape(ba->submitter, sizeof ba->submitter, who,
                 strlen(who)); /* from the wire */
     return rc;
@@ -235,20 +231,20 @@ static int begin_ranks(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, ch
         o->token = w->token;
         o->secret = ba->co.secret; /* the shards copy it */
         o->timeout_ms = ba->co.timeout_ms;
-        o->ps_shards = (int)ba->sp.ps_shards;
-        o->staleness = (int)ba->sp.staleness;
-        o->push_every = (int)ba->sp.push_every;
-        o->pull_every = (int)ba->sp.pull_every;
+        o->ps_shards = (int)ba->msg->spec.ps_shards;
+        o->staleness = (int)ba->msg->spec.staleness;
+        o->push_every = (int)ba->msg->spec.push_every;
+        o->pull_every = (int)ba->msg->spec.pull_every;
         o->algo = (rt_ps_algo)ba->algo;
-        o->alpha = (float)ba->sp.alpha;
-        o->tau = (int)ba->sp.tau;
+        o->alpha = (float)ba->msg->spec.alpha;
+        o->tau = (int)ba->msg->spec.tau;
         return 0;
     }
     ba->co.token = w->token; /* peers check it like any caller's */
     ba->co.peers = (const char *const *)ba->peers;
     int rc = rt_comm_create(w->hub, &ba->co, &s->comm, err, errlen);
     o->comm = s->comm;
-    o->bucket_bytes = (size_t)ba->sp.bucket_bytes;
+    o->bucket_bytes = (size_t)ba->msg->spec.bucket_bytes;
     return rc;
 }
 
@@ -318,8 +314,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         rc = begin_trainer(ctx, &ba, s, err, sizeof err);
     OPENSSL_cleanse(ba.secret, sizeof ba.secret);
     free_peers(ba.peers, ba.co.world);
-    if (ba.msg)
-        ferry__train_begin__free_unpacked(ba.msg, NULL);
+    proto_train_begin_free(ba.msg);
     if (!s) /* refused: the call says why */
         return rc;
     /* Read while the session is still this call's: once it is not busy, an

@@ -8,6 +8,16 @@
 
 #include <ferry/ferry.h>
 
+/* A view proto_<view> of ferry__<message> with the field list FIELDS, made
+ * as proto.h makes the real ones (in a file that includes proto_int.h). */
+#define BAD_VIEW(view, message, FIELDS)                                                  \
+    typedef struct proto_##view {                                                        \
+        FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)                                          \
+    } proto_##view;                                                                      \
+    int proto_##view##_pack(const proto_##view *in, proto_bytes *out);                   \
+    int proto_##view##_unpack(const void *buf, size_t len, proto_##view **out);          \
+    PROTO_VIEW(view, message, FIELDS)
+
 #define REFUSED_BOTH_WAYS(view, bytes)                                                   \
     do {                                                                                 \
         proto_bytes out = {(uint8_t *)"x", 1};                                           \

@@ -18,14 +18,6 @@
 #define LISTED_FIELDS(F, LIST)   LIST(nonce)
 #define WORD_FIELDS(F, LIST)     F(uint32_t, cached)
 
-#define BAD_VIEW(view, message, FIELDS)                                                  \
-    typedef struct proto_##view {                                                        \
-        FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)                                          \
-    } proto_##view;                                                                      \
-    int proto_##view##_pack(const proto_##view *in, proto_bytes *out);                   \
-    int proto_##view##_unpack(const void *buf, size_t len, proto_##view **out);          \
-    PROTO_VIEW(view, message, FIELDS)
-
 BAD_VIEW(misnamed, ping_request, MISNAMED_FIELDS)
 BAD_VIEW(narrow, ping_request, NARROW_FIELDS)
 BAD_VIEW(listed, ping_request, LISTED_FIELDS)

@@ -193,7 +193,7 @@ typedef struct wide_metric {
 #define REPEATED_EPOCH_FIELDS(F, LIST, REP) REP(uint32_t, epoch)
 #define SINGLE_LIST_FIELDS(F, LIST, REP)    F(uint64_t, staleness)
 
-#define BAD_VIEW(view, FIELDS)                                                           \
+#define BAD_EPOCH_VIEW(view, FIELDS)                                                     \
     typedef struct proto_##view {                                                        \
         FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)                        \
     } proto_##view;                                                                      \
@@ -201,11 +201,11 @@ typedef struct wide_metric {
     int proto_##view##_unpack(const void *buf, size_t len, proto_##view **out);          \
     PROTO_REP_VIEW(view, train_epoch_reply, FIELDS)
 
-BAD_VIEW(narrow_list, NARROW_LIST_FIELDS)
-BAD_VIEW(number_metrics, NUMBER_METRICS_FIELDS)
-BAD_VIEW(wide_metrics, WIDE_METRICS_FIELDS)
-BAD_VIEW(repeated_epoch, REPEATED_EPOCH_FIELDS)
-BAD_VIEW(single_list, SINGLE_LIST_FIELDS)
+BAD_EPOCH_VIEW(narrow_list, NARROW_LIST_FIELDS)
+BAD_EPOCH_VIEW(number_metrics, NUMBER_METRICS_FIELDS)
+BAD_EPOCH_VIEW(wide_metrics, WIDE_METRICS_FIELDS)
+BAD_EPOCH_VIEW(repeated_epoch, REPEATED_EPOCH_FIELDS)
+BAD_EPOCH_VIEW(single_list, SINGLE_LIST_FIELDS)
 
 Test(proto_train, a_list_of_narrower_numbers_is_refused)
 {
@@ -265,4 +265,45 @@ Test(proto_train, a_begin_is_packed_with_its_run)
         ferry__train_begin__free_unpacked(m, NULL);
         proto_bytes_fini(&b);
     }
+}
+
+Test(proto_train, a_rank_reads_its_begin_whole)
+{
+    proto_train_spec s;
+    proto_train_spec_defaults(&s);
+    s.mode = "async";
+    s.tau = 7;
+    const uint8_t secret[] = {9, 8, 7, 6};
+    const char *peers[] = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"};
+    proto_train_begin_run run = {.session = 77,
+                                 .secret = secret,
+                                 .secret_len = sizeof secret,
+                                 .rank = 2,
+                                 .world = 3,
+                                 .n_peers = 3,
+                                 .peers = peers};
+    proto_bytes b;
+    cr_assert_eq(proto_train_begin_pack(&s, true, &run, &b), 0);
+    proto_train_begin *m = NULL;
+    cr_assert_eq(proto_train_begin_unpack(b.data, b.len, &m), 0);
+    proto_bytes_fini(&b);
+    cr_assert_eq(m->run.session, 77);
+    cr_assert_str_eq(m->run.submitter, "", "an absent string is \"\", never NULL");
+    cr_assert_eq(m->run.secret_len, sizeof secret);
+    cr_assert_eq(memcmp(m->run.secret, secret, sizeof secret), 0);
+    cr_assert_eq(m->run.rank, 2);
+    cr_assert_eq(m->run.world, 3);
+    cr_assert_eq(m->run.n_peers, 3);
+    cr_assert_str_eq(m->run.peers[2], "127.0.0.1:3");
+    cr_assert_str_eq(m->spec.mode, "async");
+    cr_assert_eq(m->spec.tau, 7);
+    cr_assert_eq(m->spec.workers, 0, "a LOCAL option does not travel: its default");
+    cr_assert_eq(m->idle_ms, 0);
+    proto_train_begin_free(m);
+
+    const uint8_t garbage[] = {0xff, 0xff, 0xff};
+    m = (proto_train_begin *)1;
+    cr_assert_eq(proto_train_begin_unpack(garbage, sizeof garbage, &m), FERRY_ECORRUPT);
+    cr_assert_null(m);
+    proto_train_begin_free(NULL);
 }
