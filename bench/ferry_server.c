@@ -5,6 +5,7 @@
 
 #include "ferry.pb-c.h"
 #include "rpc/rpc.h"
+#include "proto/raw.h"
 
 static void echo_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
@@ -22,8 +23,8 @@ static void sink_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     (void)data;
     Ferry__PingRequest *in = NULL;
-    if (rpc_msg_unpack(req, &ferry__ping_request__descriptor, (ProtobufCMessage **)&in) !=
-        0) {
+    if (proto_raw_unpack(&ferry__ping_request__descriptor, req->head, req->head_len,
+                         (ProtobufCMessage **)&in) != 0) {
         rpc_srv_fail(sc, FERRY_ECORRUPT, "sink: bad head");
         return;
     }
@@ -39,7 +40,8 @@ static void sink_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     }
     Ferry__PingRequest head = FERRY__PING_REQUEST__INIT;
     head.nonce = wire;
-    rpc_msg_out out = {.head = &head.base};
+    proto_raw out_head = proto_raw_pack(&head.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     rpc_srv_reply(sc, &out);
 }
 

@@ -38,6 +38,7 @@
 #include "runtime/runtime.h"
 #include "stats.h"
 #include "train_child.h"
+#include "proto/raw.h"
 
 #define GIB ((size_t)1 << 30)
 
@@ -127,7 +128,8 @@ static int send_bomb(rpc_channel *ch, const char *method, double *ms)
 static int ping(rpc_channel *ch, double *ms)
 {
     Ferry__PingRequest req = FERRY__PING_REQUEST__INIT;
-    rpc_msg_out out = {.head = &req.base};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     rpc_call call = {0};
     uint64_t t0 = bench_now_ns();
     if (rpc_call_start(ch, &call, PROTO_METHOD_PING, &out, 30000, NULL))

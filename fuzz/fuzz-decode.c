@@ -13,6 +13,7 @@
 #include "ferry.pb-c.h"
 #include "proto/proto.h"
 #include "rpc/rpc_int.h"
+#include "proto/raw.h"
 
 /* Small, so that a declared 1 GiB is refused as it would be over any limit,
  * without the fuzzer spending its time in page faults. */
@@ -59,7 +60,7 @@ static void decode(grpc_byte_buffer *bb, size_t defer_above)
         ((volatile uint8_t *)m.payload)[m.payload_len - 1];
     for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
         ProtobufCMessage *msg;
-        if (rpc_msg_unpack(&m, requests[i], &msg) == 0)
+        if (proto_raw_unpack(requests[i], m.head, m.head_len, &msg) == 0)
             protobuf_c_message_free_unpacked(msg, NULL);
     }
     proto_ping_req *ping;

@@ -11,7 +11,7 @@
 
 #include <lz4frame.h>
 
-#include "ferry.pb-c.h"
+#include "proto/raw.h"
 #include "rpc/rpc_int.h"
 
 static const char *dir;
@@ -77,10 +77,14 @@ int main(int argc, char **argv)
     const ProtobufCMessage *heads[] = {&ping.base, &load.base,  &call.base,
                                        &shut.base, &chunk.base, NULL};
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
-        put_encoded(&(rpc_msg_out){.head = heads[i]});
-        put_encoded(&(rpc_msg_out){
-            .head = heads[i], .payload = dense, .payload_len = sizeof dense});
-        put_encoded(&(rpc_msg_out){.head = heads[i],
+        proto_raw h = proto_raw_pack(heads[i]);
+        put_encoded(&(rpc_msg_out){.head_bytes = h.data, .head_len = h.len});
+        put_encoded(&(rpc_msg_out){.head_bytes = h.data,
+                                   .head_len = h.len,
+                                   .payload = dense,
+                                   .payload_len = sizeof dense});
+        put_encoded(&(rpc_msg_out){.head_bytes = h.data,
+                                   .head_len = h.len,
                                    .payload = sparse,
                                    .payload_len = sizeof sparse,
                                    .codec = RPC_CODEC_LZ4});

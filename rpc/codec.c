@@ -128,14 +128,12 @@ static size_t put_payload_prefix(uint8_t *buf, rpc_codec codec, size_t raw_len,
 
 static size_t head_size(const rpc_msg_out *m)
 {
-    return m->head ? protobuf_c_message_get_packed_size(m->head) : m->head_len;
+    return m->head_len;
 }
 
 static void put_head(const rpc_msg_out *m, uint8_t *dst)
 {
-    if (m->head)
-        protobuf_c_message_pack(m->head, dst);
-    else if (m->head_len)
+    if (m->head_len)
         memcpy(dst, m->head_bytes, m->head_len);
 }
 
@@ -163,7 +161,7 @@ static grpc_byte_buffer *encode_small(const rpc_msg_out *m)
 
 int rpc_codec_encode(const rpc_msg_out *m, size_t max_payload, grpc_byte_buffer **out)
 {
-    if ((m->payload_len && !m->payload) || (!m->head && m->head_len && !m->head_bytes))
+    if ((m->payload_len && !m->payload) || (m->head_len && !m->head_bytes))
         return FERRY_EINVAL;
     if (m->payload_len > max_payload)
         return FERRY_EMSGSIZE;
@@ -517,14 +515,6 @@ int rpc_codec_decode_runs(grpc_byte_buffer *bb, size_t max_payload, size_t defer
 }
 
 /* ---- received messages ------------------------------------------------- */
-
-int rpc_msg_unpack(const rpc_msg *m, const ProtobufCMessageDescriptor *desc,
-                   ProtobufCMessage **out)
-{
-    static const uint8_t empty[1];
-    *out = protobuf_c_message_unpack(desc, NULL, m->head_len, m->head ? m->head : empty);
-    return *out ? 0 : FERRY_ECORRUPT;
-}
 
 void *rpc_msg_take_payload(rpc_msg *m, size_t *len)
 {

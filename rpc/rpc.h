@@ -26,7 +26,6 @@
 #include <stdint.h>
 
 #include <uv.h>
-#include <protobuf-c/protobuf-c.h>
 
 #include <ferry/error.h>
 
@@ -78,13 +77,11 @@ typedef enum { RPC_CODEC_RAW = 0, RPC_CODEC_LZ4 = 1, RPC_CODEC_AUTO = 2 } rpc_co
  * back into rpc from it. */
 typedef void (*rpc_free_fn)(void *payload, void *arg);
 
-/* A message to send: the method's protobuf message (its payload fields left
- * empty) and optional bulk bytes sent as the payload. */
+/* A message to send: the method's message packed without its payload
+ * fields (proto/'s views pack it; a received rpc_msg's head is forwarded as
+ * it is) and optional bulk bytes sent as the payload. */
 typedef struct rpc_msg_out {
-    const ProtobufCMessage *head; /* NULL: head_bytes, or an empty message */
-    /* Used when head is NULL: the head already packed (a received rpc_msg's
-     * head, forwarded). Copied. */
-    const void *head_bytes;
+    const void *head_bytes; /* copied; head_len 0: an empty message */
     size_t head_len;
     const void *payload; /* NULL with payload_len 0: no payload */
     size_t payload_len;
@@ -103,7 +100,7 @@ typedef struct rpc_msg_out {
 } rpc_msg_out;
 
 /* A received message. `head` holds the protobuf bytes of every field except
- * the payload ones (unpack it with rpc_msg_unpack); `payload` the decoded
+ * the payload ones (unpack it with proto/'s views); `payload` the decoded
  * payload, from rpc's buffer pool, 64-byte aligned. Owned by the receiver;
  * freed by rpc_msg_fini(). */
 typedef struct rpc_msg {
@@ -145,12 +142,6 @@ typedef struct rpc_payload {
  * empty payload gives no runs). Never fails. */
 void rpc_msg_take_runs(rpc_msg *m, rpc_payload *out);
 void rpc_payload_fini(rpc_payload *p);
-
-/* Unpacks `m->head` as a `desc` message. On success *out is a protobuf-c
- * message to free with protobuf_c_message_free_unpacked(*out, NULL).
- * Returns 0, or FERRY_ECORRUPT if the bytes are not a valid `desc`. */
-int rpc_msg_unpack(const rpc_msg *m, const ProtobufCMessageDescriptor *desc,
-                   ProtobufCMessage **out);
 
 /* Takes the payload out of `m`: the caller now owns it and frees it with
  * rpc_buf_free(). Returns NULL if there was none. */

@@ -1,6 +1,7 @@
 /* tests/collective — the shared fixture. */
 #include "tcoll.h"
 #include "tcommon.h"
+#include "proto/raw.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -390,7 +391,9 @@ int co_send_chunk(const Ferry__ReduceChunkRequest *req, const void *payload, siz
                   char *err, size_t errlen)
 {
     cr_assert(R.ch, "co_client_to first");
-    rpc_msg_out out = {.head = &req->base,
+    proto_raw out_head = proto_raw_pack(&req->base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
                        .payload = payload,
                        .payload_len = len,
                        .codec = RPC_CODEC_RAW};

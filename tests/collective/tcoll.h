@@ -19,7 +19,7 @@
 
 #include <criterion/criterion.h>
 
-#include "ferry.pb-c.h"
+#include "proto/raw.h"
 #include "rpc/rpc.h"
 #include "runtime/collective/collective.h"
 

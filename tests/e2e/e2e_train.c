@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "e2e.h"
 #include "e2e_train.h"
+#include "proto/raw.h"
 
 void e2e_expect_option_errors(const char *const (*bad)[3], size_t n)
 {
@@ -192,7 +193,9 @@ int e2e_exchange_chunk(rpc_channel *ch, uint64_t session, const uint8_t *secret,
         req.secret.data = (uint8_t *)secret;
         req.secret.len = RT_COMM_SECRET_BYTES;
     }
-    rpc_msg_out out = {.head = &req.base,
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
                        .payload = payload,
                        .payload_len = floats * sizeof(float),
                        .codec = RPC_CODEC_RAW};

@@ -17,6 +17,7 @@
 #include "rpc/rpc.h"
 #include "runtime/ps/ps.h"
 #include "runtime/runtime.h"
+#include "proto/raw.h"
 
 TestSuite(e2e_async_secret, .init = e2e_setup, .fini = e2e_teardown, .timeout = 180);
 
@@ -53,7 +54,8 @@ static int pull(rpc_channel *ch, const uint8_t *secret, size_t len, char *msg, s
     rq.from_rank = 1;
     rq.secret.data = (uint8_t *)secret;
     rq.secret.len = secret ? len : 0;
-    rpc_msg_out out = {.head = &rq.base};
+    proto_raw out_head = proto_raw_pack(&rq.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     return e2e_call_raw(ch, PROTO_METHOD_PULL, &out, msg, msglen);
 }
 

@@ -33,6 +33,7 @@
 #include "rpc/rpc.h"
 #include "runtime/collective/collective.h"
 #include "runtime/runtime.h"
+#include "proto/raw.h"
 
 #define FLOOD_S  10
 #define BOMB_RAW ((size_t)1 << 30)
@@ -208,7 +209,8 @@ static double *pings(rpc_channel *ch, int secs, size_t *count)
 static int ping(rpc_channel *ch)
 {
     Ferry__PingRequest req = FERRY__PING_REQUEST__INIT;
-    rpc_msg_out out = {.head = &req.base};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     rpc_call call;
     memset(&call, 0, sizeof call);
     cr_assert(rpc_call_start(ch, &call, PROTO_METHOD_PING, &out, 20000, NULL) == 0);
@@ -345,15 +347,16 @@ Test(e2e_net, ping_is_answered_while_two_tokenless_clients_send_lz4_bombs)
 static pid_t ping_pid(rpc_channel *ch)
 {
     Ferry__PingRequest req = FERRY__PING_REQUEST__INIT;
-    rpc_msg_out out = {.head = &req.base};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     rpc_call call;
     memset(&call, 0, sizeof call);
     cr_assert(rpc_call_start(ch, &call, PROTO_METHOD_PING, &out, 2000, NULL) == 0);
     pid_t pid = 0;
     if (rpc_call_wait(&call) == 0) {
         Ferry__PingReply *r = NULL;
-        if (rpc_msg_unpack(&call.reply, &ferry__ping_reply__descriptor,
-                           (ProtobufCMessage **)&r) == 0) {
+        if (proto_raw_unpack(&ferry__ping_reply__descriptor, call.reply.head,
+                             call.reply.head_len, (ProtobufCMessage **)&r) == 0) {
             pid = r->pid;
             ferry__ping_reply__free_unpacked(r, NULL);
         }

@@ -25,6 +25,7 @@
 #include "ferry.pb-c.h"
 #include "rpc/rpc.h"
 #include "runtime/collective/collective.h"
+#include "proto/raw.h"
 
 /* A worker this test stopped (SIGSTOP): continued before teardown, so that
  * `ferry shutdown` can stop it the ordinary way. */
@@ -352,7 +353,9 @@ static int send_chunk(rpc_client *cl, const char *addr, const char *token,
     req.count = 8;
     req.elem = FERRY__ELEM__ELEM_F32;
     float payload[4] = {1e6f, 1e6f, 1e6f, 1e6f};
-    rpc_msg_out out = {.head = &req.base,
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
                        .payload = payload,
                        .payload_len = sizeof payload,
                        .codec = RPC_CODEC_RAW};

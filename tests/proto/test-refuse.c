@@ -1,5 +1,5 @@
 /* tests/proto — bytes that are not the message are refused, with the
- * FERRY_ECORRUPT that rpc_msg_unpack() gives (the worker turns it into its
+ * FERRY_ECORRUPT that a raw decode gives (the worker turns it into its
  * "<Method>: request is not a <Message>"), and nothing is handed out:
  * a head cut short by one byte, and bytes that are no protobuf at all. */
 #include <criterion/criterion.h>

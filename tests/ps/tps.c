@@ -1,6 +1,7 @@
 /* tests/ps — the shared fixture. */
 #include "tps.h"
 #include "tcommon.h"
+#include "proto/raw.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,8 +234,8 @@ static int take(rpc_call *call, bool pull, float *vals, size_t cap, tps_reply *o
     ProtobufCMessage *m = NULL;
     const ProtobufCMessageDescriptor *d =
         pull ? &ferry__pull_reply__descriptor : &ferry__push_reply__descriptor;
-    cr_assert(rpc_msg_unpack(&call->reply, d, &m) == 0, "the reply is not a %s",
-              d->short_name);
+    cr_assert(proto_raw_unpack(d, call->reply.head, call->reply.head_len, &m) == 0,
+              "the reply is not a %s", d->short_name);
     if (pull) {
         Ferry__PullReply *p = (Ferry__PullReply *)m;
         out->version = p->shard_version;
@@ -299,7 +300,8 @@ rpc_call *tps_pull_start(int rank, const Ferry__PullRequest *rq, int64_t timeout
 {
     Ferry__PullRequest keyed = *rq;
     keyed.secret = secret_or_own(rq->secret);
-    rpc_msg_out m = {.head = &keyed.base};
+    proto_raw m_head = proto_raw_pack(&keyed.base);
+    rpc_msg_out m = {.head_bytes = m_head.data, .head_len = m_head.len};
     return call_start(rank, PROTO_METHOD_PULL, &m, timeout_ms);
 }
 
@@ -313,7 +315,9 @@ rpc_call *tps_push_start(int rank, const Ferry__PushRequest *rq, const float *va
 {
     Ferry__PushRequest keyed = *rq;
     keyed.secret = secret_or_own(rq->secret);
-    rpc_msg_out m = {.head = &keyed.base,
+    proto_raw m_head = proto_raw_pack(&keyed.base);
+    rpc_msg_out m = {.head_bytes = m_head.data,
+                     .head_len = m_head.len,
                      .payload = vals,
                      .payload_len = n * sizeof(float),
                      .codec = RPC_CODEC_RAW};
@@ -337,7 +341,9 @@ int tps_push_raw(int rank, const Ferry__PushRequest *rq, const float *vals, size
     rpc_channel *ch = tps_channel(rank);
     Ferry__PushRequest keyed = *rq;
     keyed.secret = secret_or_own(rq->secret);
-    rpc_msg_out m = {.head = &keyed.base,
+    proto_raw m_head = proto_raw_pack(&keyed.base);
+    rpc_msg_out m = {.head_bytes = m_head.data,
+                     .head_len = m_head.len,
                      .payload = vals,
                      .payload_len = bytes ? bytes : n * sizeof(float),
                      .codec = RPC_CODEC_RAW};

@@ -21,7 +21,7 @@
 
 #include <criterion/criterion.h>
 
-#include "ferry.pb-c.h"
+#include "proto/raw.h"
 #include "rpc/rpc.h"
 #include "runtime/ps/ps.h"
 #include "runtime/runtime.h"

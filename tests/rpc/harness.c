@@ -1,6 +1,7 @@
 /* tests/rpc — the shared fixture and the server's test handlers. */
 #include "harness.h"
 #include "tcommon.h"
+#include "proto/raw.h"
 
 #include <grpc/grpc.h>
 
@@ -90,12 +91,14 @@ static void slow_join_all(void)
 static void echo_reply(rpc_srv_call *sc, rpc_msg *req)
 {
     ProtobufCMessage *head = NULL;
-    if (rpc_msg_unpack(req, &ferry__call_request__descriptor, &head) != 0) {
+    if (proto_raw_unpack(&ferry__call_request__descriptor, req->head, req->head_len,
+                         &head) != 0) {
         rpc_srv_fail(sc, FERRY_EPROTO, "echo: request head is not a CallRequest");
         return;
     }
     rpc_msg_out out = {
-        .head = head,
+        .head_bytes = req->head, /* forwarded as it came */
+        .head_len = req->head_len,
         .payload = req->payload,
         .payload_len = req->payload_len,
         .codec = req->codec,
@@ -126,8 +129,8 @@ static void h_fail(rpc_srv_call *sc, rpc_msg *req, void *data)
     (void)data;
     atomic_fetch_add(&HS.handled, 1);
     Ferry__CallRequest *r = NULL;
-    if (rpc_msg_unpack(req, &ferry__call_request__descriptor, (ProtobufCMessage **)&r) !=
-        0) {
+    if (proto_raw_unpack(&ferry__call_request__descriptor, req->head, req->head_len,
+                         (ProtobufCMessage **)&r) != 0) {
         rpc_srv_fail(sc, FERRY_EPROTO, "fail: request head is not a CallRequest");
         return;
     }
@@ -151,8 +154,8 @@ static void *slow_main(void *arg)
     usleep(H_SLOW_MS * 1000);
     atomic_fetch_sub(&HS.slow_running, 1);
     Ferry__CallRequest *r = NULL;
-    if (rpc_msg_unpack(job.req, &ferry__call_request__descriptor,
-                       (ProtobufCMessage **)&r) == 0 &&
+    if (proto_raw_unpack(&ferry__call_request__descriptor, job.req->head,
+                         job.req->head_len, (ProtobufCMessage **)&r) == 0 &&
         strcmp(r->function, "fail") == 0)
         rpc_srv_fail(job.sc, FERRY_EINVAL, "slow handler failed on purpose");
     else
@@ -202,8 +205,8 @@ static void h_sized(rpc_srv_call *sc, rpc_msg *req, void *data)
     (void)data;
     atomic_fetch_add(&HS.handled, 1);
     Ferry__CallRequest *r = NULL;
-    if (rpc_msg_unpack(req, &ferry__call_request__descriptor, (ProtobufCMessage **)&r) !=
-        0) {
+    if (proto_raw_unpack(&ferry__call_request__descriptor, req->head, req->head_len,
+                         (ProtobufCMessage **)&r) != 0) {
         rpc_srv_fail(sc, FERRY_EPROTO, "sized: request head is not a CallRequest");
         return;
     }
@@ -213,7 +216,11 @@ static void h_sized(rpc_srv_call *sc, rpc_msg *req, void *data)
     for (size_t i = 0; i < n; i++)
         buf[i] = (uint8_t)(i * 7 + 3);
     Ferry__CallReply rep = FERRY__CALL_REPLY__INIT;
-    rpc_msg_out out = {.head = &rep.base, .payload = buf, .payload_len = n};
+    proto_raw out_head = proto_raw_pack(&rep.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
+                       .payload = buf,
+                       .payload_len = n};
     int rc = rpc_srv_reply(sc, &out);
     atomic_store(&HS.sized_reply_rc, rc);
     free(buf);
@@ -241,7 +248,8 @@ static void h_info(rpc_srv_call *sc, rpc_msg *req, void *data)
     rep.task_name = (char *)rpc_srv_method(sc);
     rep.n_functions = 2;
     rep.functions = functions;
-    rpc_msg_out out = {.head = &rep.base};
+    proto_raw out_head = proto_raw_pack(&rep.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     rpc_srv_reply(sc, &out);
 }
 
@@ -491,14 +499,17 @@ void h_done_cb(rpc_call *call)
     d->done = true;
 }
 
-void h_msg_out(rpc_msg_out *out, Ferry__CallRequest *req, const char *sha256,
-               const char *function, const void *payload, size_t len, rpc_codec codec)
+void h_msg_out(rpc_msg_out *out, Ferry__CallRequest *req, proto_raw *head,
+               const char *sha256, const char *function, const void *payload, size_t len,
+               rpc_codec codec)
 {
     ferry__call_request__init(req);
     req->sha256 = (char *)sha256;
     req->function = (char *)function;
+    *head = proto_raw_pack(&req->base);
     memset(out, 0, sizeof *out);
-    out->head = &req->base;
+    out->head_bytes = head->data;
+    out->head_len = head->len;
     out->payload = payload;
     out->payload_len = len;
     out->codec = codec;
@@ -509,8 +520,9 @@ int h_call(rpc_channel *ch, rpc_call *call, const char *method, const char *sha2
            int64_t timeout_ms)
 {
     Ferry__CallRequest req;
+    proto_raw head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, sha256, function, payload, len, codec);
+    h_msg_out(&out, &req, &head, sha256, function, payload, len, codec);
     h_done d = {0};
     memset(call, 0, sizeof *call);
     call->data = &d;
@@ -526,7 +538,7 @@ int h_call(rpc_channel *ch, rpc_call *call, const char *method, const char *sha2
 Ferry__CallRequest *h_reply_callreq(const rpc_msg *m)
 {
     ProtobufCMessage *p = NULL;
-    int rc = rpc_msg_unpack(m, &ferry__call_request__descriptor, &p);
+    int rc = proto_raw_unpack(&ferry__call_request__descriptor, m->head, m->head_len, &p);
     cr_assert(rc == 0, "reply head does not unpack as CallRequest: %s",
               ferry_err_name(rc));
     return (Ferry__CallRequest *)p;

@@ -26,7 +26,7 @@
 
 #include <criterion/criterion.h>
 
-#include "ferry.pb-c.h"
+#include "proto/raw.h"
 #include "rpc/rpc.h"
 #include "runtime/runtime.h"
 
@@ -141,8 +141,9 @@ int h_call(rpc_channel *ch, rpc_call *call, const char *method, const char *sha2
            int64_t timeout_ms);
 
 /* Fills a rpc_msg_out with a CallRequest head (storage in *req). */
-void h_msg_out(rpc_msg_out *out, Ferry__CallRequest *req, const char *sha256,
-               const char *function, const void *payload, size_t len, rpc_codec codec);
+void h_msg_out(rpc_msg_out *out, Ferry__CallRequest *req, proto_raw *head,
+               const char *sha256, const char *function, const void *payload, size_t len,
+               rpc_codec codec);
 
 /* Unpacks call->reply as a CallRequest; asserts it unpacks. */
 Ferry__CallRequest *h_reply_callreq(const rpc_msg *m);

@@ -4,6 +4,7 @@
  * that decompresses to 1 GiB is decoded off the completion-queue thread
  * (how fast Pings are meanwhile: bench/hardening). */
 #include "harness.h"
+#include "proto/raw.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@ static void sink(rpc_srv_call *sc, rpc_msg *req, void *data)
     bool intact = n >= 3 && p[0] == 0xa5 && p[n / 2] == 0x5a && p[n - 1] == 0xc3;
     Ferry__CallReply out = FERRY__CALL_REPLY__INIT;
     out.elapsed_s = intact ? (double)n : -1.0;
-    rpc_msg_out reply = {.head = &out.base};
+    proto_raw reply_head = proto_raw_pack(&out.base);
+    rpc_msg_out reply = {.head_bytes = reply_head.data, .head_len = reply_head.len};
     rpc_srv_reply(sc, &reply);
 }
 
@@ -59,8 +61,8 @@ static uint8_t *gib_with_sentinels(void)
 static void expect_sink_saw(rpc_call *call, size_t bytes)
 {
     Ferry__CallReply *r = NULL;
-    cr_assert(rpc_msg_unpack(&call->reply, &ferry__call_reply__descriptor,
-                             (ProtobufCMessage **)&r) == 0);
+    cr_assert(proto_raw_unpack(&ferry__call_reply__descriptor, call->reply.head,
+                               call->reply.head_len, (ProtobufCMessage **)&r) == 0);
     cr_assert(r->elapsed_s == (double)bytes, "server saw %.0f bytes (-1: sentinels lost)",
               r->elapsed_s);
     protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -175,7 +177,8 @@ H_TEST(rpc_big, a_big_lz4_request_is_decoded_off_the_queue_thread_while_pings_go
     int pings = 0;
     while (!d.done) {
         Ferry__PingRequest req = FERRY__PING_REQUEST__INIT;
-        rpc_msg_out pout = {.head = &req.base};
+        proto_raw pout_head = proto_raw_pack(&req.base);
+        rpc_msg_out pout = {.head_bytes = pout_head.data, .head_len = pout_head.len};
         rpc_call ping = {0};
         uint64_t s = uv_hrtime();
         cr_assert(rpc_call_start(H.ch, &ping, PROTO_METHOD_PING, &pout, 60000, NULL) == 0);

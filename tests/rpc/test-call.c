@@ -1,6 +1,7 @@
 /* tests/rpc — unary calls end to end: round trips, handler outcomes, metadata,
  * payload ownership. */
 #include "harness.h"
+#include "proto/raw.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -171,12 +172,14 @@ H_TEST(rpc_call, handlers_replying_from_other_threads_overlap)
     rpc_call calls[N];
     rpc_call *ptrs[N];
     Ferry__CallRequest reqs[N];
+    proto_raw heads[N];
     rpc_msg_out outs[N];
     char fn[N][16];
     double t0 = h_now_ms();
     for (int i = 0; i < N; i++) {
         snprintf(fn[i], sizeof fn[i], "n%d", i);
-        h_msg_out(&outs[i], &reqs[i], "s", fn[i], fn[i], strlen(fn[i]), RPC_CODEC_RAW);
+        h_msg_out(&outs[i], &reqs[i], &heads[i], "s", fn[i], fn[i], strlen(fn[i]),
+                  RPC_CODEC_RAW);
         memset(&calls[i], 0, sizeof calls[i]);
         ptrs[i] = &calls[i];
         /* cb NULL: a future, completed by rpc_call_wait_all below. */
@@ -270,8 +273,8 @@ static Ferry__LoadModuleReply *info_call(rpc_channel *ch)
     int rc = h_call(ch, &call, H_INFO, "", "", NULL, 0, RPC_CODEC_RAW, H_CALL_TIMEOUT_MS);
     cr_assert(rc == 0, "info: %s: %s", ferry_err_name(rc), call.errmsg);
     ProtobufCMessage *m = NULL;
-    cr_assert(rpc_msg_unpack(&call.reply, &ferry__load_module_reply__descriptor, &m) ==
-              0);
+    cr_assert(proto_raw_unpack(&ferry__load_module_reply__descriptor, call.reply.head,
+                               call.reply.head_len, &m) == 0);
     rpc_call_fini(&call);
     Ferry__LoadModuleReply *r = (Ferry__LoadModuleReply *)m;
     cr_assert(r->n_functions == 2);
@@ -347,8 +350,9 @@ H_TEST(rpc_call, owned_request_payload_is_freed_once_after_the_call)
     uint8_t *copy = malloc(len);
     memcpy(copy, p, len);
     Ferry__CallRequest req;
+    proto_raw req_head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, "s", "f", p, len, RPC_CODEC_RAW);
+    h_msg_out(&out, &req, &req_head, "s", "f", p, len, RPC_CODEC_RAW);
     out.payload_free = count_free;
     out.free_arg = &freed;
     rpc_call call = {0};
@@ -382,8 +386,9 @@ H_TEST(rpc_call, callback_may_free_its_call)
     for (int i = 0; i < N; i++) {
         rpc_call *c = calloc(1, sizeof *c);
         Ferry__CallRequest req;
+        proto_raw req_head;
         rpc_msg_out out;
-        h_msg_out(&out, &req, "heap", "call", "12345", 5, RPC_CODEC_RAW);
+        h_msg_out(&out, &req, &req_head, "heap", "call", "12345", 5, RPC_CODEC_RAW);
         cr_assert(rpc_call_start(H.ch, c, i % 2 ? H_ECHO : H_SLOW, &out,
                                  H_CALL_TIMEOUT_MS, fini_and_free_cb) == 0);
     }

@@ -13,8 +13,9 @@ static void start_blocked(rpc_call *call, h_done *d, rpc_channel *ch)
     memset(d, 0, sizeof *d);
     call->data = d;
     Ferry__CallRequest req;
+    proto_raw head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, "", "", NULL, 0, RPC_CODEC_RAW);
+    h_msg_out(&out, &req, &head, "", "", NULL, 0, RPC_CODEC_RAW);
     int rc = rpc_call_start(ch, call, H_BLOCK, &out, H_CALL_TIMEOUT_MS, h_done_cb);
     cr_assert(rc == 0, "start: %s", ferry_err_name(rc));
     cr_assert(h_run_until_atomic(&HS.block_started, 1, H_WAIT_MS),

@@ -12,6 +12,7 @@ enum { N_CALLS = 1000 };
 typedef struct slot {
     rpc_call call;
     Ferry__CallRequest req;
+    proto_raw head;
     rpc_msg_out out;
     char fn[24];
     uint64_t payload[4]; /* index, ~index, index * k, seed */
@@ -52,7 +53,8 @@ static void run_concurrent(const char *method, rpc_codec codec)
         s->payload[1] = ~(uint64_t)i;
         s->payload[2] = i * 0x9e3779b97f4a7c15ull;
         s->payload[3] = 42;
-        h_msg_out(&s->out, &s->req, "idx", s->fn, s->payload, sizeof s->payload, codec);
+        h_msg_out(&s->out, &s->req, &s->head, "idx", s->fn, s->payload, sizeof s->payload,
+                  codec);
         s->call.data = s;
         int rc = rpc_call_start(H.ch, &s->call, method, &s->out, 60000, slot_done);
         cr_assert(rc == 0, "start %zu: %s", i, ferry_err_name(rc));

@@ -48,8 +48,9 @@ H_TEST(rpc_drain, during_the_grace_new_work_is_refused_and_the_rest_served)
     memset(&held, 0, sizeof held);
     held.data = &d;
     Ferry__CallRequest req;
+    proto_raw head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, "", "", "pay", 3, RPC_CODEC_RAW);
+    h_msg_out(&out, &req, &head, "", "", "pay", 3, RPC_CODEC_RAW);
     cr_assert_eq(rpc_call_start(H.ch, &held, H_BLOCK, &out, H_CALL_TIMEOUT_MS, h_done_cb), 0);
     cr_assert(h_run_until_atomic(&HS.block_started, 1, H_WAIT_MS));
 

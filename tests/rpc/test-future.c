@@ -8,8 +8,10 @@ TestSuite(rpc_future, .init = h_setup, .fini = h_teardown, .timeout = 60);
 static void start_future(rpc_call *call, const char *method, const char *function)
 {
     Ferry__CallRequest req;
+    proto_raw head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, "fut", function, function, strlen(function), RPC_CODEC_RAW);
+    h_msg_out(&out, &req, &head, "fut", function, function, strlen(function),
+              RPC_CODEC_RAW);
     memset(call, 0, sizeof *call);
     int rc = rpc_call_start(H.ch, call, method, &out, H_CALL_TIMEOUT_MS, NULL);
     cr_assert(rc == 0, "start %s: %s", method, ferry_err_name(rc));

@@ -6,6 +6,7 @@
  * payload it receives against the SHA-256 its head carries. */
 #include "harness.h"
 #include "relay.h"
+#include "proto/raw.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,8 @@ static void check_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     (void)data;
     ProtobufCMessage *m = NULL;
-    if (rpc_msg_unpack(req, &ferry__call_request__descriptor, &m) == 0) {
+    if (proto_raw_unpack(&ferry__call_request__descriptor, req->head, req->head_len,
+                         &m) == 0) {
         char hex[RT_SHA256_HEX];
         rt_sha256_hex(req->payload, req->payload_len, hex);
         if (strcmp(hex, ((Ferry__CallRequest *)m)->function) == 0)
@@ -47,6 +49,7 @@ typedef struct sent {
     bool done;
     char sha[RT_SHA256_HEX];
     Ferry__CallRequest req;
+    proto_raw head;
 } sent;
 
 static int completed;
@@ -82,7 +85,7 @@ static void start(sent *s, when w, uint64_t seed, int64_t timeout_ms)
     h_fill_random(s->buf, BIG, seed);
     rt_sha256_hex(s->buf, BIG, s->sha);
     rpc_msg_out out;
-    h_msg_out(&out, &s->req, "", s->sha, s->buf, BIG, RPC_CODEC_RAW);
+    h_msg_out(&out, &s->req, &s->head, "", s->sha, s->buf, BIG, RPC_CODEC_RAW);
     if (w == AT_RELEASE_FREE)
         out.payload_free = on_release;
     s->call.data = s;

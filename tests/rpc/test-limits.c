@@ -22,8 +22,9 @@ H_TEST(rpc_limits, start_above_channel_max_payload_returns_emsgsize_and_skips_ca
     h_channel_open(&o);
     uint8_t p[1025] = {0};
     Ferry__CallRequest req;
+    proto_raw req_head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, "", "", p, sizeof p, RPC_CODEC_RAW);
+    h_msg_out(&out, &req, &req_head, "", "", p, sizeof p, RPC_CODEC_RAW);
     rpc_call call = {0};
     h_done d = {0};
     call.data = &d;
@@ -67,8 +68,9 @@ H_TEST(rpc_limits, failed_start_leaves_an_owned_payload_with_the_caller)
     atomic_store(&freed, 0);
     uint8_t *p = calloc(1, 64);
     Ferry__CallRequest req;
+    proto_raw req_head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, "", "", p, 64, RPC_CODEC_RAW);
+    h_msg_out(&out, &req, &req_head, "", "", p, 64, RPC_CODEC_RAW);
     out.payload_free = count_free;
     rpc_call call = {0};
     h_done d = {0};

@@ -1,5 +1,6 @@
 /* tests/rpc — the worker's Ping handler through a real call. */
 #include "harness.h"
+#include "proto/raw.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -12,7 +13,8 @@ static Ferry__PingReply *ping(uint64_t nonce)
 {
     Ferry__PingRequest req = FERRY__PING_REQUEST__INIT;
     req.nonce = nonce;
-    rpc_msg_out out = {.head = &req.base};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     rpc_call call = {0};
     h_done d = {0};
     call.data = &d;
@@ -21,7 +23,8 @@ static Ferry__PingReply *ping(uint64_t nonce)
     cr_assert(h_run_until_flag(&d.done, H_WAIT_MS), "ping never completed");
     cr_assert(call.result == 0, "ping: %s: %s", ferry_err_name(call.result), call.errmsg);
     ProtobufCMessage *m = NULL;
-    int rc = rpc_msg_unpack(&call.reply, &ferry__ping_reply__descriptor, &m);
+    int rc = proto_raw_unpack(&ferry__ping_reply__descriptor, call.reply.head,
+                              call.reply.head_len, &m);
     cr_assert(rc == 0, "reply is not a PingReply: %s", ferry_err_name(rc));
     rpc_call_fini(&call);
     return (Ferry__PingReply *)m;

@@ -81,8 +81,9 @@ H_TEST(rpc_poller, a_client_on_a_poller_completes_every_call_on_its_thread_guard
     static rpc_call calls[N];
     for (int i = 0; i < N; i++) {
         Ferry__CallRequest req;
+        proto_raw req_head;
         rpc_msg_out out;
-        h_msg_out(&out, &req, "poll", "f", "hello", 5, RPC_CODEC_RAW);
+        h_msg_out(&out, &req, &req_head, "poll", "f", "hello", 5, RPC_CODEC_RAW);
         calls[i].data = &o;
         /* Inline on the server's side too: the same thread answers. */
         int rc = rpc_call_start(ch, &calls[i], i % 2 ? H_ECHO : H_ECHO_POOL, &out,

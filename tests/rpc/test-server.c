@@ -1,6 +1,7 @@
 /* tests/rpc — creating and destroying servers: ports and addresses. */
 #include "harness.h"
 #include "tcommon.h"
+#include "proto/raw.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -152,7 +153,8 @@ static void peek_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         atomic_fetch_add(&early, 1);
     atomic_fetch_add(&peeked, 1);
     Ferry__CallRequest head = FERRY__CALL_REQUEST__INIT;
-    rpc_msg_out reply = {.head = &head.base};
+    proto_raw reply_head = proto_raw_pack(&head.base);
+    rpc_msg_out reply = {.head_bytes = reply_head.data, .head_len = reply_head.len};
     rpc_srv_reply(sc, &reply);
 }
 
@@ -197,8 +199,9 @@ H_TEST(rpc_server, a_handler_sees_the_server_that_create_hands_back)
             memset(&d[n], 0, sizeof d[n]);
             call[n].data = &d[n];
             Ferry__CallRequest req;
+            proto_raw req_head;
             rpc_msg_out out;
-            h_msg_out(&out, &req, "", "", NULL, 0, RPC_CODEC_RAW);
+            h_msg_out(&out, &req, &req_head, "", "", NULL, 0, RPC_CODEC_RAW);
             cr_assert(rpc_call_start(ch[n], &call[n], "/test.Race/Peek", &out, 5000,
                                      h_done_cb) == 0);
             n++;

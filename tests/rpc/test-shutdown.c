@@ -11,8 +11,9 @@ static void start(rpc_call *call, h_done *d, const char *method)
     memset(d, 0, sizeof *d);
     call->data = d;
     Ferry__CallRequest req;
+    proto_raw req_head;
     rpc_msg_out out;
-    h_msg_out(&out, &req, "", "", "pay", 3, RPC_CODEC_RAW);
+    h_msg_out(&out, &req, &req_head, "", "", "pay", 3, RPC_CODEC_RAW);
     int rc = rpc_call_start(H.ch, call, method, &out, H_CALL_TIMEOUT_MS, h_done_cb);
     cr_assert(rc == 0, "start: %s", ferry_err_name(rc));
 }

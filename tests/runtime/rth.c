@@ -1,6 +1,7 @@
 /* tests/runtime — the shared fixture. */
 #include "rth.h"
 #include "tcommon.h"
+#include "proto/raw.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -171,9 +172,17 @@ void rth_teardown(void)
 int rth_call(rpc_channel *ch, rpc_call *call, const char *method,
              const ProtobufCMessage *head, const void *payload, size_t len)
 {
-    rpc_msg_out out = {.head = head, .payload = payload, .payload_len = len};
+    /* On the heap: the hardening tests send heads far beyond a proto_raw. */
+    size_t head_len = head ? protobuf_c_message_get_packed_size(head) : 0;
+    uint8_t *packed = malloc(head_len + 1);
+    cr_assert(packed);
+    if (head)
+        protobuf_c_message_pack(head, packed);
+    rpc_msg_out out = {
+        .head_bytes = packed, .head_len = head_len, .payload = payload, .payload_len = len};
     memset(call, 0, sizeof *call);
     int rc = rpc_call_start(ch, call, method, &out, RTH_CALL_TIMEOUT, NULL);
+    free(packed);
     cr_assert(rc == 0, "rpc_call_start(%s): %s", method, ferry_err_name(rc));
     return rpc_call_wait(call);
 }

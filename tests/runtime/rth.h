@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 
 #include "proto/proto.h"
+#include "proto/raw.h"
 #include "rpc/rpc.h"
 #include "runtime/runtime.h"
 #include "runtime/worker_main/worker_main.h"

@@ -3,6 +3,7 @@
 #include "rth.h"
 
 #include "ferry.pb-c.h"
+#include "proto/raw.h"
 
 #include <string.h>
 
@@ -120,7 +121,11 @@ RTH_TEST(rt_call, ping_answers_while_four_long_calls_run)
     req.sha256 = sha;
     req.function = "sleep";
     const char *arg = "600000"; /* ten minutes: they end by cancellation only */
-    rpc_msg_out out = {.head = &req.base, .payload = arg, .payload_len = strlen(arg)};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
+                       .payload = arg,
+                       .payload_len = strlen(arg)};
     for (int i = 0; i < N; i++) {
         memset(&calls[i], 0, sizeof calls[i]);
         cr_assert(rpc_call_start(R.ch, &calls[i], PROTO_METHOD_CALL, &out,
@@ -163,7 +168,11 @@ RTH_TEST(rt_call, a_deadline_cancels_a_long_call_on_the_worker)
     Ferry__CallRequest req = FERRY__CALL_REQUEST__INIT;
     req.sha256 = sha;
     req.function = "sleep";
-    rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
+                       .payload = "600000",
+                       .payload_len = 6};
     rpc_call c = {0};
     cr_assert(rpc_call_start(R.ch, &c, PROTO_METHOD_CALL, &out, 200, NULL) == 0);
     int rc = rpc_call_wait(&c);

@@ -32,6 +32,7 @@
 #include <lz4frame.h>
 
 #include "runtime/collective/collective.h"
+#include "proto/raw.h"
 
 static pid_t worker_pid;
 
@@ -429,7 +430,8 @@ Test(rt_hardening, ten_thousand_refusals_make_a_few_log_lines)
     rth_start_worker(&o);
     enum { TOTAL = 10000, INFLIGHT = 64 };
     Ferry__StatsRequest req = FERRY__STATS_REQUEST__INIT;
-    rpc_msg_out out = {.head = &req.base};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data, .head_len = out_head.len};
     rpc_call calls[INFLIGHT];
     rpc_call *ptrs[INFLIGHT];
     uint64_t t0 = uv_hrtime();

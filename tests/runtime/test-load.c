@@ -4,6 +4,7 @@
 #include "rth.h"
 
 #include "ferry.pb-c.h"
+#include "proto/raw.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -224,7 +225,11 @@ RTH_TEST(rt_load, concurrent_loads_of_one_module_load_it_once)
     enum { N = 6 };
     rpc_call calls[N];
     rpc_call *ptrs[N];
-    rpc_msg_out out = {.head = &req.base, .payload = bytes, .payload_len = len};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
+                       .payload = bytes,
+                       .payload_len = len};
     for (int i = 0; i < N; i++) {
         memset(&calls[i], 0, sizeof calls[i]);
         ptrs[i] = &calls[i];

@@ -3,6 +3,7 @@
 #include "rth.h"
 
 #include "ferry.pb-c.h"
+#include "proto/raw.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -51,7 +52,11 @@ RTH_TEST(rt_worker, the_shutdown_grace_cancels_a_call_that_runs_on)
     Ferry__CallRequest req = FERRY__CALL_REQUEST__INIT;
     req.sha256 = sha;
     req.function = "sleep";
-    rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
+                       .payload = "600000",
+                       .payload_len = 6};
     rpc_call sleeper = {0};
     cr_assert(rpc_call_start(R.ch, &sleeper, PROTO_METHOD_CALL, &out, 0, NULL) == 0);
     cr_assert(rth_stats_until(one_in_flight, NULL), "the sleep never ran");
@@ -132,7 +137,11 @@ RTH_TEST(rt_worker, stats_and_shutdown_answer_while_calls_hold_every_executor_th
     Ferry__CallRequest req = FERRY__CALL_REQUEST__INIT;
     req.sha256 = sha;
     req.function = "sleep";
-    rpc_msg_out out = {.head = &req.base, .payload = "600000", .payload_len = 6};
+    proto_raw out_head = proto_raw_pack(&req.base);
+    rpc_msg_out out = {.head_bytes = out_head.data,
+                       .head_len = out_head.len,
+                       .payload = "600000",
+                       .payload_len = 6};
     rpc_call sleepers[2] = {0};
     for (int i = 0; i < 2; i++)
         cr_assert(rpc_call_start(R.ch, &sleepers[i], PROTO_METHOD_CALL, &out, 0, NULL) ==
