@@ -335,18 +335,24 @@ typedef struct proto_train_epoch_reply {
 
 #define PROTO_TRAIN_END_FIELDS(F, LIST)                                                  \
     F(uint64_t, session)                                                                 \
-    F(bool, discard) /* free the session without reading its parameters back */
+    F(bool, discard)     /* free the session without reading its parameters back */      \
+    F(bool, with_params) /* and send them back, tensor by tensor */
 
 typedef struct proto_train_end {
     PROTO_TRAIN_END_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_train_end;
 
-#define PROTO_TRAIN_END_REPLY_FIELDS(F, LIST)                                            \
+/* With with_params, the tensors: n_tensor_names names, 4 dimensions each in
+ * tensor_shapes, and their float32 values one after another. */
+#define PROTO_TRAIN_END_REPLY_FIELDS(F, LIST, REP)                                       \
     F(char *, params_sha256) /* of the final flat float32 parameter buffer */            \
-    F(uint64_t, params)
+    F(uint64_t, params)                                                                  \
+    LIST(tensor_names)                                                                   \
+    REP(uint32_t, tensor_shapes)                                                         \
+    F(proto_blob, tensor_values)
 
 typedef struct proto_train_end_reply {
-    PROTO_TRAIN_END_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+    PROTO_TRAIN_END_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)
 } proto_train_end_reply;
 
 /* Async mode: rank `rank` was lost (its reply is empty). */

@@ -165,7 +165,15 @@ typedef enum proto_train_group {
       "T",                                                                                              \
       "easgd's steps between exchanges (default " PROTO_TRAIN_STR(                                      \
           PROTO_TRAIN_WORKER_TAU) ")",                                                                  \
-      ASYNC, PEERS)
+      ASYNC, PEERS)                                                                                     \
+    X(save, 0, "save", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                            \
+      "write the final parameters to FILE as safetensors\n"                                             \
+      "(named float32 tensors, read by numpy and PyTorch)",                                             \
+      TRAINING, LOCAL)                                                                                  \
+    X(init_from, 0, "init-from", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                  \
+      "start from the parameters saved in FILE (every\n"                                                \
+      "tensor of the model, by name and shape)",                                                        \
+      TRAINING, LOCAL)
 
 #define PROTO_TRAIN_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -238,6 +246,13 @@ typedef struct proto_train_begin_run {
     uint32_t rank, world;     /* with peers only, as n_peers and peers */
     size_t n_peers;
     const char *const *peers; /* every rank's address */
+    /* Parameters to start from (--init-from), or n_init 0: n_init tensors,
+     * by name, 4 dimensions each, their values one after another. */
+    size_t n_init;
+    const char *const *init_names;
+    const uint32_t *init_shapes;
+    const float *init_values;
+    size_t init_floats;
 } proto_train_begin_run;
 
 /* Packs a rank's TrainBegin into out->data (malloc'd): the options of `s`
@@ -254,6 +269,7 @@ typedef struct proto_train_begin {
     proto_train_begin_run run; /* its strings never NULL ("" when absent) */
     uint32_t eval_batch;       /* 0: the worker's default */
     uint32_t idle_ms;          /* 0: the worker's default */
+    bool init_malformed;       /* init tensors whose shapes or bytes do not add up */
     void *msg;                 /* private: the decoded message */
 } proto_train_begin;
 

@@ -15,6 +15,7 @@
  *   drive.c       a module's driver, run in a child process
  *   inspect.c     loading a module in a child process to check it
  *   train.c       submit's training (cluster/train/), told as it happens
+ *   saved.c       --init-from and --save: the parameters as safetensors
  *   modfile.c     reading the module file submit was given, and its size limit
  *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up */
 #ifndef FERRY_CLI_H
@@ -49,6 +50,16 @@ int cli_shutdown(int argc, char **argv);
  * or FERRY_E*, the error printed. */
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
               const cluster_train_opts *o);
+
+/* --init-from: the file `o` names read into *f (zeroed when none), or
+ * FERRY_E* with the error printed. Free it with params_file_free(). */
+int cli_params_init(const cluster_train_opts *o, params_file *f);
+
+/* --save: the result's tensors written to the file `o` names, with the
+ * run's figures as metadata, and a line saying so. 0 when `o` names none;
+ * FERRY_E* with the error printed. */
+int cli_params_save(const cluster_train_opts *o, const char *task,
+                    const cluster_train_result *res);
 
 /* ---- what every subcommand says (say.c) ------------------------------------- */
 

@@ -224,8 +224,16 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                                .started = on_started,
                                .epoch = on_epoch,
                                .worker_lost = on_worker_lost};
+    params_file init;
+    int rc = cli_params_init(o, &init);
+    if (rc)
+        return rc;
+    cluster_train_opts ro = *o;
+    ro.init = init.t.n ? &init.t : NULL;
+    ro.with_params = o->save && o->save[0];
     cluster_train_result res;
-    int rc = cluster_train_run(cl, m, module, o, &ev, &res);
+    rc = cluster_train_run(cl, m, module, &ro, &ev, &res);
+    params_file_free(&init);
     if (rc)
         return rc;
     if (o->json) {
@@ -238,6 +246,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                k == 1 ? "" : "s", res.train_s > 0 ? res.samples / res.train_s : 0.0,
                res.wall_s);
     }
+    rc = cli_params_save(o, task, &res);
     cluster_train_result_fini(&res);
-    return 0;
+    return rc;
 }

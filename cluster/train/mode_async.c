@@ -207,7 +207,9 @@ static int async_end(ct_run *run, proto_train_end_reply **done, bool *identical)
     int k = run->k;
     proto_bytes end;
     ct_each each = {0};
-    int rc = proto_train_end_pack(&(proto_train_end){.session = run->session}, &end);
+    int rc = proto_train_end_pack(
+        &(proto_train_end){.session = run->session, .with_params = run->o->with_params},
+        &end);
     if (rc == 0)
         rc = ct_call_each(run, "ferry.train.end", &end, NULL, &each);
     proto_bytes_fini(&end);

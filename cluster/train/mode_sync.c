@@ -51,7 +51,9 @@ static int sync_end(ct_run *run, proto_train_end_reply **done, bool *identical)
 {
     int k = run->k;
     proto_bytes end;
-    int rc = proto_train_end_pack(&(proto_train_end){.session = run->session}, &end);
+    int rc = proto_train_end_pack(
+        &(proto_train_end){.session = run->session, .with_params = run->o->with_params},
+        &end);
     if (rc == 0)
         rc = ct_call_all(run, "ferry.train.end", &end, &ct_end_reply, (void **)done);
     proto_bytes_fini(&end);

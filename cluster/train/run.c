@@ -113,6 +113,42 @@ static int keep_strings(cluster_train_result *res, const char *sha)
     return 0;
 }
 
+/* Copies rank 0's final tensors into one block *res owns. */
+static int keep_tensors(ct_run *run, cluster_train_result *res,
+                        const proto_train_end_reply *d)
+{
+    size_t n = d->n_tensor_names, floats = d->tensor_values.len / sizeof(float);
+    if (d->n_tensor_shapes != 4 * n || d->tensor_values.len % sizeof(float)) {
+        ct_fail(run,
+                "%s: worker 0 sent back %zu tensor names with %zu dimensions and %zu "
+                "bytes of values",
+                run->module, n, d->n_tensor_shapes, d->tensor_values.len);
+        return FERRY_EPROTO;
+    }
+    size_t strings = 0;
+    for (size_t i = 0; i < n; i++)
+        strings += strlen(d->tensor_names[i]) + 1;
+    /* values, shapes, then the names' pointers on their own alignment */
+    size_t vbytes = floats * sizeof(float), sbytes = 4 * n * sizeof(uint32_t);
+    size_t pad = (vbytes + sbytes) % sizeof(char *);
+    sbytes += pad ? sizeof(char *) - pad : 0;
+    char *blk = malloc(vbytes + sbytes + n * sizeof(char *) + strings + 1);
+    if (!blk)
+        return FERRY_ENOMEM;
+    float *values = memcpy(blk, d->tensor_values.data, vbytes);
+    uint32_t *shapes = memcpy(blk + vbytes, d->tensor_shapes, sbytes);
+    const char **names = (const char **)(void *)(blk + vbytes + sbytes);
+    char *s = (char *)(names + n);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(d->tensor_names[i]) + 1;
+        names[i] = memcpy(s, d->tensor_names[i], l);
+        s += l;
+    }
+    res->owned_tensors = blk;
+    res->tensors = (cluster_tensors){n, names, shapes, values, floats};
+    return 0;
+}
+
 /* Ends the sessions, checks the ranks agree, and fills the rest of *res. */
 static int finish(ct_run *run, cluster_train_result *res)
 {
@@ -131,6 +167,8 @@ static int finish(ct_run *run, cluster_train_result *res)
                      &res->staleness_max);
         rc = keep_strings(res, done[0]->params_sha256);
     }
+    if (rc == 0 && run->o->with_params)
+        rc = keep_tensors(run, res, done[0]);
     ct_free_replies((void **)done, run->k);
     return rc;
 }
@@ -201,6 +239,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
 void cluster_train_result_fini(cluster_train_result *res)
 {
     free(res->owned);
+    free(res->owned_tensors);
     free(res->steps_by_worker);
     memset(res, 0, sizeof *res);
 }

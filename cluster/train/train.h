@@ -25,6 +25,7 @@
 #include <ferry/model.h>
 
 #include "cluster/cluster.h"
+#include "cluster/params/params.h"
 #include "proto/train_spec.h"
 
 typedef struct cluster_train_opts {
@@ -40,6 +41,10 @@ typedef struct cluster_train_opts {
     };
     bool json;
     bool classifier; /* the model's kind: reports accuracy */
+    /* Parameters to start from instead of the model's initialisation (the
+     * workers refuse tensors that are not the model's); NULL: none. */
+    const cluster_tensors *init;
+    bool with_params; /* bring the final parameters back (result.tensors) */
 } cluster_train_opts;
 
 /* What the workers said when the run began (rank 0's reply). */
@@ -107,7 +112,10 @@ typedef struct cluster_train_result {
     uint64_t pushes;
     uint64_t staleness_min, staleness_median, staleness_max;
     uint64_t *steps_by_worker;
-    char *owned; /* the strings above, one block */
+    /* With opts.with_params: the final parameters, tensor by tensor. */
+    cluster_tensors tensors;
+    char *owned;         /* the strings above, one block */
+    void *owned_tensors; /* the tensors', one block */
 } cluster_train_result;
 
 /* Trains the model of module `m` (called `module` in messages) as `o`

@@ -196,6 +196,9 @@ typedef struct rt_train_opts {
     /* Training and test sets to use instead of loading the model's dataset
      * (tests); both or neither. Not owned. */
     const rt_dataset *train_set, *test_set;
+    /* The parameters to start from instead of the model's init: the whole
+     * flat buffer (ferry_model_layout()'s length), not owned; NULL: init. */
+    const float *init_params;
     /* What products and convolutions compute in (RT_PREC_FP32, the zero
      * value, by default); a device that cannot is an error saying why. */
     rt_precision precision;

@@ -27,6 +27,7 @@
 
 #include "proto/proto.h"
 #include "session.h"
+#include "tensors.h"
 
 #define FN_BEGIN "ferry.train.begin"
 #define FN_EPOCH "ferry.train.epoch"
@@ -89,6 +90,7 @@ typedef struct begin_args {
     _Static_assert(RT_COMM_SECRET_BYTES == RT_PS_SECRET_BYTES,
                    "one secret keys a run's chunks and its shards");
     char **peers; /* co.world of them, with world > 1 */
+    float *init;  /* --init-from's values in the model's flat layout, or NULL */
     bool async;
     int algo;
     uint32_t idle_ms;
@@ -248,6 +250,34 @@ static int begin_ranks(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, ch
     return rc;
 }
 
+/* The parameters a begin brings to start from (--init-from), laid out for
+ * the model once they are found to be its own, tensor by tensor. */
+static int init_from(begin_args *ba, const ferry_model_t *m, char *err, size_t errlen)
+{
+    const proto_train_begin_run *run = &ba->msg->run;
+    if (ba->msg->init_malformed) {
+        snprintf(err, errlen,
+                 "the parameters to start from are malformed: %zu names for "
+                 "their shapes and values",
+                 run->n_init);
+        return FERRY_EINVAL;
+    }
+    if (run->n_init == 0)
+        return 0;
+    rt_tensors in = {.n = run->n_init,
+                     .names = run->init_names,
+                     .shapes = run->init_shapes,
+                     .values = run->init_values,
+                     .floats = run->init_floats};
+    char why[512];
+    int rc = rt_tensors_to_flat(m, &in, &ba->init, why, sizeof why);
+    if (rc == FERRY_EINVAL)
+        snprintf(err, errlen, "the parameters to start from are not this model's: %s",
+                 why);
+    ba->o.init_params = ba->init;
+    return rc;
+}
+
 /* Builds the session's trainer, polling the caller and an end for the
  * session while it waits for its peers. Async ranks start on their own: a
  * begin that returned before the others could leave its session to idle
@@ -259,11 +289,13 @@ static int begin_ranks(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, ch
 static int begin_trainer(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, char *err,
                          size_t errlen)
 {
+    int rc = init_from(ba, s->m->task->model, err, errlen);
+    if (rc)
+        return rc;
     rt_holder_check hc = {ctx, s};
     ba->o.cancelled = rt_holder_cancelled;
     ba->o.cancel_arg = &hc;
-    int rc =
-        rt_trainer_create(s->m->task->model, ctx->device, &ba->o, &s->t, err, errlen);
+    rc = rt_trainer_create(s->m->task->model, ctx->device, &ba->o, &s->t, err, errlen);
     if (rc == 0 && ba->async && ba->co.world > 1) {
         ctx->ops->log(ctx, FERRY_LOG_INFO,
                       "session %016llx: rank %d has its data and shards, and waits for "
@@ -314,6 +346,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         rc = begin_trainer(ctx, &ba, s, err, sizeof err);
     OPENSSL_cleanse(ba.secret, sizeof ba.secret);
     free_peers(ba.peers, ba.co.world);
+    free(ba.init);
     proto_train_begin_free(ba.msg);
     if (!s) /* refused: the call says why */
         return rc;
@@ -392,7 +425,7 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
     if (proto_train_end_unpack(in->data, in->len, &a))
         return bad_argument(ctx, "TrainEnd");
     uint64_t id = a->session;
-    bool discard = a->discard;
+    bool discard = a->discard, with_params = a->with_params;
     proto_free(a);
     rt_session_stop_holder(w, id);
     int rc;
@@ -415,15 +448,28 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
     rc = host ? rt_trainer_params_polled(s->t, host, call_cancelled, ctx) : FERRY_ENOMEM;
     if (rc == 0)
         rt_sha256_hex(host, n * sizeof *host, hex);
+    const ferry_model_t *m = s->m->task->model;
+    rt_tensors t = {0};
+    if (rc == 0 && with_params)
+        rc = rt_tensors_from_flat(m, host, &t);
     free(host);
-    size_t params = rt_model_param_count(s->m->task->model);
-    rt_session_free(s);
-    if (rc)
+    size_t params = rt_model_param_count(m);
+    if (rc) {
+        rt_session_free(s);
         return ctx->ops->fail(ctx, rc, "cannot read the parameters back: %s",
                               ferry_strerror(rc));
+    }
     r.params_sha256 = hex;
     r.params = params;
-    return reply(ctx, proto_train_end_reply_pack(&r, &b), &b, out);
+    r.n_tensor_names = t.n;
+    r.tensor_names = (char **)t.names;
+    r.n_tensor_shapes = 4 * t.n;
+    r.tensor_shapes = (uint32_t *)t.shapes;
+    r.tensor_values = (proto_blob){(uint8_t *)t.values, t.floats * sizeof(float)};
+    rc = reply(ctx, proto_train_end_reply_pack(&r, &b), &b, out);
+    rt_tensors_free(&t); /* its names are the model's: freed after the reply */
+    rt_session_free(s);
+    return rc;
 }
 
 static int train_leave(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)

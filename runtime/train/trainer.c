@@ -101,7 +101,11 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     float *host = calloc(t->plen, sizeof *host);
     if (!host)
         return FERRY_ENOMEM;
-    int rc = t->m->init(&t->mc.pub, host);
+    int rc = 0;
+    if (t->o.init_params) /* --init-from, checked against the model's tensors */
+        memcpy(host, t->o.init_params, t->plen * sizeof *host);
+    else
+        rc = t->m->init(&t->mc.pub, host);
     if (rc)
         snprintf(err, errlen, "the model's init failed: %s", ferry_strerror(rc));
     else

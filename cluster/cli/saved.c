@@ -1,0 +1,47 @@
+/* --init-from and --save: a run's parameters read from, and written to, a
+ * safetensors file (cluster/params/), so that what a run learned outlives
+ * it and another tool can read it. */
+#include <stdio.h>
+#include <string.h>
+
+#include <ferry/ferry.h>
+
+#include "cli.h"
+
+int cli_params_init(const cluster_train_opts *o, params_file *f)
+{
+    memset(f, 0, sizeof *f);
+    if (!o->init_from || !o->init_from[0])
+        return 0;
+    char err[1024];
+    int rc = params_load(o->init_from, f, err, sizeof err);
+    if (rc)
+        cli_err("submit", "--init-from: %s", err);
+    return rc;
+}
+
+int cli_params_save(const cluster_train_opts *o, const char *task,
+                    const cluster_train_result *res)
+{
+    if (!o->save || !o->save[0])
+        return 0;
+    char acc[32], loss[32], epochs[32];
+    snprintf(acc, sizeof acc, "%.6f", res->last.test_accuracy);
+    snprintf(loss, sizeof loss, "%.6f", res->last.test_loss);
+    snprintf(epochs, sizeof epochs, "%ld", o->epochs);
+    params_meta meta[] = {
+        {"format", "ferry"}, {"ferry_version", ferry_version()},
+        {"model", task},     {"epochs", epochs},
+        {"test_loss", loss}, {"test_accuracy", acc}, /* last: a classifier's only */
+    };
+    size_t n_meta = sizeof meta / sizeof meta[0] - (o->classifier ? 0 : 1);
+    char err[1024];
+    int rc = params_save(o->save, &res->tensors, meta, n_meta, err, sizeof err);
+    if (rc) {
+        cli_err("submit", "--save: %s", err);
+        return rc;
+    }
+    fprintf(o->json ? stderr : stdout, "saved %zu tensors (%zu parameters) to %s\n",
+            res->tensors.n, res->tensors.floats, o->save);
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* A model's parameters as named tensors, the shape they take outside a
+ * worker: read back at the end of a run (--save) and laid into the flat
+ * buffer at its start (--init-from). The flat buffer is the trainer's: the
+ * model's tensors in its order, each on a 16-float boundary
+ * (ferry_model_layout()); outside, they lie one after another. */
+#ifndef FERRY_RUNTIME_TRAIN_TENSORS_H
+#define FERRY_RUNTIME_TRAIN_TENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/model.h>
+
+/* Named tensors one after another: n names, 4 dimensions each (unused
+ * ones 0), and `floats` values. */
+typedef struct rt_tensors {
+    size_t n;
+    const char *const *names;
+    const uint32_t *shapes;
+    const float *values;
+    size_t floats;
+} rt_tensors;
+
+/* Lays `in` into a new flat buffer for model `m` (*flat, malloc'd,
+ * ferry_model_layout(m) floats, padding zero). Every tensor of the model
+ * must be there by name with its shape, and nothing else: FERRY_EINVAL
+ * otherwise, with `err` naming the tensor and both shapes. Returns 0,
+ * FERRY_EINVAL or FERRY_ENOMEM. */
+int rt_tensors_to_flat(const ferry_model_t *m, const rt_tensors *in, float **flat,
+                       char *err, size_t errlen);
+
+/* The model's tensors read out of `flat` into *out, whose arrays are
+ * malloc'd and freed by rt_tensors_free() (names point at the model's).
+ * Returns 0 or FERRY_ENOMEM. */
+int rt_tensors_from_flat(const ferry_model_t *m, const float *flat, rt_tensors *out);
+void rt_tensors_free(rt_tensors *t);
+
+/* "784x128" for a tensor's 4 dimensions ("scalar" when it has none). */
+void rt_tensors_shape_str(const uint32_t shape[4], char *buf, size_t len);
+
+#endif
