@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <uv.h>
 
 #include "session.h"
@@ -19,6 +20,8 @@ void rt_session_free(rt_train_session *s)
 {
     if (!s)
         return;
+    rt_session_end_hold(s, 0, NULL);
+    OPENSSL_cleanse(s->secret, sizeof s->secret);
     rt_comm_destroy(s->comm);
     rt_trainer_destroy(s->t);
     free(s);
@@ -40,6 +43,10 @@ static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
     uint64_t now = uv_hrtime();
     double idle_s = (double)(now - s->idle_since_ns) / 1e9;
     if (!s->busy && (s->abandoned || idle_s * 1000 >= s->idle_ms))
+        return 0;
+    /* A master that died between two of its calls: its hold's caller is
+     * gone (hold.c). */
+    if (!s->busy && rt_session_hold_gone(s))
         return 0;
     char state[96];
     if (s->busy && s->starting)
@@ -117,6 +124,10 @@ int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
                             (unsigned long long)id);
     else
         rc = may_reclaim(ctx, prev, id);
+    bool hung_up =
+        rc == 0 && prev && prev->id != id && !prev->busy && rt_session_hold_gone(prev);
+    if (hung_up)
+        prev->abandoned = true;
     /* Marked busy while the new one is built, so that no other begin or
      * epoch slips in; the old one goes first, freeing its memory. */
     rt_train_session *s = rc ? NULL : calloc(1, sizeof *s);
@@ -134,6 +145,10 @@ int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
     snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
     w->session = s;
     pthread_mutex_unlock(&w->train_lock);
+    if (hung_up)
+        ctx->ops->log(ctx, FERRY_LOG_INFO,
+                      "session %016llx: its master hung up (its hold was cancelled)",
+                      (unsigned long long)prev->id);
     *out = s;
     *old = prev;
     return 0;
