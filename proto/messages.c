@@ -37,7 +37,8 @@ int proto_train_hold_pack(const proto_train_hold *in, proto_bytes *out)
     Ferry__TrainHoldRequest m = FERRY__TRAIN_HOLD_REQUEST__INIT;
     m.session = in->session;
     m.secret.data = (uint8_t *)in->secret;
-    m.secret.len = in->secret_len < sizeof in->secret ? in->secret_len : sizeof in->secret;
+    m.secret.len =
+        in->secret_len < sizeof in->secret ? in->secret_len : sizeof in->secret;
     out->len = ferry__train_hold_request__get_packed_size(&m);
     if (!(out->data = malloc(out->len ? out->len : 1))) {
         out->len = 0;
