@@ -65,7 +65,7 @@ static int may_hold(const rt_worker *w, const proto_train_hold *in, char *why, s
     if (!s->has_secret || in->secret_len != sizeof s->secret ||
         CRYPTO_memcmp(in->secret, s->secret, sizeof s->secret) != 0) {
         snprintf(why, len, "TrainHold: not the secret of session %016llx", id);
-        return FERRY_EPERM;
+        return FERRY_EACCES;
     }
     if (s->hold && !rpc_srv_cancelled(s->hold)) {
         snprintf(why, len, "TrainHold: session %016llx is held already", id);
