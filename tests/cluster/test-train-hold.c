@@ -57,6 +57,27 @@ static cluster_open *hold(uint64_t id, const uint8_t *key, size_t len)
     return c;
 }
 
+/* The same, its secret `len` bytes packed by hand (any length). */
+static cluster_open *hold_bytes(uint64_t id, const uint8_t *key, size_t len)
+{
+    uint8_t head[64];
+    size_t n = 0;
+    head[n++] = 0x08; /* session = 1, varint */
+    for (uint64_t v = id;; v >>= 7) {
+        head[n++] = (uint8_t)(v & 0x7f) | (v >= 0x80 ? 0x80 : 0);
+        if (v < 0x80)
+            break;
+    }
+    head[n++] = 0x12; /* secret = 2, bytes */
+    head[n++] = (uint8_t)len;
+    cr_assert(len < 0x80 && n + len <= sizeof head);
+    memcpy(head + n, key, len);
+    cluster_open *c;
+    cr_assert(cluster_open_call(T.cl, 0, PROTO_METHOD_TRAIN_HOLD, head, n + len, &c) ==
+              0);
+    return c;
+}
+
 static bool ended(void *arg)
 {
     return cluster_open_ended(arg, NULL);
@@ -75,8 +96,8 @@ static int outcome(cluster_open *c, int64_t ms)
 static int end_session(uint64_t id)
 {
     proto_bytes b;
-    cr_assert(proto_train_end_pack(&(proto_train_end){.session = id, .discard = true}, &b) ==
-              0);
+    cr_assert(proto_train_end_pack(&(proto_train_end){.session = id, .discard = true},
+                                   &b) == 0);
     ferry_bytes_t in = {b.data, b.len}, out = {0};
     int rc = cluster_call(T.cl, &T.mod, 0, "ferry.train.end", &in, &out);
     proto_bytes_fini(&b);
@@ -100,6 +121,20 @@ TC_TEST(train_hold, is_refused_without_the_secret_or_for_a_session_not_running_h
     cr_assert_eq(outcome(bad, TC_WAIT_MS), FERRY_EACCES);
     cr_assert_eq(outcome(shorter, TC_WAIT_MS), FERRY_EACCES);
     cr_assert_eq(outcome(none, TC_WAIT_MS), FERRY_EACCES);
+    /* Bytes that are not a TrainHoldRequest (a field 1 of a length that
+     * runs past the end), and a secret one byte too long. */
+    static const uint8_t junk[] = {0x0a, 0x7f, 0x01};
+    cluster_open *garbled;
+    cr_assert(cluster_open_call(T.cl, 0, PROTO_METHOD_TRAIN_HOLD, junk, sizeof junk,
+                                &garbled) == 0);
+    cr_assert_eq(outcome(garbled, TC_WAIT_MS), FERRY_EINVAL);
+    cluster_close_call(garbled);
+    uint8_t longer[SECRET_BYTES + 1];
+    memcpy(longer, secret, sizeof secret);
+    longer[SECRET_BYTES] = 0;
+    cluster_open *toolong = hold_bytes(41, longer, sizeof longer);
+    cr_assert_eq(outcome(toolong, TC_WAIT_MS), FERRY_EACCES);
+    cluster_close_call(toolong);
 
     /* With the secret it is parked, and a second one is refused as held. */
     cluster_open *good = hold(41, secret, sizeof secret);

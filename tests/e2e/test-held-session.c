@@ -117,8 +117,10 @@ static void master_killed(const char *mode, unsigned die_after_epoch)
     int status = e2e_wait_exit(child, 120000);
     if (status < 0)
         kill(child, SIGKILL);
-    cr_assert_eq(status, 128 + SIGKILL, "the master exited %d, not killed where it "
-                 "should have been\n%s", status, e2e_logs());
+    cr_assert_eq(status, 128 + SIGKILL,
+                 "the master exited %d, not killed where it "
+                 "should have been\n%s",
+                 status, e2e_logs());
     double died = e2e_now_ms();
 
     e2e_run r;
@@ -126,11 +128,13 @@ static void master_killed(const char *mode, unsigned die_after_epoch)
     double took = e2e_now_ms() - died;
     cr_log_info("%s, master killed %s: the next submit was done %.0f ms later", mode,
                 die_after_epoch ? "between epochs" : "before its first epoch", took);
-    cr_assert(r.status == 0, "the next submit: exit %d\n%s\n%s\n%s", r.status, r.out, r.err,
-              e2e_logs());
+    cr_assert(r.status == 0, "the next submit: exit %d\n%s\n%s\n%s", r.status, r.out,
+              r.err, e2e_logs());
     cr_assert(e2e_has(r.out, "on 3 workers"), "%s", r.out);
-    cr_assert(took < FREE_WITHIN_MS, "the next submit was done %.0f ms after the master "
-              "died\n%s", took, e2e_logs());
+    cr_assert(took < FREE_WITHIN_MS,
+              "the next submit was done %.0f ms after the master "
+              "died\n%s",
+              took, e2e_logs());
     /* Taken because its holder hung up, not because it idled out. */
     cr_assert(e2e_has(e2e_logs(), "its master hung up"), "%s", e2e_logs());
     e2e_run_fini(&r);
