@@ -28,13 +28,7 @@
  * loaded 2-core machine takes 1-3 s. */
 #define FREE_WITHIN_MS 10000
 
-static void held_setup(void)
-{
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    e2e_setup();
-}
-
-TestSuite(e2e_held_session, .init = held_setup, .fini = e2e_teardown, .timeout = 180);
+TestSuite(e2e_held_session, .init = e2e_setup, .fini = e2e_teardown, .timeout = 180);
 
 /* What the child master needs, read before it is forked. */
 typedef struct master {
