@@ -12,11 +12,18 @@
  * no epoch sent yet) or that epoch 1 ended (epoch 2 not sent yet). The
  * child is forked before this process touches gRPC, and asserts nothing:
  * it reports through its exit status. Then a real `ferry submit` must
- * train well within the idle time. */
+ * train well within the idle time.
+ *
+ * And a real `ferry submit` held in the same place by its own output: its
+ * stdout is a pipe filled to the brim, so that the first line it writes,
+ * the one that says the run started (after its begins and holds, before
+ * its first epoch), blocks it there until it is killed. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cluster/train/train.h"
@@ -147,4 +154,83 @@ Test(e2e_held_session, a_master_killed_between_epochs_leaves_the_workers_free)
 Test(e2e_held_session, an_async_master_killed_before_its_first_epoch_leaves_them_free)
 {
     master_killed("async", 0);
+}
+
+/* A pipe whose buffer is full: a write to fd[1] blocks. */
+static void full_pipe(int fd[2])
+{
+    cr_assert(pipe(fd) == 0);
+    int fl = fcntl(fd[1], F_GETFL);
+    cr_assert(fcntl(fd[1], F_SETFL, fl | O_NONBLOCK) == 0);
+    char block[4096];
+    memset(block, 'x', sizeof block);
+    while (write(fd[1], block, sizeof block) > 0)
+        ;
+    while (write(fd[1], block, 1) > 0)
+        ;
+    cr_assert(fcntl(fd[1], F_SETFL, fl) == 0);
+}
+
+/* Whether `pid` is blocked in a write(2) to its stdout. */
+static bool writing_stdout(pid_t pid)
+{
+    char path[64], text[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool yes = fgets(text, sizeof text, f) && strncmp(text, "1 0x1 ", 6) == 0;
+    fclose(f);
+    return yes;
+}
+
+Test(e2e_held_session, a_submit_killed_as_it_says_it_started_leaves_the_workers_free)
+{
+    e2e_start(WORKERS);
+    int fd[2];
+    full_pipe(fd);
+    char err[600];
+    snprintf(err, sizeof err, "%s/held-submit.err", e2e_home);
+    const char *task = e2e_task("linreg");
+    fflush(NULL);
+    pid_t submit = fork();
+    cr_assert(submit >= 0);
+    if (submit == 0) {
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (e < 0 || dup2(fd[1], 1) < 0 || dup2(e, 2) < 0)
+            _exit(127);
+        execl(getenv("FERRY_TEST_BIN"), "ferry", "submit", task, "--epochs", "1",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    double end = e2e_now_ms() + 60000;
+    while (!writing_stdout(submit) && e2e_now_ms() < end &&
+           waitpid(submit, NULL, WNOHANG) == 0)
+        e2e_sleep_ms(10);
+    bool blocked = writing_stdout(submit);
+    if (!blocked)
+        kill(submit, SIGKILL);
+    cr_assert(blocked, "the submit never wrote its first line\n%s", e2e_logs());
+
+    /* It holds every worker, between its begins and its first epoch. */
+    e2e_run r;
+    e2e_ferry(&r, 60000, "submit", task, "--epochs", "1", NULL);
+    cr_assert(r.status == 1 && e2e_has(r.err, "for another submitter"),
+              "a submit beside it: exit %d\n%s", r.status, r.err);
+    e2e_run_fini(&r);
+
+    cr_assert(kill(submit, SIGKILL) == 0);
+    cr_assert_eq(e2e_wait_exit(submit, 10000), 128 + SIGKILL);
+    close(fd[0]);
+    double died = e2e_now_ms();
+    e2e_ferry(&r, 60000, "submit", task, "--epochs", "1", NULL);
+    double took = e2e_now_ms() - died;
+    cr_log_info("ferry submit killed as it said it started: the next was done %.0f ms "
+                "later",
+                took);
+    cr_assert(r.status == 0, "the next submit: exit %d\n%s\n%s", r.status, r.err,
+              e2e_logs());
+    cr_assert(took < FREE_WITHIN_MS, "the next submit was done %.0f ms later", took);
+    e2e_run_fini(&r);
 }
