@@ -435,7 +435,7 @@ int cluster_barrier(cluster *cl)
 struct cluster_open {
     cluster *cl;
     rpc_channel *ch;
-    rpc_call call; /* call.data points back here */
+    rpc_call call;  /* call.data points back here */
     size_t pending; /* 1 until it ended */
     int result;
 };
