@@ -23,7 +23,7 @@ _Static_assert(PROTO_HOLD_SECRET_BYTES == RT_COMM_SECRET_BYTES,
 
 void rt_session_set_secret(rt_train_session *s, const uint8_t *secret)
 {
-    if (!s || !secret)
+    if (!secret)
         return;
     memcpy(s->secret, secret, sizeof s->secret);
     s->has_secret = true;

@@ -111,7 +111,8 @@ bool rt_holder_cancelled(void *arg)
 }
 
 int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
-                     uint32_t idle_ms, rt_train_session **out, rt_train_session **old)
+                     uint32_t idle_ms, const uint8_t *secret, rt_train_session **out,
+                     rt_train_session **old)
 {
     rt_worker *w = rt_call_worker(ctx);
     *out = *old = NULL;
@@ -143,6 +144,7 @@ int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
     s->started_ns = s->idle_since_ns = uv_hrtime();
     atomic_init(&s->stop, false);
     snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
+    rt_session_set_secret(s, secret);
     w->session = s;
     pthread_mutex_unlock(&w->train_lock);
     if (hung_up)

@@ -41,8 +41,8 @@ typedef struct rt_train_session {
     uint8_t secret[RT_COMM_SECRET_BYTES];
 } rt_train_session;
 
-/* Keeps the begin's `secret` (RT_COMM_SECRET_BYTES; NULL: none) in `s`
- * (NULL: no-op), which a hold must match. */
+/* Keeps the begin's `secret` (RT_COMM_SECRET_BYTES; NULL: none) in `s`,
+ * which a hold must match. */
 void rt_session_set_secret(rt_train_session *s, const uint8_t *secret);
 
 /* Whether the master's hold on `s` was parked and its caller has gone.
@@ -62,9 +62,12 @@ void rt_session_free(rt_train_session *s);
  * (escaped): waits for a call whose caller hung up to end, refuses (the
  * call failed with the reason) while another submitter's session lives,
  * and otherwise installs a new session, busy with this call, whose
- * predecessor comes back in *old for the caller to free. */
+ * predecessor comes back in *old for the caller to free. The session has
+ * the run's `secret` (RT_COMM_SECRET_BYTES; NULL: none), which the
+ * master's hold must carry, from the moment it is installed. */
 int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
-                     uint32_t idle_ms, rt_train_session **out, rt_train_session **old);
+                     uint32_t idle_ms, const uint8_t *secret, rt_train_session **out,
+                     rt_train_session **old);
 /* The end of the begin that claimed `s` with outcome `rc`: not busy any
  * more, and on failure removed from the worker and freed. */
 void rt_session_started(ferry_ctx_t *ctx, rt_train_session *s, int rc);
