@@ -1,5 +1,6 @@
 /* Calls: one worker, every worker (scatter/gather in rank order), or any
- * free worker (a work queue over many small calls); barrier. */
+ * free worker (a work queue over many small calls); barrier; a call left
+ * open. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -427,4 +428,88 @@ int cluster_barrier(cluster *cl)
         }
         cl_run_for(cl, 20, NULL);
     }
+}
+
+/* ---- a call left open ------------------------------------------------------ */
+
+struct cluster_open {
+    cluster *cl;
+    rpc_channel *ch;
+    rpc_call call;  /* call.data points back here */
+    size_t pending; /* 1 until it ended */
+    int result;
+};
+
+static void open_done(rpc_call *call)
+{
+    cluster_open *c = call->data;
+    c->result = call->result;
+    c->pending = 0;
+}
+
+int cluster_open_call(cluster *cl, int rank, const char *method, const void *head,
+                      size_t len, cluster_open **out)
+{
+    *out = NULL;
+    if (!cl || !method || rank < 0 || (size_t)rank >= cl->n || (!head && len))
+        return FERRY_EINVAL;
+    cluster_open *c = calloc(1, sizeof *c);
+    if (!c)
+        return FERRY_ENOMEM;
+    *c = (cluster_open){.cl = cl, .pending = 1};
+    rpc_channel_opts co = {.max_payload = cl->max_payload, .token = cl->token};
+    int rc = rpc_channel_create(cl->client, cl->nodes[rank].target, &co, &c->ch);
+    if (rc == 0) {
+        c->call.data = c;
+        rpc_msg_out m = {.head_bytes = head, .head_len = len};
+        rc = rpc_call_start(c->ch, &c->call, method, &m, 0, open_done);
+    }
+    if (rc) {
+        if (c->ch)
+            rpc_channel_destroy(c->ch);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+bool cluster_open_ended(const cluster_open *c, int *result)
+{
+    bool ended = !c || c->pending == 0;
+    if (ended && result)
+        *result = c ? c->result : FERRY_EINVAL;
+    return ended;
+}
+
+/* The slice of loop time between two looks at a cluster_run_until's
+ * condition when no event came. */
+#define RUN_UNTIL_SLICE_MS 5
+
+void cluster_run_until(cluster *cl, int64_t ms, bool (*done)(void *arg), void *arg)
+{
+    uv_update_time(&cl->loop);
+    uint64_t end = uv_now(&cl->loop) + (uint64_t)(ms > 0 ? ms : 0);
+    while (!done(arg)) {
+        uv_update_time(&cl->loop);
+        uint64_t now = uv_now(&cl->loop);
+        if (now >= end)
+            return;
+        int64_t left = (int64_t)(end - now);
+        cl_run_for(cl, left < RUN_UNTIL_SLICE_MS ? left : RUN_UNTIL_SLICE_MS, NULL);
+    }
+}
+
+int cluster_close_call(cluster_open *c)
+{
+    if (!c)
+        return 0;
+    if (c->pending)
+        rpc_call_cancel(&c->call);
+    cl_run(c->cl, &c->pending);
+    int rc = c->result;
+    rpc_call_fini(&c->call);
+    rpc_channel_destroy(c->ch);
+    free(c);
+    return rc;
 }

@@ -147,6 +147,29 @@ int cluster_call_any(cluster *cl, const cluster_module *m, const char *function,
  * a ping. */
 int cluster_barrier(cluster *cl);
 
+/* A call left open on one worker while the blocking functions here come
+ * and go (a training run's hold on each of its workers): started at once,
+ * it progresses, and may end, only while one of them runs the loop. It
+ * travels on a channel of its own, with the token and no deadline, and is
+ * not failed by the heartbeat: its own end says what became of it. */
+typedef struct cluster_open cluster_open;
+
+/* Starts `method` on worker `rank` with the packed request head
+ * `head`/`len` (copied by the start). Returns 0 with *out, or FERRY_E*
+ * with nothing started. */
+int cluster_open_call(cluster *cl, int rank, const char *method, const void *head,
+                      size_t len, cluster_open **out);
+/* Whether `c` has ended; if so its result (0 or FERRY_E*) in *result
+ * (may be NULL). A NULL call counts as ended with FERRY_EINVAL. */
+bool cluster_open_ended(const cluster_open *c, int *result);
+/* Runs the loop (the heartbeat going) until done(arg) holds, checked as
+ * each event is handled, or `ms` passed. */
+void cluster_run_until(cluster *cl, int64_t ms, bool (*done)(void *arg), void *arg);
+/* Cancels `c` unless it has ended, runs the loop until it has, and frees
+ * it. Returns its result (FERRY_ECANCELED when it was cancelled here).
+ * Every open call is closed before cluster_destroy. NULL: 0. */
+int cluster_close_call(cluster_open *c);
+
 /* Frees bytes returned by the calls above; zeroes *b. */
 void cluster_free_bytes(ferry_bytes_t *b);
 

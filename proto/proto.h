@@ -378,4 +378,24 @@ int proto_train_end_reply_unpack(const void *buf, size_t len,
 int proto_train_leave_pack(const proto_train_leave *in, proto_bytes *out);
 int proto_train_leave_unpack(const void *buf, size_t len, proto_train_leave **out);
 
+/* ---- TrainHold ------------------------------------------------------------------ */
+
+/* A master's hold on its training session, parked on the worker for the
+ * run (ferry.proto says how it ends). Not a view: it carries the run's
+ * secret, which the caller wipes, so it is packed from and unpacked into
+ * caller memory. */
+#define PROTO_METHOD_TRAIN_HOLD "/ferry.Worker/TrainHold"
+#define PROTO_HOLD_SECRET_BYTES 32
+
+typedef struct proto_train_hold {
+    uint64_t session;
+    size_t secret_len; /* as sent; only PROTO_HOLD_SECRET_BYTES are kept */
+    uint8_t secret[PROTO_HOLD_SECRET_BYTES];
+} proto_train_hold;
+
+/* Packs `in` into out->data (malloc'd: wipe it before proto_bytes_fini). */
+int proto_train_hold_pack(const proto_train_hold *in, proto_bytes *out);
+/* Unpacks into *out (zeroed first). Returns 0 or FERRY_ECORRUPT. */
+int proto_train_hold_unpack(const void *buf, size_t len, proto_train_hold *out);
+
 #endif

@@ -54,7 +54,8 @@ typedef struct rt_stats {
 #define RT_MODULE_NAME_MAX 160
 
 /* Methods that need the token (rpc checks it before reading the request). */
-#define RT_GUARDED_METHODS 7 /* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull */
+/* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull, TrainHold */
+#define RT_GUARDED_METHODS 8
 
 struct rt_worker {
     /* Drains the server's queue and the collective sessions' calls: one
@@ -76,6 +77,7 @@ struct rt_worker {
      * none; train_lock guards the pointer, not the session's work. */
     pthread_mutex_t train_lock;
     struct rt_train_session *session;
+    bool train_closed; /* shutting down: holds refused; under train_lock */
     /* Built-in function sets Call consults (rt_call_register). */
     const struct rt_builtins *builtins[RT_BUILTIN_SETS];
     int n_builtins;
@@ -133,5 +135,11 @@ const rt_module *rt_call_module(ferry_ctx_t *ctx);
 const char *rt_call_peer(ferry_ctx_t *ctx);
 /* Ends the worker's training session, if any. No call may be running. */
 void rt_train_session_free(rt_worker *w);
+/* TrainHold (train/hold.c): a master's hold on its session, parked until
+ * the session ends; the rt_worker is its data. */
+void rt_train_hold_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+/* Answers the parked hold and refuses new ones: the server is about to
+ * wait for its calls. */
+void rt_train_holds_close(rt_worker *w);
 
 #endif

@@ -118,6 +118,7 @@ static void worker_free(rt_worker *w)
     /* Pulls parked by a staleness bound end only when answered: the server
      * would wait for them forever. */
     rt_ps_store_shutdown(w->ps);
+    rt_train_holds_close(w);
     rpc_server_destroy(w->srv);
     /* The session computes with a module's model on the device: it ends
      * before either goes. */
@@ -203,6 +204,9 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         /* A push steps the shard's optimizer: the pool. */
         {PROTO_METHOD_PUSH, rt_ps_push_handler, 0},
         {PROTO_METHOD_PULL, rt_ps_pull_handler, 0},
+        /* Parked for a run, returning at once: on the pool, whose calls
+         * learn when their caller goes. */
+        {PROTO_METHOD_TRAIN_HOLD, rt_train_hold_handler, 0},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
         {PROTO_METHOD_PING, rt_ping_handler, &w->id,
@@ -281,6 +285,7 @@ void rt_worker_destroy(rt_worker *w, int64_t grace_ms)
         return;
     long long asked = atomic_load(&w->shutdown_grace_ms);
     rt_ps_store_shutdown(w->ps);
+    rt_train_holds_close(w);
     rpc_server_shutdown(w->srv, asked >= 0 ? asked : grace_ms);
     worker_free(w);
 }

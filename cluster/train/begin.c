@@ -84,6 +84,8 @@ int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b)
         rc = pack(&begin[r], run, r, data_dir, peers, submitter, secret, sizeof secret);
     if (rc == 0)
         rc = ct_call(run, "ferry.train.begin", begin, &ct_begin_reply, (void **)b);
+    if (rc == 0)
+        ct_hold(run, secret, sizeof secret);
     OPENSSL_cleanse(secret, sizeof secret);
     for (int r = 0; r < k; r++) {
         if (begin[r].data)

@@ -202,6 +202,7 @@ static int train(ct_run *run, cluster_train_result *res)
     /* Frees the workers' sessions now; they would be replaced anyway. */
     if (rc)
         ct_discard(run);
+    ct_unhold(run);
     res->wall_s = (double)uv_hrtime() / 1e9 - t0;
     ct_free_replies((void **)b, run->k);
     return rc;

@@ -12,6 +12,7 @@
  *   run.c         cluster_train_run: the workers, begin, the epochs, end
  *   begin.c       the TrainBegin each rank gets: session, secret, options
  *   calls.c       packing and calling ranks together, and discarding a run
+ *   hold.c        the master's hold on each rank's session for the run
  *   mode_sync.c   single and sync mode's epoch and end (rank 0 speaks for all)
  *   mode_async.c  async mode's epoch and end (every rank speaks for itself)
  *   scores.c      a model's own metrics, averaged over async mode's ranks */

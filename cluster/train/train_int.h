@@ -38,6 +38,7 @@ typedef struct ct_run {
     size_t buckets;
     ct_scores scores;               /* async: the last epoch's */
     proto_train_epoch_reply *reply; /* sync: the last epoch's, rank 0's */
+    cluster_open **holds;           /* two a rank (hold.c); NULL: none */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -107,6 +108,16 @@ void ct_discard(ct_run *run);
 /* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
  * says why and discards what began. */
 int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b);
+
+/* ---- hold.c ---- */
+
+/* Holds the begun session on every rank with the run's `secret` (`len`
+ * bytes) and waits, a round trip, until each worker has taken its hold. A
+ * hold that cannot start leaves its rank unheld: nothing fails. */
+void ct_hold(ct_run *run, const uint8_t *secret, size_t len);
+/* Lets go of the holds (each ended by its session's end already, or
+ * cancelled here). */
+void ct_unhold(ct_run *run);
 
 /* ---- scores.c ---- */
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <uv.h>
 
 #include "session.h"
@@ -19,6 +20,8 @@ void rt_session_free(rt_train_session *s)
 {
     if (!s)
         return;
+    rt_session_end_hold(s, 0, NULL);
+    OPENSSL_cleanse(s->secret, sizeof s->secret);
     rt_comm_destroy(s->comm);
     rt_trainer_destroy(s->t);
     free(s);
@@ -40,6 +43,10 @@ static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
     uint64_t now = uv_hrtime();
     double idle_s = (double)(now - s->idle_since_ns) / 1e9;
     if (!s->busy && (s->abandoned || idle_s * 1000 >= s->idle_ms))
+        return 0;
+    /* A master that died between two of its calls: its hold's caller is
+     * gone (hold.c). */
+    if (!s->busy && rt_session_hold_gone(s))
         return 0;
     char state[96];
     if (s->busy && s->starting)
@@ -104,7 +111,8 @@ bool rt_holder_cancelled(void *arg)
 }
 
 int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
-                     uint32_t idle_ms, rt_train_session **out, rt_train_session **old)
+                     uint32_t idle_ms, const uint8_t *secret, rt_train_session **out,
+                     rt_train_session **old)
 {
     rt_worker *w = rt_call_worker(ctx);
     *out = *old = NULL;
@@ -117,6 +125,10 @@ int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
                             (unsigned long long)id);
     else
         rc = may_reclaim(ctx, prev, id);
+    bool hung_up =
+        rc == 0 && prev && prev->id != id && !prev->busy && rt_session_hold_gone(prev);
+    if (hung_up)
+        prev->abandoned = true;
     /* Marked busy while the new one is built, so that no other begin or
      * epoch slips in; the old one goes first, freeing its memory. */
     rt_train_session *s = rc ? NULL : calloc(1, sizeof *s);
@@ -132,8 +144,13 @@ int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
     s->started_ns = s->idle_since_ns = uv_hrtime();
     atomic_init(&s->stop, false);
     snprintf(s->owner, sizeof s->owner, "%s from %s", submitter, rt_call_peer(ctx));
+    rt_session_set_secret(s, secret);
     w->session = s;
     pthread_mutex_unlock(&w->train_lock);
+    if (hung_up)
+        ctx->ops->log(ctx, FERRY_LOG_INFO,
+                      "session %016llx: its master hung up (its hold was cancelled)",
+                      (unsigned long long)prev->id);
     *out = s;
     *old = prev;
     return 0;

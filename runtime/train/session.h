@@ -8,7 +8,9 @@
  * reclaimed by the next begin: one left idle (no call of its own) for its
  * `idle_ms`, or one whose last epoch failed or was cancelled (a submitter
  * never goes on with a session after that). A begin for the same session id
- * is its owner's and replaces it. */
+ * is its owner's and replaces it. A session whose master holds it (a
+ * TrainHold parked for the run, hold.c) is reclaimed as soon as that hold's
+ * caller is gone: the master's process died between two of its calls. */
 #ifndef FERRY_RUNTIME_TRAIN_SESSION_H
 #define FERRY_RUNTIME_TRAIN_SESSION_H
 
@@ -32,7 +34,25 @@ typedef struct rt_train_session {
     uint64_t idle_since_ns, started_ns;
     uint32_t idle_ms;
     bool abandoned;
+    /* The master's hold (hold.c), parked for the run, or NULL; and the
+     * secret a hold must carry (the begin's), under train_lock. */
+    rpc_srv_call *hold;
+    bool has_secret;
+    uint8_t secret[RT_COMM_SECRET_BYTES];
 } rt_train_session;
+
+/* Keeps the begin's `secret` (RT_COMM_SECRET_BYTES; NULL: none) in `s`,
+ * which a hold must match. */
+void rt_session_set_secret(rt_train_session *s, const uint8_t *secret);
+
+/* Whether the master's hold on `s` was parked and its caller has gone.
+ * Under train_lock. */
+bool rt_session_hold_gone(const rt_train_session *s);
+
+/* Answers the session's hold, if any: OK (the session ended), or `err`
+ * with `why`. Takes it off `s`, which must be off the worker or under
+ * train_lock. */
+void rt_session_end_hold(rt_train_session *s, int err, const char *why);
 
 /* Frees the session's collectives, then its trainer (ops a failed step
  * left running use the trainer's reduction buffer until they are gone). */
@@ -42,9 +62,12 @@ void rt_session_free(rt_train_session *s);
  * (escaped): waits for a call whose caller hung up to end, refuses (the
  * call failed with the reason) while another submitter's session lives,
  * and otherwise installs a new session, busy with this call, whose
- * predecessor comes back in *old for the caller to free. */
+ * predecessor comes back in *old for the caller to free. The session has
+ * the run's `secret` (RT_COMM_SECRET_BYTES; NULL: none), which the
+ * master's hold must carry, from the moment it is installed. */
 int rt_session_claim(ferry_ctx_t *ctx, uint64_t id, const char *submitter,
-                     uint32_t idle_ms, rt_train_session **out, rt_train_session **old);
+                     uint32_t idle_ms, const uint8_t *secret, rt_train_session **out,
+                     rt_train_session **old);
 /* The end of the begin that claimed `s` with outcome `rc`: not busy any
  * more, and on failure removed from the worker and freed. */
 void rt_session_started(ferry_ctx_t *ctx, rt_train_session *s, int rc);

@@ -19,6 +19,8 @@
  *                the model of a loaded module ("ferry.train.*"), registered
  *                with the worker's Call as a set of built-ins
  *   session.c    the one training session a worker runs, and its owner
+ *   hold.c       the master's hold on its session (TrainHold), parked for
+ *                the run, whose caller's end frees the session at once
  *
  * The model never sees the network or the data files: the trainer owns the
  * device buffers, the loader and the optimizer. */

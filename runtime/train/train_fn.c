@@ -336,7 +336,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     char err[1024] = "";
     int rc = parse_begin(ctx, in, &ba);
     if (rc == 0)
-        rc = rt_session_claim(ctx, ba.id, ba.submitter, ba.idle_ms, &s, &old);
+        rc = rt_session_claim(ctx, ba.id, ba.submitter, ba.idle_ms, ba.co.secret, &s, &old);
     if (old)
         log_reclaimed(ctx, old, ba.id);
     rt_session_free(old);

@@ -11,10 +11,15 @@ static const struct {
     const char *method; /* as in ferry.proto */
     const char *path;   /* proto.h's constant */
 } names[] = {
-    {"Ping", PROTO_METHOD_PING},         {"LoadModule", PROTO_METHOD_LOAD_MODULE},
-    {"Call", PROTO_METHOD_CALL},         {"Stats", PROTO_METHOD_STATS},
-    {"Shutdown", PROTO_METHOD_SHUTDOWN}, {"ReduceChunk", PROTO_METHOD_REDUCE_CHUNK},
-    {"Push", PROTO_METHOD_PUSH},         {"Pull", PROTO_METHOD_PULL},
+    {"Ping", PROTO_METHOD_PING},
+    {"LoadModule", PROTO_METHOD_LOAD_MODULE},
+    {"Call", PROTO_METHOD_CALL},
+    {"Stats", PROTO_METHOD_STATS},
+    {"Shutdown", PROTO_METHOD_SHUTDOWN},
+    {"ReduceChunk", PROTO_METHOD_REDUCE_CHUNK},
+    {"Push", PROTO_METHOD_PUSH},
+    {"Pull", PROTO_METHOD_PULL},
+    {"TrainHold", PROTO_METHOD_TRAIN_HOLD},
 };
 #define N_NAMES (sizeof names / sizeof names[0])
 
