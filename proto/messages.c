@@ -1,8 +1,5 @@
 /* The worker's own methods' messages as views: each made from its field list
  * in proto.h and the generated message of the same fields. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "proto_int.h"
 
 /* Ping: the one method a caller without the token may use. */
@@ -39,36 +36,5 @@ PROTO_VIEW(train_end, train_end, PROTO_TRAIN_END_FIELDS)
 PROTO_REP_VIEW(train_end_reply, train_end_reply, PROTO_TRAIN_END_REPLY_FIELDS)
 PROTO_VIEW(train_leave, train_leave, PROTO_TRAIN_LEAVE_FIELDS)
 
-/* TrainHold: packed by hand, its secret in caller memory (proto.h). */
-int proto_train_hold_pack(const proto_train_hold *in, proto_bytes *out)
-{
-    Ferry__TrainHoldRequest m = FERRY__TRAIN_HOLD_REQUEST__INIT;
-    m.session = in->session;
-    m.secret.data = (uint8_t *)in->secret;
-    m.secret.len =
-        in->secret_len < sizeof in->secret ? in->secret_len : sizeof in->secret;
-    out->len = ferry__train_hold_request__get_packed_size(&m);
-    if (!(out->data = malloc(out->len ? out->len : 1))) {
-        out->len = 0;
-        return FERRY_ENOMEM;
-    }
-    ferry__train_hold_request__pack(&m, out->data);
-    return 0;
-}
-
-int proto_train_hold_unpack(const void *buf, size_t len, proto_train_hold *out)
-{
-    memset(out, 0, sizeof *out);
-    Ferry__TrainHoldRequest *m = ferry__train_hold_request__unpack(NULL, len, buf);
-    if (!m)
-        return FERRY_ECORRUPT;
-    out->session = m->session;
-    out->secret_len = m->secret.len;
-    if (m->secret.len) {
-        memcpy(out->secret, m->secret.data,
-               m->secret.len < sizeof out->secret ? m->secret.len : sizeof out->secret);
-        explicit_bzero(m->secret.data, m->secret.len);
-    }
-    ferry__train_hold_request__free_unpacked(m, NULL);
-    return 0;
-}
+/* TrainHold: a master's hold on its session, for as long as its run. */
+PROTO_VIEW(train_hold_req, train_hold_request, PROTO_TRAIN_HOLD_REQ_FIELDS)

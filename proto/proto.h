@@ -32,6 +32,7 @@
 #define PROTO_METHOD_REDUCE_CHUNK "/ferry.Worker/ReduceChunk"
 #define PROTO_METHOD_PUSH         "/ferry.Worker/Push"
 #define PROTO_METHOD_PULL         "/ferry.Worker/Pull"
+#define PROTO_METHOD_TRAIN_HOLD   "/ferry.Worker/TrainHold"
 
 /* ---- packed heads ----------------------------------------------------------- */
 
@@ -381,21 +382,16 @@ int proto_train_leave_unpack(const void *buf, size_t len, proto_train_leave **ou
 /* ---- TrainHold ------------------------------------------------------------------ */
 
 /* A master's hold on its training session, parked on the worker for the
- * run (ferry.proto says how it ends). Not a view: it carries the run's
- * secret, which the caller wipes, so it is packed from and unpacked into
- * caller memory. */
-#define PROTO_METHOD_TRAIN_HOLD "/ferry.Worker/TrainHold"
-#define PROTO_HOLD_SECRET_BYTES 32
+ * run (ferry.proto says how it ends). Its reply is empty. */
+#define PROTO_TRAIN_HOLD_REQ_FIELDS(F, LIST)                                             \
+    F(uint64_t, session)                                                                 \
+    F(proto_blob, secret) /* the session's */
 
-typedef struct proto_train_hold {
-    uint64_t session;
-    size_t secret_len; /* as sent; only PROTO_HOLD_SECRET_BYTES are kept */
-    uint8_t secret[PROTO_HOLD_SECRET_BYTES];
-} proto_train_hold;
+typedef struct proto_train_hold_req {
+    PROTO_TRAIN_HOLD_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_train_hold_req;
 
-/* Packs `in` into out->data (malloc'd: wipe it before proto_bytes_fini). */
-int proto_train_hold_pack(const proto_train_hold *in, proto_bytes *out);
-/* Unpacks into *out (zeroed first). Returns 0 or FERRY_ECORRUPT. */
-int proto_train_hold_unpack(const void *buf, size_t len, proto_train_hold *out);
+int proto_train_hold_req_pack(const proto_train_hold_req *in, proto_bytes *out);
+int proto_train_hold_req_unpack(const void *buf, size_t len, proto_train_hold_req **out);
 
 #endif

@@ -34,14 +34,12 @@ static bool all_held(void *arg)
 
 void ct_hold(ct_run *run, const uint8_t *secret, size_t len)
 {
-    proto_train_hold h = {.session = run->session, .secret_len = len};
-    if (len != sizeof h.secret ||
-        !(run->holds = calloc(2 * (size_t)run->k, sizeof *run->holds)))
+    if (!(run->holds = calloc(2 * (size_t)run->k, sizeof *run->holds)))
         return; /* unheld: the workers' idle time frees the sessions */
-    memcpy(h.secret, secret, len);
+    proto_train_hold_req h = {.session = run->session,
+                              .secret = {(uint8_t *)secret, len}};
     proto_bytes b;
-    int rc = proto_train_hold_pack(&h, &b);
-    OPENSSL_cleanse(&h, sizeof h);
+    int rc = proto_train_hold_req_pack(&h, &b);
     for (int i = 0; rc == 0 && i < 2 * run->k; i++)
         cluster_open_call(run->cl, i / 2, PROTO_METHOD_TRAIN_HOLD, b.data, b.len,
                           &run->holds[i]);

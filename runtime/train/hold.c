@@ -18,9 +18,6 @@
 
 #include "session.h"
 
-_Static_assert(PROTO_HOLD_SECRET_BYTES == RT_COMM_SECRET_BYTES,
-               "a hold carries the run's secret");
-
 void rt_session_set_secret(rt_train_session *s, const uint8_t *secret)
 {
     if (!secret)
@@ -50,7 +47,8 @@ void rt_session_end_hold(rt_train_session *s, int err, const char *why)
 
 /* Whether `in` may hold the worker's session: 0, or the error with `why`.
  * Under train_lock. */
-static int may_hold(const rt_worker *w, const proto_train_hold *in, char *why, size_t len)
+static int may_hold(const rt_worker *w, const proto_train_hold_req *in, char *why,
+                    size_t len)
 {
     const rt_train_session *s = w->session;
     unsigned long long id = (unsigned long long)in->session;
@@ -62,8 +60,8 @@ static int may_hold(const rt_worker *w, const proto_train_hold *in, char *why, s
         snprintf(why, len, "TrainHold: no training session %016llx on this worker", id);
         return FERRY_ENOENT;
     }
-    if (!s->has_secret || in->secret_len != sizeof s->secret ||
-        CRYPTO_memcmp(in->secret, s->secret, sizeof s->secret) != 0) {
+    if (!s->has_secret || in->secret.len != sizeof s->secret ||
+        CRYPTO_memcmp(in->secret.data, s->secret, sizeof s->secret) != 0) {
         snprintf(why, len, "TrainHold: not the secret of session %016llx", id);
         return FERRY_EACCES;
     }
@@ -77,21 +75,22 @@ static int may_hold(const rt_worker *w, const proto_train_hold *in, char *why, s
 void rt_train_hold_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
 {
     rt_worker *w = data;
-    proto_train_hold in;
-    if (proto_train_hold_unpack(req->head, req->head_len, &in)) {
+    proto_train_hold_req *in = NULL;
+    if (proto_train_hold_req_unpack(req->head, req->head_len, &in)) {
         rpc_srv_fail(sc, FERRY_EINVAL, "TrainHold: request is not a TrainHoldRequest");
         return;
     }
     char why[160];
     pthread_mutex_lock(&w->train_lock);
-    int rc = may_hold(w, &in, why, sizeof why);
+    int rc = may_hold(w, in, why, sizeof why);
     if (rc == 0) {
         /* A hold whose caller left before this one came ends now. */
         rt_session_end_hold(w->session, FERRY_ECANCELED, "TrainHold: replaced");
         w->session->hold = sc; /* parked: answered when the session ends */
     }
     pthread_mutex_unlock(&w->train_lock);
-    OPENSSL_cleanse(&in, sizeof in);
+    OPENSSL_cleanse(in->secret.data, in->secret.len);
+    proto_free(in);
     if (rc)
         rpc_srv_fail(sc, rc, "%s (from %s)", why, rpc_srv_peer(sc));
 }

@@ -7,8 +7,9 @@
 
 #include "harness.h"
 #include "proto/train_spec.h"
+#include "runtime/collective/collective.h"
 
-#define SECRET_BYTES PROTO_HOLD_SECRET_BYTES
+#define SECRET_BYTES RT_COMM_SECRET_BYTES
 
 static const uint8_t secret[SECRET_BYTES] = "the run's secret, 32 bytes long";
 
@@ -46,35 +47,13 @@ static void one_worker_with_linreg(void)
 /* A hold of session `id` with `len` bytes of `key`, left open. */
 static cluster_open *hold(uint64_t id, const uint8_t *key, size_t len)
 {
-    proto_train_hold h = {.session = id, .secret_len = len};
-    memcpy(h.secret, key, len < sizeof h.secret ? len : sizeof h.secret);
+    proto_train_hold_req h = {.session = id, .secret = {(uint8_t *)key, len}};
     proto_bytes b;
-    cr_assert(proto_train_hold_pack(&h, &b) == 0);
+    cr_assert(proto_train_hold_req_pack(&h, &b) == 0);
     cluster_open *c;
     int rc = cluster_open_call(T.cl, 0, PROTO_METHOD_TRAIN_HOLD, b.data, b.len, &c);
     proto_bytes_fini(&b);
     cr_assert(rc == 0, "cluster_open_call: %d", rc);
-    return c;
-}
-
-/* The same, its secret `len` bytes packed by hand (any length). */
-static cluster_open *hold_bytes(uint64_t id, const uint8_t *key, size_t len)
-{
-    uint8_t head[64];
-    size_t n = 0;
-    head[n++] = 0x08; /* session = 1, varint */
-    for (uint64_t v = id;; v >>= 7) {
-        head[n++] = (uint8_t)(v & 0x7f) | (v >= 0x80 ? 0x80 : 0);
-        if (v < 0x80)
-            break;
-    }
-    head[n++] = 0x12; /* secret = 2, bytes */
-    head[n++] = (uint8_t)len;
-    cr_assert(len < 0x80 && n + len <= sizeof head);
-    memcpy(head + n, key, len);
-    cluster_open *c;
-    cr_assert(cluster_open_call(T.cl, 0, PROTO_METHOD_TRAIN_HOLD, head, n + len, &c) ==
-              0);
     return c;
 }
 
@@ -132,7 +111,7 @@ TC_TEST(train_hold, is_refused_without_the_secret_or_for_a_session_not_running_h
     uint8_t longer[SECRET_BYTES + 1];
     memcpy(longer, secret, sizeof secret);
     longer[SECRET_BYTES] = 0;
-    cluster_open *toolong = hold_bytes(41, longer, sizeof longer);
+    cluster_open *toolong = hold(41, longer, sizeof longer);
     cr_assert_eq(outcome(toolong, TC_WAIT_MS), FERRY_EACCES);
     cluster_close_call(toolong);
 
