@@ -87,6 +87,7 @@ void rt_train_hold_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         /* A hold whose caller left before this one came ends now. */
         rt_session_end_hold(w->session, FERRY_ECANCELED, "TrainHold: replaced");
         w->session->hold = sc; /* parked: answered when the session ends */
+        w->session->held = true;
     }
     pthread_mutex_unlock(&w->train_lock);
     OPENSSL_cleanse(in->secret.data, in->secret.len);

@@ -45,8 +45,10 @@ static int may_reclaim(ferry_ctx_t *ctx, const rt_train_session *s, uint64_t id)
     if (!s->busy && (s->abandoned || idle_s * 1000 >= s->idle_ms))
         return 0;
     /* A master that died between two of its calls: its hold's caller is
-     * gone (hold.c). */
+     * gone (hold.c), or it never placed one. */
     if (!s->busy && rt_session_hold_gone(s))
+        return 0;
+    if (!s->busy && !s->held && idle_s * 1000 >= RT_HOLD_GRACE_MS)
         return 0;
     char state[96];
     if (s->busy && s->starting)

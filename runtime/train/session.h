@@ -37,9 +37,18 @@ typedef struct rt_train_session {
     /* The master's hold (hold.c), parked for the run, or NULL; and the
      * secret a hold must carry (the begin's), under train_lock. */
     rpc_srv_call *hold;
+    bool held; /* a hold was ever parked */
     bool has_secret;
     uint8_t secret[RT_COMM_SECRET_BYTES];
 } rt_train_session;
+
+/* How long a session that its master never held may go without a call of
+ * its own before the next begin takes it: a master holds its sessions a
+ * round trip after their begins return, so one that never did died in
+ * between. Generous, for a loaded machine and for callers that drive the
+ * built-in functions without a hold (those keep their session while they
+ * call it at least this often). */
+#define RT_HOLD_GRACE_MS 10000
 
 /* Keeps the begin's `secret` (RT_COMM_SECRET_BYTES; NULL: none) in `s`,
  * which a hold must match. */

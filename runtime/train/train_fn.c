@@ -320,6 +320,7 @@ static void log_reclaimed(ferry_ctx_t *ctx, const rt_train_session *old, uint64_
                   (unsigned long long)old->id, old->m->name, old->owner,
                   old->id == id    ? "its owner began it again"
                   : old->abandoned ? "its last epoch failed or was cancelled"
+                  : !old->held     ? "its master never held it"
                                    : "it was left idle");
 }
 

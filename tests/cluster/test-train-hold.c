@@ -4,10 +4,12 @@
  * and, once its caller is gone, the session goes to the next begin at once
  * instead of after its 30 s of idle time. */
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "proto/train_spec.h"
 #include "runtime/collective/collective.h"
+#include "runtime/train/session.h"
 
 #define SECRET_BYTES RT_COMM_SECRET_BYTES
 
@@ -173,4 +175,23 @@ TC_TEST(train_hold, a_parked_hold_does_not_keep_its_worker_from_shutting_down)
     T.w[0] = NULL;
     cr_assert_eq(outcome(h, TC_WAIT_MS), FERRY_EUNAVAIL);
     cluster_close_call(h);
+}
+
+TC_TEST(train_hold, a_session_never_held_goes_to_the_next_begin_after_the_grace)
+{
+    /* A master killed after the begin returned and before its hold was
+     * parked: the session is never held. Refused at first (a master holds
+     * within a round trip), taken once it has been idle for the grace. */
+    one_worker_with_linreg();
+    cr_assert(begin(61, "a master killed before its hold") == 0, "begin: %s",
+              cluster_error(T.cl));
+    double t0 = tc_now_ms();
+    cr_assert_eq(begin(62, "the next submitter"), FERRY_EBUSY);
+    cr_assert(strstr(cluster_error(T.cl), "idle"), "%s", cluster_error(T.cl));
+    while (tc_now_ms() - t0 < RT_HOLD_GRACE_MS + 200)
+        usleep(100 * 1000);
+    cr_assert(begin(62, "the next submitter") == 0,
+              "the next begin %.0f ms after the never-held one: %s", tc_now_ms() - t0,
+              cluster_error(T.cl));
+    cr_assert(RT_HOLD_GRACE_MS < 30000, "the grace is shorter than the idle reclaim");
 }
