@@ -36,5 +36,9 @@ PROTO_VIEW(train_end, train_end, PROTO_TRAIN_END_FIELDS)
 PROTO_REP_VIEW(train_end_reply, train_end_reply, PROTO_TRAIN_END_REPLY_FIELDS)
 PROTO_VIEW(train_leave, train_leave, PROTO_TRAIN_LEAVE_FIELDS)
 
+/* Predict: a model run forward over a test set with given parameters. */
+PROTO_REP_VIEW(predict_req, predict_request, PROTO_PREDICT_REQ_FIELDS)
+PROTO_REP_VIEW(predict_reply, predict_reply, PROTO_PREDICT_REPLY_FIELDS)
+
 /* TrainHold: a master's hold on its session, for as long as its run. */
 PROTO_VIEW(train_hold_req, train_hold_request, PROTO_TRAIN_HOLD_REQ_FIELDS)

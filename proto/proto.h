@@ -379,6 +379,35 @@ int proto_train_end_reply_unpack(const void *buf, size_t len,
 int proto_train_leave_pack(const proto_train_leave *in, proto_bytes *out);
 int proto_train_leave_unpack(const void *buf, size_t len, proto_train_leave **out);
 
+/* ---- Predict (the arguments and result of ferry.train.predict) ------------------ */
+
+#define PROTO_PREDICT_REQ_FIELDS(F, LIST, REP)                                           \
+    F(char *, data_dir)                                                                  \
+    LIST(param_names)                                                                    \
+    REP(uint32_t, param_shapes) /* 4 a tensor */                                         \
+    F(proto_blob, param_values)                                                          \
+    F(uint32_t, batch)
+
+typedef struct proto_predict_req {
+    PROTO_PREDICT_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)
+} proto_predict_req;
+
+#define PROTO_PREDICT_REPLY_FIELDS(F, LIST, REP)                                         \
+    F(uint64_t, samples)                                                                 \
+    F(uint32_t, outputs)                                                                 \
+    F(proto_blob, values) /* float32, samples x outputs */                               \
+    REP(int32_t, labels)                                                                 \
+    F(char *, device)
+
+typedef struct proto_predict_reply {
+    PROTO_PREDICT_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)
+} proto_predict_reply;
+
+int proto_predict_req_pack(const proto_predict_req *in, proto_bytes *out);
+int proto_predict_req_unpack(const void *buf, size_t len, proto_predict_req **out);
+int proto_predict_reply_pack(const proto_predict_reply *in, proto_bytes *out);
+int proto_predict_reply_unpack(const void *buf, size_t len, proto_predict_reply **out);
+
 /* ---- TrainHold ------------------------------------------------------------------ */
 
 /* A master's hold on its training session, parked on the worker for the

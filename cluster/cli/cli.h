@@ -16,6 +16,7 @@
  *   inspect.c     loading a module in a child process to check it
  *   train.c       submit's training (cluster/train/), told as it happens
  *   saved.c       --init-from and --save: the parameters as safetensors
+ *   predict.c     `ferry predict`: a trained model run over a test set
  *   modfile.c     reading the module file submit was given, and its size limit
  *   shutdown.c    `ferry shutdown`: stop every worker and the supervisor, clean up */
 #ifndef FERRY_CLI_H
@@ -41,6 +42,7 @@ int cli_start(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_submit(int argc, char **argv);
 int cli_shutdown(int argc, char **argv);
+int cli_predict(int argc, char **argv);
 
 /* ---- training (train.c) ---------------------------------------------------- */
 

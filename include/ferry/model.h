@@ -156,11 +156,20 @@ typedef struct ferry_model_t {
      * rank on its own copy, and the run reports their mean. */
     int (*metrics)(ferry_model_ctx_t *mc, const float *params, double test_loss,
                    ferry_model_metric_t *out, int max);
+    /* Added in ferry 0.4; optional (`ferry predict` needs it). Forward
+     * only: the model's outputs for the batch into `out` (device memory,
+     * b->n x outputs floats): a classifier's logits (the runtime turns them
+     * into probabilities), a regressor's predictions. Labels and targets
+     * may be NULL. 0 or FERRY_E*. */
+    int (*predict)(ferry_model_ctx_t *mc, const float *params, const ferry_batch_t *b,
+                   float *out);
 } ferry_model_t;
 
 /* The size of a descriptor built before `metrics` was added: the runtime
  * takes any size from this one up, and reads only what `size` covers. */
 #define FERRY_MODEL_SIZE_V1 offsetof(ferry_model_t, metrics)
+/* Before `predict` was added. */
+#define FERRY_MODEL_SIZE_V2 offsetof(ferry_model_t, predict)
 
 #define FERRY_MODEL_HEADER                                                               \
     .version = FERRY_MODEL_ABI_VERSION, .size = sizeof(ferry_model_t)

@@ -132,6 +132,12 @@ static int check_model(const ferry_model_t *m, char *err, size_t errlen)
     return 0;
 }
 
+rt_predict_fn rt_model_predict(const ferry_model_t *m)
+{
+    return m->size >= offsetof(ferry_model_t, predict) + sizeof m->predict ? m->predict
+                                                                             : NULL;
+}
+
 rt_metrics_fn rt_model_metrics(const ferry_model_t *m)
 {
     return m->size >= offsetof(ferry_model_t, metrics) + sizeof m->metrics ? m->metrics

@@ -58,6 +58,10 @@ typedef struct rt_model_ctx {
 typedef int (*rt_metrics_fn)(ferry_model_ctx_t *mc, const float *params, double test_loss,
                              ferry_model_metric_t *out, int max);
 rt_metrics_fn rt_model_metrics(const ferry_model_t *m);
+/* The model's predict function, the same way. */
+typedef int (*rt_predict_fn)(ferry_model_ctx_t *mc, const float *params,
+                             const ferry_batch_t *b, float *out);
+rt_predict_fn rt_model_predict(const ferry_model_t *m);
 
 /* Checks the model's descriptor (version, size, kind, input, outputs, a
  * non-empty params list with positive shapes, the four functions) and fills
@@ -301,6 +305,33 @@ int rt_trainer_params_polled(rt_trainer *t, float *host, bool (*cancelled)(void 
                              void *arg);
 /* rt_trainer_params_polled that is never cancelled. */
 int rt_trainer_params(rt_trainer *t, float *host);
+
+/* The model's outputs on every sample of the test set, in its order (a
+ * trainer of one rank), with the set's labels when it has them. */
+typedef struct rt_prediction {
+    size_t n, outputs_per;
+    float *outputs;  /* n x outputs_per: logits, or a regressor's outputs */
+    int32_t *labels; /* n, or NULL */
+} rt_prediction;
+
+/* Fills *out (rt_prediction_free); FERRY_EINVAL with `err` for a model
+ * without a predict function. */
+int rt_trainer_predict(rt_trainer *t, rt_prediction *out, char *err, size_t errlen);
+void rt_prediction_free(rt_prediction *p);
+
+/* "ferry.train.predict" (predict_fn.c): PredictRequest in, PredictReply
+ * out. */
+int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out);
+
+struct rt_tensors;
+/* Runs model `m` forward on `dev` over its test set (found in `data_dir`,
+ * NULL: its default place) with the parameters `params`, `batch` samples
+ * at a time (0: 256): what `ferry predict` computes, on a worker or in the
+ * command's own process. The parameters are refused, naming the tensor,
+ * when they are not the model's. */
+int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const struct rt_tensors *params,
+               const char *data_dir, int batch, rt_prediction *out, char *err,
+               size_t errlen);
 /* The sets it trains and evaluates on. */
 const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train);
 void rt_trainer_destroy(rt_trainer *t);

@@ -503,6 +503,7 @@ static const ferry_function_t functions[] = {
     {FN_EPOCH, train_epoch},
     {FN_END, train_end},
     {FN_LEAVE, train_leave},
+    {"ferry.train.predict", rt_train_predict_fn},
 };
 
 const rt_builtins rt_train_builtins = {

@@ -1,0 +1,304 @@
+/* `ferry predict MODULE.so --params FILE`: the model of a module run
+ * forward with the parameters a run saved (--save), over the test set it
+ * trains against by default or the one --data names, on worker 0 of the
+ * running cluster or, with --local, in this process on the cpu; a line a
+ * sample: the class and its probabilities, or the regression outputs. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ferry/ferry.h>
+
+#include "cli.h"
+#include "json.h"
+#include "proto/proto.h"
+#include "runtime/device/device.h"
+#include "runtime/runtime.h"
+#include "runtime/train/tensors.h"
+#include "runtime/train/train.h"
+
+static const char usage[] =
+    "usage: ferry predict MODULE.so --params FILE [OPTIONS]\n"
+    "\n"
+    "Runs the model of MODULE.so forward with the parameters in FILE (what\n"
+    "`ferry submit --save FILE` wrote) over a test set, and writes a line a\n"
+    "sample: for a classifier the predicted class and the probability of\n"
+    "each class, for a regressor its outputs (CSV, with a header). With the\n"
+    "set's labels it also says the accuracy. Runs on worker 0 of the cluster\n"
+    "under $FERRY_HOME, or with --local in this process on the cpu.\n"
+    "\n"
+    "options:\n"
+    "      --params FILE       the parameters (safetensors), required\n"
+    "      --data DIR          where the test set is (default: where the model\n"
+    "                          finds its own data set; a relative DIR is taken\n"
+    "                          from the current directory)\n"
+    "      --out FILE          the lines go to FILE instead of stdout\n"
+    "      --batch N           samples a forward pass (default 256)\n"
+    "      --local             run here, on the cpu, without a cluster (the\n"
+    "                          module runs in this process)\n"
+    "      --json              one JSON object on stdout at the end (the lines\n"
+    "                          then need --out)\n"
+    "  -h, --help              this text\n";
+
+typedef struct predicting {
+    const char *module, *params, *data, *out;
+    long batch;
+    bool local, json;
+    char data_abs[4096];
+} predicting;
+
+static int parse(int argc, char **argv, predicting *p)
+{
+    enum { O_PARAMS = 256, O_DATA, O_OUT, O_BATCH, O_LOCAL, O_JSON };
+    static const struct option longs[] = {
+        {"params", required_argument, NULL, O_PARAMS}, {"data", required_argument, NULL, O_DATA},
+        {"out", required_argument, NULL, O_OUT},       {"batch", required_argument, NULL, O_BATCH},
+        {"local", no_argument, NULL, O_LOCAL},         {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+h", longs, NULL)) != -1) {
+        switch (c) {
+        case O_PARAMS: p->params = optarg; break;
+        case O_DATA: p->data = optarg; break;
+        case O_OUT: p->out = optarg; break;
+        case O_LOCAL: p->local = true; break;
+        case O_JSON: p->json = true; break;
+        case O_BATCH:
+            if (!base_parse_long(optarg, 1, 1 << 16, &p->batch)) {
+                cli_err("predict", "--batch %s: a number of samples from 1 to 65536",
+                        optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 'h': fputs(usage, stdout); return CLI_OK;
+        default:
+            cli_err("predict", "%s: unknown option or missing value\n\n%s",
+                    argv[optind - 1], usage);
+            return CLI_USAGE;
+        }
+    }
+    if (optind != argc - 1 || !p->params) {
+        cli_err("predict", "%s\n\n%s",
+                optind != argc - 1 ? "one MODULE.so is needed" : "--params FILE is needed",
+                usage);
+        return CLI_USAGE;
+    }
+    if (p->json && !p->out) {
+        cli_err("predict", "--json prints a summary: the lines need --out FILE");
+        return CLI_USAGE;
+    }
+    p->module = argv[optind];
+    if (p->data && !realpath(p->data, p->data_abs)) {
+        cli_err("predict", "--data %s: %s", p->data, strerror(errno));
+        return CLI_FAIL;
+    }
+    return -1;
+}
+
+/* In this process, on the cpu. */
+static int run_local(const predicting *p, const cluster_tensors *t, rt_prediction *out,
+                     char *device, size_t dlen, char *err, size_t errlen)
+{
+    rt_module m;
+    char *abs = realpath(p->module, NULL);
+    int rc = abs ? rt_module_open(&m, abs, cli_base_name(p->module), err, errlen)
+                 : base_errf(err, errlen, FERRY_ENOENT, "%s: %s", p->module, strerror(errno));
+    free(abs);
+    if (rc)
+        return rc;
+    ferry_device_t *dev = NULL;
+    if (!m.task->model)
+        rc = base_errf(err, errlen, FERRY_EINVAL, "%s: task '%s' has no model",
+                       p->module, m.task->name);
+    else
+        rc = rt_cpu_open(&dev, err, errlen);
+    rt_tensors params = {t->n, t->names, t->shapes, t->values, t->floats};
+    if (rc == 0) {
+        snprintf(device, dlen, "%s", dev->description);
+        rc = rt_predict(m.task->model, dev, &params, p->data ? p->data_abs : NULL,
+                        (int)p->batch, out, err, errlen);
+    }
+    if (dev)
+        rt_cpu_close(dev);
+    rt_module_close(&m);
+    return rc;
+}
+
+/* The reply of worker 0 as a prediction of our own. */
+static int take_reply(const ferry_bytes_t *o, rt_prediction *out, char *device, size_t dlen,
+                      char *err, size_t errlen)
+{
+    proto_predict_reply *r;
+    if (proto_predict_reply_unpack(o->data, o->len, &r))
+        return base_errf(err, errlen, FERRY_EPROTO, "worker 0's reply is not a PredictReply");
+    size_t n = r->samples, k = r->outputs;
+    int rc = 0;
+    if (k == 0 || r->values.len != n * k * sizeof(float) || (r->n_labels && r->n_labels != n))
+        rc = base_errf(err, errlen, FERRY_EPROTO,
+                       "worker 0 answered %zu samples of %zu outputs with %zu bytes and "
+                       "%zu labels",
+                       n, k, r->values.len, r->n_labels);
+    else if (!(out->outputs = malloc(r->values.len + 1)) ||
+             (r->n_labels && !(out->labels = malloc(n * sizeof(int32_t)))))
+        rc = FERRY_ENOMEM;
+    if (rc == 0) {
+        memcpy(out->outputs, r->values.data, r->values.len);
+        if (r->n_labels)
+            memcpy(out->labels, r->labels, n * sizeof(int32_t));
+        out->n = n;
+        out->outputs_per = k;
+        snprintf(device, dlen, "%s", r->device);
+    }
+    proto_free(r);
+    if (rc)
+        rt_prediction_free(out);
+    return rc;
+}
+
+/* On worker 0 of the running cluster. */
+static int run_remote(const predicting *p, const cluster_tensors *t, rt_prediction *out,
+                      char *device, size_t dlen, char *err, size_t errlen)
+{
+    home_paths h;
+    if (cli_home_init(&h, "predict"))
+        return FERRY_EINVAL;
+    void *bytes = NULL;
+    size_t len = 0;
+    int rc = cli_read_module(p->module, NULL, &bytes, &len, err, errlen);
+    if (rc)
+        return rc;
+    cli_running r = {0};
+    cluster_module m = {0};
+    if ((rc = cli_running_open(&r, &h, "predict", false, false))) {
+        free(bytes);
+        return FERRY_ECANCELED; /* said */
+    }
+    const char *shown = cli_base_name(p->module);
+    proto_predict_req q = {.data_dir = p->data ? (char *)p->data_abs : "",
+                           .n_param_names = t->n,
+                           .param_names = (char **)t->names,
+                           .n_param_shapes = 4 * t->n,
+                           .param_shapes = (uint32_t *)t->shapes,
+                           .param_values = {(uint8_t *)t->values, t->floats * sizeof(float)},
+                           .batch = (uint32_t)p->batch};
+    proto_bytes b = {0};
+    ferry_bytes_t o = {0};
+    if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3) ||
+        cluster_load_module(r.cl, shown, bytes, len, &m))
+        rc = base_errf(err, errlen, FERRY_EUNAVAIL, "%s", cluster_error(r.cl));
+    else if ((rc = proto_predict_req_pack(&q, &b)) == 0 &&
+             (rc = cluster_call(r.cl, &m, 0, "ferry.train.predict",
+                                &(ferry_bytes_t){b.data, b.len}, &o)))
+        rc = base_errf(err, errlen, rc, "%s", cluster_error(r.cl));
+    if (rc == 0)
+        rc = take_reply(&o, out, device, dlen, err, errlen);
+    cluster_free_bytes(&o);
+    proto_bytes_fini(&b);
+    cluster_module_fini(&m);
+    cli_running_close(&r);
+    free(bytes);
+    return rc;
+}
+
+/* The lines: a classifier's class and softmax probabilities, or the
+ * outputs. Counts the right answers into *right when there are labels. */
+static int write_lines(FILE *f, const rt_prediction *pr, bool classifier, size_t *right)
+{
+    size_t k = pr->outputs_per;
+    *right = 0;
+    fputs(classifier ? "class" : "y0", f);
+    for (size_t j = classifier ? 0 : 1; j < k; j++)
+        fprintf(f, classifier ? ",p%zu" : ",y%zu", j);
+    fputc('\n', f);
+    for (size_t i = 0; i < pr->n; i++) {
+        const float *z = pr->outputs + i * k;
+        if (!classifier) {
+            for (size_t j = 0; j < k; j++)
+                fprintf(f, j ? ",%.7g" : "%.7g", z[j]);
+            fputc('\n', f);
+            continue;
+        }
+        size_t best = 0;
+        for (size_t j = 1; j < k; j++)
+            if (z[j] > z[best])
+                best = j;
+        double sum = 0;
+        for (size_t j = 0; j < k; j++)
+            sum += exp((double)z[j] - z[best]);
+        fprintf(f, "%zu", best);
+        for (size_t j = 0; j < k; j++)
+            fprintf(f, ",%.6f", exp((double)z[j] - z[best]) / sum);
+        fputc('\n', f);
+        *right += pr->labels && pr->labels[i] == (int32_t)best;
+    }
+    return ferror(f) ? FERRY_EIO : 0;
+}
+
+static int report(const predicting *p, const rt_prediction *pr, const char *device)
+{
+    bool classifier = pr->labels != NULL;
+    FILE *f = p->out ? fopen(p->out, "w") : stdout;
+    if (!f) {
+        cli_err("predict", "cannot write %s: %s", p->out, strerror(errno));
+        return CLI_FAIL;
+    }
+    size_t right;
+    int rc = write_lines(f, pr, classifier, &right);
+    if (p->out && fclose(f) != 0)
+        rc = FERRY_EIO;
+    if (rc) {
+        cli_err("predict", "cannot write %s: %s", p->out ? p->out : "the lines",
+                ferry_strerror(rc));
+        return CLI_FAIL;
+    }
+    double acc = pr->n ? (double)right / (double)pr->n : 0;
+    if (p->json) {
+        printf("{\"samples\":%zu,\"outputs\":%zu,\"device\":", pr->n, pr->outputs_per);
+        json_str(stdout, device);
+        if (classifier)
+            printf(",\"test_accuracy\":%.6f", acc);
+        printf(",\"out\":");
+        json_str(stdout, p->out);
+        printf("}\n");
+        return CLI_OK;
+    }
+    FILE *say = p->out ? stdout : stderr;
+    fprintf(say, "predicted %zu samples on %s", pr->n, device);
+    if (classifier)
+        fprintf(say, ": test_accuracy %.4f", acc);
+    fprintf(say, "%s%s\n", p->out ? ", written to " : "", p->out ? p->out : "");
+    return CLI_OK;
+}
+
+int cli_predict(int argc, char **argv)
+{
+    predicting p = {0};
+    int status = parse(argc, argv, &p);
+    if (status >= 0)
+        return status;
+    params_file pf;
+    char err[1024] = "";
+    if (params_load(p.params, &pf, err, sizeof err)) {
+        cli_err("predict", "--params: %s", err);
+        return CLI_FAIL;
+    }
+    rt_prediction pr = {0};
+    char device[256] = "";
+    int rc = p.local ? run_local(&p, &pf.t, &pr, device, sizeof device, err, sizeof err)
+                     : run_remote(&p, &pf.t, &pr, device, sizeof device, err, sizeof err);
+    params_file_free(&pf);
+    if (rc == FERRY_ECANCELED && !err[0])
+        return CLI_FAIL; /* said */
+    if (rc) {
+        cli_err("predict", "%s", err[0] ? err : ferry_strerror(rc));
+        return CLI_FAIL;
+    }
+    status = report(&p, &pr, device);
+    rt_prediction_free(&pr);
+    return status;
+}

@@ -1,0 +1,55 @@
+/* "ferry.train.predict": the built-in function `ferry predict` calls on a
+ * worker. It takes no training session: a prediction is one call, on the
+ * worker's device, with its own copy of the parameters. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/proto.h"
+#include "runtime/runtime_int.h"
+#include "tensors.h"
+#include "train.h"
+
+int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
+{
+    proto_predict_req *a;
+    if (proto_predict_req_unpack(in->data, in->len, &a))
+        return ctx->ops->fail(ctx, FERRY_EINVAL,
+                              "the argument is not a PredictRequest message");
+    const ferry_model_t *m = rt_call_module(ctx)->task->model;
+    rt_tensors params = {.n = a->n_param_names,
+                         .names = (const char *const *)a->param_names,
+                         .shapes = a->param_shapes,
+                         .values = (const float *)(void *)a->param_values.data,
+                         .floats = a->param_values.len / sizeof(float)};
+    char err[1024] = "";
+    int rc = 0;
+    if (a->n_param_shapes != 4 * a->n_param_names || a->param_values.len % sizeof(float))
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "%zu parameter names with %zu dimensions and %zu bytes of "
+                            "values",
+                            a->n_param_names, a->n_param_shapes, a->param_values.len);
+    rt_prediction p = {0};
+    if (rc == 0 && (rc = rt_predict(m, ctx->device, &params, a->data_dir, (int)a->batch,
+                                    &p, err, sizeof err)))
+        rc = ctx->ops->fail(ctx, rc, "%s", err);
+    proto_free(a);
+    if (rc)
+        return rc;
+    proto_predict_reply r = {
+        .samples = p.n,
+        .outputs = (uint32_t)p.outputs_per,
+        .values = {(uint8_t *)p.outputs, p.n * p.outputs_per * sizeof(float)},
+        .n_labels = p.labels ? p.n : 0,
+        .labels = p.labels,
+        .device = (char *)ctx->device->description,
+    };
+    proto_bytes b;
+    rc = proto_predict_reply_pack(&r, &b);
+    rt_prediction_free(&p);
+    void *buf = rc ? NULL : ctx->ops->result(ctx, out, b.len);
+    if (buf)
+        memcpy(buf, b.data, b.len);
+    proto_bytes_fini(&b);
+    return buf ? 0 : ctx->ops->fail(ctx, FERRY_ENOMEM, "no memory for the prediction");
+}
