@@ -1,0 +1,154 @@
+/* One layer's forward and backward pass, on the device's operations. */
+#include "nn_int.h"
+
+bool nn_in_place(const ferry_nn_t *nn, int i)
+{
+    if (i == 0 || nn->layers[i].kind != FERRY_NN_LAYER_RELU)
+        return false;
+    /* A ReLU overwrites its input: only when the layer that wrote it does
+     * not read its own output going back (a max pooling does). */
+    int prev = nn->layers[i - 1].kind;
+    return prev == FERRY_NN_LAYER_DENSE || prev == FERRY_NN_LAYER_CONV2D ||
+           prev == FERRY_NN_LAYER_RELU;
+}
+
+static ferry_conv_t conv_of(const nn_ctx *c, int i)
+{
+    const ferry_nn_layer_t *l = &c->nn->layers[i];
+    const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    ferry_conv_t s = {.n = c->n, .c = st->in[0], .h = st->in[1], .w = st->in[2],
+                      .k = st->out[0], .r = l->size, .s = l->size, .pad = l->pad,
+                      .stride = l->stride > 0 ? l->stride : 1};
+    ferry_conv_shape(&s);
+    return s;
+}
+
+static ferry_pool_t pool_of(const nn_ctx *c, int i)
+{
+    const ferry_nn_layer_t *l = &c->nn->layers[i];
+    const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    ferry_pool_t p = {.n = c->n, .c = st->in[0], .h = st->in[1], .w = st->in[2],
+                      .size = l->size, .stride = l->stride > 0 ? l->stride : l->size};
+    ferry_pool_shape(&p);
+    return p;
+}
+
+/* Tensor k of layer i: its values, or where its gradient goes. */
+static const float *param(const nn_ctx *c, int i, int k)
+{
+    const ferry_nn_plan_t *pl = &c->nn->plan;
+    return c->params + pl->offset[pl->step[i].param0 + k];
+}
+
+static float *dparam(const nn_ctx *c, int i, int k)
+{
+    const ferry_nn_plan_t *pl = &c->nn->plan;
+    return c->grad + pl->offset[pl->step[i].param0 + k];
+}
+
+static ferry_nn_io_t custom_io(const nn_ctx *c, int i, const float *x, const float *y)
+{
+    const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    ferry_nn_io_t io = {.dev = c->mc->dev, .n = c->n, .x = x, .y = y};
+    for (int d = 0; d < 3; d++)
+        io.in[d] = st->in[d], io.out[d] = st->out[d];
+    for (int k = 0; k < st->nparams; k++) {
+        io.p[k] = param(c, i, k);
+        io.dp[k] = c->grad ? dparam(c, i, k) : NULL;
+    }
+    return io;
+}
+
+int nn_forward(const nn_ctx *c, int i, const float *x, float *y)
+{
+    ferry_device_t *dev = c->mc->dev;
+    const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    size_t all = (size_t)c->n * st->out_n;
+    switch (c->nn->layers[i].kind) {
+    case FERRY_NN_LAYER_DENSE: {
+        int in = (int)st->in_n, out = (int)st->out_n;
+        dev->ops->gemm(dev, false, false, c->n, out, in, 1.0f, x, param(c, i, 0), 0.0f, y);
+        if (st->fused)
+            ferry_bias_relu(dev, y, param(c, i, 1), c->n, out);
+        else
+            dev->ops->bias_add(dev, y, param(c, i, 1), c->n, out);
+        return 0;
+    }
+    case FERRY_NN_LAYER_CONV2D: {
+        ferry_conv_t s = conv_of(c, i);
+        return dev->ops->conv2d(dev, &s, x, param(c, i, 0), param(c, i, 1), y);
+    }
+    case FERRY_NN_LAYER_MAXPOOL: {
+        ferry_pool_t p = pool_of(c, i);
+        return dev->ops->maxpool(dev, &p, x, y);
+    }
+    case FERRY_NN_LAYER_RELU:
+        if (i == 0 || !c->nn->plan.step[i - 1].fused) /* else the dense layer did */
+            dev->ops->relu(dev, y, x, all);
+        return 0;
+    case FERRY_NN_LAYER_CUSTOM: {
+        ferry_nn_io_t io = custom_io(c, i, x, y);
+        io.out_y = y;
+        return c->nn->layers[i].custom->forward(&io);
+    }
+    default: /* flatten: the same floats */
+        return 0;
+    }
+}
+
+static void ready(const nn_ctx *c, int i)
+{
+    const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    for (int k = 0; k < st->nparams; k++)
+        ferry_model_grad_ready(c->mc, st->param0 + k);
+}
+
+static int backward(const nn_ctx *c, int i, const float *x, const float *y,
+                    const float *dy, float *dx)
+{
+    ferry_device_t *dev = c->mc->dev;
+    const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    switch (c->nn->layers[i].kind) {
+    case FERRY_NN_LAYER_DENSE: {
+        int in = (int)st->in_n, out = (int)st->out_n;
+        dev->ops->gemm(dev, true, false, in, out, c->n, 1.0f, x, dy, 0.0f, dparam(c, i, 0));
+        dev->ops->bias_grad(dev, dparam(c, i, 1), dy, c->n, out);
+        if (dx)
+            dev->ops->gemm(dev, false, true, c->n, in, out, 1.0f, dy, param(c, i, 0), 0.0f,
+                           dx);
+        return 0;
+    }
+    case FERRY_NN_LAYER_CONV2D: {
+        ferry_conv_t s = conv_of(c, i);
+        return dev->ops->conv2d_grad(dev, &s, x, param(c, i, 0), dy, dx, dparam(c, i, 0),
+                                     dparam(c, i, 1));
+    }
+    case FERRY_NN_LAYER_MAXPOOL: {
+        ferry_pool_t p = pool_of(c, i);
+        return dx ? dev->ops->maxpool_grad(dev, &p, x, y, dy, dx) : 0;
+    }
+    case FERRY_NN_LAYER_RELU:
+        if (dx)
+            dev->ops->relu_grad(dev, dx, dy, y, (size_t)c->n * st->out_n);
+        return 0;
+    case FERRY_NN_LAYER_CUSTOM: {
+        ferry_nn_io_t io = custom_io(c, i, x, y);
+        io.dy = dy;
+        io.dx = dx;
+        return c->nn->layers[i].custom->backward(&io);
+    }
+    default: /* flatten */
+        if (dx && dx != dy)
+            return dev->ops->copy(dev, dx, dy, (size_t)c->n * st->out_n * sizeof(float));
+        return 0;
+    }
+}
+
+int nn_backward(const nn_ctx *c, int i, const float *x, const float *y, const float *dy,
+                float *dx)
+{
+    int rc = backward(c, i, x, y, dy, dx);
+    if (!rc)
+        ready(c, i);
+    return rc;
+}
