@@ -17,6 +17,7 @@ static const char usage[] =
     "  submit MODULE  ship a task module (.so) to every worker and run its driver\n"
     "  shutdown       stop every worker and the supervisor; clean the cluster state\n"
     "  worker         run one worker in the foreground (remote hosts, containers)\n"
+    "  check MODULE   check a model's gradient against its loss, on the cpu\n"
     "\n"
     "The running cluster lives in $FERRY_HOME (default ~/.ferry): two clusters\n"
     "with different FERRY_HOMEs never interfere. `ferry <command> --help` for\n"
@@ -30,6 +31,7 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"start", cli_start},       {"status", cli_status},     {"submit", cli_submit},
         {"shutdown", cli_shutdown}, {"worker", rt_worker_main},
+        {"check", cli_check},
     };
     if (argc < 2) {
         fputs(usage, stderr);
