@@ -1,10 +1,11 @@
-/* cnn — a small convolutional network for Fashion-MNIST:
+/* cnn_hand — the hand-written CNN that tasks/cnn.c replaced with a layer list,
+ * kept as the baseline bench/train measures the list against:
  *
  *     conv 5x5 (1 -> 16, pad 2) relu maxpool 2      28x28 -> 14x14
  *     conv 5x5 (16 -> 32, pad 2) relu maxpool 2     14x14 -> 7x7
  *     dense 1568 -> 128 relu, dense 128 -> 10, softmax cross-entropy
  *
- *     ferry submit build/tasks/cnn.so --epochs 5
+ *     build/bench/train --nn    (against tasks/cnn.c, its layer list)
  *
  * The convolutions and pooling are the device's (cuDNN on a GPU, im2col and
  * a matrix product on the cpu): the model is the same on both. The sizes are

@@ -1,7 +1,8 @@
-/* mlp — a multilayer perceptron for Fashion-MNIST: 784-256-128-10 with ReLU
- * between the layers and softmax cross-entropy on top.
+/* mlp_hand — the hand-written MLP that tasks/mlp.c replaced with a layer list,
+ * kept as the baseline bench/train measures the list against:
+ * 784-256-128-10 with ReLU between the layers and softmax cross-entropy on top.
  *
- *     ferry submit build/tasks/mlp.so --epochs 5
+ *     build/bench/train --nn    (against tasks/mlp.c, its layer list)
  *
  * A model task declares its parameter tensors, initialises them and computes
  * a batch's loss and gradient with the device's operations (<ferry/model.h>);
