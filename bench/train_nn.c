@@ -45,8 +45,8 @@ static int measure(const pair *p)
         nn[r] = nn_first ? a : b;
         hand[r] = nn_first ? b : a;
         ratio[r] = nn[r] / hand[r];
-        bench_log("  %s round %d: layers %.0f samples/s, hand-written %.0f: %.3f", p->model,
-                  r + 1, nn[r], hand[r], ratio[r]);
+        bench_log("  %s round %d: layers %.0f samples/s, hand-written %.0f: %.3f",
+                  p->model, r + 1, nn[r], hand[r], ratio[r]);
     }
     openblas_set_num_threads(1);
     char params[256];
@@ -72,14 +72,32 @@ static int measure(const pair *p)
 
 int bench_train_nn(const bench_nn_cfg *c)
 {
-    pair mlp = {.model = "mlp", .nn_so = c->mlp_so, .hand_so = c->mlp_hand_so,
-                .o = {.epochs = 1, .batch = 128, .lr = 0.05f, .momentum = 0.9f, .seed = 1,
-                      .train_samples = c->quick ? 10000 : 0, .test_samples = 1000},
-                .rounds = c->quick ? 2 : 6, .threads = 1, .target = TARGET_MLP};
-    pair cnn = {.model = "cnn", .nn_so = c->cnn_so, .hand_so = c->cnn_hand_so,
-                .o = {.epochs = 1, .batch = 128, .lr = 0.05f, .momentum = 0.9f, .seed = 1,
-                      .train_samples = c->quick ? 1000 : 6000, .test_samples = 500},
-                .rounds = c->quick ? 2 : 4, .threads = c->cnn_threads, .target = TARGET_CNN};
+    pair mlp = {.model = "mlp",
+                .nn_so = c->mlp_so,
+                .hand_so = c->mlp_hand_so,
+                .o = {.epochs = 1,
+                      .batch = 128,
+                      .lr = 0.05f,
+                      .momentum = 0.9f,
+                      .seed = 1,
+                      .train_samples = c->quick ? 10000 : 0,
+                      .test_samples = 1000},
+                .rounds = c->quick ? 2 : 6,
+                .threads = 1,
+                .target = TARGET_MLP};
+    pair cnn = {.model = "cnn",
+                .nn_so = c->cnn_so,
+                .hand_so = c->cnn_hand_so,
+                .o = {.epochs = 1,
+                      .batch = 128,
+                      .lr = 0.05f,
+                      .momentum = 0.9f,
+                      .seed = 1,
+                      .train_samples = c->quick ? 1000 : 6000,
+                      .test_samples = 500},
+                .rounds = c->quick ? 2 : 4,
+                .threads = c->cnn_threads,
+                .target = TARGET_CNN};
     bench_log("layer lists against the hand-written models: %s against %s", c->mlp_so,
               c->mlp_hand_so);
     int missed = measure(&mlp);

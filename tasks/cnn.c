@@ -12,6 +12,8 @@
  * epoch stays affordable on two cpu cores. */
 #include <ferry/nn.h>
 
+/* A row a block reads better than a layer a line. */
+/* clang-format off */
 static const ferry_nn_layer_t layers[] = {
     FERRY_NN_CONV2D("conv1", 16, 5, 1, 2), FERRY_NN_RELU(), FERRY_NN_MAXPOOL(2, 2),
     FERRY_NN_CONV2D("conv2", 32, 5, 1, 2), FERRY_NN_RELU(), FERRY_NN_MAXPOOL(2, 2),
@@ -19,6 +21,7 @@ static const ferry_nn_layer_t layers[] = {
     FERRY_NN_DENSE("fc1", 128),            FERRY_NN_RELU(),
     FERRY_NN_DENSE("fc2", 0),              FERRY_NN_END(),
 };
+/* clang-format on */
 
 FERRY_NN_MODEL(model, .dataset = "fashion-mnist", .input = {1, 28, 28}, .outputs = 10,
                .layers = layers);

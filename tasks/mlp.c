@@ -10,11 +10,14 @@
  * with the bias and ReLU fused in the same places. */
 #include <ferry/nn.h>
 
+/* A row a block reads better than a layer a line. */
+/* clang-format off */
 static const ferry_nn_layer_t layers[] = {
     FERRY_NN_DENSE("fc1", 256), FERRY_NN_RELU(),
     FERRY_NN_DENSE("fc2", 128), FERRY_NN_RELU(),
     FERRY_NN_DENSE("fc3", 0),   FERRY_NN_END(),
 };
+/* clang-format on */
 
 FERRY_NN_MODEL(model, .dataset = "fashion-mnist", .input = {1, 28, 28}, .outputs = 10,
                .layers = layers);

@@ -92,8 +92,8 @@ static int loss_grad(checker *c, float *loss)
 static int make_batch(checker *c)
 {
     const ferry_model_t *m = c->m;
-    size_t n = (size_t)c->o.batch, feats = n * (size_t)m->input[0] * m->input[1] *
-                                           (size_t)m->input[2];
+    size_t n = (size_t)c->o.batch,
+           feats = n * (size_t)m->input[0] * m->input[1] * (size_t)m->input[2];
     bool cls = m->kind == FERRY_MODEL_CLASSIFIER;
     size_t ybytes = cls ? n * sizeof(int32_t) : n * (size_t)m->outputs * sizeof(float);
     float *x = malloc(feats * sizeof *x);
@@ -114,7 +114,9 @@ static int make_batch(checker *c)
         rc = c->dev->ops->upload(c->dev, c->dx, x, feats * sizeof(float));
     if (!rc)
         rc = c->dev->ops->upload(c->dev, c->dy, y, ybytes);
-    c->b = (ferry_batch_t){.n = c->o.batch, .x = c->dx, .labels = cls ? c->dy : NULL,
+    c->b = (ferry_batch_t){.n = c->o.batch,
+                           .x = c->dx,
+                           .labels = cls ? c->dy : NULL,
                            .targets = cls ? NULL : c->dy};
     free(x);
     free(y);
@@ -276,11 +278,13 @@ static int check_all(checker *c, const char *shown, int *failed)
 
 static int parse(int argc, char **argv, check_opts *o)
 {
-    static const struct option longs[] = {
-        {"batch", required_argument, NULL, 'b'}, {"count", required_argument, NULL, 'c'},
-        {"step", required_argument, NULL, 's'},  {"tolerance", required_argument, NULL, 't'},
-        {"seed", required_argument, NULL, 'S'},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"batch", required_argument, NULL, 'b'},
+                                          {"count", required_argument, NULL, 'c'},
+                                          {"step", required_argument, NULL, 's'},
+                                          {"tolerance", required_argument, NULL, 't'},
+                                          {"seed", required_argument, NULL, 'S'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
     *o = (check_opts){.batch = 4, .count = 12, .step = 2e-3, .tol = 0.02, .seed = 7};
     optind = 1;
     int ch;

@@ -95,16 +95,35 @@ typedef struct ferry_nn_layer_t {
     const ferry_nn_custom_t *custom;
 } ferry_nn_layer_t;
 
-#define FERRY_NN_DENSE(nm, n) {.kind = FERRY_NN_LAYER_DENSE, .name = (nm), .units = (n)}
+#define FERRY_NN_DENSE(nm, n)                                                            \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_DENSE, .name = (nm), .units = (n)                         \
+    }
 #define FERRY_NN_CONV2D(nm, filters, side, strd, padding)                                \
-    {.kind = FERRY_NN_LAYER_CONV2D, .name = (nm), .units = (filters), .size = (side),     \
-     .stride = (strd), .pad = (padding)}
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_CONV2D, .name = (nm), .units = (filters), .size = (side), \
+        .stride = (strd), .pad = (padding)                                               \
+    }
 #define FERRY_NN_MAXPOOL(side, strd)                                                     \
-    {.kind = FERRY_NN_LAYER_MAXPOOL, .size = (side), .stride = (strd)}
-#define FERRY_NN_FLATTEN() {.kind = FERRY_NN_LAYER_FLATTEN}
-#define FERRY_NN_RELU()    {.kind = FERRY_NN_LAYER_RELU}
-#define FERRY_NN_CUSTOM(nm, c) {.kind = FERRY_NN_LAYER_CUSTOM, .name = (nm), .custom = (c)}
-#define FERRY_NN_END()     {.kind = FERRY_NN_LAYER_END}
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_MAXPOOL, .size = (side), .stride = (strd)                 \
+    }
+#define FERRY_NN_FLATTEN()                                                               \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_FLATTEN                                                   \
+    }
+#define FERRY_NN_RELU()                                                                  \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_RELU                                                      \
+    }
+#define FERRY_NN_CUSTOM(nm, c)                                                           \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_CUSTOM, .name = (nm), .custom = (c)                       \
+    }
+#define FERRY_NN_END()                                                                   \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_END                                                       \
+    }
 
 #define FERRY_NN_MAX_LAYERS 64
 #define FERRY_NN_MAX_PARAMS 128
@@ -138,7 +157,7 @@ typedef struct ferry_nn_t {
     const char *dataset; /* as ferry_model_t's */
     int input[3];
     int outputs;
-    int loss; /* enum ferry_nn_loss */
+    int loss;                       /* enum ferry_nn_loss */
     const ferry_nn_layer_t *layers; /* ends with FERRY_NN_END() */
     ferry_nn_plan_t plan;           /* the library's */
 } ferry_nn_t;
@@ -177,10 +196,8 @@ int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *
     {                                                                                    \
         return ferry_nn_evaluate(&var##_nn, mc, p, b, loss, correct);                    \
     }                                                                                    \
-    static ferry_model_t var = {FERRY_MODEL_HEADER,                                      \
-                                .workspace = var##_workspace,                            \
-                                .init = var##_init,                                      \
-                                .loss_grad = var##_loss_grad,                            \
+    static ferry_model_t var = {FERRY_MODEL_HEADER, .workspace = var##_workspace,        \
+                                .init = var##_init, .loss_grad = var##_loss_grad,        \
                                 .evaluate = var##_evaluate};                             \
     __attribute__((constructor)) static void var##_build(void)                           \
     {                                                                                    \

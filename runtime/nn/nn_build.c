@@ -35,7 +35,8 @@ static int add_param(ferry_nn_t *nn, int i, const char *suffix, const int shape[
                   ? snprintf(name, FERRY_NN_NAME_MAX, "%s.%s", nn->layers[i].name, suffix)
                   : snprintf(name, FERRY_NN_NAME_MAX, "%d.%s", i, suffix);
     if (len < 0 || len >= FERRY_NN_NAME_MAX)
-        return fail(nn, i, "tensor name longer than %d characters", FERRY_NN_NAME_MAX - 1);
+        return fail(nn, i, "tensor name longer than %d characters",
+                    FERRY_NN_NAME_MAX - 1);
     ferry_param_t *p = &pl->params[pl->nparams++];
     p->name = name;
     memcpy(p->shape, shape, sizeof p->shape);
@@ -72,7 +73,8 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
     const ferry_nn_layer_t *l = &nn->layers[i];
     const int *in = st->in;
     int units = l->units ? l->units : nn->outputs;
-    int stride = l->stride > 0 ? l->stride : (l->kind == FERRY_NN_LAYER_MAXPOOL ? l->size : 1);
+    int stride =
+        l->stride > 0 ? l->stride : (l->kind == FERRY_NN_LAYER_MAXPOOL ? l->size : 1);
     memcpy(st->out, in, sizeof st->out);
     switch (l->kind) {
     case FERRY_NN_LAYER_DENSE:
@@ -85,8 +87,15 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
     case FERRY_NN_LAYER_CONV2D: {
         if (units <= 0 || l->size <= 0 || l->pad < 0)
             return fail(nn, i, "a convolution needs filters and a positive size");
-        ferry_conv_t s = {.n = 1, .c = in[0], .h = in[1], .w = in[2], .k = units,
-                          .r = l->size, .s = l->size, .pad = l->pad, .stride = stride};
+        ferry_conv_t s = {.n = 1,
+                          .c = in[0],
+                          .h = in[1],
+                          .w = in[2],
+                          .k = units,
+                          .r = l->size,
+                          .s = l->size,
+                          .pad = l->pad,
+                          .stride = stride};
         if (!ferry_conv_shape(&s))
             return fail(nn, i, "its %dx%d filters do not fit the %dx%d input", l->size,
                         l->size, in[1], in[2]);
@@ -95,7 +104,11 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
                add_param(nn, i, "bias", (int[4]){units});
     }
     case FERRY_NN_LAYER_MAXPOOL: {
-        ferry_pool_t p = {.n = 1, .c = in[0], .h = in[1], .w = in[2], .size = l->size,
+        ferry_pool_t p = {.n = 1,
+                          .c = in[0],
+                          .h = in[1],
+                          .w = in[2],
+                          .size = l->size,
                           .stride = stride};
         if (!ferry_pool_shape(&p))
             return fail(nn, i, "its %dx%d window does not fit the %dx%d input", l->size,
@@ -147,8 +160,9 @@ static int plan(ferry_nn_t *nn)
     }
     for (int d = 0; d < 3; d++)
         if (nn->input[d] <= 0) {
-            snprintf(pl->err, sizeof pl->err, "the model's input %dx%dx%d is not positive",
-                     nn->input[0], nn->input[1], nn->input[2]);
+            snprintf(pl->err, sizeof pl->err,
+                     "the model's input %dx%dx%d is not positive", nn->input[0],
+                     nn->input[1], nn->input[2]);
             return FERRY_EINVAL;
         }
     bool params_before = false;

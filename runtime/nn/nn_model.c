@@ -60,7 +60,8 @@ int ferry_nn_init(const ferry_nn_t *nn, ferry_model_ctx_t *mc, float *p)
 static int forward(const nn_ctx *c, const nn_bufs *bufs, const float *x)
 {
     for (int i = 0; i < c->nn->plan.nlayers; i++) {
-        int rc = nn_forward(c, i, output(c->nn, bufs, x, i - 1), output(c->nn, bufs, x, i));
+        int rc =
+            nn_forward(c, i, output(c->nn, bufs, x, i - 1), output(c->nn, bufs, x, i));
         if (rc)
             return rc;
     }
@@ -76,7 +77,8 @@ static int backward(const nn_ctx *c, const nn_bufs *bufs, const float *x)
         if (!st->need_dx && !st->nparams)
             break; /* nothing before it learns */
         float *dy = bufs->grad[cur], *dx = NULL;
-        bool same = nn_in_place(c->nn, i) || c->nn->layers[i].kind == FERRY_NN_LAYER_FLATTEN;
+        bool same =
+            nn_in_place(c->nn, i) || c->nn->layers[i].kind == FERRY_NN_LAYER_FLATTEN;
         if (st->need_dx) {
             if (!same)
                 cur = 1 - cur;
@@ -120,8 +122,8 @@ int ferry_nn_loss_grad(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float 
         return rc;
     const ferry_nn_plan_t *pl = &nn->plan;
     if (b->n == 0) {
-        size_t last = pl->offset[pl->nparams - 1] +
-                      ferry_param_count(&pl->params[pl->nparams - 1]);
+        size_t last =
+            pl->offset[pl->nparams - 1] + ferry_param_count(&pl->params[pl->nparams - 1]);
         mc->dev->ops->fill(mc->dev, grad, 0.0f, last);
         *loss = 0.0f;
         return 0;

@@ -16,8 +16,14 @@ static ferry_conv_t conv_of(const nn_ctx *c, int i)
 {
     const ferry_nn_layer_t *l = &c->nn->layers[i];
     const ferry_nn_step_t *st = &c->nn->plan.step[i];
-    ferry_conv_t s = {.n = c->n, .c = st->in[0], .h = st->in[1], .w = st->in[2],
-                      .k = st->out[0], .r = l->size, .s = l->size, .pad = l->pad,
+    ferry_conv_t s = {.n = c->n,
+                      .c = st->in[0],
+                      .h = st->in[1],
+                      .w = st->in[2],
+                      .k = st->out[0],
+                      .r = l->size,
+                      .s = l->size,
+                      .pad = l->pad,
                       .stride = l->stride > 0 ? l->stride : 1};
     ferry_conv_shape(&s);
     return s;
@@ -27,8 +33,12 @@ static ferry_pool_t pool_of(const nn_ctx *c, int i)
 {
     const ferry_nn_layer_t *l = &c->nn->layers[i];
     const ferry_nn_step_t *st = &c->nn->plan.step[i];
-    ferry_pool_t p = {.n = c->n, .c = st->in[0], .h = st->in[1], .w = st->in[2],
-                      .size = l->size, .stride = l->stride > 0 ? l->stride : l->size};
+    ferry_pool_t p = {.n = c->n,
+                      .c = st->in[0],
+                      .h = st->in[1],
+                      .w = st->in[2],
+                      .size = l->size,
+                      .stride = l->stride > 0 ? l->stride : l->size};
     ferry_pool_shape(&p);
     return p;
 }
@@ -67,7 +77,8 @@ int nn_forward(const nn_ctx *c, int i, const float *x, float *y)
     switch (c->nn->layers[i].kind) {
     case FERRY_NN_LAYER_DENSE: {
         int in = (int)st->in_n, out = (int)st->out_n;
-        dev->ops->gemm(dev, false, false, c->n, out, in, 1.0f, x, param(c, i, 0), 0.0f, y);
+        dev->ops->gemm(dev, false, false, c->n, out, in, 1.0f, x, param(c, i, 0), 0.0f,
+                       y);
         if (st->fused)
             ferry_bias_relu(dev, y, param(c, i, 1), c->n, out);
         else
@@ -111,11 +122,12 @@ static int backward(const nn_ctx *c, int i, const float *x, const float *y,
     switch (c->nn->layers[i].kind) {
     case FERRY_NN_LAYER_DENSE: {
         int in = (int)st->in_n, out = (int)st->out_n;
-        dev->ops->gemm(dev, true, false, in, out, c->n, 1.0f, x, dy, 0.0f, dparam(c, i, 0));
+        dev->ops->gemm(dev, true, false, in, out, c->n, 1.0f, x, dy, 0.0f,
+                       dparam(c, i, 0));
         dev->ops->bias_grad(dev, dparam(c, i, 1), dy, c->n, out);
         if (dx)
-            dev->ops->gemm(dev, false, true, c->n, in, out, 1.0f, dy, param(c, i, 0), 0.0f,
-                           dx);
+            dev->ops->gemm(dev, false, true, c->n, in, out, 1.0f, dy, param(c, i, 0),
+                           0.0f, dx);
         return 0;
     }
     case FERRY_NN_LAYER_CONV2D: {

@@ -27,8 +27,8 @@ static int proj_init(ferry_model_ctx_t *mc, const int in[3], float *const *p)
 static int proj_forward(const ferry_nn_io_t *io)
 {
     int in = io->in[0] * io->in[1] * io->in[2];
-    io->dev->ops->gemm(io->dev, false, false, io->n, UNITS, in, 1.0f, io->x, io->p[0], 0.0f,
-                       io->out_y);
+    io->dev->ops->gemm(io->dev, false, false, io->n, UNITS, in, 1.0f, io->x, io->p[0],
+                       0.0f, io->out_y);
     return 0;
 }
 
@@ -44,13 +44,14 @@ static int proj_backward(const ferry_nn_io_t *io)
     return 0;
 }
 
-static const ferry_nn_custom_t proj = {
-    .shape = proj_shape, .init = proj_init, .forward = proj_forward,
-    .backward = proj_backward};
+static const ferry_nn_custom_t proj = {.shape = proj_shape,
+                                       .init = proj_init,
+                                       .forward = proj_forward,
+                                       .backward = proj_backward};
 
-static const ferry_nn_layer_t layers[] = {
-    FERRY_NN_DENSE("fc1", 12), FERRY_NN_RELU(), FERRY_NN_CUSTOM("proj", &proj),
-    FERRY_NN_RELU(), FERRY_NN_DENSE("out", 0), FERRY_NN_END()};
+static const ferry_nn_layer_t layers[] = {FERRY_NN_DENSE("fc1", 12),      FERRY_NN_RELU(),
+                                          FERRY_NN_CUSTOM("proj", &proj), FERRY_NN_RELU(),
+                                          FERRY_NN_DENSE("out", 0),       FERRY_NN_END()};
 
 FERRY_NN_MODEL(model, .input = {1, 1, 10}, .outputs = 4, .layers = layers);
 

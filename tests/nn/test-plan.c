@@ -7,9 +7,9 @@
 
 #include <ferry/nn.h>
 
-static const ferry_nn_layer_t mlp[] = {
-    FERRY_NN_DENSE("fc1", 256), FERRY_NN_RELU(), FERRY_NN_DENSE("fc2", 128),
-    FERRY_NN_RELU(), FERRY_NN_DENSE("fc3", 0), FERRY_NN_END()};
+static const ferry_nn_layer_t mlp[] = {FERRY_NN_DENSE("fc1", 256), FERRY_NN_RELU(),
+                                       FERRY_NN_DENSE("fc2", 128), FERRY_NN_RELU(),
+                                       FERRY_NN_DENSE("fc3", 0),   FERRY_NN_END()};
 
 static void expect_param(const ferry_model_t *m, int i, const char *name, int d0, int d1,
                          int d2, int d3)
@@ -49,9 +49,12 @@ Test(nn_plan, dense_layers_get_named_tensors_and_the_last_takes_the_outputs)
 
 Test(nn_plan, unnamed_layers_are_called_by_their_index_and_outputs_come_from_the_list)
 {
-    static const ferry_nn_layer_t layers[] = {
-        FERRY_NN_CONV2D(NULL, 8, 3, 2, 1), FERRY_NN_RELU(), FERRY_NN_MAXPOOL(2, 2),
-        FERRY_NN_FLATTEN(), FERRY_NN_DENSE(NULL, 7), FERRY_NN_END()};
+    static const ferry_nn_layer_t layers[] = {FERRY_NN_CONV2D(NULL, 8, 3, 2, 1),
+                                              FERRY_NN_RELU(),
+                                              FERRY_NN_MAXPOOL(2, 2),
+                                              FERRY_NN_FLATTEN(),
+                                              FERRY_NN_DENSE(NULL, 7),
+                                              FERRY_NN_END()};
     static ferry_nn_t nn = {.input = {3, 28, 28}, .loss = FERRY_NN_MSE, .layers = layers};
     ferry_model_t m = {0};
     cr_assert_eq(ferry_nn_build(&nn, &m), 0, "%s", nn.plan.err);
@@ -89,8 +92,8 @@ static void refused(ferry_nn_t *nn, const char *why)
 
 Test(nn_plan, lists_that_cannot_be_built_are_refused_naming_the_layer)
 {
-    static const ferry_nn_layer_t big_filter[] = {
-        FERRY_NN_CONV2D("conv", 4, 9, 1, 0), FERRY_NN_END()};
+    static const ferry_nn_layer_t big_filter[] = {FERRY_NN_CONV2D("conv", 4, 9, 1, 0),
+                                                  FERRY_NN_END()};
     static ferry_nn_t a = {.input = {1, 5, 5}, .layers = big_filter};
     refused(&a, "layer 0 (conv): its 9x9 filters do not fit the 5x5 input");
 
@@ -108,8 +111,8 @@ Test(nn_plan, lists_that_cannot_be_built_are_refused_naming_the_layer)
     static ferry_nn_t e = {.input = {1, 1, 4}, .layers = none};
     refused(&e, "no parameter tensors");
 
-    static const ferry_nn_layer_t window[] = {FERRY_NN_MAXPOOL(3, 1), FERRY_NN_DENSE("f", 2),
-                                              FERRY_NN_END()};
+    static const ferry_nn_layer_t window[] = {FERRY_NN_MAXPOOL(3, 1),
+                                              FERRY_NN_DENSE("f", 2), FERRY_NN_END()};
     static ferry_nn_t f = {.input = {1, 2, 2}, .layers = window};
     refused(&f, "layer 0: its 3x3 window does not fit the 2x2 input");
 

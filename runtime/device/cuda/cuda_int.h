@@ -282,4 +282,17 @@ void cuda_sgd_step(ferry_device_t *dev, float *p, const float *g, float *v, size
 void cuda_adam_step(ferry_device_t *dev, float *p, const float *g, float *m, float *v,
                     size_t n, float lr, float b1, float b2, float eps, float wd, int t);
 
+/* cuda_nn.c: what <ferry/nn.h>'s layers add to the table. */
+void cuda_activation(ferry_device_t *dev, int act, float alpha, float *y, const float *x,
+                     size_t n);
+void cuda_activation_grad(ferry_device_t *dev, int act, float alpha, float *dx,
+                          const float *dy, const float *x, const float *y, size_t n);
+void cuda_mul(ferry_device_t *dev, float *z, const float *x, const float *y, size_t n);
+void cuda_dropout_mask(ferry_device_t *dev, float *mask, size_t n, float p, uint64_t seed);
+int cuda_avgpool(ferry_device_t *dev, const ferry_pool_t *p, const float *x, float *y);
+int cuda_avgpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *dy,
+                      float *dx);
+int cuda_bce_logits(ferry_device_t *dev, const float *logits, const float *targets,
+                    int rows, int cols, float *dlogits, float *loss);
+
 #endif

@@ -219,4 +219,11 @@ const ferry_device_ops_t cuda_ops = {
     .sgd_step = cuda_sgd_step,
     .adam_step = cuda_adam_step,
     .bias_relu = cuda_bias_relu,
+    .activation = cuda_activation,
+    .activation_grad = cuda_activation_grad,
+    .mul = cuda_mul,
+    .dropout_mask = cuda_dropout_mask,
+    .avgpool = cuda_avgpool,
+    .avgpool_grad = cuda_avgpool_grad,
+    .bce_logits = cuda_bce_logits,
 };

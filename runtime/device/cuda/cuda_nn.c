@@ -1,0 +1,140 @@
+/* The ops <ferry/nn.h>'s layers added: activations, the elementwise product,
+ * dropout's mask, average pooling and binary cross-entropy, each a kernel of
+ * cuda_kernels.cu (GELU and leaky ReLU are not among cuDNN's activations,
+ * and one launch of ours does the rest as cheaply). */
+#include "cuda_int.h"
+
+static void launch(ferry_device_t *dev, const char *what, size_t n,
+                   cudaError_t (*fn)(cuda_dev_t *d, void *arg), void *arg)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    if (n == 0)
+        return;
+    int rc = cuda_enter(d);
+    if (rc == 0) {
+        cudaError_t e = fn(d, arg);
+        if (e != cudaSuccess)
+            rc = cuda_rt_fail(d, what, e);
+    }
+    if (rc)
+        cuda_defer(d, rc);
+}
+
+typedef struct ew {
+    int act;
+    float alpha, p;
+    uint64_t seed;
+    float *out;
+    const float *a, *b, *c;
+    size_t n;
+} ew;
+
+static cudaError_t act_fn(cuda_dev_t *d, void *arg)
+{
+    ew *e = arg;
+    return cuda_k_activation(d->stream, e->act, e->alpha, e->out, e->a, e->n);
+}
+
+static cudaError_t act_grad_fn(cuda_dev_t *d, void *arg)
+{
+    ew *e = arg;
+    return cuda_k_activation_grad(d->stream, e->act, e->alpha, e->out, e->a, e->b, e->c,
+                                  e->n);
+}
+
+static cudaError_t mul_fn(cuda_dev_t *d, void *arg)
+{
+    ew *e = arg;
+    return cuda_k_mul(d->stream, e->out, e->a, e->b, e->n);
+}
+
+static cudaError_t mask_fn(cuda_dev_t *d, void *arg)
+{
+    ew *e = arg;
+    return cuda_k_dropout_mask(d->stream, e->out, e->n, e->p, e->seed);
+}
+
+void cuda_activation(ferry_device_t *dev, int act, float alpha, float *y, const float *x,
+                     size_t n)
+{
+    ew e = {.act = act, .alpha = alpha, .out = y, .a = x, .n = n};
+    launch(dev, "activation kernel", n, act_fn, &e);
+}
+
+void cuda_activation_grad(ferry_device_t *dev, int act, float alpha, float *dx,
+                          const float *dy, const float *x, const float *y, size_t n)
+{
+    ew e = {.act = act, .alpha = alpha, .out = dx, .a = dy, .b = x, .c = y, .n = n};
+    launch(dev, "activation_grad kernel", n, act_grad_fn, &e);
+}
+
+void cuda_mul(ferry_device_t *dev, float *z, const float *x, const float *y, size_t n)
+{
+    ew e = {.out = z, .a = x, .b = y, .n = n};
+    launch(dev, "mul kernel", n, mul_fn, &e);
+}
+
+void cuda_dropout_mask(ferry_device_t *dev, float *mask, size_t n, float p, uint64_t seed)
+{
+    ew e = {.out = mask, .n = n, .p = p, .seed = seed};
+    launch(dev, "dropout_mask kernel", n, mask_fn, &e);
+}
+
+static int pool_check(cuda_dev_t *d, const ferry_pool_t *s)
+{
+    ferry_pool_t t = *s;
+    if (!ferry_pool_shape(&t) || t.oh != s->oh || t.ow != s->ow)
+        return cuda_einval(d, "avgpool: a shape ferry_pool_shape does not accept");
+    return cuda_enter(d);
+}
+
+int cuda_avgpool(ferry_device_t *dev, const ferry_pool_t *s, const float *x, float *y)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    int rc = pool_check(d, s);
+    if (rc)
+        return rc;
+    cudaError_t e = cuda_k_avgpool(d->stream, s->n, s->c, s->h, s->w, s->size, s->stride,
+                                   s->oh, s->ow, x, y);
+    return e == cudaSuccess ? 0 : cuda_rt_fail(d, "avgpool kernel", e);
+}
+
+int cuda_avgpool_grad(ferry_device_t *dev, const ferry_pool_t *s, const float *dy,
+                      float *dx)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    int rc = pool_check(d, s);
+    if (rc)
+        return rc;
+    cudaError_t e = cuda_k_avgpool_grad(d->stream, s->n, s->c, s->h, s->w, s->size,
+                                        s->stride, s->oh, s->ow, dy, dx);
+    return e == cudaSuccess ? 0 : cuda_rt_fail(d, "avgpool_grad kernel", e);
+}
+
+int cuda_bce_logits(ferry_device_t *dev, const float *logits, const float *targets,
+                    int rows, int cols, float *dlogits, float *loss)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    if (rows <= 0 || cols <= 0)
+        return cuda_einval(d, "bce_logits: rows and cols must be positive");
+    int rc = cuda_enter(d);
+    if (rc != 0)
+        return rc;
+    if ((rc = cuda_grow(d, &d->scratch, &d->scratch_bytes,
+                        CUDA_MSE_PARTS * sizeof(double))) != 0)
+        return rc;
+    size_t n = (size_t)rows * (size_t)cols;
+    CUDA_RT_TRY(d,
+                cuda_k_bce_logits(d->stream, logits, targets, n, 1.0f / (float)n, dlogits,
+                                  d->scratch, d->result),
+                out);
+    if (d->capturing)
+        return cuda_capture_loss(d, loss, NULL, (double)n);
+    cuda_loss_t res;
+    if ((rc = cuda_download(&d->pub, &res, d->result, sizeof res)) != 0)
+        return rc;
+    if (loss)
+        *loss = (float)(res.sum / (double)n);
+out:
+    return rc;
+}
