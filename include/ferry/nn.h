@@ -48,11 +48,19 @@ enum ferry_nn_kind {
     FERRY_NN_LAYER_FLATTEN, /* c x h x w -> 1 x 1 x chw, no copy */
     FERRY_NN_LAYER_RELU,
     FERRY_NN_LAYER_CUSTOM, /* .custom: the author's forward and backward */
+    FERRY_NN_LAYER_TANH,
+    FERRY_NN_LAYER_SIGMOID,
+    FERRY_NN_LAYER_LEAKY_RELU,     /* .alpha: the slope below 0 */
+    FERRY_NN_LAYER_GELU,           /* the exact one (erf), PyTorch's default */
+    FERRY_NN_LAYER_AVGPOOL,        /* size x size windows moved by stride */
+    FERRY_NN_LAYER_GLOBAL_AVGPOOL, /* c x h x w -> c x 1 x 1 (a square map) */
+    FERRY_NN_LAYER_DROPOUT,        /* .alpha: p; seeded, the identity in evaluation */
 };
 
 enum ferry_nn_loss {
     FERRY_NN_SOFTMAX_XENT = 0, /* a classifier: int32 labels */
     FERRY_NN_MSE = 1,          /* a regressor: float targets */
+    FERRY_NN_BCE_LOGITS = 2,   /* float targets in [0, 1], a logit each */
 };
 
 /* The most parameter tensors a custom layer has. */
@@ -92,6 +100,7 @@ typedef struct ferry_nn_layer_t {
     const char *name; /* its tensors' prefix; NULL: its index */
     int units;        /* dense: outputs; conv2d: filters (0: the model's outputs) */
     int size, stride, pad;
+    float alpha; /* leaky ReLU's slope; dropout's p */
     const ferry_nn_custom_t *custom;
 } ferry_nn_layer_t;
 
@@ -116,6 +125,34 @@ typedef struct ferry_nn_layer_t {
     {                                                                                    \
         .kind = FERRY_NN_LAYER_RELU                                                      \
     }
+#define FERRY_NN_TANH()                                                                  \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_TANH                                                      \
+    }
+#define FERRY_NN_SIGMOID()                                                               \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_SIGMOID                                                   \
+    }
+#define FERRY_NN_GELU()                                                                  \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_GELU                                                      \
+    }
+#define FERRY_NN_LEAKY_RELU(slope)                                                       \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_LEAKY_RELU, .alpha = (slope)                              \
+    }
+#define FERRY_NN_AVGPOOL(side, strd)                                                     \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_AVGPOOL, .size = (side), .stride = (strd)                 \
+    }
+#define FERRY_NN_GLOBAL_AVGPOOL()                                                        \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_GLOBAL_AVGPOOL                                            \
+    }
+#define FERRY_NN_DROPOUT(p)                                                              \
+    {                                                                                    \
+        .kind = FERRY_NN_LAYER_DROPOUT, .alpha = (p)                                     \
+    }
 #define FERRY_NN_CUSTOM(nm, c)                                                           \
     {                                                                                    \
         .kind = FERRY_NN_LAYER_CUSTOM, .name = (nm), .custom = (c)                       \
@@ -136,6 +173,7 @@ typedef struct ferry_nn_step_t {
     size_t in_n, out_n;
     int param0, nparams; /* its tensors in the model's params */
     int buf;             /* the activation buffer its output lies in */
+    int aux;             /* dropout: the buffer of its mask (else -1) */
     bool fused;          /* a dense layer whose ReLU it applies itself */
     bool need_dx;        /* a layer before it has parameters */
 } ferry_nn_step_t;

@@ -73,8 +73,8 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
     const ferry_nn_layer_t *l = &nn->layers[i];
     const int *in = st->in;
     int units = l->units ? l->units : nn->outputs;
-    int stride =
-        l->stride > 0 ? l->stride : (l->kind == FERRY_NN_LAYER_MAXPOOL ? l->size : 1);
+    bool pool = l->kind == FERRY_NN_LAYER_MAXPOOL || l->kind == FERRY_NN_LAYER_AVGPOOL;
+    int stride = l->stride > 0 ? l->stride : (pool ? l->size : 1);
     memcpy(st->out, in, sizeof st->out);
     switch (l->kind) {
     case FERRY_NN_LAYER_DENSE:
@@ -103,7 +103,14 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
         return add_param(nn, i, "weight", (int[4]){units, in[0], l->size, l->size}) ||
                add_param(nn, i, "bias", (int[4]){units});
     }
-    case FERRY_NN_LAYER_MAXPOOL: {
+    case FERRY_NN_LAYER_GLOBAL_AVGPOOL:
+        if (in[1] != in[2])
+            return fail(nn, i, "global average pooling needs a square map, not %dx%d",
+                        in[1], in[2]);
+        st->out[1] = st->out[2] = 1;
+        return 0;
+    case FERRY_NN_LAYER_MAXPOOL:
+    case FERRY_NN_LAYER_AVGPOOL: {
         ferry_pool_t p = {.n = 1,
                           .c = in[0],
                           .h = in[1],
@@ -120,7 +127,15 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
         st->out[0] = st->out[1] = 1;
         st->out[2] = (int)st->in_n;
         return 0;
+    case FERRY_NN_LAYER_DROPOUT:
+        if (!(l->alpha >= 0.0f && l->alpha < 1.0f))
+            return fail(nn, i, "dropout's p %g is not in [0, 1)", (double)l->alpha);
+        return 0;
     case FERRY_NN_LAYER_RELU:
+    case FERRY_NN_LAYER_TANH:
+    case FERRY_NN_LAYER_SIGMOID:
+    case FERRY_NN_LAYER_LEAKY_RELU:
+    case FERRY_NN_LAYER_GELU:
         return 0;
     case FERRY_NN_LAYER_CUSTOM:
         return custom_shape(nn, i, st);
@@ -135,6 +150,7 @@ static void place(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
 {
     ferry_nn_plan_t *pl = &nn->plan;
     int prev = i ? pl->step[i - 1].buf : -1;
+    st->aux = -1;
     if (nn_in_place(nn, i) || (nn->layers[i].kind == FERRY_NN_LAYER_FLATTEN)) {
         st->buf = prev;
         if (i && nn->layers[i].kind == FERRY_NN_LAYER_RELU &&
@@ -144,6 +160,10 @@ static void place(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
     }
     st->buf = pl->nbufs;
     pl->buf_n[pl->nbufs++] = st->out_n;
+    if (nn->layers[i].kind == FERRY_NN_LAYER_DROPOUT) {
+        st->aux = pl->nbufs;
+        pl->buf_n[pl->nbufs++] = st->out_n;
+    }
 }
 
 static size_t volume(const int s[3])
@@ -167,8 +187,9 @@ static int plan(ferry_nn_t *nn)
         }
     bool params_before = false;
     for (int i = 0; nn->layers[i].kind != FERRY_NN_LAYER_END; i++) {
-        if (i == FERRY_NN_MAX_LAYERS)
-            return fail(nn, i - 1, "more than %d layers", FERRY_NN_MAX_LAYERS);
+        /* A layer takes at most two buffers (dropout: its mask). */
+        if (i == FERRY_NN_MAX_LAYERS / 2)
+            return fail(nn, i - 1, "more than %d layers", FERRY_NN_MAX_LAYERS / 2);
         ferry_nn_step_t *st = &pl->step[i];
         memcpy(st->in, i ? pl->step[i - 1].out : nn->input, sizeof st->in);
         st->in_n = volume(st->in);
@@ -218,7 +239,8 @@ int ferry_nn_build(ferry_nn_t *nn, ferry_model_t *m)
         at += (ferry_param_count(&pl->params[k]) + 15) / 16 * 16;
     }
     const ferry_nn_step_t *last = &pl->step[pl->nlayers - 1];
-    m->kind = nn->loss == FERRY_NN_MSE ? FERRY_MODEL_REGRESSOR : FERRY_MODEL_CLASSIFIER;
+    m->kind = nn->loss == FERRY_NN_SOFTMAX_XENT ? FERRY_MODEL_CLASSIFIER
+                                                : FERRY_MODEL_REGRESSOR;
     m->dataset = nn->dataset;
     memcpy(m->input, nn->input, sizeof m->input);
     m->outputs = (int)last->out_n;

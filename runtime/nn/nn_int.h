@@ -27,6 +27,8 @@ typedef struct nn_ctx {
     const float *params; /* device */
     float *grad;         /* device; NULL in evaluation */
     int n;
+    float *const *act; /* the activation buffers (nn_bufs.act) */
+    uint64_t seed;     /* dropout's, drawn for each training batch */
 } nn_ctx;
 
 /* Layer i's forward from x into y (which may be x for the layers that

@@ -101,7 +101,28 @@ static int loss_of(const nn_ctx *c, const float *z, const ferry_batch_t *b, floa
     int outputs = (int)c->nn->plan.step[c->nn->plan.nlayers - 1].out_n;
     if (c->nn->loss == FERRY_NN_MSE)
         return dev->ops->mse(dev, z, b->targets, b->n, outputs, dz, loss);
+    if (c->nn->loss == FERRY_NN_BCE_LOGITS)
+        return FERRY_DEVICE_HAS(dev->ops, bce_logits)
+                   ? dev->ops->bce_logits(dev, z, b->targets, b->n, outputs, dz, loss)
+                   : FERRY_ENOTSUP;
     return dev->ops->softmax_xent(dev, z, b->labels, b->n, outputs, dz, loss, correct);
+}
+
+/* A training batch's dropout seed, from the run's generator: the same
+ * masks for the same seed and step. 0 when the model has no dropout. */
+static uint64_t dropout_seed(const ferry_nn_t *nn, ferry_model_ctx_t *mc)
+{
+    bool any = false;
+    for (int i = 0; i < nn->plan.nlayers; i++)
+        any = any || nn->plan.step[i].aux >= 0;
+    if (!any)
+        return 0;
+    float u[2];
+    mc->ops->uniform(mc, u, 2, 1.0f);
+    uint32_t a, b;
+    memcpy(&a, &u[0], sizeof a);
+    memcpy(&b, &u[1], sizeof b);
+    return (uint64_t)a << 32 | b;
 }
 
 static int batch_check(const ferry_nn_t *nn, const ferry_model_ctx_t *mc,
@@ -109,7 +130,7 @@ static int batch_check(const ferry_nn_t *nn, const ferry_model_ctx_t *mc,
 {
     if (!nn->plan.nlayers || b->n < 0 || b->n > mc->batch_max || (b->n > 0 && !b->x))
         return FERRY_EINVAL;
-    if (b->n > 0 && (nn->loss == FERRY_NN_MSE ? !b->targets : !b->labels))
+    if (b->n > 0 && (nn->loss != FERRY_NN_SOFTMAX_XENT ? !b->targets : !b->labels))
         return FERRY_EINVAL;
     return 0;
 }
@@ -128,9 +149,15 @@ int ferry_nn_loss_grad(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float 
         *loss = 0.0f;
         return 0;
     }
-    nn_ctx c = {.nn = nn, .mc = mc, .params = params, .grad = grad, .n = b->n};
     nn_bufs bufs;
     carve(nn, mc->work, b->n, &bufs);
+    nn_ctx c = {.nn = nn,
+                .mc = mc,
+                .params = params,
+                .grad = grad,
+                .n = b->n,
+                .act = bufs.act,
+                .seed = dropout_seed(nn, mc)};
     if ((rc = forward(&c, &bufs, b->x)))
         return rc;
     const float *z = output(nn, &bufs, b->x, pl->nlayers - 1);
@@ -149,11 +176,12 @@ int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *
     *correct = 0;
     if (b->n == 0)
         return 0;
-    nn_ctx c = {.nn = nn, .mc = mc, .params = params, .n = b->n};
     nn_bufs bufs;
     carve(nn, mc->work, b->n, &bufs);
+    nn_ctx c = {.nn = nn, .mc = mc, .params = params, .n = b->n, .act = bufs.act};
     if ((rc = forward(&c, &bufs, b->x)))
         return rc;
     const float *z = output(nn, &bufs, b->x, nn->plan.nlayers - 1);
-    return loss_of(&c, z, b, NULL, loss, nn->loss == FERRY_NN_MSE ? NULL : correct);
+    return loss_of(&c, z, b, NULL, loss,
+                   nn->loss == FERRY_NN_SOFTMAX_XENT ? correct : NULL);
 }

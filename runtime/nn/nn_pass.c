@@ -29,10 +29,54 @@ static ferry_conv_t conv_of(const nn_ctx *c, int i)
     return s;
 }
 
+static int act_of(int kind)
+{
+    switch (kind) {
+    case FERRY_NN_LAYER_TANH:
+        return FERRY_ACT_TANH;
+    case FERRY_NN_LAYER_SIGMOID:
+        return FERRY_ACT_SIGMOID;
+    case FERRY_NN_LAYER_LEAKY_RELU:
+        return FERRY_ACT_LEAKY_RELU;
+    default:
+        return FERRY_ACT_GELU;
+    }
+}
+
+/* Whether the device has what layer kind `kind` needs (a runtime older
+ * than the ops has a smaller table). */
+static bool device_has(const ferry_device_ops_t *o, int kind)
+{
+    switch (kind) {
+    case FERRY_NN_LAYER_TANH:
+    case FERRY_NN_LAYER_SIGMOID:
+    case FERRY_NN_LAYER_LEAKY_RELU:
+    case FERRY_NN_LAYER_GELU:
+        return FERRY_DEVICE_HAS(o, activation) && FERRY_DEVICE_HAS(o, activation_grad);
+    case FERRY_NN_LAYER_AVGPOOL:
+    case FERRY_NN_LAYER_GLOBAL_AVGPOOL:
+        return FERRY_DEVICE_HAS(o, avgpool) && FERRY_DEVICE_HAS(o, avgpool_grad);
+    case FERRY_NN_LAYER_DROPOUT:
+        return FERRY_DEVICE_HAS(o, dropout_mask) && FERRY_DEVICE_HAS(o, mul);
+    default:
+        return true;
+    }
+}
+
 static ferry_pool_t pool_of(const nn_ctx *c, int i)
 {
     const ferry_nn_layer_t *l = &c->nn->layers[i];
     const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    if (l->kind == FERRY_NN_LAYER_GLOBAL_AVGPOOL) {
+        ferry_pool_t p = {.n = c->n,
+                          .c = st->in[0],
+                          .h = st->in[1],
+                          .w = st->in[2],
+                          .size = st->in[1],
+                          .stride = 1};
+        ferry_pool_shape(&p);
+        return p;
+    }
     ferry_pool_t p = {.n = c->n,
                       .c = st->in[0],
                       .h = st->in[1],
@@ -69,12 +113,44 @@ static ferry_nn_io_t custom_io(const nn_ctx *c, int i, const float *x, const flo
     return io;
 }
 
+/* Dropout: y = x mask while training, x itself in evaluation. */
+static int dropout(const nn_ctx *c, int i, const float *x, float *y)
+{
+    ferry_device_t *dev = c->mc->dev;
+    const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    float p = c->nn->layers[i].alpha;
+    size_t all = (size_t)c->n * st->out_n;
+    if (!c->grad || p == 0.0f)
+        return dev->ops->copy(dev, y, x, all * sizeof(float));
+    float *mask = c->act[st->aux];
+    dev->ops->dropout_mask(dev, mask, all, p,
+                           c->seed + (uint64_t)i * 0x9e3779b97f4a7c15ull);
+    dev->ops->mul(dev, y, x, mask, all);
+    return 0;
+}
+
 int nn_forward(const nn_ctx *c, int i, const float *x, float *y)
 {
     ferry_device_t *dev = c->mc->dev;
     const ferry_nn_step_t *st = &c->nn->plan.step[i];
+    const ferry_nn_layer_t *l = &c->nn->layers[i];
     size_t all = (size_t)c->n * st->out_n;
-    switch (c->nn->layers[i].kind) {
+    if (!device_has(dev->ops, l->kind))
+        return FERRY_ENOTSUP;
+    switch (l->kind) {
+    case FERRY_NN_LAYER_TANH:
+    case FERRY_NN_LAYER_SIGMOID:
+    case FERRY_NN_LAYER_LEAKY_RELU:
+    case FERRY_NN_LAYER_GELU:
+        dev->ops->activation(dev, act_of(l->kind), l->alpha, y, x, all);
+        return 0;
+    case FERRY_NN_LAYER_AVGPOOL:
+    case FERRY_NN_LAYER_GLOBAL_AVGPOOL: {
+        ferry_pool_t p = pool_of(c, i);
+        return dev->ops->avgpool(dev, &p, x, y);
+    }
+    case FERRY_NN_LAYER_DROPOUT:
+        return dropout(c, i, x, y);
     case FERRY_NN_LAYER_DENSE: {
         int in = (int)st->in_n, out = (int)st->out_n;
         dev->ops->gemm(dev, false, false, c->n, out, in, 1.0f, x, param(c, i, 0), 0.0f,
@@ -119,7 +195,27 @@ static int backward(const nn_ctx *c, int i, const float *x, const float *y,
 {
     ferry_device_t *dev = c->mc->dev;
     const ferry_nn_step_t *st = &c->nn->plan.step[i];
-    switch (c->nn->layers[i].kind) {
+    const ferry_nn_layer_t *l = &c->nn->layers[i];
+    size_t all = (size_t)c->n * st->out_n;
+    switch (l->kind) {
+    case FERRY_NN_LAYER_TANH:
+    case FERRY_NN_LAYER_SIGMOID:
+    case FERRY_NN_LAYER_LEAKY_RELU:
+    case FERRY_NN_LAYER_GELU:
+        if (dx)
+            dev->ops->activation_grad(dev, act_of(l->kind), l->alpha, dx, dy, x, y, all);
+        return 0;
+    case FERRY_NN_LAYER_AVGPOOL:
+    case FERRY_NN_LAYER_GLOBAL_AVGPOOL: {
+        ferry_pool_t p = pool_of(c, i);
+        return dx ? dev->ops->avgpool_grad(dev, &p, dy, dx) : 0;
+    }
+    case FERRY_NN_LAYER_DROPOUT:
+        if (dx && l->alpha == 0.0f)
+            return dev->ops->copy(dev, dx, dy, all * sizeof(float));
+        if (dx)
+            dev->ops->mul(dev, dx, dy, c->act[st->aux], all);
+        return 0;
     case FERRY_NN_LAYER_DENSE: {
         int in = (int)st->in_n, out = (int)st->out_n;
         dev->ops->gemm(dev, true, false, in, out, c->n, 1.0f, x, dy, 0.0f,

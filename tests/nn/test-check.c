@@ -50,6 +50,21 @@ Test(nn_check, a_regressor_under_mean_squared_error_passes)
     passes("FERRY_TEST_NN", "nn_mse.so", "");
 }
 
+Test(nn_check, tanh_sigmoid_leaky_relu_and_gelu_pass)
+{
+    passes("FERRY_TEST_NN", "nn_act.so", "");
+}
+
+Test(nn_check, average_pooling_global_average_pooling_and_dropout_pass)
+{
+    passes("FERRY_TEST_NN", "nn_avg.so", "--batch 3");
+}
+
+Test(nn_check, binary_cross_entropy_with_logits_passes)
+{
+    passes("FERRY_TEST_NN", "nn_bce.so", "");
+}
+
 Test(nn_check, a_custom_layer_with_its_backward_right_passes)
 {
     passes("FERRY_TEST_NN", "nn_proj.so", "");
