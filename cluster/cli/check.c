@@ -10,7 +10,9 @@
  * same calls give the two losses), which is what the central difference
  * measures exactly when the loss has kinks. The generator is reseeded before
  * each call, so that a layer drawing from it (dropout) draws the same. */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,8 +325,13 @@ int cli_check(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
-    const char *path = argv[optind], *shown = cli_base_name(path);
-    char err[512] = "";
+    const char *shown = cli_base_name(argv[optind]);
+    char err[512] = "", path[PATH_MAX];
+    /* dlopen reads a name without a slash as a library to search for. */
+    if (!realpath(argv[optind], path)) {
+        cli_err("check", "%s: %s", argv[optind], strerror(errno));
+        return CLI_FAIL;
+    }
     rt_module mod;
     if ((rc = rt_module_open(&mod, path, shown, err, sizeof err))) {
         cli_err("check", "%s", err);

@@ -106,4 +106,17 @@ Test(nn_check, a_module_without_a_model_and_bad_options_are_refused)
     cr_expect(strstr(r.out, "usage: ferry check"), "%s", r.out);
     check("FERRY_TEST_TASKS", "no-such.so", "", &r);
     cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, "no-such.so: No such file or directory"), "%s", r.out);
+}
+
+/* A module named as in the README, from the directory it is in: a name
+ * without a slash, which dlopen alone would look for among the libraries. */
+Test(nn_check, a_module_in_the_current_directory_is_found)
+{
+    const char *bin = getenv("FERRY_TEST_BIN"), *dir = getenv("FERRY_TEST_NN");
+    cr_assert(bin && dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' check nn_mse.so >/dev/null 2>&1", dir, bin);
+    int st = system(cmd);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
 }
