@@ -55,6 +55,9 @@ enum ferry_nn_kind {
     FERRY_NN_LAYER_AVGPOOL,        /* size x size windows moved by stride */
     FERRY_NN_LAYER_GLOBAL_AVGPOOL, /* c x h x w -> c x 1 x 1 (a square map) */
     FERRY_NN_LAYER_DROPOUT,        /* .alpha: p; seeded, the identity in evaluation */
+    /* Adds the input of the .size layers before it to their output: a
+     * ResNet skip connection around them (same shapes). */
+    FERRY_NN_LAYER_RESIDUAL,
 };
 
 enum ferry_nn_loss {
@@ -104,63 +107,28 @@ typedef struct ferry_nn_layer_t {
     const ferry_nn_custom_t *custom;
 } ferry_nn_layer_t;
 
-#define FERRY_NN_DENSE(nm, n)                                                            \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_DENSE, .name = (nm), .units = (n)                         \
-    }
+/* One layer each; a row each reads better than clang-format's blocks. */
+/* clang-format off */
+#define FERRY_NN_DENSE(nm, n) {.kind = FERRY_NN_LAYER_DENSE, .name = (nm), .units = (n)}
 #define FERRY_NN_CONV2D(nm, filters, side, strd, padding)                                \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_CONV2D, .name = (nm), .units = (filters), .size = (side), \
-        .stride = (strd), .pad = (padding)                                               \
-    }
+    {.kind = FERRY_NN_LAYER_CONV2D, .name = (nm), .units = (filters), .size = (side),     \
+     .stride = (strd), .pad = (padding)}
 #define FERRY_NN_MAXPOOL(side, strd)                                                     \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_MAXPOOL, .size = (side), .stride = (strd)                 \
-    }
-#define FERRY_NN_FLATTEN()                                                               \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_FLATTEN                                                   \
-    }
-#define FERRY_NN_RELU()                                                                  \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_RELU                                                      \
-    }
-#define FERRY_NN_TANH()                                                                  \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_TANH                                                      \
-    }
-#define FERRY_NN_SIGMOID()                                                               \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_SIGMOID                                                   \
-    }
-#define FERRY_NN_GELU()                                                                  \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_GELU                                                      \
-    }
-#define FERRY_NN_LEAKY_RELU(slope)                                                       \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_LEAKY_RELU, .alpha = (slope)                              \
-    }
+    {.kind = FERRY_NN_LAYER_MAXPOOL, .size = (side), .stride = (strd)}
 #define FERRY_NN_AVGPOOL(side, strd)                                                     \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_AVGPOOL, .size = (side), .stride = (strd)                 \
-    }
-#define FERRY_NN_GLOBAL_AVGPOOL()                                                        \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_GLOBAL_AVGPOOL                                            \
-    }
-#define FERRY_NN_DROPOUT(p)                                                              \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_DROPOUT, .alpha = (p)                                     \
-    }
-#define FERRY_NN_CUSTOM(nm, c)                                                           \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_CUSTOM, .name = (nm), .custom = (c)                       \
-    }
-#define FERRY_NN_END()                                                                   \
-    {                                                                                    \
-        .kind = FERRY_NN_LAYER_END                                                       \
-    }
+    {.kind = FERRY_NN_LAYER_AVGPOOL, .size = (side), .stride = (strd)}
+#define FERRY_NN_GLOBAL_AVGPOOL()  {.kind = FERRY_NN_LAYER_GLOBAL_AVGPOOL}
+#define FERRY_NN_FLATTEN()         {.kind = FERRY_NN_LAYER_FLATTEN}
+#define FERRY_NN_RELU()            {.kind = FERRY_NN_LAYER_RELU}
+#define FERRY_NN_TANH()            {.kind = FERRY_NN_LAYER_TANH}
+#define FERRY_NN_SIGMOID()         {.kind = FERRY_NN_LAYER_SIGMOID}
+#define FERRY_NN_GELU()            {.kind = FERRY_NN_LAYER_GELU}
+#define FERRY_NN_LEAKY_RELU(slope) {.kind = FERRY_NN_LAYER_LEAKY_RELU, .alpha = (slope)}
+#define FERRY_NN_DROPOUT(p)        {.kind = FERRY_NN_LAYER_DROPOUT, .alpha = (p)}
+#define FERRY_NN_RESIDUAL(n)       {.kind = FERRY_NN_LAYER_RESIDUAL, .size = (n)}
+#define FERRY_NN_CUSTOM(nm, c)     {.kind = FERRY_NN_LAYER_CUSTOM, .name = (nm), .custom = (c)}
+#define FERRY_NN_END()             {.kind = FERRY_NN_LAYER_END}
+/* clang-format on */
 
 #define FERRY_NN_MAX_LAYERS 64
 #define FERRY_NN_MAX_PARAMS 128
@@ -173,9 +141,10 @@ typedef struct ferry_nn_step_t {
     size_t in_n, out_n;
     int param0, nparams; /* its tensors in the model's params */
     int buf;             /* the activation buffer its output lies in */
-    int aux;             /* dropout: the buffer of its mask (else -1) */
-    bool fused;          /* a dense layer whose ReLU it applies itself */
-    bool need_dx;        /* a layer before it has parameters */
+    int aux;    /* dropout: its mask's buffer; residual: its skip's gradient (else -1) */
+    int skip;   /* residual: the layer whose output it adds (-1: the batch) */
+    bool fused; /* a dense layer whose ReLU it applies itself */
+    bool need_dx; /* a layer before it has parameters */
 } ferry_nn_step_t;
 
 /* The derived model: static storage in the module, since the runtime

@@ -127,6 +127,17 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
         st->out[0] = st->out[1] = 1;
         st->out[2] = (int)st->in_n;
         return 0;
+    case FERRY_NN_LAYER_RESIDUAL: {
+        const ferry_nn_plan_t *pl = &nn->plan;
+        if (l->size < 1 || l->size > i)
+            return fail(nn, i, "a skip over %d layers, %d before it", l->size, i);
+        st->skip = i - l->size - 1;
+        const int *from = st->skip >= 0 ? pl->step[st->skip].out : nn->input;
+        if (memcmp(from, in, sizeof st->in) != 0)
+            return fail(nn, i, "adds a %dx%dx%d input to a %dx%dx%d output", from[0],
+                        from[1], from[2], in[0], in[1], in[2]);
+        return 0;
+    }
     case FERRY_NN_LAYER_DROPOUT:
         if (!(l->alpha >= 0.0f && l->alpha < 1.0f))
             return fail(nn, i, "dropout's p %g is not in [0, 1)", (double)l->alpha);
@@ -160,7 +171,8 @@ static void place(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
     }
     st->buf = pl->nbufs;
     pl->buf_n[pl->nbufs++] = st->out_n;
-    if (nn->layers[i].kind == FERRY_NN_LAYER_DROPOUT) {
+    if (nn->layers[i].kind == FERRY_NN_LAYER_DROPOUT ||
+        nn->layers[i].kind == FERRY_NN_LAYER_RESIDUAL) {
         st->aux = pl->nbufs;
         pl->buf_n[pl->nbufs++] = st->out_n;
     }
@@ -191,6 +203,7 @@ static int plan(ferry_nn_t *nn)
         if (i == FERRY_NN_MAX_LAYERS / 2)
             return fail(nn, i - 1, "more than %d layers", FERRY_NN_MAX_LAYERS / 2);
         ferry_nn_step_t *st = &pl->step[i];
+        st->skip = -1;
         memcpy(st->in, i ? pl->step[i - 1].out : nn->input, sizeof st->in);
         st->in_n = volume(st->in);
         st->param0 = pl->nparams;

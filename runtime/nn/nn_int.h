@@ -28,6 +28,7 @@ typedef struct nn_ctx {
     float *grad;         /* device; NULL in evaluation */
     int n;
     float *const *act; /* the activation buffers (nn_bufs.act) */
+    const float *x;    /* the batch's samples */
     uint64_t seed;     /* dropout's, drawn for each training batch */
 } nn_ctx;
 
@@ -41,5 +42,10 @@ int nn_backward(const nn_ctx *c, int i, const float *x, const float *y, const fl
                 float *dx);
 /* Whether layer i's output lies in its input's buffer. */
 bool nn_in_place(const ferry_nn_t *nn, int i);
+/* Layer i's output (i == -1: the batch's samples). */
+float *nn_output(const nn_ctx *c, int i);
+/* After layer i's backward wrote dx: adds the gradient of every skip
+ * connection that starts at its input. */
+void nn_add_skips(const nn_ctx *c, int i, float *dx);
 
 #endif

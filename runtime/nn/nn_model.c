@@ -77,8 +77,9 @@ static int backward(const nn_ctx *c, const nn_bufs *bufs, const float *x)
         if (!st->need_dx && !st->nparams)
             break; /* nothing before it learns */
         float *dy = bufs->grad[cur], *dx = NULL;
-        bool same =
-            nn_in_place(c->nn, i) || c->nn->layers[i].kind == FERRY_NN_LAYER_FLATTEN;
+        int kind = c->nn->layers[i].kind;
+        bool same = nn_in_place(c->nn, i) || kind == FERRY_NN_LAYER_FLATTEN ||
+                    kind == FERRY_NN_LAYER_RESIDUAL;
         if (st->need_dx) {
             if (!same)
                 cur = 1 - cur;
@@ -88,6 +89,8 @@ static int backward(const nn_ctx *c, const nn_bufs *bufs, const float *x)
                              output(c->nn, bufs, x, i), dy, dx);
         if (rc)
             return rc;
+        if (dx)
+            nn_add_skips(c, i, dx);
     }
     return 0;
 }
@@ -157,6 +160,7 @@ int ferry_nn_loss_grad(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float 
                 .grad = grad,
                 .n = b->n,
                 .act = bufs.act,
+                .x = b->x,
                 .seed = dropout_seed(nn, mc)};
     if ((rc = forward(&c, &bufs, b->x)))
         return rc;
@@ -178,7 +182,8 @@ int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *
         return 0;
     nn_bufs bufs;
     carve(nn, mc->work, b->n, &bufs);
-    nn_ctx c = {.nn = nn, .mc = mc, .params = params, .n = b->n, .act = bufs.act};
+    nn_ctx c = {
+        .nn = nn, .mc = mc, .params = params, .n = b->n, .act = bufs.act, .x = b->x};
     if ((rc = forward(&c, &bufs, b->x)))
         return rc;
     const float *z = output(nn, &bufs, b->x, nn->plan.nlayers - 1);

@@ -1,9 +1,27 @@
 /* One layer's forward and backward pass, on the device's operations. */
 #include "nn_int.h"
 
+/* Whether a skip connection after layer i reads the buffer layer `from`
+ * wrote (a skip's source, or a ReLU in place on it). */
+static bool skipped_over(const ferry_nn_t *nn, int from, int i)
+{
+    int buf = nn->plan.step[from].buf;
+    for (int k = i + 1; nn->layers[k].kind != FERRY_NN_LAYER_END; k++) {
+        int src = k - nn->layers[k].size - 1;
+        if (nn->layers[k].kind == FERRY_NN_LAYER_RESIDUAL && src >= 0 && src <= from &&
+            nn->plan.step[src].buf == buf)
+            return true;
+    }
+    return false;
+}
+
 bool nn_in_place(const ferry_nn_t *nn, int i)
 {
     if (i == 0 || nn->layers[i].kind != FERRY_NN_LAYER_RELU)
+        return false;
+    /* Nor over what a skip connection adds later (or a ReLU in place on
+     * it, which shares its buffer). */
+    if (skipped_over(nn, i - 1, i))
         return false;
     /* A ReLU overwrites its input: only when the layer that wrote it does
      * not read its own output going back (a max pooling does). */
@@ -129,6 +147,23 @@ static int dropout(const nn_ctx *c, int i, const float *x, float *y)
     return 0;
 }
 
+float *nn_output(const nn_ctx *c, int i)
+{
+    int b = i < 0 ? -1 : c->nn->plan.step[i].buf;
+    return b < 0 ? (float *)c->x : c->act[b];
+}
+
+void nn_add_skips(const nn_ctx *c, int i, float *dx)
+{
+    const ferry_nn_t *nn = c->nn;
+    ferry_device_t *dev = c->mc->dev;
+    for (int k = i + 1; k < nn->plan.nlayers; k++) {
+        const ferry_nn_step_t *st = &nn->plan.step[k];
+        if (nn->layers[k].kind == FERRY_NN_LAYER_RESIDUAL && st->skip == i - 1)
+            dev->ops->axpy(dev, dx, 1.0f, c->act[st->aux], (size_t)c->n * st->out_n);
+    }
+}
+
 int nn_forward(const nn_ctx *c, int i, const float *x, float *y)
 {
     ferry_device_t *dev = c->mc->dev;
@@ -151,6 +186,12 @@ int nn_forward(const nn_ctx *c, int i, const float *x, float *y)
     }
     case FERRY_NN_LAYER_DROPOUT:
         return dropout(c, i, x, y);
+    case FERRY_NN_LAYER_RESIDUAL: {
+        int rc = dev->ops->copy(dev, y, x, all * sizeof(float));
+        if (!rc)
+            dev->ops->axpy(dev, y, 1.0f, nn_output(c, st->skip), all);
+        return rc;
+    }
     case FERRY_NN_LAYER_DENSE: {
         int in = (int)st->in_n, out = (int)st->out_n;
         dev->ops->gemm(dev, false, false, c->n, out, in, 1.0f, x, param(c, i, 0), 0.0f,
@@ -210,6 +251,12 @@ static int backward(const nn_ctx *c, int i, const float *x, const float *y,
         ferry_pool_t p = pool_of(c, i);
         return dx ? dev->ops->avgpool_grad(dev, &p, dy, dx) : 0;
     }
+    case FERRY_NN_LAYER_RESIDUAL:
+        /* dx is dy (the sum's other term passes it on as it is); the skip
+         * keeps a copy until the layer it started at is reached. */
+        if (!st->need_dx || st->skip < 0)
+            return 0; /* the batch needs no gradient */
+        return dev->ops->copy(dev, c->act[st->aux], dy, all * sizeof(float));
     case FERRY_NN_LAYER_DROPOUT:
         if (dx && l->alpha == 0.0f)
             return dev->ops->copy(dev, dx, dy, all * sizeof(float));

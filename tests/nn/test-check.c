@@ -65,6 +65,11 @@ Test(nn_check, binary_cross_entropy_with_logits_passes)
     passes("FERRY_TEST_NN", "nn_bce.so", "");
 }
 
+Test(nn_check, residual_blocks_from_the_batch_around_convolutions_and_dense_layers_pass)
+{
+    passes("FERRY_TEST_NN", "nn_res.so", "--batch 3");
+}
+
 Test(nn_check, a_custom_layer_with_its_backward_right_passes)
 {
     passes("FERRY_TEST_NN", "nn_proj.so", "");
@@ -116,7 +121,8 @@ Test(nn_check, a_module_in_the_current_directory_is_found)
     const char *bin = getenv("FERRY_TEST_BIN"), *dir = getenv("FERRY_TEST_NN");
     cr_assert(bin && dir);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' check nn_mse.so >/dev/null 2>&1", dir, bin);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' check nn_mse.so >/dev/null 2>&1", dir,
+             bin);
     int st = system(cmd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
 }

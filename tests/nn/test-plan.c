@@ -121,6 +121,33 @@ Test(nn_plan, lists_that_cannot_be_built_are_refused_naming_the_layer)
     refused(&g, "unknown layer kind 99");
 }
 
+Test(nn_plan, a_skip_connection_must_add_what_fits_and_keeps_its_source_intact)
+{
+    static const ferry_nn_layer_t widen[] = {FERRY_NN_DENSE("a", 4),
+                                             FERRY_NN_DENSE("b", 5), FERRY_NN_RESIDUAL(1),
+                                             FERRY_NN_END()};
+    static ferry_nn_t a = {.input = {1, 1, 3}, .layers = widen};
+    refused(&a, "layer 2: adds a 1x1x4 input to a 1x1x5 output");
+
+    static const ferry_nn_layer_t far[] = {FERRY_NN_DENSE("a", 4), FERRY_NN_RESIDUAL(2),
+                                           FERRY_NN_END()};
+    static ferry_nn_t b = {.input = {1, 1, 4}, .layers = far};
+    refused(&b, "layer 1: a skip over 2 layers, 1 before it");
+
+    /* The ReLU after "a" would overwrite what the skip adds: not in place. */
+    static const ferry_nn_layer_t block[] = {FERRY_NN_DENSE("a", 4), FERRY_NN_RELU(),
+                                             FERRY_NN_DENSE("b", 4), FERRY_NN_RELU(),
+                                             FERRY_NN_DENSE("c", 4), FERRY_NN_RESIDUAL(3),
+                                             FERRY_NN_END()};
+    static ferry_nn_t c = {.input = {1, 1, 4}, .layers = block};
+    ferry_model_t m = {0};
+    cr_assert_eq(ferry_nn_build(&c, &m), 0, "%s", c.plan.err);
+    cr_expect_eq(c.plan.step[1].buf, c.plan.step[0].buf, "a's ReLU is the skip's source");
+    cr_expect_eq(c.plan.step[5].skip, 1);
+    cr_expect_eq(c.plan.step[3].buf, c.plan.step[2].buf, "b's ReLU works in place");
+    cr_expect(c.plan.step[0].fused && c.plan.step[2].fused);
+}
+
 Test(nn_plan, a_tensor_name_too_long_and_a_custom_layer_without_passes_are_refused)
 {
     static const ferry_nn_layer_t longname[] = {
