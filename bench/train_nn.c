@@ -60,6 +60,22 @@ static int measure(const pair *p)
     s = bench_summarize(hand, (size_t)p->rounds);
     bench_emit("samples_per_s", s.median, "samples/s", &s, "\"impl\":\"ferry-hand\",%s",
                params);
+    /* The step alone, call by call: the figure the machine's load moves
+     * least. */
+    bench_summary step;
+    double nn_ms, hand_ms;
+    openblas_set_num_threads(p->threads);
+    if (bench_nn_steps(p->nn_so, p->hand_so, p->o.batch, p->rounds * 10, &step, &nn_ms,
+                       &hand_ms) != 0)
+        bench_die("bench/train: %s: the step comparison failed", p->model);
+    openblas_set_num_threads(1);
+    bench_emit("layers_vs_hand_step_speed", step.median, "ratio", &step,
+               "\"impl\":\"ferry\",%s,\"layers_ms\":%.3f,\"hand_ms\":%.3f", params, nn_ms,
+               hand_ms);
+    bench_log(
+        "  %s loss_grad alone, %d pairs: layers %.3f ms, hand-written %.3f ms: %.3f "
+        "(%.3f..%.3f)",
+        p->model, p->rounds * 10, nn_ms, hand_ms, step.median, step.min, step.max);
     s = bench_summarize(ratio, (size_t)p->rounds);
     bench_emit("layers_vs_hand_samples_per_s", s.median, "ratio", &s,
                "\"impl\":\"ferry\",%s,\"target_min\":%g", params, p->target);
