@@ -85,6 +85,11 @@ Test(nn_check, the_bundled_cnn_passes)
     passes("FERRY_TEST_TASKS", "cnn.so", "--batch 3 --count 6");
 }
 
+Test(nn_check, the_bundled_resnet_passes)
+{
+    passes("FERRY_TEST_TASKS", "resnet.so", "--batch 2 --count 4");
+}
+
 Test(nn_check, the_bundled_linreg_passes)
 {
     passes("FERRY_TEST_TASKS", "linreg.so", "");
