@@ -161,6 +161,18 @@ typedef struct ferry_device_ops_t {
      * (rows cols). loss may be NULL. */
     int (*bce_logits)(ferry_device_t *dev, const float *logits, const float *targets,
                       int rows, int cols, float *dlogits, float *loss);
+    /* Layer normalisation of each of `rows` rows of `cols`: y = (x - mean)
+     * rstd gamma + beta, rstd = 1 / sqrt(var + eps) (var biased, as
+     * PyTorch's); mean and rstd (rows each, device) are kept for the
+     * gradient. */
+    int (*layernorm)(ferry_device_t *dev, const float *x, const float *gamma,
+                     const float *beta, int rows, int cols, float eps, float *y, float *mean,
+                     float *rstd);
+    /* From dy: dx (NULL: not wanted), dgamma and dbeta (cols each), all
+     * overwritten. */
+    int (*layernorm_grad)(ferry_device_t *dev, const float *x, const float *gamma,
+                          const float *mean, const float *rstd, const float *dy, int rows,
+                          int cols, float *dx, float *dgamma, float *dbeta);
 } ferry_device_ops_t;
 
 /* The activations of ferry_device_ops_t.activation. GELU is the exact one

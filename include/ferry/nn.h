@@ -58,6 +58,10 @@ enum ferry_nn_kind {
     /* Adds the input of the .size layers before it to their output: a
      * ResNet skip connection around them (same shapes). */
     FERRY_NN_LAYER_RESIDUAL,
+    /* Normalises each sample (all of c x h x w) to mean 0 and variance 1,
+     * then weight and bias elementwise: PyTorch's LayerNorm over the
+     * sample's shape, eps 1e-5. */
+    FERRY_NN_LAYER_LAYERNORM,
 };
 
 enum ferry_nn_loss {
@@ -126,6 +130,7 @@ typedef struct ferry_nn_layer_t {
 #define FERRY_NN_LEAKY_RELU(slope) {.kind = FERRY_NN_LAYER_LEAKY_RELU, .alpha = (slope)}
 #define FERRY_NN_DROPOUT(p)        {.kind = FERRY_NN_LAYER_DROPOUT, .alpha = (p)}
 #define FERRY_NN_RESIDUAL(n)       {.kind = FERRY_NN_LAYER_RESIDUAL, .size = (n)}
+#define FERRY_NN_LAYERNORM(nm)     {.kind = FERRY_NN_LAYER_LAYERNORM, .name = (nm)}
 #define FERRY_NN_CUSTOM(nm, c)     {.kind = FERRY_NN_LAYER_CUSTOM, .name = (nm), .custom = (c)}
 #define FERRY_NN_END()             {.kind = FERRY_NN_LAYER_END}
 /* clang-format on */
@@ -141,9 +146,11 @@ typedef struct ferry_nn_step_t {
     size_t in_n, out_n;
     int param0, nparams; /* its tensors in the model's params */
     int buf;             /* the activation buffer its output lies in */
-    int aux;    /* dropout: its mask's buffer; residual: its skip's gradient (else -1) */
-    int skip;   /* residual: the layer whose output it adds (-1: the batch) */
-    bool fused; /* a dense layer whose ReLU it applies itself */
+    /* dropout: its mask's buffer; residual: its skip's gradient; layer
+     * norm: each sample's mean and 1/std (else -1) */
+    int aux;
+    int skip;     /* residual: the layer whose output it adds (-1: the batch) */
+    bool fused;   /* a dense layer whose ReLU it applies itself */
     bool need_dx; /* a layer before it has parameters */
 } ferry_nn_step_t;
 

@@ -138,6 +138,12 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
                         from[1], from[2], in[0], in[1], in[2]);
         return 0;
     }
+    case FERRY_NN_LAYER_LAYERNORM: {
+        int n = (int)st->in_n;
+        bool flat = in[0] == 1 && in[1] == 1;
+        int shape[4] = {flat ? n : in[0], flat ? 0 : in[1], flat ? 0 : in[2], 0};
+        return add_param(nn, i, "weight", shape) || add_param(nn, i, "bias", shape);
+    }
     case FERRY_NN_LAYER_DROPOUT:
         if (!(l->alpha >= 0.0f && l->alpha < 1.0f))
             return fail(nn, i, "dropout's p %g is not in [0, 1)", (double)l->alpha);
@@ -171,10 +177,11 @@ static void place(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
     }
     st->buf = pl->nbufs;
     pl->buf_n[pl->nbufs++] = st->out_n;
-    if (nn->layers[i].kind == FERRY_NN_LAYER_DROPOUT ||
-        nn->layers[i].kind == FERRY_NN_LAYER_RESIDUAL) {
+    int kind = nn->layers[i].kind;
+    if (kind == FERRY_NN_LAYER_DROPOUT || kind == FERRY_NN_LAYER_RESIDUAL ||
+        kind == FERRY_NN_LAYER_LAYERNORM) {
         st->aux = pl->nbufs;
-        pl->buf_n[pl->nbufs++] = st->out_n;
+        pl->buf_n[pl->nbufs++] = kind == FERRY_NN_LAYER_LAYERNORM ? 2 : st->out_n;
     }
 }
 

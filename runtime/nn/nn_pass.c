@@ -76,6 +76,8 @@ static bool device_has(const ferry_device_ops_t *o, int kind)
         return FERRY_DEVICE_HAS(o, avgpool) && FERRY_DEVICE_HAS(o, avgpool_grad);
     case FERRY_NN_LAYER_DROPOUT:
         return FERRY_DEVICE_HAS(o, dropout_mask) && FERRY_DEVICE_HAS(o, mul);
+    case FERRY_NN_LAYER_LAYERNORM:
+        return FERRY_DEVICE_HAS(o, layernorm) && FERRY_DEVICE_HAS(o, layernorm_grad);
     default:
         return true;
     }
@@ -186,6 +188,11 @@ int nn_forward(const nn_ctx *c, int i, const float *x, float *y)
     }
     case FERRY_NN_LAYER_DROPOUT:
         return dropout(c, i, x, y);
+    case FERRY_NN_LAYER_LAYERNORM: {
+        float *stats = c->act[st->aux];
+        return dev->ops->layernorm(dev, x, param(c, i, 0), param(c, i, 1), c->n,
+                                   (int)st->in_n, 1e-5f, y, stats, stats + c->n);
+    }
     case FERRY_NN_LAYER_RESIDUAL: {
         int rc = dev->ops->copy(dev, y, x, all * sizeof(float));
         if (!rc)
@@ -250,6 +257,12 @@ static int backward(const nn_ctx *c, int i, const float *x, const float *y,
     case FERRY_NN_LAYER_GLOBAL_AVGPOOL: {
         ferry_pool_t p = pool_of(c, i);
         return dx ? dev->ops->avgpool_grad(dev, &p, dy, dx) : 0;
+    }
+    case FERRY_NN_LAYER_LAYERNORM: {
+        const float *stats = c->act[st->aux];
+        return dev->ops->layernorm_grad(dev, x, param(c, i, 0), stats, stats + c->n, dy,
+                                        c->n, (int)st->in_n, dx, dparam(c, i, 0),
+                                        dparam(c, i, 1));
     }
     case FERRY_NN_LAYER_RESIDUAL:
         /* dx is dy (the sum's other term passes it on as it is); the skip

@@ -211,3 +211,82 @@ Test(device_nn, binary_cross_entropy_with_logits_and_its_gradient)
     free(z), free(t), free(want), free(got);
     td_finish();
 }
+
+typedef struct ln_ctx {
+    const double *gamma, *beta, *g;
+    int rows, cols;
+} ln_ctx;
+
+static void ref_ln(const ln_ctx *c, const double *x, double *y)
+{
+    for (int i = 0; i < c->rows; i++) {
+        const double *xr = x + (size_t)i * c->cols;
+        double m = 0, v = 0;
+        for (int j = 0; j < c->cols; j++)
+            m += xr[j] / c->cols;
+        for (int j = 0; j < c->cols; j++)
+            v += (xr[j] - m) * (xr[j] - m) / c->cols;
+        for (int j = 0; j < c->cols; j++)
+            y[(size_t)i * c->cols + j] =
+                (xr[j] - m) / sqrt(v + 1e-5) * c->gamma[j] + c->beta[j];
+    }
+}
+
+static double ln_loss(const double *x, void *arg)
+{
+    ln_ctx *c = arg;
+    size_t n = (size_t)c->rows * c->cols;
+    double *y = td_new(n);
+    ref_ln(c, x, y);
+    double l = td_dot(y, c->g, n);
+    free(y);
+    return l;
+}
+
+Test(device_nn, layer_normalisation_and_its_three_gradients)
+{
+    td_open();
+    enum { R = 3, C = 7, N = R * C };
+    uint64_t s = 21;
+    double *x = td_new(N), *g = td_new(N), *gm = td_new(C), *bt = td_new(C);
+    double *want = td_new(N), *got = td_new(N);
+    td_rand(x, N, -2, 2, &s);
+    td_rand(g, N, -1, 1, &s);
+    td_rand(gm, C, 0.5, 1.5, &s);
+    td_rand(bt, C, -0.5, 0.5, &s);
+    ln_ctx c = {.gamma = gm, .beta = bt, .g = g, .rows = R, .cols = C};
+    float *fx = td_put(x, N), *fg = td_put(g, N), *fgm = td_put(gm, C),
+          *fbt = td_put(bt, C);
+    float *fy = td_zeros(N), *fm = td_zeros(R), *fr = td_zeros(R), *fdx = td_zeros(N);
+    float *fdg = td_zeros(C), *fdb = td_zeros(C);
+    cr_assert_eq(D->ops->layernorm(D, fx, fgm, fbt, R, C, 1e-5f, fy, fm, fr), 0);
+    ref_ln(&c, x, want);
+    td_get(got, fy, N);
+    td_close(got, want, N, 1e-5, "layernorm");
+    cr_assert_eq(D->ops->layernorm_grad(D, fx, fgm, fm, fr, fg, R, C, fdx, fdg, fdb), 0);
+    td_numgrad(ln_loss, x, N, &c, want);
+    td_get(got, fdx, N);
+    td_close(got, want, N, 1e-3, "layernorm dx");
+    /* dbeta is the column sums of dy; dgamma those of dy xhat. */
+    double wb[C] = {0}, wg[C] = {0}, gb[C], gg[C];
+    double *y0 = td_new(N);
+    ref_ln(&c, x, y0);
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++) {
+            wb[j] += g[i * C + j];
+            wg[j] += g[i * C + j] * (y0[i * C + j] - bt[j]) / gm[j];
+        }
+    td_get(gb, fdb, C);
+    td_get(gg, fdg, C);
+    td_close(gb, wb, C, 1e-5, "layernorm dbeta");
+    td_close(gg, wg, C, 1e-4, "layernorm dgamma");
+    /* dx not wanted. */
+    cr_expect_eq(D->ops->layernorm_grad(D, fx, fgm, fm, fr, fg, R, C, NULL, fdg, fdb), 0);
+    cr_expect_eq(D->ops->layernorm(D, fx, fgm, fbt, 0, C, 1e-5f, fy, fm, fr),
+                 FERRY_EINVAL);
+    float *all[] = {fx, fg, fgm, fbt, fy, fm, fr, fdx, fdg, fdb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        D->ops->free(D, all[i]);
+    free(x), free(g), free(gm), free(bt), free(want), free(got), free(y0);
+    td_finish();
+}

@@ -70,6 +70,11 @@ Test(nn_check, residual_blocks_from_the_batch_around_convolutions_and_dense_laye
     passes("FERRY_TEST_NN", "nn_res.so", "--batch 3");
 }
 
+Test(nn_check, layer_normalisation_of_a_map_and_of_a_vector_passes)
+{
+    passes("FERRY_TEST_NN", "nn_norm.so", "--batch 3");
+}
+
 Test(nn_check, a_custom_layer_with_its_backward_right_passes)
 {
     passes("FERRY_TEST_NN", "nn_proj.so", "");

@@ -123,6 +123,8 @@ static const ferry_device_ops_t cpu_ops = {
     .avgpool = cpu_avgpool,
     .avgpool_grad = cpu_avgpool_grad,
     .bce_logits = cpu_bce_logits,
+    .layernorm = cpu_layernorm,
+    .layernorm_grad = cpu_layernorm_grad,
 };
 
 /* "cpu: AMD EPYC (2 cores), OpenBLAS 0.3.21 (2 threads)": the first two

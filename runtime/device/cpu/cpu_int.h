@@ -84,5 +84,10 @@ int cpu_avgpool(ferry_device_t *dev, const ferry_pool_t *p, const float *x, floa
 int cpu_avgpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *dy, float *dx);
 int cpu_bce_logits(ferry_device_t *dev, const float *logits, const float *targets, int rows,
                    int cols, float *dlogits, float *loss);
+int cpu_layernorm(ferry_device_t *dev, const float *x, const float *gamma, const float *beta,
+                  int rows, int cols, float eps, float *y, float *mean, float *rstd);
+int cpu_layernorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
+                       const float *mean, const float *rstd, const float *dy, int rows,
+                       int cols, float *dx, float *dgamma, float *dbeta);
 
 #endif

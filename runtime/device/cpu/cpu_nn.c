@@ -152,3 +152,57 @@ int cpu_bce_logits(ferry_device_t *dev, const float *logits, const float *target
         *loss = (float)(sum / (double)n);
     return 0;
 }
+
+int cpu_layernorm(ferry_device_t *dev, const float *x, const float *gamma,
+                  const float *beta, int rows, int cols, float eps, float *y, float *mean,
+                  float *rstd)
+{
+    (void)dev;
+    if (rows <= 0 || cols <= 0)
+        return FERRY_EINVAL;
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * cols;
+        float *yr = y + (size_t)i * cols;
+        double s = 0, s2 = 0;
+        for (int j = 0; j < cols; j++)
+            s += xr[j];
+        double m = s / cols;
+        for (int j = 0; j < cols; j++)
+            s2 += (xr[j] - m) * (xr[j] - m);
+        float r = (float)(1.0 / sqrt(s2 / cols + eps)), mf = (float)m;
+        for (int j = 0; j < cols; j++)
+            yr[j] = (xr[j] - mf) * r * gamma[j] + beta[j];
+        mean[i] = mf;
+        rstd[i] = r;
+    }
+    return 0;
+}
+
+int cpu_layernorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
+                       const float *mean, const float *rstd, const float *dy, int rows,
+                       int cols, float *dx, float *dgamma, float *dbeta)
+{
+    (void)dev;
+    if (rows <= 0 || cols <= 0)
+        return FERRY_EINVAL;
+    for (int j = 0; j < cols; j++)
+        dgamma[j] = dbeta[j] = 0;
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * cols, *dyr = dy + (size_t)i * cols;
+        float *dxr = dx ? dx + (size_t)i * cols : NULL;
+        double a = 0, b = 0; /* means of dxhat and of dxhat xhat */
+        for (int j = 0; j < cols; j++) {
+            float xhat = (xr[j] - mean[i]) * rstd[i], g = dyr[j] * gamma[j];
+            a += g;
+            b += (double)g * xhat;
+            dgamma[j] += dyr[j] * xhat;
+            dbeta[j] += dyr[j];
+        }
+        float ma = (float)(a / cols), mb = (float)(b / cols);
+        for (int j = 0; dx && j < cols; j++) {
+            float xhat = (xr[j] - mean[i]) * rstd[i];
+            dxr[j] = rstd[i] * (dyr[j] * gamma[j] - ma - xhat * mb);
+        }
+    }
+    return 0;
+}

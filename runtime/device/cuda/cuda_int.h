@@ -294,5 +294,10 @@ int cuda_avgpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *d
                       float *dx);
 int cuda_bce_logits(ferry_device_t *dev, const float *logits, const float *targets,
                     int rows, int cols, float *dlogits, float *loss);
+int cuda_layernorm(ferry_device_t *dev, const float *x, const float *gamma, const float *beta,
+                   int rows, int cols, float eps, float *y, float *mean, float *rstd);
+int cuda_layernorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
+                        const float *mean, const float *rstd, const float *dy, int rows,
+                        int cols, float *dx, float *dgamma, float *dbeta);
 
 #endif

@@ -407,6 +407,79 @@ __global__ void bce_parts(const float *z, const float *t, size_t n, float inv,
     block_sum_to(acc, &parts[blockIdx.x]);
 }
 
+// A block's sum of v, in every thread (fixed order: deterministic).
+__device__ double block_sum(double v)
+{
+    __shared__ double part[kThreads];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s /= 2) {
+        if ((int)threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    double total = part[0];
+    __syncthreads();
+    return total;
+}
+
+// A block a row.
+__global__ void layernorm_kernel(const float *x, const float *gamma, const float *beta,
+                                 int cols, float eps, float *y, float *mean, float *rstd)
+{
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float *yr = y + (size_t)blockIdx.x * cols;
+    double s = 0;
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        s += xr[j];
+    double m = block_sum(s) / cols;
+    double s2 = 0;
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        s2 += (xr[j] - m) * (xr[j] - m);
+    float r = (float)(1.0 / sqrt(block_sum(s2) / cols + eps)), mf = (float)m;
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        yr[j] = (xr[j] - mf) * r * gamma[j] + beta[j];
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = mf;
+        rstd[blockIdx.x] = r;
+    }
+}
+
+__global__ void layernorm_dx_kernel(const float *x, const float *gamma, const float *mean,
+                                    const float *rstd, const float *dy, int cols, float *dx)
+{
+    size_t row = blockIdx.x;
+    const float *xr = x + row * cols, *dyr = dy + row * cols;
+    float m = mean[row], r = rstd[row];
+    double a = 0, b = 0;
+    for (int j = threadIdx.x; j < cols; j += kThreads) {
+        float g = dyr[j] * gamma[j];
+        a += g;
+        b += (double)g * ((xr[j] - m) * r);
+    }
+    float ma = (float)(block_sum(a) / cols), mb = (float)(block_sum(b) / cols);
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        dx[row * cols + j] = r * (dyr[j] * gamma[j] - ma - (xr[j] - m) * r * mb);
+}
+
+// A thread a column, the rows in order.
+__global__ void layernorm_dparams_kernel(const float *x, const float *mean, const float *rstd,
+                                         const float *dy, int rows, int cols, float *dgamma,
+                                         float *dbeta)
+{
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols;
+         j += gridDim.x * blockDim.x) {
+        float g = 0, b = 0;
+        for (int i = 0; i < rows; i++) {
+            size_t at = (size_t)i * cols + j;
+            g += dy[at] * (x[at] - mean[i]) * rstd[i];
+            b += dy[at];
+        }
+        dgamma[j] = g;
+        dbeta[j] = b;
+    }
+}
+
 } // namespace
 
 extern "C" cudaError_t cuda_k_fill(cudaStream_t stream, float *x, float value, size_t n)
@@ -630,5 +703,30 @@ extern "C" cudaError_t cuda_k_bce_logits(cudaStream_t stream, const float *z, co
     if (e != cudaSuccess)
         return e;
     mse_finish<<<1, kThreads, 0, stream>>>(parts, (int)grid, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_layernorm(cudaStream_t stream, const float *x, const float *gamma,
+                                        const float *beta, int rows, int cols, float eps,
+                                        float *y, float *mean, float *rstd)
+{
+    layernorm_kernel<<<rows, kThreads, 0, stream>>>(x, gamma, beta, cols, eps, y, mean, rstd);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_layernorm_grad(cudaStream_t stream, const float *x,
+                                             const float *gamma, const float *mean,
+                                             const float *rstd, const float *dy, int rows,
+                                             int cols, float *dx, float *dgamma, float *dbeta)
+{
+    if (dx) {
+        layernorm_dx_kernel<<<rows, kThreads, 0, stream>>>(x, gamma, mean, rstd, dy, cols,
+                                                            dx);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+    }
+    layernorm_dparams_kernel<<<blocks_for((size_t)cols), kThreads, 0, stream>>>(
+        x, mean, rstd, dy, rows, cols, dgamma, dbeta);
     return cudaGetLastError();
 }

@@ -94,6 +94,14 @@ cudaError_t cuda_k_avgpool(cudaStream_t stream, int n, int c, int h, int w, int 
                            int stride, int oh, int ow, const float *x, float *y);
 cudaError_t cuda_k_avgpool_grad(cudaStream_t stream, int n, int c, int h, int w, int size,
                                 int stride, int oh, int ow, const float *dy, float *dx);
+/* Layer normalisation: a block a row; the parameters' gradients a thread a
+ * column. */
+cudaError_t cuda_k_layernorm(cudaStream_t stream, const float *x, const float *gamma,
+                             const float *beta, int rows, int cols, float eps, float *y,
+                             float *mean, float *rstd);
+cudaError_t cuda_k_layernorm_grad(cudaStream_t stream, const float *x, const float *gamma,
+                                  const float *mean, const float *rstd, const float *dy,
+                                  int rows, int cols, float *dx, float *dgamma, float *dbeta);
 cudaError_t cuda_k_bce_logits(cudaStream_t stream, const float *z, const float *t, size_t n,
                               float inv, float *dz, double *parts, cuda_loss_t *out);
 

@@ -1,5 +1,6 @@
 /* The ops <ferry/nn.h>'s layers added: activations, the elementwise product,
- * dropout's mask, average pooling and binary cross-entropy, each a kernel of
+ * dropout's mask, average pooling, binary cross-entropy and layer
+ * normalisation, each a kernel of
  * cuda_kernels.cu (GELU and leaky ReLU are not among cuDNN's activations,
  * and one launch of ours does the rest as cheaply). */
 #include "cuda_int.h"
@@ -137,4 +138,34 @@ int cuda_bce_logits(ferry_device_t *dev, const float *logits, const float *targe
         *loss = (float)(res.sum / (double)n);
 out:
     return rc;
+}
+
+int cuda_layernorm(ferry_device_t *dev, const float *x, const float *gamma,
+                   const float *beta, int rows, int cols, float eps, float *y,
+                   float *mean, float *rstd)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    if (rows <= 0 || cols <= 0)
+        return cuda_einval(d, "layernorm: rows and cols must be positive");
+    int rc = cuda_enter(d);
+    if (rc)
+        return rc;
+    cudaError_t e =
+        cuda_k_layernorm(d->stream, x, gamma, beta, rows, cols, eps, y, mean, rstd);
+    return e == cudaSuccess ? 0 : cuda_rt_fail(d, "layernorm kernel", e);
+}
+
+int cuda_layernorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
+                        const float *mean, const float *rstd, const float *dy, int rows,
+                        int cols, float *dx, float *dgamma, float *dbeta)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    if (rows <= 0 || cols <= 0)
+        return cuda_einval(d, "layernorm_grad: rows and cols must be positive");
+    int rc = cuda_enter(d);
+    if (rc)
+        return rc;
+    cudaError_t e = cuda_k_layernorm_grad(d->stream, x, gamma, mean, rstd, dy, rows, cols,
+                                          dx, dgamma, dbeta);
+    return e == cudaSuccess ? 0 : cuda_rt_fail(d, "layernorm_grad kernel", e);
 }

@@ -226,4 +226,6 @@ const ferry_device_ops_t cuda_ops = {
     .avgpool = cuda_avgpool,
     .avgpool_grad = cuda_avgpool_grad,
     .bce_logits = cuda_bce_logits,
+    .layernorm = cuda_layernorm,
+    .layernorm_grad = cuda_layernorm_grad,
 };
