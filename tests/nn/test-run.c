@@ -23,23 +23,6 @@ static void open_nn(tmodel *t, const char *name, int batch)
     setenv("FERRY_TEST_TASKS", keep, 1);
 }
 
-static void random_batch(tmodel *t, int n, ferry_batch_t *b)
-{
-    uint64_t s = 17;
-    size_t feats = (size_t)n * t->features;
-    float *x = malloc(feats * sizeof *x);
-    int32_t *labels = malloc((size_t)n * sizeof *labels);
-    float *targets = malloc((size_t)n * t->m->outputs * sizeof *targets);
-    cr_assert(x && labels && targets);
-    tm_normal(x, feats, &s);
-    tm_labels(labels, (size_t)n, t->m->outputs, &s);
-    for (size_t i = 0; i < (size_t)n * t->m->outputs; i++)
-        targets[i] = (float)(tm_next(&s) % 2);
-    bool cls = t->m->kind == FERRY_MODEL_CLASSIFIER;
-    tm_batch(t, n, x, cls ? labels : NULL, cls ? NULL : targets, b);
-    free(x), free(labels), free(targets);
-}
-
 typedef struct ready_log {
     tmodel *t;
     int order[TM_MAX_PARAMS], n;
@@ -74,7 +57,7 @@ Test(nn_run, grad_ready_comes_for_each_tensor_once_final_last_layer_first)
     t.mc.grad_ready_arg = &r;
     float *p = tm_init(&t), *g = malloc(t.len * sizeof *g), loss;
     ferry_batch_t b;
-    random_batch(&t, 4, &b);
+    tm_random_batch(&t, 4, 17, &b);
     cr_assert_eq(tm_loss_grad(&t, p, &b, g, &loss), 0);
     static const int want[] = {4, 5, 2, 3, 0, 1}; /* fc3, fc2, fc1 */
     cr_assert_eq(r.n, 6, "%d calls", r.n);
@@ -93,7 +76,7 @@ Test(nn_run, dropout_draws_a_mask_each_training_batch_and_none_in_evaluation)
     open_nn(&t, "nn_avg", 6);
     float *p = tm_init(&t), l1, l2, e1, e2;
     ferry_batch_t b;
-    random_batch(&t, 6, &b);
+    tm_random_batch(&t, 6, 17, &b);
     int c1, c2;
     cr_assert_eq(tm_loss_grad(&t, p, &b, NULL, &l1), 0);
     cr_assert_eq(tm_loss_grad(&t, p, &b, NULL, &l2), 0);
@@ -136,7 +119,7 @@ Test(nn_run, a_device_without_the_activation_ops_is_refused_not_crashed)
     t.dev->ops = &old;
     float *p = tm_init(&t), loss;
     ferry_batch_t b;
-    random_batch(&t, 4, &b);
+    tm_random_batch(&t, 4, 17, &b);
     cr_expect_eq(tm_loss_grad(&t, p, &b, NULL, &loss), FERRY_ENOTSUP);
     t.dev->ops = keep;
     cr_expect_eq(tm_loss_grad(&t, p, &b, NULL, &loss), 0);

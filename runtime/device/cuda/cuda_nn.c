@@ -118,26 +118,9 @@ int cuda_bce_logits(ferry_device_t *dev, const float *logits, const float *targe
     cuda_dev_t *d = cuda_dev(dev);
     if (rows <= 0 || cols <= 0)
         return cuda_einval(d, "bce_logits: rows and cols must be positive");
-    int rc = cuda_enter(d);
-    if (rc != 0)
-        return rc;
-    if ((rc = cuda_grow(d, &d->scratch, &d->scratch_bytes,
-                        CUDA_MSE_PARTS * sizeof(double))) != 0)
-        return rc;
     size_t n = (size_t)rows * (size_t)cols;
-    CUDA_RT_TRY(d,
-                cuda_k_bce_logits(d->stream, logits, targets, n, 1.0f / (float)n, dlogits,
-                                  d->scratch, d->result),
-                out);
-    if (d->capturing)
-        return cuda_capture_loss(d, loss, NULL, (double)n);
-    cuda_loss_t res;
-    if ((rc = cuda_download(&d->pub, &res, d->result, sizeof res)) != 0)
-        return rc;
-    if (loss)
-        *loss = (float)(res.sum / (double)n);
-out:
-    return rc;
+    return cuda_sum_loss(d, cuda_k_bce_logits, logits, targets, n, 1.0f / (float)n,
+                         dlogits, (double)n, loss);
 }
 
 int cuda_layernorm(ferry_device_t *dev, const float *x, const float *gamma,
