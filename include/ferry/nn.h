@@ -165,6 +165,10 @@ typedef struct ferry_nn_plan_t {
     size_t offset[FERRY_NN_MAX_PARAMS];
     char names[FERRY_NN_MAX_PARAMS][FERRY_NN_NAME_MAX];
     char err[256]; /* why ferry_nn_build failed */
+    /* What the runtime then reads as the one tensor's name, so that its
+     * refusal says why ("parameter of the layer list (layer 0 ...) has an
+     * empty shape"). */
+    char refusal[320];
 } ferry_nn_plan_t;
 
 typedef struct ferry_nn_t {

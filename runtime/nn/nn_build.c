@@ -234,11 +234,27 @@ static int plan(ferry_nn_t *nn)
     return 0;
 }
 
+/* A descriptor the runtime refuses with the reason: one tensor, of no
+ * shape, named after it. */
+static void refuse(ferry_nn_t *nn, ferry_model_t *m)
+{
+    ferry_nn_plan_t *pl = &nn->plan;
+    fprintf(stderr, "ferry nn: %s\n", pl->err);
+    snprintf(pl->refusal, sizeof pl->refusal, "of the layer list (%s)", pl->err);
+    memset(pl->params, 0, 2 * sizeof pl->params[0]);
+    pl->params[0].name = pl->refusal;
+    m->outputs = nn->outputs > 0 ? nn->outputs : 1;
+    m->params = pl->params;
+}
+
 int ferry_nn_build(ferry_nn_t *nn, ferry_model_t *m)
 {
     ferry_nn_plan_t *pl = &nn->plan;
     memset(pl, 0, sizeof *pl);
-    m->params = NULL;
+    m->kind = nn->loss == FERRY_NN_SOFTMAX_XENT ? FERRY_MODEL_CLASSIFIER
+                                                : FERRY_MODEL_REGRESSOR;
+    m->dataset = nn->dataset;
+    memcpy(m->input, nn->input, sizeof m->input);
     int rc = plan(nn);
     if (!rc) {
         const ferry_nn_step_t *last = &pl->step[pl->nlayers - 1];
@@ -250,7 +266,7 @@ int ferry_nn_build(ferry_nn_t *nn, ferry_model_t *m)
         }
     }
     if (rc) {
-        fprintf(stderr, "ferry nn: %s\n", pl->err);
+        refuse(nn, m);
         return rc;
     }
     size_t at = 0;
@@ -259,10 +275,6 @@ int ferry_nn_build(ferry_nn_t *nn, ferry_model_t *m)
         at += (ferry_param_count(&pl->params[k]) + 15) / 16 * 16;
     }
     const ferry_nn_step_t *last = &pl->step[pl->nlayers - 1];
-    m->kind = nn->loss == FERRY_NN_SOFTMAX_XENT ? FERRY_MODEL_CLASSIFIER
-                                                : FERRY_MODEL_REGRESSOR;
-    m->dataset = nn->dataset;
-    memcpy(m->input, nn->input, sizeof m->input);
     m->outputs = (int)last->out_n;
     m->params = pl->params;
     return 0;

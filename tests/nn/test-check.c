@@ -110,6 +110,17 @@ Test(nn_check, a_custom_layer_with_a_wrong_backward_is_caught_by_layer_and_tenso
               "only proj.weight is wrong:\n%s", r.out);
 }
 
+Test(nn_check, a_list_that_cannot_be_built_is_refused_naming_the_layer)
+{
+    run r;
+    check("FERRY_TEST_NN", "nn_broken.so", "", &r);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out,
+                     "parameter of the layer list (layer 0 (conv): its 9x9 filters do "
+                     "not fit the 5x5 input) has an empty shape"),
+              "%s", r.out);
+}
+
 Test(nn_check, a_module_without_a_model_and_bad_options_are_refused)
 {
     run r;
