@@ -31,6 +31,7 @@
 #include "train_blas.h"
 #include "train_async.h"
 #include "train_gpu.h"
+#include "train_nn.h"
 #include "train_run.h"
 #include "train_sync.h"
 
@@ -61,18 +62,20 @@ typedef struct bench_cfg {
     int blas_reps, blas_steps;
     bench_run_opts mlp, cnn;
     bool cnn_on, torch_on, submit_on, sync, async;
+    bool nn_only; /* --nn: the layer lists against the hand-written models */
     int period_ms; /* --async: the straggler's duty-cycle period */
     int epochs;    /* --epochs, 0: the default */
     const char *device; /* --device: NULL (the cpu benchmark) or "cuda[:N]" */
     const char *python, *script;
     char mlp_so[PATH_MAX], cnn_so[PATH_MAX], ferry_bin[PATH_MAX];
+    char mlp_hand_so[PATH_MAX], cnn_hand_so[PATH_MAX];
 } bench_cfg;
 
 static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: train [--quick] [--sync | --async [--period-ms MS] | --device cuda]\n"
+        "usage: train [--quick] [--sync | --async [--period-ms MS] | --device cuda | --nn]\n"
         "             [--epochs N]\n"
         "             [--no-cnn] [--no-pytorch] [--python PATH] [--help]\n"
         "\n"
@@ -83,7 +86,9 @@ static void usage(FILE *f)
         "with OpenBLAS alone as the compute limit; and prints one JSON object per\n"
         "line on stdout: samples/s (training steps only) and seconds per epoch as\n"
         "medians over epochs with min/max, test accuracy after each epoch, then\n"
-        "its targets as ratio lines, last. Progress goes to stderr.\n"
+        "its targets as ratio lines, last; then the layer-list mlp and cnn of tasks/\n"
+        "against the hand-written ones (bench/mlp_hand.so, cnn_hand.so), an epoch of\n"
+        "each in turn. Progress goes to stderr.\n"
         "\n"
         "  --quick       3 MLP epochs, a CNN epoch on 2,000 samples, fewer sgemm\n"
         "                repetitions: a smoke run of well under a minute; accuracy\n"
@@ -107,6 +112,9 @@ static void usage(FILE *f)
         "                cudnn.benchmark on): samples/s and the ratios; every line\n"
         "                skipped, with the reason, where no GPU is visible (with\n"
         "                --quick: fp32 at batch 128, 1 epoch)\n"
+        "  --nn          instead: only the layer lists against the hand-written\n"
+        "                models: 6 rounds of an MLP epoch each and 4 of a CNN epoch on\n"
+        "                6,000 samples (with --quick: 2 rounds, fewer samples)\n"
         "  --period-ms MS  the straggler's duty-cycle period (default 30)\n"
         "  --epochs N    MLP and CNN epochs (default 5; --async: 3)\n"
         "  --no-cnn      skip the CNN\n"
@@ -130,6 +138,8 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
                 c->device = NULL; /* the default benchmark */
             else if (strncmp(c->device, "cuda", 4) != 0)
                 bench_die("--device takes cpu, cuda or cuda:N");
+        } else if (strcmp(a, "--nn") == 0) {
+            c->nn_only = true;
         } else if (strcmp(a, "--async") == 0) {
             c->async = true;
         } else if (strcmp(a, "--period-ms") == 0 && i + 1 < argc) {
@@ -355,6 +365,8 @@ int main(int argc, char **argv)
     build_path(c.mlp_so, "tasks/mlp.so");
     build_path(c.cnn_so, "tasks/cnn.so");
     build_path(c.ferry_bin, "ferry");
+    build_path(c.mlp_hand_so, "bench/mlp_hand.so");
+    build_path(c.cnn_hand_so, "bench/cnn_hand.so");
     uint64_t t_start = bench_now_ns();
 
     /* One thread for the MLP, here and in every child (PyTorch's products
@@ -383,6 +395,17 @@ int main(int argc, char **argv)
         };
         int n = bench_train_gpu(&g);
         bench_log("bench/train --device %s: %d target(s) missed; %.1f s", c.device, n,
+                  (double)(bench_now_ns() - t_start) * 1e-9);
+        return 0;
+    }
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    bench_nn_cfg nc = {.quick = c.quick, .cnn_on = c.cnn_on,
+                       .cnn_threads = ncores > 0 ? (int)ncores : 1,
+                       .mlp_so = c.mlp_so, .mlp_hand_so = c.mlp_hand_so,
+                       .cnn_so = c.cnn_so, .cnn_hand_so = c.cnn_hand_so};
+    if (c.nn_only) {
+        int n = bench_train_nn(&nc);
+        bench_log("bench/train --nn: %d target(s) missed; %.1f s", n,
                   (double)(bench_now_ns() - t_start) * 1e-9);
         return 0;
     }
@@ -471,6 +494,7 @@ int main(int argc, char **argv)
 
     if (c.submit_on)
         submit_mlp(&c);
+    missed += bench_train_nn(&nc);
 
     /* ---- the targets ---- */
     char p[256];

@@ -15,6 +15,7 @@ static const char usage[] =
     "  start N        start N local worker daemons and wait until they answer\n"
     "  status         show every worker: address, pid, device, load, uptime, health\n"
     "  submit MODULE  ship a task module (.so) to every worker and run its driver\n"
+    "  check MODULE   check a model's gradient against its loss, on the cpu\n"
     "  predict MODULE run a trained model (--params FILE) over a test set\n"
     "  shutdown       stop every worker and the supervisor; clean the cluster state\n"
     "  worker         run one worker in the foreground (remote hosts, containers)\n"
@@ -30,7 +31,8 @@ int main(int argc, char **argv)
         int (*run)(int argc, char **argv);
     } cmds[] = {
         {"start", cli_start},       {"status", cli_status},     {"submit", cli_submit},
-        {"shutdown", cli_shutdown}, {"worker", rt_worker_main},     {"predict", cli_predict},
+        {"check", cli_check},       {"predict", cli_predict},   {"shutdown", cli_shutdown},
+        {"worker", rt_worker_main},
     };
     if (argc < 2) {
         fputs(usage, stderr);

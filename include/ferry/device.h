@@ -133,7 +133,62 @@ typedef struct ferry_device_ops_t {
      * a table without it. */
     void (*bias_relu)(ferry_device_t *dev, float *y, const float *bias, int rows,
                       int cols);
+
+    /* ---- added later in ABI 1 for <ferry/nn.h>'s layers: check `size`
+     * (FERRY_DEVICE_HAS) ---- */
+    /* y = f(x) for activation `act` (FERRY_ACT_*; alpha: leaky ReLU's
+     * negative slope, else unused); y may be x. */
+    void (*activation)(ferry_device_t *dev, int act, float alpha, float *y, const float *x,
+                       size_t n);
+    /* dx = dy f'(x), from the activation's input x and output y; dx may be
+     * dy (not x or y). */
+    void (*activation_grad)(ferry_device_t *dev, int act, float alpha, float *dx,
+                            const float *dy, const float *x, const float *y, size_t n);
+    /* z = x y, elementwise; z may be x or y. */
+    void (*mul)(ferry_device_t *dev, float *z, const float *x, const float *y, size_t n);
+    /* Dropout's mask: mask[i] = 0 with probability p, else 1 / (1 - p),
+     * from a hash of (seed, i), so that every device draws the same mask. */
+    void (*dropout_mask)(ferry_device_t *dev, float *mask, size_t n, float p,
+                         uint64_t seed);
+    /* Average pooling, the windows of maxpool's (ferry_pool_t). */
+    int (*avgpool)(ferry_device_t *dev, const ferry_pool_t *p, const float *x, float *y);
+    /* dx (overwritten): each window's gradient spread evenly over it. */
+    int (*avgpool_grad)(ferry_device_t *dev, const ferry_pool_t *p, const float *dy,
+                        float *dx);
+    /* Binary cross-entropy with logits, rows x cols against targets in
+     * [0, 1] (device): *loss = the mean over every element (PyTorch's
+     * BCEWithLogitsLoss); dlogits (NULL: not wanted) = (sigmoid(z) - t) /
+     * (rows cols). loss may be NULL. */
+    int (*bce_logits)(ferry_device_t *dev, const float *logits, const float *targets,
+                      int rows, int cols, float *dlogits, float *loss);
+    /* Layer normalisation of each of `rows` rows of `cols`: y = (x - mean)
+     * rstd gamma + beta, rstd = 1 / sqrt(var + eps) (var biased, as
+     * PyTorch's); mean and rstd (rows each, device) are kept for the
+     * gradient. */
+    int (*layernorm)(ferry_device_t *dev, const float *x, const float *gamma,
+                     const float *beta, int rows, int cols, float eps, float *y, float *mean,
+                     float *rstd);
+    /* From dy: dx (NULL: not wanted), dgamma and dbeta (cols each), all
+     * overwritten. */
+    int (*layernorm_grad)(ferry_device_t *dev, const float *x, const float *gamma,
+                          const float *mean, const float *rstd, const float *dy, int rows,
+                          int cols, float *dx, float *dgamma, float *dbeta);
 } ferry_device_ops_t;
+
+/* The activations of ferry_device_ops_t.activation. GELU is the exact one
+ * (erf), PyTorch's default. */
+enum {
+    FERRY_ACT_TANH = 1,
+    FERRY_ACT_SIGMOID = 2,
+    FERRY_ACT_LEAKY_RELU = 3,
+    FERRY_ACT_GELU = 4,
+};
+
+/* Whether the table `ops` has `member` (one added after it was built is
+ * past its `size`) and it is set. */
+#define FERRY_DEVICE_HAS(ops, member)                                                    \
+    ((ops)->size >= offsetof(ferry_device_ops_t, member) + sizeof((ops)->member) &&      \
+     (ops)->member != NULL)
 
 struct ferry_device_t {
     uint32_t version, size;  /* FERRY_DEVICE_ABI_VERSION, sizeof(ferry_device_t) */

@@ -165,25 +165,6 @@ static unsigned gradcheck(tmodel *t, float *p, const ferry_batch_t *b, const flo
     return bad;
 }
 
-/* A batch of n random samples (labels or targets), uploaded. */
-static void random_batch(tmodel *t, int n, uint64_t seed, ferry_batch_t *b)
-{
-    uint64_t s = seed;
-    size_t feats = (size_t)n * t->features;
-    float *x = malloc(feats * sizeof *x);
-    int32_t *labels = malloc((size_t)n * sizeof *labels);
-    float *targets = malloc((size_t)n * t->m->outputs * sizeof *targets);
-    cr_assert(x && labels && targets);
-    tm_normal(x, feats, &s);
-    tm_labels(labels, (size_t)n, t->m->outputs, &s);
-    tm_normal(targets, (size_t)n * t->m->outputs, &s);
-    bool cls = t->m->kind == FERRY_MODEL_CLASSIFIER;
-    tm_batch(t, n, x, cls ? labels : NULL, cls ? NULL : targets, b);
-    free(x);
-    free(labels);
-    free(targets);
-}
-
 /* The model's parameters from a seed, its gradient on a random batch. */
 static void setup(tmodel *t, const char *name, const gc_opts *o, uint64_t seed, float **p,
                   float **grad, ferry_batch_t *b)
@@ -192,7 +173,7 @@ static void setup(tmodel *t, const char *name, const gc_opts *o, uint64_t seed, 
     *p = tm_init(t);
     *grad = malloc(t->len * sizeof **grad);
     cr_assert(*grad);
-    random_batch(t, o->batch, seed + 4, b);
+    tm_random_batch(t, o->batch, seed + 4, b);
     float loss;
     cr_assert_eq(tm_loss_grad(t, *p, b, *grad, &loss), 0);
 }

@@ -134,3 +134,21 @@ size_t tm_count(const tmodel *t, int i)
 {
     return ferry_param_count(&t->m->params[i]);
 }
+
+void tm_random_batch(tmodel *t, int n, uint64_t seed, ferry_batch_t *b)
+{
+    uint64_t s = seed;
+    size_t feats = (size_t)n * t->features;
+    float *x = malloc(feats * sizeof *x);
+    int32_t *labels = malloc((size_t)n * sizeof *labels);
+    float *targets = malloc((size_t)n * t->m->outputs * sizeof *targets);
+    cr_assert(x && labels && targets);
+    tm_normal(x, feats, &s);
+    tm_labels(labels, (size_t)n, t->m->outputs, &s);
+    tm_normal(targets, (size_t)n * t->m->outputs, &s);
+    bool cls = t->m->kind == FERRY_MODEL_CLASSIFIER;
+    tm_batch(t, n, x, cls ? labels : NULL, cls ? NULL : targets, b);
+    free(x);
+    free(labels);
+    free(targets);
+}

@@ -59,6 +59,10 @@ void tm_normal(float *out, size_t n, uint64_t *state);
 void tm_labels(int32_t *out, size_t n, int classes, uint64_t *state);
 uint64_t tm_next(uint64_t *state);
 
+/* n random samples from `seed` (standard normal inputs, and labels or
+ * standard normal targets), uploaded into the batch buffers. */
+void tm_random_batch(tmodel *t, int n, uint64_t seed, ferry_batch_t *b);
+
 /* Elements of tensor i of the open model. */
 size_t tm_count(const tmodel *t, int i);
 

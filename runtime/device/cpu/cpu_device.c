@@ -116,6 +116,15 @@ static const ferry_device_ops_t cpu_ops = {
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
     .bias_relu = cpu_bias_relu,
+    .activation = cpu_activation,
+    .activation_grad = cpu_activation_grad,
+    .mul = cpu_mul,
+    .dropout_mask = cpu_dropout_mask,
+    .avgpool = cpu_avgpool,
+    .avgpool_grad = cpu_avgpool_grad,
+    .bce_logits = cpu_bce_logits,
+    .layernorm = cpu_layernorm,
+    .layernorm_grad = cpu_layernorm_grad,
 };
 
 /* "cpu: AMD EPYC (2 cores), OpenBLAS 0.3.21 (2 threads)": the first two

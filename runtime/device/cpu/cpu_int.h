@@ -73,4 +73,21 @@ void cpu_sgd_step(ferry_device_t *dev, float *p, const float *g, float *v, size_
 void cpu_adam_step(ferry_device_t *dev, float *p, const float *g, float *m, float *v,
                    size_t n, float lr, float b1, float b2, float eps, float wd, int t);
 
+/* cpu_nn.c: what <ferry/nn.h>'s layers add. */
+void cpu_activation(ferry_device_t *dev, int act, float alpha, float *y, const float *x,
+                    size_t n);
+void cpu_activation_grad(ferry_device_t *dev, int act, float alpha, float *dx,
+                         const float *dy, const float *x, const float *y, size_t n);
+void cpu_mul(ferry_device_t *dev, float *z, const float *x, const float *y, size_t n);
+void cpu_dropout_mask(ferry_device_t *dev, float *mask, size_t n, float p, uint64_t seed);
+int cpu_avgpool(ferry_device_t *dev, const ferry_pool_t *p, const float *x, float *y);
+int cpu_avgpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *dy, float *dx);
+int cpu_bce_logits(ferry_device_t *dev, const float *logits, const float *targets, int rows,
+                   int cols, float *dlogits, float *loss);
+int cpu_layernorm(ferry_device_t *dev, const float *x, const float *gamma, const float *beta,
+                  int rows, int cols, float eps, float *y, float *mean, float *rstd);
+int cpu_layernorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
+                       const float *mean, const float *rstd, const float *dy, int rows,
+                       int cols, float *dx, float *dgamma, float *dbeta);
+
 #endif

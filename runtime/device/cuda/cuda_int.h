@@ -282,4 +282,33 @@ void cuda_sgd_step(ferry_device_t *dev, float *p, const float *g, float *v, size
 void cuda_adam_step(ferry_device_t *dev, float *p, const float *g, float *m, float *v,
                     size_t n, float lr, float b1, float b2, float eps, float wd, int t);
 
+/* cuda_nn.c: what <ferry/nn.h>'s layers add to the table. */
+void cuda_activation(ferry_device_t *dev, int act, float alpha, float *y, const float *x,
+                     size_t n);
+void cuda_activation_grad(ferry_device_t *dev, int act, float alpha, float *dx,
+                          const float *dy, const float *x, const float *y, size_t n);
+void cuda_mul(ferry_device_t *dev, float *z, const float *x, const float *y, size_t n);
+void cuda_dropout_mask(ferry_device_t *dev, float *mask, size_t n, float p,
+                       uint64_t seed);
+int cuda_avgpool(ferry_device_t *dev, const ferry_pool_t *p, const float *x, float *y);
+int cuda_avgpool_grad(ferry_device_t *dev, const ferry_pool_t *p, const float *dy,
+                      float *dx);
+/* A loss summed on the device through at most CUDA_MSE_PARTS partial sums
+ * (mse, bce_logits): `kernel` issued on a and b's n elements with `scale`
+ * and `grad`, its sum downloaded (or deferred, while capturing) and
+ * divided by `div` into *loss (NULL: not wanted). */
+typedef cudaError_t (*cuda_sum_kernel)(cudaStream_t stream, const float *a,
+                                       const float *b, size_t n, float scale, float *grad,
+                                       double *parts, cuda_loss_t *out);
+int cuda_sum_loss(cuda_dev_t *d, cuda_sum_kernel kernel, const float *a, const float *b,
+                  size_t n, float scale, float *grad, double div, float *loss);
+int cuda_bce_logits(ferry_device_t *dev, const float *logits, const float *targets,
+                    int rows, int cols, float *dlogits, float *loss);
+int cuda_layernorm(ferry_device_t *dev, const float *x, const float *gamma,
+                   const float *beta, int rows, int cols, float eps, float *y,
+                   float *mean, float *rstd);
+int cuda_layernorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
+                        const float *mean, const float *rstd, const float *dy, int rows,
+                        int cols, float *dx, float *dgamma, float *dbeta);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "cuda_bf16_round.h"
 #include "cuda_kernels.h"
+#include "../device_hash.h"
 
 namespace {
 
@@ -300,6 +301,185 @@ __global__ void gather_kernel(uint32_t *dst, const uint32_t *src, const uint32_t
     }
 }
 
+// ---- the layers of <ferry/nn.h> ----
+
+__device__ float act_of(int act, float alpha, float x)
+{
+    switch (act) {
+    case 1: return tanhf(x);
+    case 2: return 1.0f / (1.0f + expf(-x));
+    case 3: return x > 0 ? x : alpha * x;
+    case 4: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    default: return x;
+    }
+}
+
+__device__ float act_slope(int act, float alpha, float x, float y)
+{
+    switch (act) {
+    case 1: return 1.0f - y * y;
+    case 2: return y * (1.0f - y);
+    case 3: return x > 0 ? 1.0f : alpha;
+    case 4:
+        return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+               x * 0.3989422804014327f * expf(-0.5f * x * x);
+    default: return 1.0f;
+    }
+}
+
+__global__ void act_kernel(int act, float alpha, float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = act_of(act, alpha, x[i]);
+}
+
+__global__ void act_grad_kernel(int act, float alpha, float *dx, const float *dy,
+                                const float *x, const float *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = dy[i] * act_slope(act, alpha, x[i], y[i]);
+}
+
+__global__ void mul_kernel(float *z, const float *x, const float *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        z[i] = x[i] * y[i];
+}
+
+__global__ void dropout_kernel(float *mask, size_t n, float p, uint64_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        mask[i] = rt_dropout_factor(seed, i, p);
+}
+
+__global__ void avgpool_kernel(int planes, int h, int w, int size, int stride, int oh,
+                               int ow, const float *x, float *y)
+{
+    size_t total = (size_t)planes * oh * ow;
+    float inv = 1.0f / (float)(size * size);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int ox = (int)(i % ow), oy = (int)((i / ow) % oh);
+        const float *xp = x + (i / ((size_t)ow * oh)) * h * w;
+        float s = 0;
+        for (int ky = 0; ky < size; ky++)
+            for (int kx = 0; kx < size; kx++)
+                s += xp[(size_t)(oy * stride + ky) * w + ox * stride + kx];
+        y[i] = s * inv;
+    }
+}
+
+// A thread per input element gathers its share from the windows holding it.
+__global__ void avgpool_grad_kernel(int planes, int h, int w, int size, int stride,
+                                    int oh, int ow, const float *dy, float *dx)
+{
+    size_t total = (size_t)planes * h * w;
+    float inv = 1.0f / (float)(size * size);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int ix = (int)(i % w), iy = (int)((i / w) % h);
+        const float *d = dy + (i / ((size_t)w * h)) * oh * ow;
+        int y_lo = iy < size ? 0 : (iy - size) / stride + 1, y_hi = min(iy / stride, oh - 1);
+        int x_lo = ix < size ? 0 : (ix - size) / stride + 1, x_hi = min(ix / stride, ow - 1);
+        float s = 0;
+        for (int oy = y_lo; oy <= y_hi; oy++)
+            for (int ox = x_lo; ox <= x_hi; ox++)
+                s += d[oy * ow + ox];
+        dx[i] = s * inv;
+    }
+}
+
+__global__ void bce_parts(const float *z, const float *t, size_t n, float inv,
+                          float *dz, double *parts)
+{
+    double acc = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = z[i];
+        acc += (double)(fmaxf(v, 0.0f) - v * t[i] + log1pf(expf(-fabsf(v))));
+        if (dz)
+            dz[i] = (1.0f / (1.0f + expf(-v)) - t[i]) * inv;
+    }
+    block_sum_to(acc, &parts[blockIdx.x]);
+}
+
+// A block's sum of v, in every thread (fixed order: deterministic).
+__device__ double block_sum(double v)
+{
+    __shared__ double part[kThreads];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s /= 2) {
+        if ((int)threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    double total = part[0];
+    __syncthreads();
+    return total;
+}
+
+// A block a row.
+__global__ void layernorm_kernel(const float *x, const float *gamma, const float *beta,
+                                 int cols, float eps, float *y, float *mean, float *rstd)
+{
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float *yr = y + (size_t)blockIdx.x * cols;
+    double s = 0;
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        s += xr[j];
+    double m = block_sum(s) / cols;
+    double s2 = 0;
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        s2 += (xr[j] - m) * (xr[j] - m);
+    float r = (float)(1.0 / sqrt(block_sum(s2) / cols + eps)), mf = (float)m;
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        yr[j] = (xr[j] - mf) * r * gamma[j] + beta[j];
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = mf;
+        rstd[blockIdx.x] = r;
+    }
+}
+
+__global__ void layernorm_dx_kernel(const float *x, const float *gamma, const float *mean,
+                                    const float *rstd, const float *dy, int cols, float *dx)
+{
+    size_t row = blockIdx.x;
+    const float *xr = x + row * cols, *dyr = dy + row * cols;
+    float m = mean[row], r = rstd[row];
+    double a = 0, b = 0;
+    for (int j = threadIdx.x; j < cols; j += kThreads) {
+        float g = dyr[j] * gamma[j];
+        a += g;
+        b += (double)g * ((xr[j] - m) * r);
+    }
+    float ma = (float)(block_sum(a) / cols), mb = (float)(block_sum(b) / cols);
+    for (int j = threadIdx.x; j < cols; j += kThreads)
+        dx[row * cols + j] = r * (dyr[j] * gamma[j] - ma - (xr[j] - m) * r * mb);
+}
+
+// A thread a column, the rows in order.
+__global__ void layernorm_dparams_kernel(const float *x, const float *mean, const float *rstd,
+                                         const float *dy, int rows, int cols, float *dgamma,
+                                         float *dbeta)
+{
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols;
+         j += gridDim.x * blockDim.x) {
+        float g = 0, b = 0;
+        for (int i = 0; i < rows; i++) {
+            size_t at = (size_t)i * cols + j;
+            g += dy[at] * (x[at] - mean[i]) * rstd[i];
+            b += dy[at];
+        }
+        dgamma[j] = g;
+        dbeta[j] = b;
+    }
+}
+
 } // namespace
 
 extern "C" cudaError_t cuda_k_fill(cudaStream_t stream, float *x, float value, size_t n)
@@ -455,5 +635,98 @@ extern "C" cudaError_t cuda_k_round_bf16(cudaStream_t stream, float *dst, const 
     if (n == 0)
         return cudaSuccess;
     round_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_activation(cudaStream_t stream, int act, float alpha, float *y,
+                                         const float *x, size_t n)
+{
+    act_kernel<<<blocks_for(n), kThreads, 0, stream>>>(act, alpha, y, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_activation_grad(cudaStream_t stream, int act, float alpha,
+                                              float *dx, const float *dy, const float *x,
+                                              const float *y, size_t n)
+{
+    act_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(act, alpha, dx, dy, x, y, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_mul(cudaStream_t stream, float *z, const float *x,
+                                  const float *y, size_t n)
+{
+    mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(z, x, y, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_dropout_mask(cudaStream_t stream, float *mask, size_t n,
+                                           float p, uint64_t seed)
+{
+    dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(mask, n, p, seed);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_avgpool(cudaStream_t stream, int n, int c, int h, int w,
+                                      int size, int stride, int oh, int ow, const float *x,
+                                      float *y)
+{
+    size_t total = (size_t)n * c * oh * ow;
+    if (total == 0)
+        return cudaSuccess;
+    avgpool_kernel<<<blocks_for(total), kThreads, 0, stream>>>(n * c, h, w, size, stride,
+                                                                oh, ow, x, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_avgpool_grad(cudaStream_t stream, int n, int c, int h, int w,
+                                           int size, int stride, int oh, int ow,
+                                           const float *dy, float *dx)
+{
+    size_t total = (size_t)n * c * h * w;
+    if (total == 0)
+        return cudaSuccess;
+    avgpool_grad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(n * c, h, w, size,
+                                                                     stride, oh, ow, dy, dx);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_bce_logits(cudaStream_t stream, const float *z, const float *t,
+                                         size_t n, float inv, float *dz, double *parts,
+                                         cuda_loss_t *out)
+{
+    unsigned grid = blocks_for(n);
+    if (grid > CUDA_MSE_PARTS)
+        grid = CUDA_MSE_PARTS;
+    bce_parts<<<grid, kThreads, 0, stream>>>(z, t, n, inv, dz, parts);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    mse_finish<<<1, kThreads, 0, stream>>>(parts, (int)grid, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_layernorm(cudaStream_t stream, const float *x, const float *gamma,
+                                        const float *beta, int rows, int cols, float eps,
+                                        float *y, float *mean, float *rstd)
+{
+    layernorm_kernel<<<rows, kThreads, 0, stream>>>(x, gamma, beta, cols, eps, y, mean, rstd);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_k_layernorm_grad(cudaStream_t stream, const float *x,
+                                             const float *gamma, const float *mean,
+                                             const float *rstd, const float *dy, int rows,
+                                             int cols, float *dx, float *dgamma, float *dbeta)
+{
+    if (dx) {
+        layernorm_dx_kernel<<<rows, kThreads, 0, stream>>>(x, gamma, mean, rstd, dy, cols,
+                                                            dx);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+    }
+    layernorm_dparams_kernel<<<blocks_for((size_t)cols), kThreads, 0, stream>>>(
+        x, mean, rstd, dy, rows, cols, dgamma, dbeta);
     return cudaGetLastError();
 }

@@ -77,6 +77,34 @@ cudaError_t cuda_k_to_bf16(cudaStream_t stream, uint16_t *dst, const float *src,
 cudaError_t cuda_k_round_bf16(cudaStream_t stream, float *dst, const float *src,
                               size_t n);
 
+/* The layers of <ferry/nn.h>: activations (FERRY_ACT_*), the elementwise
+ * product, dropout's mask (runtime/device/device_hash.h), average pooling
+ * and its gradient, and binary cross-entropy with logits (its sum into
+ * out->sum through at most CUDA_MSE_PARTS partial sums in `parts`). */
+cudaError_t cuda_k_activation(cudaStream_t stream, int act, float alpha, float *y,
+                              const float *x, size_t n);
+cudaError_t cuda_k_activation_grad(cudaStream_t stream, int act, float alpha, float *dx,
+                                   const float *dy, const float *x, const float *y,
+                                   size_t n);
+cudaError_t cuda_k_mul(cudaStream_t stream, float *z, const float *x, const float *y,
+                       size_t n);
+cudaError_t cuda_k_dropout_mask(cudaStream_t stream, float *mask, size_t n, float p,
+                                uint64_t seed);
+cudaError_t cuda_k_avgpool(cudaStream_t stream, int n, int c, int h, int w, int size,
+                           int stride, int oh, int ow, const float *x, float *y);
+cudaError_t cuda_k_avgpool_grad(cudaStream_t stream, int n, int c, int h, int w, int size,
+                                int stride, int oh, int ow, const float *dy, float *dx);
+/* Layer normalisation: a block a row; the parameters' gradients a thread a
+ * column. */
+cudaError_t cuda_k_layernorm(cudaStream_t stream, const float *x, const float *gamma,
+                             const float *beta, int rows, int cols, float eps, float *y,
+                             float *mean, float *rstd);
+cudaError_t cuda_k_layernorm_grad(cudaStream_t stream, const float *x, const float *gamma,
+                                  const float *mean, const float *rstd, const float *dy,
+                                  int rows, int cols, float *dx, float *dgamma, float *dbeta);
+cudaError_t cuda_k_bce_logits(cudaStream_t stream, const float *z, const float *t, size_t n,
+                              float inv, float *dz, double *parts, cuda_loss_t *out);
+
 #ifdef __cplusplus
 }
 #endif

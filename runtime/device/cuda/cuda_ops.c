@@ -128,31 +128,35 @@ out:
     return rc;
 }
 
-int cuda_mse(ferry_device_t *dev, const float *pred, const float *target, int rows,
-             int cols, float *dpred, float *loss)
+int cuda_sum_loss(cuda_dev_t *d, cuda_sum_kernel kernel, const float *a, const float *b,
+                  size_t n, float scale, float *grad, double div, float *loss)
 {
-    cuda_dev_t *d = cuda_dev(dev);
-    if (rows <= 0 || cols <= 0)
-        return cuda_einval(d, "mse: rows and cols must be positive");
     int rc = cuda_enter(d);
     if (rc != 0)
         return rc;
     if ((rc = cuda_grow(d, &d->scratch, &d->scratch_bytes,
                         CUDA_MSE_PARTS * sizeof(double))) != 0)
         return rc;
-    CUDA_RT_TRY(d,
-                cuda_k_mse(d->stream, pred, target, (size_t)rows * cols,
-                           1.0f / (float)rows, dpred, d->scratch, d->result),
-                out);
+    CUDA_RT_TRY(d, kernel(d->stream, a, b, n, scale, grad, d->scratch, d->result), out);
     if (d->capturing)
-        return cuda_capture_loss(d, loss, NULL, 2.0 * rows);
+        return cuda_capture_loss(d, loss, NULL, div);
     cuda_loss_t res;
     if ((rc = read_loss(d, &res)) != 0)
         return rc;
     if (loss)
-        *loss = (float)(res.sum / (2.0 * rows));
+        *loss = (float)(res.sum / div);
 out:
     return rc;
+}
+
+int cuda_mse(ferry_device_t *dev, const float *pred, const float *target, int rows,
+             int cols, float *dpred, float *loss)
+{
+    cuda_dev_t *d = cuda_dev(dev);
+    if (rows <= 0 || cols <= 0)
+        return cuda_einval(d, "mse: rows and cols must be positive");
+    return cuda_sum_loss(d, cuda_k_mse, pred, target, (size_t)rows * cols,
+                         1.0f / (float)rows, dpred, 2.0 * rows, loss);
 }
 
 void cuda_sgd_step(ferry_device_t *dev, float *p, const float *g, float *v, size_t n,
@@ -219,4 +223,13 @@ const ferry_device_ops_t cuda_ops = {
     .sgd_step = cuda_sgd_step,
     .adam_step = cuda_adam_step,
     .bias_relu = cuda_bias_relu,
+    .activation = cuda_activation,
+    .activation_grad = cuda_activation_grad,
+    .mul = cuda_mul,
+    .dropout_mask = cuda_dropout_mask,
+    .avgpool = cuda_avgpool,
+    .avgpool_grad = cuda_avgpool_grad,
+    .bce_logits = cuda_bce_logits,
+    .layernorm = cuda_layernorm,
+    .layernorm_grad = cuda_layernorm_grad,
 };
