@@ -61,7 +61,7 @@ static int parse(int argc, char **argv, predicting *p)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         switch (c) {
         case O_PARAMS: p->params = optarg; break;
         case O_DATA: p->data = optarg; break;

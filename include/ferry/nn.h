@@ -191,6 +191,8 @@ int ferry_nn_loss_grad(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float 
                        const ferry_batch_t *b, float *grad, float *loss);
 int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
                       const ferry_batch_t *b, float *loss, int *correct);
+int ferry_nn_predict(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
+                     const ferry_batch_t *b, float *out);
 
 /* Defines `var`, a ferry_model_t built from the ferry_nn_t fields given
  * (.layers, .input, .outputs, .dataset, .loss) when the module is loaded. */
@@ -214,9 +216,14 @@ int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *
     {                                                                                    \
         return ferry_nn_evaluate(&var##_nn, mc, p, b, loss, correct);                    \
     }                                                                                    \
-    static ferry_model_t var = {FERRY_MODEL_HEADER, .workspace = var##_workspace,        \
-                                .init = var##_init, .loss_grad = var##_loss_grad,        \
-                                .evaluate = var##_evaluate};                             \
+    static int var##_predict(ferry_model_ctx_t *mc, const float *p,                      \
+                             const ferry_batch_t *b, float *out)                         \
+    {                                                                                    \
+        return ferry_nn_predict(&var##_nn, mc, p, b, out);                               \
+    }                                                                                    \
+    static ferry_model_t var = {FERRY_MODEL_HEADER,         .workspace = var##_workspace, \
+                                .init = var##_init,         .loss_grad = var##_loss_grad, \
+                                .evaluate = var##_evaluate, .predict = var##_predict};   \
     __attribute__((constructor)) static void var##_build(void)                           \
     {                                                                                    \
         ferry_nn_build(&var##_nn, &var);                                                 \

@@ -193,3 +193,22 @@ int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *
     return loss_of(&c, z, b, NULL, loss,
                    nn->loss == FERRY_NN_SOFTMAX_XENT ? correct : NULL);
 }
+
+int ferry_nn_predict(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
+                     const ferry_batch_t *b, float *out)
+{
+    if (!nn->plan.nlayers || b->n < 0 || b->n > mc->batch_max || (b->n > 0 && !b->x))
+        return FERRY_EINVAL;
+    if (b->n == 0)
+        return 0;
+    nn_bufs bufs;
+    carve(nn, mc->work, b->n, &bufs);
+    nn_ctx c = {
+        .nn = nn, .mc = mc, .params = params, .n = b->n, .act = bufs.act, .x = b->x};
+    int rc = forward(&c, &bufs, b->x);
+    if (rc)
+        return rc;
+    const float *z = output(nn, &bufs, b->x, nn->plan.nlayers - 1);
+    size_t outputs = nn->plan.step[nn->plan.nlayers - 1].out_n;
+    return mc->dev->ops->copy(mc->dev, out, z, (size_t)b->n * outputs * sizeof(float));
+}

@@ -83,6 +83,7 @@ int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const rt_tensors *pa
     /* A trainer of one rank, for its data, its device batches and the
      * model's context: nothing of it trains. */
     rt_train_opts o = {.batch = batch > 0 ? batch : 256,
+                       .optim = {.kind = RT_OPT_SGD, .lr = 0.01f},
                        .eval_batch = batch > 0 ? batch : 256,
                        .seed = 1,
                        .world = 1,

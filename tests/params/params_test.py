@@ -12,6 +12,9 @@ On a cluster of 2 local workers (its own FERRY_HOME, free ports):
    where the first run ended: its first epoch's accuracy is the saved one.
 3. `--init-from F` for another model (the CNN) is refused, naming the
    tensor it lacks and the model's shape.
+4. `ferry predict mlp.so --params F`, on worker 0 and with --local, writes
+   a line a sample (the class, then probabilities that sum to 1) and gets
+   the run's test accuracy; with the CNN, it is refused like --init-from.
 
 Environment (meson sets it): FERRY_TEST_BUILD; optional FERRY_TEST_FMNIST
 (default /usr/share/datasets/fashion-mnist).
@@ -167,13 +170,40 @@ def main():
                "they have no tensor 'conv1.weight' (the model's is 16x1x5x5)" in r.stderr,
                "--init-from with another model's file is refused by tensor name",
                "exit %d\n%s" % (r.returncode, r.stderr[-1500:]))
+
+        for where in ([], ["--local"]):
+            out = os.path.join(home, "pred%s.csv" % "".join(where))
+            r = ferry(home, "predict", MLP, "--params", saved, "--out", out, "--json",
+                      *where)
+            ok = r.returncode == 0
+            summary = json.loads(r.stdout) if ok else {}
+            with open(out) if ok else open(os.devnull) as f:
+                lines = f.read().splitlines()
+            rows = [list(map(float, l.split(","))) for l in lines[1:]]
+            ok = ok and lines[0] == "class," + ",".join("p%d" % i for i in range(10))
+            ok = ok and len(rows) == 10000 and summary.get("samples") == 10000
+            ok = ok and all(abs(sum(row[1:]) - 1) < 1e-4 and
+                            int(row[0]) == max(range(10), key=lambda i: row[1 + i])
+                            for row in rows)
+            right = sum(int(row[0]) == label for row, label in zip(rows, y))
+            ok = ok and abs(right / 10000 - acc) <= 0.001
+            ok = ok and abs(summary.get("test_accuracy", -1) - acc) <= 0.001
+            report(ok, "predict %s reproduces the run's test accuracy" %
+                   ("--local" if where else "on worker 0"),
+                   "exit %d, accuracy %s vs the run's %.4f\n%s" %
+                   (r.returncode, summary.get("test_accuracy"), acc, r.stderr[-1500:]))
+
+        r = ferry(home, "predict", CNN, "--params", saved, "--local")
+        report(r.returncode == 1 and "they have no tensor 'conv1.weight'" in r.stderr,
+               "predict with another model's file is refused by tensor name",
+               "exit %d\n%s" % (r.returncode, r.stderr[-1500:]))
     finally:
         ferry(home, "shutdown", timeout=120)
         shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    print("1..7")
+    print("1..10")
     try:
         main()
     except Exception as e:  # a failure of the test itself is one more "not ok"
