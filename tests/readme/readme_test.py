@@ -82,6 +82,11 @@ PROMISES = [
 # collapsed), each with the test that produces it and a fragment that test
 # checks: (quote start, test file, "suite/name", fragment).
 QUOTES = [
+    ("they have no tensor 'conv1.weight'", "tests/train/test-tensors.c",
+     "tensors/a_missing_tensor_is_refused_with_the_models_shape",
+     "they have no tensor 'a.bias' (the model's is 5)"),
+    ("tensor 'fc1.weight' is 784x64 there", "tests/train/test-tensors.c",
+     "tensors/a_shape_that_differs_is_refused_naming_both", "is 2x3 there and 3x2 in the model"),
     ("Push from ipv4:127.0.0.1:40330 for session", "tests/ps/test-refuse.c",
      "ps_refuse/a_push_without_the_sessions_secret", "does not carry the session's secret"),
     ("a chunk from ipv4:127.0.0.1:40330 for session", "tests/e2e/test-chunk-strays.c",
