@@ -34,5 +34,11 @@ void rt_dataset_free(rt_dataset *ds)
     free(ds->labels);
     free(ds->targets);
     free(ds->answer);
+    for (int i = 0; i < ds->n_class_names; i++)
+        free(ds->class_names[i]);
+    free(ds->class_names);
+    free(ds->norm_shift);
+    free(ds->norm_scale);
+    free(ds->about);
     memset(ds, 0, sizeof *ds);
 }
