@@ -153,6 +153,16 @@ typedef struct rt_data_source {
 int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
                         rt_dataset *train, rt_dataset *test, char *err, size_t errlen);
 
+/* Whether `path` names a regular file (a user's set) rather than a
+ * directory (Fashion-MNIST's) or nothing. */
+bool rt_data_is_file(const char *path);
+
+struct proto_train_spec;
+/* The source a run's options name (--data and the rest): true when --data
+ * names a file, to be read with rt_data_source_load; false for a named set
+ * (out still filled). `sp`'s strings are borrowed. */
+bool rt_data_source_from_spec(const struct proto_train_spec *sp, rt_data_source *out);
+
 /* Frees x, labels, targets and answer with free() and zeroes *ds. NULL:
  * no-op. */
 void rt_dataset_free(rt_dataset *ds);

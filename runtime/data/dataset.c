@@ -12,6 +12,12 @@
 #define LINEAR_TEST_N  2048
 #define LINEAR_NOISE   0.1f
 
+bool rt_data_is_file(const char *path)
+{
+    struct stat st;
+    return path && path[0] && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* A user's file named where Fashion-MNIST's directory would be: both sets
  * are read (the test set is a split of it) and the one asked for kept. */
 static int load_file(const char *path, bool train, uint64_t seed,
@@ -40,8 +46,7 @@ int rt_dataset_load_polled(const char *name, const char *dir, bool train, int fe
 {
     if (!out)
         return base_errf(err, errlen, FERRY_EINVAL, "rt_dataset_load: no output");
-    struct stat st;
-    if (dir && stat(dir, &st) == 0 && S_ISREG(st.st_mode))
+    if (rt_data_is_file(dir))
         return load_file(dir, train, seed, cancel, out, err, errlen);
     if (!name || strcmp(name, "fashion-mnist") == 0)
         return rt_fmnist_load_polled(dir, train, cancel, out, err, errlen);
