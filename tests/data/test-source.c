@@ -183,3 +183,16 @@ TD_TEST(source, a_file_named_as_the_data_directory_is_read)
     rt_dataset_free(&tr);
     rt_dataset_free(&te);
 }
+
+TD_TEST(source, fashion_mnist_states_its_published_constants)
+{
+    td_need_fmnist();
+    rt_dataset te;
+    char err[512] = "";
+    cr_assert_eq(rt_fmnist_load(NULL, false, &te, err, sizeof err), 0, "%s", err);
+    cr_expect(te.about && strstr(te.about, "10000 samples of 1x28x28") &&
+                  strstr(te.about, "published mean 0.2860") &&
+                  strstr(te.about, "standard deviation 0.3530"),
+              "%s", te.about);
+    rt_dataset_free(&te);
+}
