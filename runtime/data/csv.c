@@ -149,7 +149,9 @@ static void data_field(parse *p, const char *s, size_t len)
                           (int)(len > 40 ? 40 : len), s);
         return;
     }
-    if (!isfinite(v) && p->nonfinite++ == 0) {
+    /* A feature beyond float's range would become infinite. */
+    bool finite = col == c->label_col ? isfinite(v) : isfinite((float)v);
+    if (!finite && p->nonfinite++ == 0) {
         p->nf_line = p->line;
         p->nf_col = col + 1;
     }

@@ -101,7 +101,8 @@ static int read_member(const char *path, zip_t *z, zip_int64_t idx, const char *
             break;
         got += (zip_uint64_t)n;
     }
-    bool bad = got != st.size || zip_fclose(f) != 0;
+    int closed = zip_fclose(f); /* always: it frees the member's reader */
+    bool bad = got != st.size || closed != 0;
     if (bad) {
         free(buf);
         return base_errf(err, errlen, FERRY_ECORRUPT,
