@@ -29,6 +29,9 @@ typedef struct parse {
     bool y_text;    /* the label column holds names */
     const char *y_str;
     size_t y_len;
+    bool pending;   /* libcsv holds part of a row */
+    size_t rows_hint; /* rows the file's size suggests */
+    char delim;
     size_t nonfinite, nf_line;
     int nf_col;
     int rc;
@@ -87,19 +90,6 @@ static int32_t intern(parse *p, const char *s, size_t len)
     return c->n_classes++;
 }
 
-static bool number(const char *s, size_t len, double *v)
-{
-    char *end;
-    while (len && isspace((unsigned char)*s))
-        s++, len--;
-    if (!len)
-        return false;
-    *v = strtod(s, &end);
-    while (end < s + len && isspace((unsigned char)*end))
-        end++;
-    return end == s + len;
-}
-
 static void header_field(parse *p, const char *s, size_t len)
 {
     rt_csv *c = p->out;
@@ -126,7 +116,7 @@ static void data_field(parse *p, const char *s, size_t len)
     if (col == c->label_col) {
         p->y_str = s;
         p->y_len = len;
-        if (c->rows == 0 && !number(s, len, &p->yval))
+        if (c->rows == 0 && !rt_csv_number(s, len, &p->yval))
             p->y_text = true;
         if (p->y_text) {
             int32_t id = intern(p, s, len);
@@ -142,7 +132,7 @@ static void data_field(parse *p, const char *s, size_t len)
         }
     }
     double v;
-    if (!number(s, len, &v)) {
+    if (!rt_csv_number(s, len, &v)) {
         p->rc = base_errf(p->err, p->errlen, FERRY_ECORRUPT,
                           "%s: line %zu, column %d (%s): \"%.*s\" is not a number",
                           p->name, p->line, col + 1, c->names[col],
@@ -197,7 +187,9 @@ static void append_row(parse *p)
     rt_csv *c = p->out;
     size_t f = (size_t)c->features;
     if ((c->rows + 1) * f > p->cap_x) {
-        size_t cap = p->cap_x ? p->cap_x * 2 : f * 1024;
+        /* The first guess from the file's size and the first row's length
+         * spares the copies of growing. */
+        size_t cap = p->cap_x ? p->cap_x * 2 : f * (p->rows_hint > 1024 ? p->rows_hint : 1024);
         float *x = realloc(c->x, cap * sizeof(float));
         double *y = realloc(c->y, cap / f * sizeof(double));
         if (x)
@@ -221,6 +213,7 @@ static void on_row(int term, void *arg)
     rt_csv *c = p->out;
     int found = p->col;
     p->col = 0;
+    p->pending = false;
     if (p->rc != 0)
         return;
     if (c->label_col < 0) {
@@ -272,6 +265,31 @@ static int sort_classes(rt_csv *c)
     return 0;
 }
 
+/* A line with no quote, outside a quoted field: split here, as libcsv
+ * would (spaces and tabs around a field trimmed, an empty line skipped),
+ * without its per-byte state machine. */
+static void plain_line(parse *p, const char *s, size_t n)
+{
+    const char *end = s + n;
+    while (end > s && (end[-1] == '\n' || end[-1] == '\r'))
+        end--;
+    if (end == s)
+        return;
+    for (;;) {
+        const char *d = memchr(s, p->delim, (size_t)(end - s));
+        const char *fe = d ? d : end, *fs = s;
+        while (fs < fe && (*fs == ' ' || (*fs == '\t' && p->delim != '\t')))
+            fs++;
+        while (fe > fs && (fe[-1] == ' ' || (fe[-1] == '\t' && p->delim != '\t')))
+            fe--;
+        on_field((void *)fs, (size_t)(fe - fs), p);
+        if (!d)
+            break;
+        s = d + 1;
+    }
+    on_row('\n', p);
+}
+
 /* Feeds buf a line at a time; the line number is the line being fed. */
 static void feed(struct csv_parser *cp, parse *p, const char *buf, size_t len)
 {
@@ -280,6 +298,12 @@ static void feed(struct csv_parser *cp, parse *p, const char *buf, size_t len)
         const char *nl = memchr(buf + at, '\n', len - at);
         size_t n = nl ? (size_t)(nl - (buf + at)) + 1 : len - at;
         p->line++;
+        if (!p->pending && !memchr(buf + at, '"', n)) {
+            plain_line(p, buf + at, n);
+            at += n;
+            continue;
+        }
+        p->pending = true;
         if (csv_parse(cp, buf + at, n, on_field, on_row, p) != n) {
             p->rc = base_errf(p->err, p->errlen, FERRY_ECORRUPT, "%s: line %zu: %s",
                               p->name, p->line, csv_strerror(csv_error(cp)));
@@ -310,8 +334,12 @@ int rt_csv_parse(const char *name, const char *buf, size_t len, const char *labe
     struct csv_parser cp;
     if (csv_init(&cp, CSV_APPEND_NULL) != 0)
         return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", name);
-    if (looks_tsv(name, buf, len))
-        csv_set_delim(&cp, '\t');
+    p.delim = looks_tsv(name, buf, len) ? '\t' : ',';
+    const char *nl = memchr(buf, '\n', len);
+    const char *nl2 = nl ? memchr(nl + 1, '\n', len - (size_t)(nl + 1 - buf)) : NULL;
+    if (nl2 && nl2 > nl + 1)
+        p.rows_hint = len / (size_t)(nl2 - nl) + len / (size_t)(nl2 - nl) / 8 + 16;
+    csv_set_delim(&cp, (unsigned char)p.delim);
     feed(&cp, &p, buf, len);
     csv_free(&cp);
     free(p.row);
