@@ -4,7 +4,6 @@
 #include "data_int.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,16 +127,14 @@ int rt_map_file(const char *path, void **map, size_t *len, char *err, size_t err
 {
     *map = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        int code = e == ENOENT ? FERRY_ENOENT : e == EACCES ? FERRY_EACCES : FERRY_EIO;
-        return base_errf(err, errlen, code, "%s: %s", path, strerror(e));
-    }
+    int fd, rc = rt_data_open_file(path, &fd, err, errlen);
+    if (rc != 0)
+        return rc;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return base_errf(err, errlen, FERRY_EIO, "%s: not a regular file", path);
+        return base_errf(err, errlen, FERRY_EIO, "%s: %s", path, strerror(e));
     }
     if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -113,6 +113,8 @@ struct gzFile_s; /* zlib's gzFile */
 /* Opens a regular file for reading without blocking on a FIFO; 0 or an
  * error naming it. */
 int rt_data_open_file(const char *path, int *fd_out, char *err, size_t errlen);
+/* rt_data_open_file, then zlib's reader on it (gzip or plain). */
+int rt_gz_open(const char *path, struct gzFile_s **out, char *err, size_t errlen);
 /* gzread until len bytes: 0, -1 on a short read, 1 when `cancel` says
  * so; *got the bytes read. */
 int rt_gz_read_full(struct gzFile_s *gz, void *buf, size_t len, const rt_data_cancel *cancel,

@@ -92,6 +92,21 @@ int rt_data_open_file(const char *path, int *fd_out, char *err, size_t errlen)
     return 0;
 }
 
+int rt_gz_open(const char *path, struct gzFile_s **out, char *err, size_t errlen)
+{
+    int fd = -1, rc = rt_data_open_file(path, &fd, err, errlen);
+    if (rc != 0)
+        return rc;
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(fd);
+        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
+    }
+    gzbuffer(gz, 256 * 1024);
+    *out = gz;
+    return 0;
+}
+
 /* Reads and checks the magic and the sizes; sets ndims, dims and len. */
 static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size_t errlen)
 {
@@ -151,15 +166,10 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
         return base_errf(err, errlen, FERRY_EINVAL, "rt_idx_read: no path or output");
     memset(out, 0, sizeof *out);
 
-    int fd = -1, rc = rt_data_open_file(path, &fd, err, errlen);
+    gzFile gz;
+    int rc = rt_gz_open(path, &gz, err, errlen);
     if (rc != 0)
         return rc;
-    gzFile gz = gzdopen(fd, "rb");
-    if (!gz) {
-        close(fd);
-        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
-    }
-    gzbuffer(gz, 256 * 1024);
 
     rt_idx idx = {0};
     rc = read_header(gz, path, &idx, err, errlen);

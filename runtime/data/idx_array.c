@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <zlib.h>
 
@@ -91,15 +90,10 @@ int rt_idx_read_array(const char *path, const rt_data_cancel *cancel, rt_array *
                       char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    int fd = -1, rc = rt_data_open_file(path, &fd, err, errlen);
+    gzFile gz;
+    int rc = rt_gz_open(path, &gz, err, errlen);
     if (rc != 0)
         return rc;
-    gzFile gz = gzdopen(fd, "rb");
-    if (!gz) {
-        close(fd);
-        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
-    }
-    gzbuffer(gz, 256 * 1024);
     rt_array a;
     uint8_t *data = NULL;
     if ((rc = read_header(gz, path, &a, err, errlen)) != 0)

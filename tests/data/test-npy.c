@@ -182,38 +182,41 @@ TD_TEST(npy, samples_and_labels_of_different_lengths_give_both_counts)
     cr_expect(strstr(err, "4 samples but 3 labels"), "%s", err);
 }
 
-TD_TEST(npy, nan_and_infinity_are_refused_with_their_count_and_first_place)
+/* Loads x.npy (4 x 2 floats) with labels y, training and test alike;
+ * returns the error. */
+static int load_four(const float *x, const int64_t *y, char *err, size_t errlen)
 {
     uint64_t shape[] = {4, 2}, yshape[] = {4};
-    float x[8] = {0, 1, 2, NAN, 4, INFINITY, 6, 7};
-    int64_t y[4] = {0, 1, 0, 1};
-    tf_write_npy(td_path("x.npy"), "<f4", shape, 2, x, sizeof x);
-    tf_write_npy(td_path("y.npy"), "<i8", yshape, 1, y, sizeof y);
+    tf_write_npy(td_path("x.npy"), "<f4", shape, 2, x, 8 * sizeof *x);
+    tf_write_npy(td_path("y.npy"), "<i8", yshape, 1, y, 4 * sizeof *y);
     rt_data_source s = plain(td_path("x.npy"), td_path("y.npy"));
     s.test_path = s.path;
     s.test_labels = s.labels;
     rt_dataset tr, te;
+    int rc = rt_data_source_load(&s, NULL, &tr, &te, err, errlen);
+    if (rc == 0) {
+        rt_dataset_free(&tr);
+        rt_dataset_free(&te);
+    }
+    return rc;
+}
+
+TD_TEST(npy, nan_and_infinity_are_refused_with_their_count_and_first_place)
+{
+    float x[8] = {0, 1, 2, NAN, 4, INFINITY, 6, 7};
+    int64_t y[4] = {0, 1, 0, 1};
     char err[512] = "";
-    int rc = rt_data_source_load(&s, NULL, &tr, &te, err, sizeof err);
-    td_expect_err(rc, FERRY_ECORRUPT, err, td_path("x.npy"));
+    td_expect_err(load_four(x, y, err, sizeof err), FERRY_ECORRUPT, err, td_path("x.npy"));
     cr_expect(strstr(err, "2 NaN or infinite") && strstr(err, "sample 1, number 1"), "%s",
               err);
 }
 
 TD_TEST(npy, negative_labels_are_refused)
 {
-    uint64_t shape[] = {4, 2}, yshape[] = {4};
     float x[8] = {0};
     int64_t y[4] = {0, 1, -1, 1};
-    tf_write_npy(td_path("x.npy"), "<f4", shape, 2, x, sizeof x);
-    tf_write_npy(td_path("y.npy"), "<i8", yshape, 1, y, sizeof y);
-    rt_data_source s = plain(td_path("x.npy"), td_path("y.npy"));
-    s.test_path = s.path;
-    s.test_labels = s.labels;
-    rt_dataset tr, te;
     char err[512] = "";
-    int rc = rt_data_source_load(&s, NULL, &tr, &te, err, sizeof err);
-    td_expect_err(rc, FERRY_EINVAL, err, td_path("x.npy"));
+    td_expect_err(load_four(x, y, err, sizeof err), FERRY_EINVAL, err, td_path("x.npy"));
     cr_expect(strstr(err, "label -1 of sample 2"), "%s", err);
 }
 
