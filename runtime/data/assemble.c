@@ -49,9 +49,39 @@ static size_t row_of(const uint32_t *rows, size_t i)
     return rows ? rows[i] : i;
 }
 
+/* An .npy stays in its file: the set maps it again (a mapping of its own,
+ * freed with the set) and keeps which rows are its samples; the samples
+ * are checked finite here, a row at a time, and read again by the loader. */
+static int map_x(const rt_raw *r, const uint32_t *rows, rt_dataset *ds, char *err,
+                 size_t errlen)
+{
+    size_t f = (size_t)ds->features, bad = 0, first = 0;
+    ds->mapped = calloc(1, sizeof *ds->mapped);
+    float *row = malloc(f * sizeof *row);
+    if (rows && ds->n && (ds->mapped_rows = malloc(ds->n * sizeof *rows)))
+        memcpy(ds->mapped_rows, rows, ds->n * sizeof *rows);
+    int rc = !ds->mapped || !row || (rows && ds->n && !ds->mapped_rows)
+                 ? base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", r->path)
+                 : rt_npy_read(r->path, ds->mapped, err, errlen);
+    for (size_t i = 0; rc == 0 && i < ds->n; i++) {
+        rt_dataset_row(ds, i, row);
+        for (size_t j = 0; j < f; j++)
+            if (!isfinite(row[j]) && bad++ == 0)
+                first = row_of(rows, i) * f + j;
+    }
+    free(row);
+    if (rc == 0 && bad)
+        rc = base_errf(err, errlen, FERRY_ECORRUPT,
+                       "%s: %zu NaN or infinite values, the first at sample %zu, number %zu",
+                       r->path, bad, first / f, first % f);
+    return rc;
+}
+
 static int fill_x(const rt_raw *r, const uint32_t *rows, rt_dataset *ds, char *err,
                   size_t errlen)
 {
+    if (!r->is_csv && r->x.map)
+        return map_x(r, rows, ds, err, errlen);
     size_t f = (size_t)ds->features, bad = 0, first = 0;
     if (!(ds->x = rt_data_alloc(ds->n * f * sizeof(float))))
         return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory for %zu samples",

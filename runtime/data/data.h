@@ -53,6 +53,12 @@ typedef struct rt_dataset {
     float *norm_shift, *norm_scale;
     int norm_n;
     char *about; /* what was read, one line for the first progress line */
+    /* A set read in place from a memory-mapped .npy: x is NULL and the
+     * loader converts (and normalises, by norm_*) each sample as it
+     * gathers it, so that no copy of the file lives in anonymous memory.
+     * Sample i is row mapped_rows[i] of the file (NULL: row i). */
+    struct rt_array *mapped;
+    uint32_t *mapped_rows;
 } rt_dataset;
 
 /* ---- IDX ------------------------------------------------------------------ */
@@ -152,6 +158,10 @@ typedef struct rt_data_source {
  * FERRY_ENOENT, FERRY_EINVAL, FERRY_ENOMEM, FERRY_ECANCELED. */
 int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
                         rt_dataset *train, rt_dataset *test, char *err, size_t errlen);
+
+/* Sample i of `ds` as floats into out[features]: from x, or converted
+ * and normalised from a mapped file. */
+void rt_dataset_row(const rt_dataset *ds, size_t i, float *out);
 
 /* Whether `path` names a regular file (a user's set) rather than a
  * directory (Fashion-MNIST's) or nothing. */

@@ -38,8 +38,11 @@ static void expect_values(const char *descr, const void *x, size_t xbytes)
     cr_assert_eq(tr.n, 4);
     cr_assert_eq(tr.features, 2);
     cr_assert_eq(tr.classes, 3);
+    float got[8];
+    for (size_t r = 0; r < 4; r++)
+        rt_dataset_row(&tr, r, got + 2 * r);
     for (int i = 0; i < 8; i++)
-        cr_expect_float_eq(tr.x[i], (float)(i - 3), 1e-6, "%s[%d] = %g", descr, i, tr.x[i]);
+        cr_expect_float_eq(got[i], (float)(i - 3), 1e-6, "%s[%d] = %g", descr, i, got[i]);
     cr_expect_eq(tr.labels[2], 2);
     rt_dataset_free(&tr);
     rt_dataset_free(&te);
