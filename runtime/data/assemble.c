@@ -62,7 +62,9 @@ static int map_x(const rt_raw *r, const uint32_t *rows, rt_dataset *ds, char *er
         memcpy(ds->mapped_rows, rows, ds->n * sizeof *rows);
     int rc = !ds->mapped || !row || (rows && ds->n && !ds->mapped_rows)
                  ? base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", r->path)
-                 : rt_npy_read(r->path, ds->mapped, err, errlen);
+             : r->x_key ? rt_npz_read(r->path, NULL, 0, r->x_key, RT_NPZ_MEMBER_CAP, ds->mapped,
+                                      err, errlen)
+                        : rt_npy_read(r->path, ds->mapped, err, errlen);
     for (size_t i = 0; rc == 0 && i < ds->n; i++) {
         rt_dataset_row(ds, i, row);
         for (size_t j = 0; j < f; j++)

@@ -173,6 +173,7 @@ int rt_h5_read(const char *path, const char *key, rt_array *out, char *err,
  * or a CSV's contents. */
 typedef struct rt_raw {
     const char *path;
+    const char *x_key; /* an .npz's samples' member (NULL: an .npy) */
     bool is_csv;
     rt_array x, y;
     rt_csv csv;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <zip.h>
 
@@ -116,6 +117,73 @@ static int read_member(const char *path, zip_t *z, zip_int64_t idx, const char *
     return 0;
 }
 
+static uint64_t le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A stored member's bytes where they lie in the file: the local headers
+ * walked from the start (numpy writes each with its sizes, zip64 ones in
+ * the extra field) to the one named `member`. -1 when it is not found so
+ * (a data descriptor, an odd layout): the member is then read as any. */
+static int in_place(const uint8_t *m, size_t len, const char *member, uint64_t size,
+                    size_t *off)
+{
+    size_t at = 0, nl = strlen(member);
+    while (at + 30 <= len && memcmp(m + at, "PK\x03\x04", 4) == 0) {
+        uint64_t csize = le(m + at + 18, 4), usize = le(m + at + 22, 4);
+        size_t name = le(m + at + 26, 2), extra = le(m + at + 28, 2);
+        size_t data = at + 30 + name + extra;
+        if ((le(m + at + 6, 2) & 0x8) || data > len)
+            return -1;
+        for (size_t e = at + 30 + name; e + 4 <= at + 30 + name + extra;) {
+            size_t id = le(m + e, 2), el = le(m + e + 2, 2);
+            if (id == 1 && el >= 16 && e + 4 + 16 <= data) { /* zip64 sizes */
+                usize = le(m + e + 4, 8);
+                csize = le(m + e + 12, 8);
+            }
+            e += 4 + el;
+        }
+        if (name == nl && memcmp(m + at + 30, member, nl) == 0) {
+            if (le(m + at + 8, 2) != ZIP_CM_STORE || usize != size || csize != size ||
+                size > len - data)
+                return -1;
+            *off = data;
+            return 0;
+        }
+        if (csize > len - data)
+            return -1;
+        at = data + csize;
+    }
+    return -1;
+}
+
+/* Maps the file and finds a stored member in it; false when it cannot. */
+static bool map_member(const char *path, zip_t *z, zip_int64_t idx, const char *member,
+                       uint64_t cap, void **map, size_t *maplen, void **data, size_t *dlen)
+{
+    zip_stat_t st;
+    char err[16];
+    size_t off;
+    if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 ||
+        !(st.valid & ZIP_STAT_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD) ||
+        st.comp_method != ZIP_CM_STORE || st.size > cap ||
+        rt_map_file(path, map, maplen, err, sizeof err) != 0)
+        return false;
+    if (!*map || in_place(*map, *maplen, member, st.size, &off) != 0) {
+        if (*map)
+            munmap(*map, *maplen);
+        *map = NULL;
+        return false;
+    }
+    *data = (uint8_t *)*map + off;
+    *dlen = st.size;
+    return true;
+}
+
 int rt_npz_read(const char *path, const uint8_t *buf, size_t len, const char *key,
                 uint64_t cap, rt_array *out, char *err, size_t errlen)
 {
@@ -134,9 +202,11 @@ int rt_npz_read(const char *path, const uint8_t *buf, size_t len, const char *ke
                        key, have[0] ? have : "none");
         goto out;
     }
-    void *data = NULL;
-    size_t dlen = 0;
-    if ((rc = read_member(path, z, idx, member, cap, &data, &dlen, err, errlen)) != 0)
+    void *data = NULL, *map = NULL;
+    size_t dlen = 0, maplen = 0;
+    /* A stored member of a file is used where it lies, as an .npy is. */
+    if (!(!buf && map_member(path, z, idx, member, cap, &map, &maplen, &data, &dlen)) &&
+        (rc = read_member(path, z, idx, member, cap, &data, &dlen, err, errlen)) != 0)
         goto out;
     char name[600];
     snprintf(name, sizeof name, "%s[%s]", path, key);
@@ -149,11 +219,19 @@ int rt_npz_read(const char *path, const uint8_t *buf, size_t len, const char *ke
                        "%s: truncated or overlong: %zu bytes expected, %zu found", name,
                        want, dlen);
     if (rc != 0) {
-        free(data);
+        if (map)
+            munmap(map, maplen);
+        else
+            free(data);
         goto out;
     }
     a.data = (const uint8_t *)data + off;
-    a.owned = data;
+    if (map) {
+        a.map = map;
+        a.map_len = maplen;
+    } else {
+        a.owned = data;
+    }
     *out = a;
 out:
     zip_discard(z);

@@ -104,6 +104,7 @@ int rt_raw_read(const rt_data_source *s, const char *path, const char *labels,
     switch (f) {
     case FMT_CSV: return read_csv(s, path, out, err, errlen);
     case FMT_NPZ:
+        out->x_key = xk;
         rc = rt_npz_read(path, NULL, 0, xk, RT_NPZ_MEMBER_CAP, &out->x, err, errlen);
         return rc ? rc
                   : rt_npz_read(path, NULL, 0, yk, RT_NPZ_MEMBER_CAP, &out->y, err, errlen);

@@ -1,6 +1,6 @@
 /* tests/data — .npz zips (stored by numpy.savez, deflated by
- * savez_compressed): keys found or listed, and sizes checked against the
- * cap before a byte is inflated. */
+ * savez_compressed): stored members used in place, keys found or listed,
+ * and sizes checked against the cap before a byte is inflated. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +38,13 @@ static void expect_loads(bool deflate)
     char err[512] = "";
     cr_assert_eq(rt_data_source_load(&s, NULL, &tr, &te, err, sizeof err), 0, "%s", err);
     cr_expect(tr.n == 6 && tr.c == 1 && tr.h == 2 && tr.w == 2 && tr.classes == 3);
-    cr_expect(tr.x[23] == 230.0f && tr.labels[5] == 2);
+    float last[4];
+    rt_dataset_row(&tr, 5, last);
+    cr_expect(last[3] == 230.0f && tr.labels[5] == 2);
+    if (deflate)
+        cr_expect(tr.x && !tr.mapped, "a deflated member is inflated into memory");
+    else
+        cr_expect(!tr.x && tr.mapped && tr.mapped->map, "a stored member is used in place");
     cr_expect(tr.about && strstr(tr.about, "6 samples of 1x2x2") &&
                   strstr(tr.about, "3 classes, balance 2 2 2"),
               "%s", tr.about);
