@@ -11,7 +11,17 @@
  *              batches gathered there; where a set goes (the budget)
  *   stage.c    the device side of a set too large for that: pinned
  *              buffers, copies on a second queue
- *   dataset.c  a set by name
+ *   dataset.c  a set by name, or a user's file named where a directory goes
+ *   load.c     a user's files made a training and a test set (a seeded
+ *              split, or a test file), normalised (normalize.c) and
+ *              described (describe.c); spec.c: from the training options
+ *   source.c   a file's format from its first bytes, else its name
+ *   npy.c npz.c idx_array.c csv.c csv_number.c h5.c
+ *              the readers: NumPy (an .npy and a stored .npz member read in
+ *              place from a mapping), IDX of any type, CSV/TSV (libcsv),
+ *              HDF5 (libhdf5, when built; h5_off.c otherwise)
+ *   array.c    arrays as files hold them, converted to float as read
+ *   assemble.c shapes, samples and labels of a user's set
  *   memory.c   the aligned blocks a set's arrays live in; freeing a set
  *   rng.c      the seeded generator the shuffles and the linear set draw
  *              from (data_int.h)
