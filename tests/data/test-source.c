@@ -196,3 +196,19 @@ TD_TEST(source, fashion_mnist_states_its_published_constants)
               "%s", te.about);
     rt_dataset_free(&te);
 }
+
+TD_TEST(source, a_truncated_idx_file_says_expected_and_found_bytes)
+{
+    uint32_t d[] = {3, 2};
+    int32_t data[6] = {0};
+    size_t l;
+    uint8_t *b = td_idx_bytes(0x0C, 2, d, (const uint8_t *)data, sizeof data, &l);
+    td_write(td_path("cut.idx"), b, l - 7);
+    free(b);
+    rt_array a;
+    char err[512] = "";
+    int rc = rt_idx_read_array(td_path("cut.idx"), NULL, &a, err, sizeof err);
+    td_expect_err(rc, FERRY_ECORRUPT, err, td_path("cut.idx"));
+    cr_expect(strstr(err, "truncated") && strstr(err, "24 bytes of IDX data expected, 17 found"),
+              "%s", err);
+}
