@@ -290,7 +290,8 @@ int proto_pull_reply_unpack(const void *buf, size_t len, proto_pull_reply **out)
     F(uint64_t, steps_per_epoch)                                                         \
     F(uint32_t, rank)                                                                    \
     F(uint32_t, world)                                                                   \
-    F(uint32_t, buckets) /* all-reduce buckets a step (sync mode) */
+    F(uint32_t, buckets) /* all-reduce buckets a step (sync mode) */                    \
+    F(char *, data_about) /* what the worker read: rt_dataset.about */
 
 typedef struct proto_train_begin_reply {
     PROTO_TRAIN_BEGIN_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)

@@ -166,6 +166,33 @@ typedef enum proto_train_group {
       "easgd's steps between exchanges (default " PROTO_TRAIN_STR(                                      \
           PROTO_TRAIN_WORKER_TAU) ")",                                                                  \
       ASYNC, PEERS)                                                                                     \
+    X(test_data, 0, "test-data", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                  \
+      "the test set, a file as --data's (default: a\n"                                                  \
+      "held-out part of --data)",                                                                       \
+      TRAINING, ALWAYS)                                                                                 \
+    X(test_split, 0, "test-split", DOUBLE, 0, 0.001, 0.9, NULL,                                         \
+      "a fraction from 0.001 to 0.9", "F",                                                              \
+      "the fraction of --data held out for testing,\n"                                                  \
+      "drawn by --seed (default 0.1)",                                                                  \
+      TRAINING, ALWAYS)                                                                                 \
+    X(labels, 0, "labels", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                        \
+      "the labels of an .npy or IDX --data", TRAINING, ALWAYS)                                          \
+    X(test_labels, 0, "test-labels", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                              \
+      "the labels of an .npy or IDX --test-data", TRAINING, ALWAYS)                                     \
+    X(x_key, 0, "x-key", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                                          \
+      "the samples' array in an .npz or HDF5 file\n(default x)", TRAINING, ALWAYS)                      \
+    X(y_key, 0, "y-key", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                                          \
+      "the labels' array in an .npz or HDF5 file\n(default y)", TRAINING, ALWAYS)                       \
+    X(label, 0, "label", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                                          \
+      "a CSV's label column (default: label, target,\n"                                                 \
+      "class or y, else the last)",                                                                     \
+      TRAINING, ALWAYS)                                                                                 \
+    X(normalize, 0, "normalize", NAME, "standard", 0, 0,                                                \
+      PROTO_TRAIN_NAMES("standard", "minmax", "none"), "standard, minmax or none", "HOW",               \
+      "standard (zero mean, unit variance; the default),\n"                                             \
+      "minmax (onto [0, 1]) or none, per channel of an\n"                                               \
+      "image, else per feature, from the training set",                                                \
+      TRAINING, ALWAYS)                                                                                 \
     X(save, 0, "save", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                            \
       "write the final parameters to FILE as safetensors\n"                                             \
       "(named float32 tensors, read by numpy and PyTorch)",                                             \

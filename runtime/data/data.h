@@ -11,7 +11,17 @@
  *              batches gathered there; where a set goes (the budget)
  *   stage.c    the device side of a set too large for that: pinned
  *              buffers, copies on a second queue
- *   dataset.c  a set by name
+ *   dataset.c  a set by name, or a user's file named where a directory goes
+ *   load.c     a user's files made a training and a test set (a seeded
+ *              split, or a test file), normalised (normalize.c) and
+ *              described (describe.c); spec.c: from the training options
+ *   source.c   a file's format from its first bytes, else its name
+ *   npy.c npz.c idx_array.c csv.c csv_number.c h5.c
+ *              the readers: NumPy (an .npy and a stored .npz member read in
+ *              place from a mapping), IDX of any type, CSV/TSV (libcsv),
+ *              HDF5 (libhdf5, when built; h5_off.c otherwise)
+ *   array.c    arrays as files hold them, converted to float as read
+ *   assemble.c shapes, samples and labels of a user's set
  *   memory.c   the aligned blocks a set's arrays live in; freeing a set
  *   rng.c      the seeded generator the shuffles and the linear set draw
  *              from (data_int.h)
@@ -45,6 +55,20 @@ typedef struct rt_dataset {
      * its weights, then its bias); NULL otherwise. */
     float *answer;
     size_t answer_n;
+    /* A set read from a user's file: */
+    char **class_names; /* string labels' names, label i's at [i]; or NULL */
+    int n_class_names;
+    /* What normalisation did: x = (raw - shift) * scale, per norm_n
+     * channels (c for images) or features; NULL when none. */
+    float *norm_shift, *norm_scale;
+    int norm_n;
+    char *about; /* what was read, one line for the first progress line */
+    /* A set read in place from a memory-mapped .npy: x is NULL and the
+     * loader converts (and normalises, by norm_*) each sample as it
+     * gathers it, so that no copy of the file lives in anonymous memory.
+     * Sample i is row mapped_rows[i] of the file (NULL: row i). */
+    struct rt_array *mapped;
+    uint32_t *mapped_rows;
 } rt_dataset;
 
 /* ---- IDX ------------------------------------------------------------------ */
@@ -101,13 +125,63 @@ int rt_linear_make(size_t n, int features, float noise, uint64_t seed, int which
 
 /* The set `name` names: "fashion-mnist" (NULL means it too) from `dir`, or
  * "linear" (features from `features`, 8192 training / 2048 test samples,
- * noise 0.1). Errors as above; FERRY_EINVAL for an unknown name. */
+ * noise 0.1); a `dir` that is a file is read as rt_data_source_load reads
+ * it, with the defaults (and `seed` for the split). Errors as above;
+ * FERRY_EINVAL for an unknown name. */
 int rt_dataset_load(const char *name, const char *dir, bool train, int features,
                     uint64_t seed, rt_dataset *out, char *err, size_t errlen);
 /* rt_dataset_load, polling `cancel` while it reads files. */
 int rt_dataset_load_polled(const char *name, const char *dir, bool train, int features,
                            uint64_t seed, const rt_data_cancel *cancel, rt_dataset *out,
                            char *err, size_t errlen);
+
+/* ---- a user's own files ---------------------------------------------------- */
+
+/* Where a run's data comes from when it is not a named set: the options
+ * --data, --labels, --test-data, --test-labels, --x-key, --y-key, --label,
+ * --normalize and --test-split, and the seed of the split. */
+typedef struct rt_data_source {
+    const char *path;        /* the training file */
+    const char *labels;      /* the labels of an .npy or IDX file (NULL: none) */
+    const char *test_path;   /* the test file (NULL: a split of `path`) */
+    const char *test_labels; /* the test file's labels, as `labels` */
+    const char *x_key;       /* .npz member or HDF5 dataset (NULL: "x") */
+    const char *y_key;       /* (NULL: "y") */
+    const char *label;       /* CSV's label column (NULL: label, target,
+                                class or y, else the last) */
+    const char *normalize;   /* "standard" (NULL), "minmax" or "none" */
+    double test_split;       /* held out when no test_path (0: RT_DATA_SPLIT) */
+    uint64_t seed;           /* draws the split */
+} rt_data_source;
+
+/* The fraction held out for testing when neither a test file nor a split
+ * is given. */
+#define RT_DATA_SPLIT 0.1
+
+/* Reads the training and test sets `s` names, each file's format known
+ * from its first bytes (NumPy .npy or .npz, IDX plain or gzip, HDF5) and
+ * else from its name (.csv, .tsv): samples converted to float, labels
+ * (integers or names: classes) or float targets, normalised by statistics
+ * of the training set alone (the same on every worker, which all read the
+ * whole file), `about` saying what was read. Errors name the file and what
+ * is wrong where (line and column, sample, byte counts); FERRY_ECORRUPT,
+ * FERRY_ENOENT, FERRY_EINVAL, FERRY_ENOMEM, FERRY_ECANCELED. */
+int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
+                        rt_dataset *train, rt_dataset *test, char *err, size_t errlen);
+
+/* Sample i of `ds` as floats into out[features]: from x, or converted
+ * and normalised from a mapped file. */
+void rt_dataset_row(const rt_dataset *ds, size_t i, float *out);
+
+/* Whether `path` names a regular file (a user's set) rather than a
+ * directory (Fashion-MNIST's) or nothing. */
+bool rt_data_is_file(const char *path);
+
+struct proto_train_spec;
+/* The source a run's options name (--data and the rest): true when --data
+ * names a file, to be read with rt_data_source_load; false for a named set
+ * (out still filled). `sp`'s strings are borrowed. */
+bool rt_data_source_from_spec(const struct proto_train_spec *sp, rt_data_source *out);
 
 /* Frees x, labels, targets and answer with free() and zeroes *ds. NULL:
  * no-op. */

@@ -2,6 +2,7 @@
 #include "data_int.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ferry/error.h"
 
@@ -10,6 +11,27 @@
 #define LINEAR_TRAIN_N 8192
 #define LINEAR_TEST_N  2048
 #define LINEAR_NOISE   0.1f
+
+bool rt_data_is_file(const char *path)
+{
+    struct stat st;
+    return path && path[0] && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* A user's file named where Fashion-MNIST's directory would be: both sets
+ * are read (the test set is a split of it) and the one asked for kept. */
+static int load_file(const char *path, bool train, uint64_t seed,
+                     const rt_data_cancel *cancel, rt_dataset *out, char *err, size_t errlen)
+{
+    rt_data_source s = {.path = path, .seed = seed};
+    rt_dataset sets[2];
+    int rc = rt_data_source_load(&s, cancel, &sets[0], &sets[1], err, errlen);
+    if (rc != 0)
+        return rc;
+    *out = sets[train ? 0 : 1];
+    rt_dataset_free(&sets[train ? 1 : 0]);
+    return 0;
+}
 
 int rt_dataset_load(const char *name, const char *dir, bool train, int features,
                     uint64_t seed, rt_dataset *out, char *err, size_t errlen)
@@ -24,6 +46,8 @@ int rt_dataset_load_polled(const char *name, const char *dir, bool train, int fe
 {
     if (!out)
         return base_errf(err, errlen, FERRY_EINVAL, "rt_dataset_load: no output");
+    if (rt_data_is_file(dir))
+        return load_file(dir, train, seed, cancel, out, err, errlen);
     if (!name || strcmp(name, "fashion-mnist") == 0)
         return rt_fmnist_load_polled(dir, train, cancel, out, err, errlen);
     if (strcmp(name, "linear") == 0) {

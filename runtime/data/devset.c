@@ -44,6 +44,8 @@ static size_t target_bytes(const rt_dataset *ds)
 
 size_t rt_devset_bytes(const rt_dataset *ds)
 {
+    if (!ds->x) /* read in place from its file: staged, never copied whole */
+        return SIZE_MAX;
     return x_bytes(ds) + label_bytes(ds) + target_bytes(ds) + ds->n * sizeof(uint32_t);
 }
 

@@ -116,6 +116,11 @@ int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *can
         ds.x[i] = table[img.data[i]];
     for (size_t i = 0; i < ds.n; i++)
         ds.labels[i] = lab.data[i];
+    ds.about = base_asprintf("Fashion-MNIST from %s: %zu samples of 1x%dx%d, %d classes; "
+                             "normalised with its published mean %.4f and standard "
+                             "deviation %.4f",
+                             dir, ds.n, FMNIST_SIDE, FMNIST_SIDE, FMNIST_CLASSES,
+                             FMNIST_MEAN, FMNIST_STD);
     *out = ds;
     memset(&ds, 0, sizeof ds);
 out:

@@ -23,7 +23,7 @@
 
 /* Why gzread returned less than asked: an I/O error, a damaged or cut
  * gzip stream (zlib's text), or a plain end of file. */
-static int short_read(gzFile gz, const char *path, const char *what, size_t want,
+int rt_gz_short_read(gzFile gz, const char *path, const char *what, size_t want,
                       size_t got, char *err, size_t errlen)
 {
     int zerr = Z_OK;
@@ -47,7 +47,7 @@ static int short_read(gzFile gz, const char *path, const char *what, size_t want
 #define IDX_POLLED_CHUNK (4u << 20)
 
 /* -1: a short read; 1: cancelled. */
-static int read_full(gzFile gz, void *buf, size_t len, const rt_data_cancel *cancel,
+int rt_gz_read_full(gzFile gz, void *buf, size_t len, const rt_data_cancel *cancel,
                      size_t *got)
 {
     uint8_t *p = buf;
@@ -69,7 +69,7 @@ static int read_full(gzFile gz, void *buf, size_t len, const rt_data_cancel *can
 /* Opens without blocking, so that a FIFO (or a device) named as data fails
  * at once instead of waiting forever for a writer; reads then block as
  * usual. */
-static int open_file(const char *path, int *fd_out, char *err, size_t errlen)
+int rt_data_open_file(const char *path, int *fd_out, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
@@ -92,18 +92,33 @@ static int open_file(const char *path, int *fd_out, char *err, size_t errlen)
     return 0;
 }
 
+int rt_gz_open(const char *path, struct gzFile_s **out, char *err, size_t errlen)
+{
+    int fd = -1, rc = rt_data_open_file(path, &fd, err, errlen);
+    if (rc != 0)
+        return rc;
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(fd);
+        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
+    }
+    gzbuffer(gz, 256 * 1024);
+    *out = gz;
+    return 0;
+}
+
 /* Reads and checks the magic and the sizes; sets ndims, dims and len. */
 static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size_t errlen)
 {
     uint8_t magic[4];
     size_t got;
-    if (read_full(gz, magic, sizeof magic, NULL, &got) != 0) {
+    if (rt_gz_read_full(gz, magic, sizeof magic, NULL, &got) != 0) {
         int zerr = Z_OK;
         gzerror(gz, &zerr);
         if (got == 0 && zerr == Z_OK)
             return base_errf(err, errlen, FERRY_ECORRUPT,
                              "%s: empty file, not an IDX file", path);
-        return short_read(gz, path, "IDX magic", sizeof magic, got, err, errlen);
+        return rt_gz_short_read(gz, path, "IDX magic", sizeof magic, got, err, errlen);
     }
     if (magic[0] != 0 || magic[1] != 0)
         return base_errf(err, errlen, FERRY_ECORRUPT,
@@ -122,8 +137,8 @@ static int read_header(gzFile gz, const char *path, rt_idx *out, char *err, size
 
     uint8_t raw[4 * IDX_MAX_DIMS];
     size_t want = 4 * (size_t)out->ndims;
-    if (read_full(gz, raw, want, NULL, &got) != 0)
-        return short_read(gz, path, "IDX dimensions", want, got, err, errlen);
+    if (rt_gz_read_full(gz, raw, want, NULL, &got) != 0)
+        return rt_gz_short_read(gz, path, "IDX dimensions", want, got, err, errlen);
     size_t len = 1;
     for (int i = 0; i < out->ndims; i++) {
         const uint8_t *b = raw + 4 * i;
@@ -151,15 +166,10 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
         return base_errf(err, errlen, FERRY_EINVAL, "rt_idx_read: no path or output");
     memset(out, 0, sizeof *out);
 
-    int fd = -1, rc = open_file(path, &fd, err, errlen);
+    gzFile gz;
+    int rc = rt_gz_open(path, &gz, err, errlen);
     if (rc != 0)
         return rc;
-    gzFile gz = gzdopen(fd, "rb");
-    if (!gz) {
-        close(fd);
-        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory to open it", path);
-    }
-    gzbuffer(gz, 256 * 1024);
 
     rt_idx idx = {0};
     rc = read_header(gz, path, &idx, err, errlen);
@@ -172,14 +182,14 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
         goto out;
     }
     size_t got;
-    int r = read_full(gz, idx.data, idx.len, cancel, &got);
+    int r = rt_gz_read_full(gz, idx.data, idx.len, cancel, &got);
     if (r > 0) {
         rc = base_errf(err, errlen, FERRY_ECANCELED, "%s: cancelled while reading it",
                        path);
         goto out;
     }
     if (r != 0) {
-        rc = short_read(gz, path, "IDX data", idx.len, got, err, errlen);
+        rc = rt_gz_short_read(gz, path, "IDX data", idx.len, got, err, errlen);
         goto out;
     }
     /* One more read reaches the end of the gzip stream, where zlib checks
@@ -194,7 +204,7 @@ int rt_idx_read_polled(const char *path, const rt_data_cancel *cancel, rt_idx *o
     int zerr = Z_OK;
     gzerror(gz, &zerr);
     if (n < 0 || zerr != Z_OK) {
-        rc = short_read(gz, path, "IDX data", idx.len, idx.len, err, errlen);
+        rc = rt_gz_short_read(gz, path, "IDX data", idx.len, idx.len, err, errlen);
         goto out;
     }
     *out = idx;

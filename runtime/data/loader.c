@@ -95,8 +95,12 @@ static void gather(rt_loader *l, size_t step, slot *s)
         return;
     const uint32_t *idx = l->perm + gstart + start;
     size_t f = (size_t)ds->features, out = (size_t)ds->outputs;
-    for (size_t i = 0; i < len; i++)
-        memcpy(s->x + i * f, ds->x + (size_t)idx[i] * f, f * sizeof(float));
+    if (ds->x)
+        for (size_t i = 0; i < len; i++)
+            memcpy(s->x + i * f, ds->x + (size_t)idx[i] * f, f * sizeof(float));
+    else /* read in place from its file */
+        for (size_t i = 0; i < len; i++)
+            rt_dataset_row(ds, idx[i], s->x + i * f);
     if (ds->labels)
         for (size_t i = 0; i < len; i++)
             s->labels[i] = ds->labels[idx[i]];
@@ -139,7 +143,7 @@ static int check(const rt_dataset *ds, const rt_loader_opts *o)
         return FERRY_EINVAL;
     if (!o->host_alloc != !o->host_free)
         return FERRY_EINVAL;
-    if (ds->n > UINT32_MAX || ds->features < 1 || (ds->n && !ds->x))
+    if (ds->n > UINT32_MAX || ds->features < 1 || (ds->n && !ds->x && !ds->mapped))
         return FERRY_EINVAL;
     if (ds->n && !ds->labels && !(ds->targets && ds->outputs > 0))
         return FERRY_EINVAL;

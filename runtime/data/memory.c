@@ -34,5 +34,39 @@ void rt_dataset_free(rt_dataset *ds)
     free(ds->labels);
     free(ds->targets);
     free(ds->answer);
+    for (int i = 0; i < ds->n_class_names; i++)
+        free(ds->class_names[i]);
+    free(ds->class_names);
+    free(ds->norm_shift);
+    free(ds->norm_scale);
+    free(ds->about);
+    rt_array_free(ds->mapped);
+    free(ds->mapped);
+    free(ds->mapped_rows);
     memset(ds, 0, sizeof *ds);
+}
+
+void rt_dataset_row(const rt_dataset *ds, size_t i, float *out)
+{
+    size_t f = (size_t)ds->features;
+    if (ds->x) {
+        memcpy(out, ds->x + i * f, f * sizeof(float));
+        return;
+    }
+    size_t row = ds->mapped_rows ? ds->mapped_rows[i] : i;
+    rt_array_floats(ds->mapped, row * f, f, out);
+    if (!ds->norm_n)
+        return;
+    size_t per = f / (size_t)ds->norm_n;
+    if (per == 1) { /* per feature: one loop the compiler vectorises */
+        const float *shift = ds->norm_shift, *scale = ds->norm_scale;
+        for (size_t j = 0; j < f; j++)
+            out[j] = (out[j] - shift[j]) * scale[j];
+        return;
+    }
+    for (size_t g = 0, j = 0; g < (size_t)ds->norm_n; g++) {
+        float shift = ds->norm_shift[g], scale = ds->norm_scale[g];
+        for (size_t end = j + per; j < end; j++)
+            out[j] = (out[j] - shift) * scale;
+    }
 }
