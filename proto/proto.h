@@ -383,7 +383,7 @@ int proto_train_leave_unpack(const void *buf, size_t len, proto_train_leave **ou
 /* ---- Predict (the arguments and result of ferry.train.predict) ------------------ */
 
 #define PROTO_PREDICT_REQ_FIELDS(F, LIST, REP)                                           \
-    F(char *, data_dir)                                                                  \
+    F(proto_blob, spec) /* a TrainBegin packed with the data options */                  \
     LIST(param_names)                                                                    \
     REP(uint32_t, param_shapes) /* 4 a tensor */                                         \
     F(proto_blob, param_values)                                                          \

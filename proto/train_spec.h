@@ -82,10 +82,12 @@ typedef enum proto_train_group {
     X(seed, 0, "seed", U64, 1, 0, LONG_MAX, NULL,                                                       \
       "a seed from 0 to 9223372036854775807", "S",                                                      \
       "seeds the parameters and the shuffle (default 1)", TRAINING, ALWAYS)                             \
-    X(data_dir, 0, "data", TEXT, NULL, 0, 0, NULL, NULL, "DIR",                                         \
+    X(data_dir, 0, "data", TEXT, NULL, 0, 0, NULL, NULL, "PATH",                                        \
+      "the training data: a file of your own (.npy,\n"                                                  \
+      ".npz, CSV, TSV, IDX, HDF5), or the directory\n"                                                  \
       "where the workers find Fashion-MNIST (default\n"                                                 \
       "/usr/share/datasets/fashion-mnist); a relative\n"                                                \
-      "DIR is taken from the current directory",                                                        \
+      "PATH is taken from the current directory",                                                       \
       TRAINING, ALWAYS)                                                                                 \
     X(precision, 0, "precision", NAME, "fp32", 0, 0,                                                    \
       PROTO_TRAIN_NAMES("fp32", "tf32", "bf16"), "fp32, tf32 or bf16", "P",                             \

@@ -1,11 +1,13 @@
-/* mlp — a multilayer perceptron for Fashion-MNIST: 784-256-128-10 with ReLU
- * between the layers and softmax cross-entropy on top.
+/* mlp — a multilayer perceptron: 256 and 128 units with ReLU between the
+ * layers and softmax cross-entropy on top, its input and its classes taken
+ * from the data (784-256-128-10 on Fashion-MNIST, the default).
  *
  *     ferry submit build/tasks/mlp.so --epochs 5
+ *     ferry submit build/tasks/mlp.so --data table.csv
  *
  * A list of layers (<ferry/nn.h>): the library derives the tensors
  * (fc1.weight, fc1.bias, ...), the workspace, the initialisation and the
- * backward pass. The last layer's width is the model's outputs. Its step is
+ * backward pass. The last layer's width is the data's classes. Its step is
  * the eight matrix products of the hand-written model in bench/mlp_hand.c,
  * with the bias and ReLU fused in the same places. */
 #include <ferry/nn.h>
@@ -19,7 +21,6 @@ static const ferry_nn_layer_t layers[] = {
 };
 /* clang-format on */
 
-FERRY_NN_MODEL(model, .dataset = "fashion-mnist", .input = {1, 28, 28}, .outputs = 10,
-               .layers = layers);
+FERRY_NN_MODEL(model, .dataset = "fashion-mnist", .layers = layers);
 
 FERRY_TASK(.name = "mlp", .model = &model);

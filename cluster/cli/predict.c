@@ -9,12 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ferry/ferry.h>
 
 #include "cli.h"
 #include "json.h"
 #include "proto/proto.h"
+#include "proto/train_spec.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
 #include "runtime/train/tensors.h"
@@ -32,9 +34,12 @@ static const char usage[] =
     "\n"
     "options:\n"
     "      --params FILE       the parameters (safetensors), required\n"
-    "      --data DIR          where the test set is (default: where the model\n"
-    "                          finds its own data set; a relative DIR is taken\n"
-    "                          from the current directory)\n"
+    "      --data PATH ...     the data, with the options the run was given\n"
+    "                          (--data, --test-data, --test-split, --labels,\n"
+    "                          --test-labels, --x-key, --y-key, --label,\n"
+    "                          --normalize, --seed: `ferry submit --help`), so\n"
+    "                          that the test set and its normalisation are the\n"
+    "                          run's; default: the model's own data set\n"
     "      --out FILE          the lines go to FILE instead of stdout\n"
     "      --batch N           samples a forward pass (default 256)\n"
     "      --local             run here, on the cpu, without a cluster (the\n"
@@ -44,44 +49,96 @@ static const char usage[] =
     "  -h, --help              this text\n";
 
 typedef struct predicting {
-    const char *module, *params, *data, *out;
+    const char *module, *params, *out;
     long batch;
     bool local, json;
-    char data_abs[4096];
+    proto_train_spec spec; /* the data options */
+    char paths[4][4096];   /* its files, made absolute */
 } predicting;
+
+/* The training options that say which data a run read: predict takes
+ * them as submit does, from the one table. */
+static const proto_train_option data_options[] = {
+    PROTO_TRAIN_OPT_data_dir,    PROTO_TRAIN_OPT_test_data, PROTO_TRAIN_OPT_test_split,
+    PROTO_TRAIN_OPT_labels,      PROTO_TRAIN_OPT_test_labels, PROTO_TRAIN_OPT_x_key,
+    PROTO_TRAIN_OPT_y_key,       PROTO_TRAIN_OPT_label,     PROTO_TRAIN_OPT_normalize,
+    PROTO_TRAIN_OPT_seed,
+};
+#define N_DATA_OPTIONS (sizeof data_options / sizeof data_options[0])
+enum { O_PARAMS = 256, O_OUT, O_BATCH, O_LOCAL, O_JSON, O_DATA };
+
+/* A path the workers read, made absolute: they run elsewhere. */
+static int absolute(const char **path, char *buf, size_t len)
+{
+    if (!*path || !(*path)[0] || (*path)[0] == '/')
+        return 0;
+    char cwd[2048];
+    if (!getcwd(cwd, sizeof cwd) || (size_t)snprintf(buf, len, "%s/%s", cwd, *path) >= len)
+        return FERRY_EINVAL;
+    *path = buf;
+    return 0;
+}
+
+/* An option of the data table: its value set in p->spec. */
+static int data_option(predicting *p, int i)
+{
+    proto_train_option opt = data_options[i];
+    const char *bad = proto_train_spec_set(&p->spec, opt, optarg);
+    if (bad) {
+        cli_err("predict", "--%s %s: %s", proto_train_rows[opt].flag, optarg, bad);
+        return CLI_USAGE;
+    }
+    return -1;
+}
+
+static int parse_options(int argc, char **argv, predicting *p)
+{
+    struct option longs[8 + N_DATA_OPTIONS] = {
+        {"params", required_argument, NULL, O_PARAMS},
+        {"out", required_argument, NULL, O_OUT},
+        {"batch", required_argument, NULL, O_BATCH},
+        {"local", no_argument, NULL, O_LOCAL},
+        {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, 'h'},
+    };
+    for (size_t i = 0; i < N_DATA_OPTIONS; i++)
+        longs[6 + i] = (struct option){proto_train_rows[data_options[i]].flag,
+                                       required_argument, NULL, O_DATA + (int)i};
+    optind = 1;
+    opterr = 0;
+    int c, status = -1;
+    while (status < 0 && (c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        if (c == O_PARAMS)
+            p->params = optarg;
+        else if (c == O_OUT)
+            p->out = optarg;
+        else if (c == O_LOCAL)
+            p->local = true;
+        else if (c == O_JSON)
+            p->json = true;
+        else if (c == O_BATCH && !base_parse_long(optarg, 1, 1 << 16, &p->batch)) {
+            cli_err("predict", "--batch %s: a number of samples from 1 to 65536", optarg);
+            status = CLI_USAGE;
+        } else if (c >= O_DATA && c < O_DATA + (int)N_DATA_OPTIONS) {
+            status = data_option(p, c - O_DATA);
+        } else if (c == 'h') {
+            fputs(usage, stdout);
+            status = CLI_OK;
+        } else if (c != O_BATCH) {
+            cli_err("predict", "%s: unknown option or missing value\n\n%s",
+                    argv[optind - 1], usage);
+            status = CLI_USAGE;
+        }
+    }
+    return status;
+}
 
 static int parse(int argc, char **argv, predicting *p)
 {
-    enum { O_PARAMS = 256, O_DATA, O_OUT, O_BATCH, O_LOCAL, O_JSON };
-    static const struct option longs[] = {
-        {"params", required_argument, NULL, O_PARAMS}, {"data", required_argument, NULL, O_DATA},
-        {"out", required_argument, NULL, O_OUT},       {"batch", required_argument, NULL, O_BATCH},
-        {"local", no_argument, NULL, O_LOCAL},         {"json", no_argument, NULL, O_JSON},
-        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        switch (c) {
-        case O_PARAMS: p->params = optarg; break;
-        case O_DATA: p->data = optarg; break;
-        case O_OUT: p->out = optarg; break;
-        case O_LOCAL: p->local = true; break;
-        case O_JSON: p->json = true; break;
-        case O_BATCH:
-            if (!base_parse_long(optarg, 1, 1 << 16, &p->batch)) {
-                cli_err("predict", "--batch %s: a number of samples from 1 to 65536",
-                        optarg);
-                return CLI_USAGE;
-            }
-            break;
-        case 'h': fputs(usage, stdout); return CLI_OK;
-        default:
-            cli_err("predict", "%s: unknown option or missing value\n\n%s",
-                    argv[optind - 1], usage);
-            return CLI_USAGE;
-        }
-    }
+    proto_train_spec_defaults(&p->spec);
+    int status = parse_options(argc, argv, p);
+    if (status >= 0)
+        return status;
     if (optind != argc - 1 || !p->params) {
         cli_err("predict", "%s\n\n%s",
                 optind != argc - 1 ? "one MODULE.so is needed" : "--params FILE is needed",
@@ -93,10 +150,13 @@ static int parse(int argc, char **argv, predicting *p)
         return CLI_USAGE;
     }
     p->module = argv[optind];
-    if (p->data && !realpath(p->data, p->data_abs)) {
-        cli_err("predict", "--data %s: %s", p->data, strerror(errno));
-        return CLI_FAIL;
-    }
+    const char **files[4] = {&p->spec.data_dir, &p->spec.test_data, &p->spec.labels,
+                             &p->spec.test_labels};
+    for (int i = 0; i < 4; i++)
+        if (absolute(files[i], p->paths[i], sizeof p->paths[i])) {
+            cli_err("predict", "%s: cannot make it an absolute path", *files[i]);
+            return CLI_FAIL;
+        }
     return -1;
 }
 
@@ -120,8 +180,8 @@ static int run_local(const predicting *p, const cluster_tensors *t, rt_predictio
     rt_tensors params = {t->n, t->names, t->shapes, t->values, t->floats};
     if (rc == 0) {
         snprintf(device, dlen, "%s", dev->description);
-        rc = rt_predict(m.task->model, dev, &params, p->data ? p->data_abs : NULL,
-                        (int)p->batch, out, err, errlen);
+        rc = rt_predict(m.task->model, dev, &params, &p->spec, (int)p->batch, out, err,
+                        errlen);
     }
     if (dev)
         rt_cpu_close(dev);
@@ -179,7 +239,13 @@ static int run_remote(const predicting *p, const cluster_tensors *t, rt_predicti
         return FERRY_ECANCELED; /* said */
     }
     const char *shown = cli_base_name(p->module);
-    proto_predict_req q = {.data_dir = p->data ? (char *)p->data_abs : "",
+    proto_bytes spec = {0};
+    if (proto_train_begin_pack(&p->spec, false, &(proto_train_begin_run){0}, &spec)) {
+        free(bytes);
+        cli_running_close(&r);
+        return FERRY_ENOMEM;
+    }
+    proto_predict_req q = {.spec = {spec.data, spec.len},
                            .n_param_names = t->n,
                            .param_names = (char **)t->names,
                            .n_param_shapes = 4 * t->n,
@@ -199,6 +265,7 @@ static int run_remote(const predicting *p, const cluster_tensors *t, rt_predicti
         rc = take_reply(&o, out, device, dlen, err, errlen);
     cluster_free_bytes(&o);
     proto_bytes_fini(&b);
+    proto_bytes_fini(&spec);
     cluster_module_fini(&m);
     cli_running_close(&r);
     free(bytes);

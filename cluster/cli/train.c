@@ -83,6 +83,8 @@ static void on_started(void *data, const cluster_train_started *s)
     describe_optimizer(o, optim, sizeof optim);
     t->async = strcmp(s->mode, "async") == 0;
     t->workers = k;
+    if (s->data && s->data[0])
+        fprintf(f, "data: %s\n", s->data);
     if (k == 1)
         fprintf(f, "training %s on worker 0 (%s)", t->task, s->device);
     else if (t->async && o->staleness >= 0)

@@ -32,14 +32,13 @@ static uint64_t new_session_id(void)
 }
 
 /* Rank r's begin, packed into `b`: the session, who asks, the secret, the
- * options (the ranks' ones with more than one rank) and the peers. The data
- * directory is the one resolved here, the mode the one the run takes. */
-static int pack(proto_bytes *b, const ct_run *run, int r, const char *data,
+ * options (`given`: the run's, its files made absolute; the ranks' ones with
+ * more than one rank) and the peers; the mode the one the run takes. */
+static int pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
                 const char **peers, const char *submitter, const uint8_t *secret,
                 size_t secret_len)
 {
-    proto_train_spec spec = run->o->spec;
-    spec.data_dir = data;
+    proto_train_spec spec = *given;
     spec.mode = run->mode->name;
     proto_train_begin_run rb = {.session = run->session,
                                 .submitter = submitter,
@@ -60,7 +59,7 @@ static int pack(proto_bytes *b, const ct_run *run, int r, const char *data,
     return proto_train_begin_pack(&spec, run->k > 1, &rb, b);
 }
 
-int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b)
+int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply **b)
 {
     int k = run->k;
     run->session = new_session_id();
@@ -81,7 +80,7 @@ int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b)
     memset(begin, 0, sizeof begin);
     int rc = 0;
     for (int r = 0; r < k && rc == 0; r++)
-        rc = pack(&begin[r], run, r, data_dir, peers, submitter, secret, sizeof secret);
+        rc = pack(&begin[r], run, r, spec, peers, submitter, secret, sizeof secret);
     if (rc == 0)
         rc = ct_call(run, "ferry.train.begin", begin, &ct_begin_reply, (void **)b);
     if (rc == 0)

@@ -51,20 +51,35 @@ static int choose_workers(ct_run *run)
 
 /* A relative data directory names one where the caller is, not where the
  * supervisor (and so every worker) was started: sent absolute. */
-static int absolute_data(ct_run *run, char *data, size_t len)
+static int absolute(ct_run *run, const char *flag, const char **path, char *buf,
+                    size_t len)
 {
-    const char *dir = run->o->data_dir;
     char cwd[DATA_PATH_MAX];
-    data[0] = '\0';
-    if (dir && dir[0] == '/')
-        snprintf(data, len, "%s", dir);
-    else if (dir && dir[0] &&
-             (!getcwd(cwd, sizeof cwd) ||
-              (size_t)snprintf(data, len, "%s/%s", cwd, dir) >= len)) {
-        ct_fail(run, "--data %s: cannot make it an absolute path", dir);
+    const char *p = *path;
+    if (!p || !p[0] || p[0] == '/')
+        return 0;
+    if (!getcwd(cwd, sizeof cwd) || (size_t)snprintf(buf, len, "%s/%s", cwd, p) >= len) {
+        ct_fail(run, "--%s %s: cannot make it an absolute path", flag, p);
         return FERRY_EINVAL;
     }
+    *path = buf;
     return 0;
+}
+
+/* The run's options with the files it names made absolute: each worker
+ * reads them itself, from another working directory. */
+static int absolute_paths(ct_run *run, proto_train_spec *spec,
+                          char bufs[4][DATA_PATH_MAX])
+{
+    *spec = run->o->spec;
+    int rc = absolute(run, "data", &spec->data_dir, bufs[0], DATA_PATH_MAX);
+    if (rc == 0)
+        rc = absolute(run, "test-data", &spec->test_data, bufs[1], DATA_PATH_MAX);
+    if (rc == 0)
+        rc = absolute(run, "labels", &spec->labels, bufs[2], DATA_PATH_MAX);
+    if (rc == 0)
+        rc = absolute(run, "test-labels", &spec->test_labels, bufs[3], DATA_PATH_MAX);
+    return rc;
 }
 
 /* Every epoch, each an event; the totals and the last one into *res. */
@@ -91,10 +106,11 @@ static int epochs(ct_run *run, cluster_train_result *res)
  * metrics' names) into one block it owns. */
 static int keep_strings(cluster_train_result *res, const char *sha)
 {
-    const char *from[2 + FERRY_MODEL_METRICS_MAX] = {res->started.device, sha};
-    const char **to[2 + FERRY_MODEL_METRICS_MAX] = {&res->started.device,
-                                                    &res->params_sha256};
-    size_t n = 2, len = 0;
+    const char *from[3 + FERRY_MODEL_METRICS_MAX] = {res->started.device, sha,
+                                                     res->started.data};
+    const char **to[3 + FERRY_MODEL_METRICS_MAX] = {&res->started.device,
+                                                    &res->params_sha256, &res->started.data};
+    size_t n = 3, len = 0;
     for (size_t i = 0; i < res->last.n_metrics; i++, n++) {
         from[n] = res->last.metrics[i].name;
         to[n] = &res->last.metrics[i].name;
@@ -175,14 +191,15 @@ static int finish(ct_run *run, cluster_train_result *res)
 
 static int train(ct_run *run, cluster_train_result *res)
 {
-    char data[DATA_PATH_MAX];
-    int rc = absolute_data(run, data, sizeof data);
+    char paths[4][DATA_PATH_MAX];
+    proto_train_spec spec;
+    int rc = absolute_paths(run, &spec, paths);
     if (rc)
         return rc;
     cluster_set_call_timeout(run->cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
     proto_train_begin_reply *b[run->k];
-    if ((rc = ct_begin(run, data, b)))
+    if ((rc = ct_begin(run, &spec, b)))
         return rc;
     const cluster_train_opts *o = run->o;
     run->shards = o->ps_shards ? (int)o->ps_shards : run->k;
@@ -193,7 +210,8 @@ static int train(ct_run *run, cluster_train_result *res)
                                            .params = b[0]->params,
                                            .train_samples = b[0]->train_samples,
                                            .test_samples = b[0]->test_samples,
-                                           .buckets = b[0]->buckets};
+                                           .buckets = b[0]->buckets,
+                                           .data = b[0]->data_about};
     if (run->ev && run->ev->started)
         run->ev->started(run->ev->data, &res->started);
     rc = epochs(run, res);

@@ -56,6 +56,7 @@ typedef struct cluster_train_started {
     const char *device;
     uint64_t params, train_samples, test_samples;
     unsigned buckets; /* sync mode: gradient buckets a step */
+    const char *data; /* what rank 0 read: samples, shape, classes, normalisation */
 } cluster_train_started;
 
 typedef struct cluster_train_metric {

@@ -107,7 +107,7 @@ void ct_discard(ct_run *run);
 
 /* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
  * says why and discards what began. */
-int ct_begin(ct_run *run, const char *data_dir, proto_train_begin_reply **b);
+int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply **b);
 
 /* ---- hold.c ---- */
 

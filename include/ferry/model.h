@@ -163,6 +163,14 @@ typedef struct ferry_model_t {
      * may be NULL. 0 or FERRY_E*. */
     int (*predict)(ferry_model_ctx_t *mc, const float *params, const ferry_batch_t *b,
                    float *out);
+    /* Added in ferry 0.4; optional. A model that leaves its `input` (or
+     * `outputs`) 0 takes it from the data: before anything else the runtime
+     * calls reshape with the training set's sample shape (channels, height,
+     * width; a table's row is {1, 1, columns}) and its classes, or a
+     * regressor's outputs a sample, and the model fills in its descriptor
+     * (input, outputs, params) for them. 0, or FERRY_EINVAL when it cannot
+     * take that data. Every layer-list model has one. */
+    int (*reshape)(const int input[3], int outputs);
 } ferry_model_t;
 
 /* The size of a descriptor built before `metrics` was added: the runtime

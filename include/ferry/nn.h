@@ -173,11 +173,13 @@ typedef struct ferry_nn_plan_t {
 
 typedef struct ferry_nn_t {
     const char *dataset; /* as ferry_model_t's */
-    int input[3];
-    int outputs;
+    int input[3];        /* {0, 0, 0}: the data's sample shape */
+    int outputs;         /* 0 with a last layer of width 0: the data's classes */
     int loss;                       /* enum ferry_nn_loss */
     const ferry_nn_layer_t *layers; /* ends with FERRY_NN_END() */
     ferry_nn_plan_t plan;           /* the library's */
+    /* The library's: what the data decides, as first declared. */
+    bool declared, input_from_data, outputs_from_data;
 } ferry_nn_t;
 
 /* Derives the plan and fills the descriptor `m` (kind, dataset, input,
@@ -193,6 +195,9 @@ int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *
                       const ferry_batch_t *b, float *loss, int *correct);
 int ferry_nn_predict(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
                      const ferry_batch_t *b, float *out);
+/* Builds the plan again for the data's sample shape and classes (what the
+ * model left 0 takes them; the rest stays as declared). */
+int ferry_nn_reshape(ferry_nn_t *nn, ferry_model_t *m, const int input[3], int outputs);
 
 /* Defines `var`, a ferry_model_t built from the ferry_nn_t fields given
  * (.layers, .input, .outputs, .dataset, .loss) when the module is loaded. */
@@ -221,9 +226,15 @@ int ferry_nn_predict(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *p
     {                                                                                    \
         return ferry_nn_predict(&var##_nn, mc, p, b, out);                               \
     }                                                                                    \
+    static ferry_model_t var;                                                            \
+    static int var##_reshape(const int in[3], int outputs)                               \
+    {                                                                                    \
+        return ferry_nn_reshape(&var##_nn, &var, in, outputs);                           \
+    }                                                                                    \
     static ferry_model_t var = {FERRY_MODEL_HEADER,         .workspace = var##_workspace, \
                                 .init = var##_init,         .loss_grad = var##_loss_grad, \
-                                .evaluate = var##_evaluate, .predict = var##_predict};   \
+                                .evaluate = var##_evaluate, .predict = var##_predict,     \
+                                .reshape = var##_reshape};                               \
     __attribute__((constructor)) static void var##_build(void)                           \
     {                                                                                    \
         ferry_nn_build(&var##_nn, &var);                                                 \

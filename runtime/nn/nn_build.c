@@ -247,13 +247,74 @@ static void refuse(ferry_nn_t *nn, ferry_model_t *m)
     m->params = pl->params;
 }
 
+/* Whether the list's last layer with a width leaves it 0 (the model's
+ * outputs). */
+static bool last_width_open(const ferry_nn_t *nn)
+{
+    bool open = false;
+    for (int i = 0; nn->layers && nn->layers[i].kind != FERRY_NN_LAYER_END; i++)
+        if (nn->layers[i].kind == FERRY_NN_LAYER_DENSE ||
+            nn->layers[i].kind == FERRY_NN_LAYER_CONV2D)
+            open = nn->layers[i].units == 0;
+    return open;
+}
+
+/* What the data decides, as the module declared it: remembered once,
+ * before a reshape fills the fields in. */
+static void declare(ferry_nn_t *nn)
+{
+    if (nn->declared)
+        return;
+    nn->declared = true;
+    nn->input_from_data = nn->input[0] <= 0 && nn->input[1] <= 0 && nn->input[2] <= 0;
+    nn->outputs_from_data = nn->outputs <= 0 && last_width_open(nn);
+}
+
+/* A model that waits for the data's shape: no plan yet, and nothing to
+ * say about it. The runtime calls reshape before it reads the tensors. */
+static int wait_for_data(ferry_nn_t *nn, ferry_model_t *m)
+{
+    ferry_nn_plan_t *pl = &nn->plan;
+    snprintf(pl->refusal, sizeof pl->refusal,
+             "of the layer list (its shape comes from the data)");
+    memset(pl->params, 0, 2 * sizeof pl->params[0]);
+    pl->params[0].name = pl->refusal;
+    memset(m->input, 0, sizeof m->input);
+    m->outputs = 0;
+    m->params = pl->params;
+    return 0;
+}
+
+static int build(ferry_nn_t *nn, ferry_model_t *m, bool may_wait);
+
+int ferry_nn_reshape(ferry_nn_t *nn, ferry_model_t *m, const int input[3], int outputs)
+{
+    declare(nn);
+    if (nn->input_from_data)
+        memcpy(nn->input, input, sizeof nn->input);
+    if (nn->outputs_from_data)
+        nn->outputs = outputs;
+    return build(nn, m, false);
+}
+
 int ferry_nn_build(ferry_nn_t *nn, ferry_model_t *m)
+{
+    return build(nn, m, true);
+}
+
+/* The plan and the descriptor; `may_wait`: a list that leaves its shape to
+ * the data waits for it rather than fail. */
+static int build(ferry_nn_t *nn, ferry_model_t *m, bool may_wait)
 {
     ferry_nn_plan_t *pl = &nn->plan;
     memset(pl, 0, sizeof *pl);
+    declare(nn);
     m->kind = nn->loss == FERRY_NN_SOFTMAX_XENT ? FERRY_MODEL_CLASSIFIER
                                                 : FERRY_MODEL_REGRESSOR;
     m->dataset = nn->dataset;
+    if (may_wait && ((nn->input_from_data && nn->input[0] <= 0) ||
+                     (nn->outputs_from_data && nn->outputs <= 0)))
+        return wait_for_data(nn, m);
     memcpy(m->input, nn->input, sizeof m->input);
     int rc = plan(nn);
     if (!rc) {

@@ -132,6 +132,12 @@ static int check_model(const ferry_model_t *m, char *err, size_t errlen)
     return 0;
 }
 
+bool rt_model_from_data(const ferry_model_t *m)
+{
+    /* Every run reshapes it: the run before may have had other data. */
+    return m->size >= offsetof(ferry_model_t, reshape) + sizeof m->reshape && m->reshape;
+}
+
 rt_predict_fn rt_model_predict(const ferry_model_t *m)
 {
     return m->size >= offsetof(ferry_model_t, predict) + sizeof m->predict ? m->predict

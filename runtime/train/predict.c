@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/train_spec.h"
 #include "tensors.h"
 #include "trainer_int.h"
 
@@ -69,31 +70,27 @@ void rt_prediction_free(rt_prediction *p)
 }
 
 int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const rt_tensors *params,
-               const char *data_dir, int batch, rt_prediction *out, char *err,
+               const proto_train_spec *spec, int batch, rt_prediction *out, char *err,
                size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    float *flat = NULL;
-    char why[512] = "";
-    int rc = rt_tensors_to_flat(m, params, &flat, why, sizeof why);
-    if (rc) {
-        snprintf(err, errlen, "the parameters are not this model's: %s", why);
-        return rc;
-    }
-    /* A trainer of one rank, for its data, its device batches and the
+    /* A trainer of one rank, for its data (read as the run read it: the
+     * same files, split and normalisation), its device batches and the
      * model's context: nothing of it trains. */
+    rt_data_source src;
+    bool own_files = rt_data_source_from_spec(spec, &src);
     rt_train_opts o = {.batch = batch > 0 ? batch : 256,
                        .optim = {.kind = RT_OPT_SGD, .lr = 0.01f},
                        .eval_batch = batch > 0 ? batch : 256,
-                       .seed = 1,
+                       .seed = spec->seed,
                        .world = 1,
-                       .data_dir = data_dir && data_dir[0] ? data_dir : NULL,
-                       .init_params = flat};
+                       .data_dir = spec->data_dir && spec->data_dir[0] ? spec->data_dir : NULL,
+                       .data = own_files ? &src : NULL,
+                       .init_tensors = params};
     rt_trainer *t = NULL;
-    rc = rt_trainer_create(m, dev, &o, &t, err, errlen);
+    int rc = rt_trainer_create(m, dev, &o, &t, err, errlen);
     if (rc == 0)
         rc = rt_trainer_predict(t, out, err, errlen);
     rt_trainer_destroy(t);
-    free(flat);
     return rc;
 }

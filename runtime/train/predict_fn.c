@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "proto/proto.h"
+#include "proto/train_spec.h"
 #include "runtime/runtime_int.h"
 #include "tensors.h"
 #include "train.h"
@@ -29,10 +30,14 @@ int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t
                             "%zu parameter names with %zu dimensions and %zu bytes of "
                             "values",
                             a->n_param_names, a->n_param_shapes, a->param_values.len);
+    proto_train_begin *spec = NULL;
+    if (rc == 0 && proto_train_begin_unpack(a->spec.data, a->spec.len, &spec))
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL, "the data options are not a TrainBegin");
     rt_prediction p = {0};
-    if (rc == 0 && (rc = rt_predict(m, ctx->device, &params, a->data_dir, (int)a->batch,
+    if (rc == 0 && (rc = rt_predict(m, ctx->device, &params, &spec->spec, (int)a->batch,
                                     &p, err, sizeof err)))
         rc = ctx->ops->fail(ctx, rc, "%s", err);
+    proto_train_begin_free(spec);
     proto_free(a);
     if (rc)
         return rc;

@@ -62,6 +62,10 @@ rt_metrics_fn rt_model_metrics(const ferry_model_t *m);
 typedef int (*rt_predict_fn)(ferry_model_ctx_t *mc, const float *params,
                              const ferry_batch_t *b, float *out);
 rt_predict_fn rt_model_predict(const ferry_model_t *m);
+/* Whether the model may take its shape from the data: it has a reshape,
+ * which each run calls with its training set's shape (what the model left
+ * 0 takes it, the rest stays as declared). */
+bool rt_model_from_data(const ferry_model_t *m);
 
 /* Checks the model's descriptor (version, size, kind, input, outputs, a
  * non-empty params list with positive shapes, the four functions) and fills
@@ -194,6 +198,9 @@ typedef struct rt_train_opts {
     rt_comm *comm;
     size_t bucket_bytes;  /* 0: 25 MiB */
     const char *data_dir; /* NULL: RT_FMNIST_DIR */
+    /* A user's own files (--data FILE and the options that go with it),
+     * read instead of the model's data set; NULL: none. Not owned. */
+    const rt_data_source *data;
     int eval_batch;       /* 0: 256 */
     /* With epochs > 0 and cosine, the learning rate follows
      * lr (1 + cos(pi s / S)) / 2 over the S steps of `epochs` epochs. */
@@ -202,9 +209,10 @@ typedef struct rt_train_opts {
     /* Training and test sets to use instead of loading the model's dataset
      * (tests); both or neither. Not owned. */
     const rt_dataset *train_set, *test_set;
-    /* The parameters to start from instead of the model's init: the whole
-     * flat buffer (ferry_model_layout()'s length), not owned; NULL: init. */
-    const float *init_params;
+    /* The parameters to start from instead of the model's init, tensor by
+     * tensor (--init-from): laid out once the model has its shape, refused
+     * naming the tensor when they are not its own. Not owned; NULL: init. */
+    const struct rt_tensors *init_tensors;
     /* What products and convolutions compute in (RT_PREC_FP32, the zero
      * value, by default); a device that cannot is an error saying why. */
     rt_precision precision;
@@ -324,14 +332,17 @@ void rt_prediction_free(rt_prediction *p);
 int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out);
 
 struct rt_tensors;
-/* Runs model `m` forward on `dev` over its test set (found in `data_dir`,
- * NULL: its default place) with the parameters `params`, `batch` samples
- * at a time (0: 256): what `ferry predict` computes, on a worker or in the
- * command's own process. The parameters are refused, naming the tensor,
- * when they are not the model's. */
+struct proto_train_spec;
+/* Runs model `m` forward on `dev` over the test set that the data options
+ * of `spec` name (as a run with them reads it: its files, split by its
+ * seed, normalised by its training set; the model's own set when they name
+ * none), with the parameters `params`, `batch` samples at a time (0: 256):
+ * what `ferry predict` computes, on a worker or in the command's own
+ * process. The parameters are refused, naming the tensor, when they are not
+ * the model's. */
 int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const struct rt_tensors *params,
-               const char *data_dir, int batch, rt_prediction *out, char *err,
-               size_t errlen);
+               const struct proto_train_spec *spec, int batch, rt_prediction *out,
+               char *err, size_t errlen);
 /* The sets it trains and evaluates on. */
 const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train);
 void rt_trainer_destroy(rt_trainer *t);

@@ -83,6 +83,7 @@ typedef struct begin_args {
     rt_train_opts o;
     rt_comm_opts co;
     char data_dir[4096];
+    rt_data_source src; /* a user's own files: borrows msg's strings */
     /* The master's secret for the run's chunks or pushes and pulls, wiped
      * in one place (train_begin) once the collective session or the shards
      * have their own copy. */
@@ -90,7 +91,7 @@ typedef struct begin_args {
     _Static_assert(RT_COMM_SECRET_BYTES == RT_PS_SECRET_BYTES,
                    "one secret keys a run's chunks and its shards");
     char **peers; /* co.world of them, with world > 1 */
-    float *init;  /* --init-from's values in the model's flat layout, or NULL */
+    rt_tensors init; /* --init-from's, borrowing msg's */
     bool async;
     int algo;
     uint32_t idle_ms;
@@ -114,6 +115,7 @@ static int parse_trainer(ferry_ctx_t *ctx, const proto_train_begin *m, begin_arg
         .rank = 0,
         .world = 1,
         .data_dir = ba->data_dir[0] ? ba->data_dir : NULL,
+        .data = rt_data_source_from_spec(sp, &ba->src) ? &ba->src : NULL,
         .eval_batch = (int)(m->eval_batch > 1 << 16 ? 1 << 16 : m->eval_batch),
     };
     rt_train_opts *o = &ba->o;
@@ -250,32 +252,24 @@ static int begin_ranks(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, ch
     return rc;
 }
 
-/* The parameters a begin brings to start from (--init-from), laid out for
- * the model once they are found to be its own, tensor by tensor. */
-static int init_from(begin_args *ba, const ferry_model_t *m, char *err, size_t errlen)
+/* The parameters a begin brings to start from (--init-from): the trainer
+ * lays them out once the model has its shape, if they are its own. */
+static int init_from(begin_args *ba, char *err, size_t errlen)
 {
     const proto_train_begin_run *run = &ba->msg->run;
     if (ba->msg->init_malformed) {
-        snprintf(err, errlen,
-                 "the parameters to start from are malformed: %zu names for "
-                 "their shapes and values",
+        snprintf(err, errlen, "the parameters to start from are malformed: %zu names for "
+                              "their shapes and values",
                  run->n_init);
         return FERRY_EINVAL;
     }
-    if (run->n_init == 0)
-        return 0;
-    rt_tensors in = {.n = run->n_init,
-                     .names = run->init_names,
-                     .shapes = run->init_shapes,
-                     .values = run->init_values,
-                     .floats = run->init_floats};
-    char why[512];
-    int rc = rt_tensors_to_flat(m, &in, &ba->init, why, sizeof why);
-    if (rc == FERRY_EINVAL)
-        snprintf(err, errlen, "the parameters to start from are not this model's: %s",
-                 why);
-    ba->o.init_params = ba->init;
-    return rc;
+    ba->init = (rt_tensors){.n = run->n_init,
+                            .names = run->init_names,
+                            .shapes = run->init_shapes,
+                            .values = run->init_values,
+                            .floats = run->init_floats};
+    ba->o.init_tensors = run->n_init ? &ba->init : NULL;
+    return 0;
 }
 
 /* Builds the session's trainer, polling the caller and an end for the
@@ -289,7 +283,7 @@ static int init_from(begin_args *ba, const ferry_model_t *m, char *err, size_t e
 static int begin_trainer(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, char *err,
                          size_t errlen)
 {
-    int rc = init_from(ba, s->m->task->model, err, errlen);
+    int rc = init_from(ba, err, errlen);
     if (rc)
         return rc;
     rt_holder_check hc = {ctx, s};
@@ -347,7 +341,6 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         rc = begin_trainer(ctx, &ba, s, err, sizeof err);
     OPENSSL_cleanse(ba.secret, sizeof ba.secret);
     free_peers(ba.peers, ba.co.world);
-    free(ba.init);
     proto_train_begin_free(ba.msg);
     if (!s) /* refused: the call says why */
         return rc;
@@ -363,6 +356,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         r.rank = (uint32_t)ba.o.rank;
         r.world = (uint32_t)ba.o.world;
         r.buckets = (uint32_t)rt_trainer_buckets(s->t);
+        r.data_about = rt_trainer_dataset(s->t, true)->about;
     }
     rt_session_started(ctx, s, rc);
     if (rc)

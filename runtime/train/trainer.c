@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensors.h"
 #include "trainer_int.h"
 
 #define DEFAULT_BATCH      PROTO_TRAIN_WORKER_BATCH
@@ -47,6 +48,14 @@ static int load_sets(rt_trainer *t, char *err, size_t errlen)
     if (t->o.train_set && t->o.test_set) {
         t->set[0] = t->o.train_set;
         t->set[1] = t->o.test_set;
+    } else if (t->o.data) {
+        rt_data_cancel cancel = {t->o.cancelled, t->o.cancel_arg};
+        int rc = rt_data_source_load(t->o.data, &cancel, &t->own[0], &t->own[1], err,
+                                     errlen);
+        if (rc)
+            return rc;
+        t->set[0] = &t->own[0];
+        t->set[1] = &t->own[1];
     } else {
         int features = m->input[0] * m->input[1] * m->input[2];
         /* Loading takes seconds: a start given up meanwhile stops. */
@@ -59,8 +68,28 @@ static int load_sets(rt_trainer *t, char *err, size_t errlen)
             t->set[i] = &t->own[i];
         }
     }
-    int rc = check_set(m, t->set[0], "training", err, errlen);
-    return rc ? rc : check_set(m, t->set[1], "test", err, errlen);
+    return 0;
+}
+
+static int check_sets(const rt_trainer *t, char *err, size_t errlen)
+{
+    int rc = check_set(t->m, t->set[0], "training", err, errlen);
+    return rc ? rc : check_set(t->m, t->set[1], "test", err, errlen);
+}
+
+/* A model that takes its shape from the data, given the training set's. */
+static int reshape(const rt_trainer *t, char *err, size_t errlen)
+{
+    const rt_dataset *ds = t->set[0];
+    const int in[3] = {ds->c, ds->h, ds->w};
+    int outputs = ds->labels ? ds->classes : ds->outputs;
+    int rc = t->m->reshape(in, outputs);
+    if (rc)
+        snprintf(err, errlen,
+                 "the model cannot take the data's shape (%dx%dx%d samples, %d %s): %s",
+                 in[0], in[1], in[2], outputs, ds->labels ? "classes" : "outputs",
+                 ferry_strerror(rc));
+    return rc;
 }
 
 static int alloc_buffers(rt_trainer *t, int batch_max, char *err, size_t errlen)
@@ -102,12 +131,19 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     if (!host)
         return FERRY_ENOMEM;
     int rc = 0;
-    if (t->o.init_params) /* --init-from, checked against the model's tensors */
-        memcpy(host, t->o.init_params, t->plen * sizeof *host);
-    else
-        rc = t->m->init(&t->mc.pub, host);
-    if (rc)
+    float *given = NULL;
+    char why[512];
+    if (t->o.init_tensors) { /* --init-from: only the model's own tensors */
+        rc = rt_tensors_to_flat(t->m, t->o.init_tensors, &given, why, sizeof why);
+        if (rc == 0)
+            memcpy(host, given, t->plen * sizeof *host);
+        else if (rc == FERRY_EINVAL)
+            snprintf(err, errlen, "the parameters to start from are not this model's: %s",
+                     why);
+        free(given);
+    } else if ((rc = t->m->init(&t->mc.pub, host))) {
         snprintf(err, errlen, "the model's init failed: %s", ferry_strerror(rc));
+    }
     else
         rc = t->dev->ops->upload(t->dev, t->params, host, t->plen * sizeof(float));
     /* Sync: rank 0's values replace these; async: this rank's shards start
@@ -187,10 +223,16 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     int local = (t->o.batch + t->o.world - 1) / t->o.world;
     int batch_max = local > t->o.eval_batch ? local : t->o.eval_batch;
     int rc = rt_device_ext(dev)->set_precision(dev, o->precision, err, errlen);
+    /* A model that takes its shape from the data is given it first. */
+    bool from_data = rt_model_from_data(m);
+    if (rc == 0 && from_data && (rc = load_sets(t, err, errlen)) == 0)
+        rc = reshape(t, err, errlen);
     if (rc == 0)
         rc = rt_model_ctx_init(&t->mc, m, dev, batch_max, o->seed, err, errlen);
-    if (rc == 0)
+    if (rc == 0 && !from_data)
         rc = load_sets(t, err, errlen);
+    if (rc == 0)
+        rc = check_sets(t, err, errlen);
     if (rc == 0)
         t->mc.set = t->set[0];
     if (rc == 0)
@@ -225,9 +267,11 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
         rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
         snprintf(err, errlen, "cannot create the test loader: %s", ferry_strerror(rc));
-    /* The start's caller, polled above, is gone once this returns. */
+    /* The start's caller, polled above, is gone once this returns, and
+     * so is what it described the data with. */
     t->o.cancelled = NULL;
     t->o.cancel_arg = NULL;
+    t->o.data = NULL;
     if (rc) {
         if (!err[0])
             snprintf(err, errlen, "%s", ferry_strerror(rc));

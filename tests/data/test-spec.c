@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ferry.pb-c.h"
 #include "proto/train_spec.h"
 #include "tdata.h"
 #include "tfiles.h"
@@ -38,10 +37,9 @@ TD_TEST(spec, the_data_options_reach_the_worker)
     proto_train_begin_run run = {.session = 1, .submitter = "test"};
     proto_bytes packed;
     cr_assert_eq(proto_train_begin_pack(&sp, false, &run, &packed), 0);
-    Ferry__TrainBegin *m = ferry__train_begin__unpack(NULL, packed.len, packed.data);
-    cr_assert(m);
-    proto_train_spec got;
-    proto_train_spec_unpack(m, &got);
+    proto_train_begin *m = NULL;
+    cr_assert_eq(proto_train_begin_unpack(packed.data, packed.len, &m), 0);
+    proto_train_spec got = m->spec;
     rt_data_source s;
     cr_expect(rt_data_source_from_spec(&got, &s), "--data names a file");
     cr_expect_str_eq(s.path, td_path("d.csv"));
@@ -53,6 +51,6 @@ TD_TEST(spec, the_data_options_reach_the_worker)
     cr_expect_str_eq(s.label, "species");
     cr_expect_str_eq(s.normalize, "minmax");
     cr_expect_float_eq(s.test_split, 0.25, 1e-7);
-    ferry__train_begin__free_unpacked(m, NULL);
-    free(packed.data);
+    proto_train_begin_free(m);
+    proto_bytes_fini(&packed);
 }

@@ -101,8 +101,6 @@ Test(nn_plan, lists_that_cannot_be_built_are_refused_naming_the_layer)
     static ferry_nn_t a = {.input = {1, 5, 5}, .layers = big_filter};
     refused(&a, "layer 0 (conv): its 9x9 filters do not fit the 5x5 input");
 
-    static ferry_nn_t b = {.input = {1, 28, 28}, .outputs = 0, .layers = mlp};
-    refused(&b, "layer 4 (fc3): width 0 and the model has no outputs to take");
 
     static const ferry_nn_layer_t five[] = {FERRY_NN_DENSE("fc", 5), FERRY_NN_END()};
     static ferry_nn_t c = {.input = {1, 1, 4}, .outputs = 3, .layers = five};
@@ -165,4 +163,28 @@ Test(nn_plan, a_tensor_name_too_long_and_a_custom_layer_without_passes_are_refus
                                               FERRY_NN_END()};
     static ferry_nn_t b = {.input = {1, 1, 4}, .layers = custom};
     refused(&b, "layer 0 (mine): a custom layer needs shape, forward and backward");
+}
+
+Test(nn_plan, a_list_that_leaves_its_shape_to_the_data_waits_for_it)
+{
+    /* Width and outputs left open: no plan, and no complaint, until the
+     * data's shape comes; then the one it gives, or a refusal. */
+    static ferry_nn_t nn = {.layers = mlp};
+    ferry_model_t m = {FERRY_MODEL_HEADER};
+    cr_assert_eq(ferry_nn_build(&nn, &m), 0);
+    cr_expect_eq(m.input[0], 0);
+    cr_expect_eq(m.outputs, 0);
+    cr_expect(strstr(m.params[0].name, "its shape comes from the data"), "%s",
+              m.params[0].name);
+    cr_assert_eq(ferry_nn_reshape(&nn, &m, (const int[]){1, 1, 2}, 0), FERRY_EINVAL);
+    cr_expect(strstr(nn.plan.err, "layer 4 (fc3): width 0 and the model has no outputs"),
+              "%s", nn.plan.err);
+    cr_assert_eq(ferry_nn_reshape(&nn, &m, (const int[]){1, 1, 2}, 3), 0, "%s",
+                 nn.plan.err);
+    cr_expect_eq(m.input[2], 2);
+    cr_expect_eq(m.outputs, 3);
+    cr_expect_eq(m.params[0].shape[0], 2, "fc1.weight is [in][out]");
+    cr_expect_eq(m.params[5].shape[0], 3, "fc3.bias has a class each");
+    cr_assert_eq(ferry_nn_reshape(&nn, &m, (const int[]){3, 8, 8}, 10), 0);
+    cr_expect_eq(m.params[0].shape[0], 192, "another data set, another shape");
 }
