@@ -144,7 +144,7 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     } else if ((rc = t->m->init(&t->mc.pub, host))) {
         snprintf(err, errlen, "the model's init failed: %s", ferry_strerror(rc));
     }
-    else
+    if (rc == 0)
         rc = t->dev->ops->upload(t->dev, t->params, host, t->plen * sizeof(float));
     /* Sync: rank 0's values replace these; async: this rank's shards start
      * from them, and every rank pulls them before its first step. */
