@@ -50,9 +50,11 @@ static int drive_here(const cli_drive_opts *o)
     rc = cluster_run_driver(r.cl, &m, mod.task, o->argc, o->argv, o->json);
     fflush(stdout);
     if (rc) {
+        /* The cluster's text names the failed call, or says what the
+         * driver returned: a code's generic words ("no such file or
+         * directory" for a worker's NOT_FOUND) would only mislead. */
         const char *why = cluster_error(r.cl);
-        cli_err("submit", "%s: the driver failed: %s%s%s", o->shown, ferry_strerror(rc),
-                why[0] ? ": " : "", why);
+        cli_err("submit", "%s: %s", o->shown, why[0] ? why : ferry_strerror(rc));
         goto out;
     }
     status = CLI_OK;
