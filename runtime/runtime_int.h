@@ -134,4 +134,25 @@ const char *rt_call_peer(ferry_ctx_t *ctx);
 /* Ends the worker's training session, if any. No call may be running. */
 void rt_train_session_free(rt_worker *w);
 
+/* ---- tasklog.c: a call's log lines, for its reply ----------------------------- */
+#define RT_TASKLOG_LINES    200       /* kept for one reply; the rest counted */
+#define RT_TASKLOG_BYTES    (64 << 10)
+#define RT_TASKLOG_LINE_MAX 1024      /* a longer line is cut */
+#define RT_TASKLOG_DROPPED  '\x1f'    /* starts the count that ends a list */
+
+typedef struct rt_tasklog {
+    pthread_mutex_t mu; /* a task may log from threads of its own */
+    char **lines;
+    size_t n, cap, bytes;
+    uint64_t dropped;
+} rt_tasklog;
+
+void rt_tasklog_init(rt_tasklog *l);
+/* Keeps one line (copied, made safe for a terminal), or counts it. */
+void rt_tasklog_add(rt_tasklog *l, const char *line);
+/* The lines kept, then the count of those not kept if any: the list to
+ * send, owned by `l`. No add may follow. */
+size_t rt_tasklog_list(rt_tasklog *l, char ***lines);
+void rt_tasklog_fini(rt_tasklog *l);
+
 #endif

@@ -42,6 +42,9 @@ static int drive_here(const cli_drive_opts *o)
     char err[512] = "";
     if (cli_running_ship(&r, o->home, o->shown, o->bytes, o->len, &m))
         goto out;
+    /* What the driver's calls log on the workers goes where its own
+     * errors go: this process's stderr, relayed to the user's. */
+    cluster_show_task_logs(r.cl, o->quiet ? NULL : stderr);
     int rc = rt_module_open(&mod, o->path, o->shown, err, sizeof err);
     if (rc) {
         cli_err("submit", "%s", err[0] ? err : ferry_strerror(rc));
