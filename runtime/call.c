@@ -256,7 +256,9 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
     rpc_srv_describe(sc, "Call %s %s", m->name,
                      base_escape(fname, sizeof fname, in->function, strlen(in->function)));
     rt_crash_mark(m->name, in->function);
+    rt_tasklog_bind(&c.log);
     int rc = fn(&c.pub, &arg, &out);
+    rt_tasklog_bind(NULL);
     rt_crash_mark(NULL, NULL);
     double elapsed = (double)(uv_hrtime() - t0) / 1e9;
 

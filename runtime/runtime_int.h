@@ -154,5 +154,9 @@ void rt_tasklog_add(rt_tasklog *l, const char *line);
  * send, owned by `l`. No add may follow. */
 size_t rt_tasklog_list(rt_tasklog *l, char ***lines);
 void rt_tasklog_fini(rt_tasklog *l);
+/* Makes `l` the log of the call this thread runs (NULL: none), for
+ * rt_tasklog_here(), which adds a line to it, if any. */
+void rt_tasklog_bind(rt_tasklog *l);
+void rt_tasklog_here(const char *line);
 
 #endif

@@ -85,3 +85,18 @@ void rt_tasklog_fini(rt_tasklog *l)
     pthread_mutex_destroy(&l->mu);
     memset(l, 0, sizeof *l);
 }
+
+/* The log of the call this thread runs, for what logs without a call's
+ * context in hand (a model's mc->ops->log during ferry.train.*). */
+static _Thread_local rt_tasklog *running;
+
+void rt_tasklog_bind(rt_tasklog *l)
+{
+    running = l;
+}
+
+void rt_tasklog_here(const char *line)
+{
+    if (running)
+        rt_tasklog_add(running, line);
+}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/data/data_int.h"
+#include "runtime/runtime_int.h"
 #include "train.h"
 
 /* The generator stream of parameter init; the loader draws from others. */
@@ -35,11 +36,11 @@ static void mc_log(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "model: %s: %s\n",
-            names[level < 0   ? 0
-                  : level > 3 ? 3
-                              : level],
-            line);
+    const char *name = names[level < 0 ? 0 : level > 3 ? 3 : level];
+    fprintf(stderr, "model: %s: %s\n", name, line);
+    char shown[sizeof line + 32];
+    snprintf(shown, sizeof shown, "model: %s: %s", name, line);
+    rt_tasklog_here(shown); /* for the submitter, with the epoch's reply */
 }
 
 static void mc_grad_ready(ferry_model_ctx_t *mc, int tensor)

@@ -66,3 +66,24 @@ Test(author_tasklog, a_line_cannot_carry_an_escape_or_pass_for_two)
     cr_assert(!e2e_has(r.err, "\x1b"), "%s", r.err);
     e2e_run_fini(&r);
 }
+
+Test(author_tasklog, what_a_model_logs_in_training_is_shown_rate_limited_or_muted)
+{
+    e2e_start(1);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("chattymodel.so"), "--epochs",
+              "1", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.err, "[rank 0] model: info: step 0 of a batch of ") &&
+                  e2e_has(r.err, "[rank 0] model: info: step 49 of a batch of "),
+              "%.4000s", r.err);
+    cr_assert(!e2e_has(r.err, "step 50 of") && e2e_has(r.err, " lines dropped\n"),
+              "%.4000s", r.err);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("chattymodel.so"), "--epochs",
+              "1", "-q", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(!e2e_has(r.err, "[rank") && !e2e_has(r.err, "step 0 of"), "%s", r.err);
+    e2e_run_fini(&r);
+}
