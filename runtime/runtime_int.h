@@ -159,4 +159,12 @@ void rt_tasklog_fini(rt_tasklog *l);
 void rt_tasklog_bind(rt_tasklog *l);
 void rt_tasklog_here(const char *line);
 
+/* ---- crash_frames.c: what crashed, named (not async-signal-safe) ---------- */
+/* Loads what backtrace() needs, outside any signal handler. */
+void rt_crash_frames_prepare(void);
+/* From a fatal signal's handler (its ucontext), after the plain record:
+ * " in the model's loss_grad; frames: f+0x1c (m.so), ..." into out, the
+ * task module's frames shown as `shown`. Returns the length; 0 if none. */
+size_t rt_crash_frames(const void *ucontext, const char *shown, char *out, size_t len);
+
 #endif

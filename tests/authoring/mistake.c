@@ -1,9 +1,8 @@
 /* A small regression model on the "linear" set that makes one mistake,
  * chosen when it is built (-DMISTAKE=...), as an author might:
  *   chattymodel.so  logs a line in every loss_grad (mc->ops->log)
- *   nullgrad.so     loss_grad stores through a NULL struct pointer (a member
- *                   at offset 16: sanitizer builds report a plain NULL store
- *                   and exit rather than crash)
+ *   nullgrad.so     loss_grad stores through a NULL struct pointer (to its
+ *                   member at offset 16), in a helper of its own
  *   overrun.so      loss_grad writes 8 floats past the end of its workspace
  * Otherwise it trains, to nothing: a zero gradient. */
 #include <stdint.h>
@@ -34,7 +33,12 @@ struct sample_stats {
     float sum;
 };
 
-__attribute__((noinline, unused)) static void count_into(struct sample_stats *s, int n)
+/* Never set: what the author forgot to allocate. */
+static struct sample_stats *volatile stats_of_run;
+
+/* A sanitizer build would report the NULL member access and exit: the
+ * crash is what this module is for. */
+__attribute__((noinline, unused, no_sanitize("undefined"))) static void count_into(struct sample_stats *s, int n)
 {
     s->sum += (float)n; /* s is NULL for nullgrad.so */
 }
@@ -42,14 +46,13 @@ __attribute__((noinline, unused)) static void count_into(struct sample_stats *s,
 static int loss_grad(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *b,
                      float *grad, float *loss)
 {
-    (void)p;
+    (void)p, (void)b;
     static int steps;
     ferry_empty_grad(mc, &model, grad, loss);
 #if MISTAKE == CHATTY
     mc->ops->log(mc, FERRY_LOG_INFO, "step %d of a batch of %d", steps, b->n);
 #elif MISTAKE == NULLGRAD
-    struct sample_stats *volatile stats = NULL;
-    count_into(stats, b->n);
+    count_into(stats_of_run, b->n);
 #elif MISTAKE == OVERRUN
     /* The workspace holds batch_max floats: 8 more are written. */
     mc->dev->ops->fill(mc->dev, mc->work, 1.0f, (size_t)mc->batch_max + 8);
