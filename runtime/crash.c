@@ -111,6 +111,61 @@ static void write_line(int fd, const line *l)
     }
 }
 
+/* ---- guard pages (guard.c) ------------------------------------------------ */
+
+/* Read by the handler without a lock: a slot is filled before its page is
+ * published, and cleared by its page first. */
+typedef struct guard_rec {
+    _Atomic uintptr_t page;
+    size_t len, bytes;
+    const char *what;
+} guard_rec;
+
+static guard_rec guards[64];
+static pthread_mutex_t guards_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void rt_crash_guard(const void *page, size_t len, const char *what, size_t bytes)
+{
+    pthread_mutex_lock(&guards_lock);
+    for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++) {
+        if (atomic_load(&guards[i].page) == 0) {
+            guards[i].len = len;
+            guards[i].bytes = bytes;
+            guards[i].what = what;
+            atomic_store(&guards[i].page, (uintptr_t)page);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&guards_lock); /* no room: it still faults, unnamed */
+}
+
+void rt_crash_unguard(const void *page)
+{
+    pthread_mutex_lock(&guards_lock);
+    for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++)
+        if (atomic_load(&guards[i].page) == (uintptr_t)page)
+            atomic_store(&guards[i].page, 0);
+    pthread_mutex_unlock(&guards_lock);
+}
+
+/* ", N bytes past the end of WHAT (B bytes)" when addr is in a guard page. */
+static void put_guard(line *l, uintptr_t addr)
+{
+    for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++) {
+        uintptr_t page = atomic_load(&guards[i].page);
+        if (page && addr >= page && addr - page < guards[i].len) {
+            put_str(l, ", ");
+            put_u64(l, addr - page);
+            put_str(l, " bytes past the end of ");
+            put_str(l, guards[i].what);
+            put_str(l, " (");
+            put_u64(l, guards[i].bytes);
+            put_str(l, " bytes)");
+            return;
+        }
+    }
+}
+
 static void save(const line *rec)
 {
     int fd = open(record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -158,6 +213,8 @@ static void on_fatal(int sig, siginfo_t *si, void *ucontext)
     if (si && sig != SIGABRT) {
         put_str(&rec, " at address ");
         put_hex(&rec, (uint64_t)(uintptr_t)si->si_addr);
+        if (sig == SIGSEGV)
+            put_guard(&rec, (uintptr_t)si->si_addr);
     }
     size_t plain = rec.len;
     put_str(&rec, "\n");

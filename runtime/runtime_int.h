@@ -167,4 +167,14 @@ void rt_crash_frames_prepare(void);
  * task module's frames shown as `shown`. Returns the length; 0 if none. */
 size_t rt_crash_frames(const void *ucontext, const char *shown, char *out, size_t len);
 
+/* ---- guard.c: memory whose end faults ----------------------------------- */
+/* `bytes` (64-byte aligned) followed by a page no one may touch; a fault
+ * there is recorded as a write past the end of `what` (a string that
+ * outlives the region). NULL when it cannot. Free with rt_guarded_free. */
+void *rt_guarded_alloc(size_t bytes, const char *what);
+void rt_guarded_free(void *p);
+/* crash.c: the guard pages it names when a fault lands in one. */
+void rt_crash_guard(const void *page, size_t len, const char *what, size_t bytes);
+void rt_crash_unguard(const void *page);
+
 #endif

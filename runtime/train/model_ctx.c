@@ -171,8 +171,13 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
     }
     rt_rng_seed(mc->rng, seed, MODEL_STREAM);
     if (floats) {
+        /* On the cpu, a write past the end faults in the callback that made
+         * it, and the crash is named for it (runtime/guard.c). */
+        mc->guarded = dev->kind == FERRY_DEVICE_CPU;
         if (floats > SIZE_MAX / sizeof(float) ||
-            !(mc->pub.work = dev->ops->alloc(dev, floats * sizeof(float)))) {
+            !(mc->pub.work = mc->guarded ? rt_guarded_alloc(floats * sizeof(float),
+                                                            "the model's workspace")
+                                         : dev->ops->alloc(dev, floats * sizeof(float)))) {
             snprintf(err, errlen,
                      "cannot allocate the model's workspace of %zu floats on %s", floats,
                      dev->name);
@@ -185,7 +190,9 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
 
 void rt_model_ctx_free(rt_model_ctx *mc)
 {
-    if (mc->pub.dev && mc->pub.work)
+    if (mc->guarded)
+        rt_guarded_free(mc->pub.work);
+    else if (mc->pub.dev && mc->pub.work)
         mc->pub.dev->ops->free(mc->pub.dev, mc->pub.work);
     mc->pub.work = NULL;
     free(mc->rng);

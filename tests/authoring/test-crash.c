@@ -20,3 +20,19 @@ Test(author_crash, a_null_store_in_loss_grad_is_named_with_its_frames)
               "%s", r.err);
     e2e_run_fini(&r);
 }
+
+Test(author_crash, a_write_past_the_workspace_is_caught_at_the_write_and_named)
+{
+    e2e_start(1);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("overrun.so"), "--epochs", "1",
+              NULL);
+    E2E_EXPECT(&r, 1);
+    /* At the first float past the end, in the fill loss_grad asked for. */
+    cr_assert(e2e_has(r.err, ", 0 bytes past the end of the model's workspace (") &&
+                  e2e_has(r.err, " in the model's loss_grad; frames: ") &&
+                  e2e_has(r.err, "loss_grad+0x") && e2e_has(r.err, "(overrun.so)"),
+              "%s", r.err);
+    cr_assert(e2e_has(r.err, "epoch 1 failed"), "%s", r.err);
+    e2e_run_fini(&r);
+}
