@@ -4,6 +4,8 @@
  *   nullgrad.so     loss_grad stores through a NULL struct pointer (to its
  *                   member at offset 16), in a helper of its own
  *   overrun.so      loss_grad writes 8 floats past the end of its workspace
+ *   nohead.so       its descriptor leaves out FERRY_MODEL_HEADER (version
+ *                   and size 0)
  * Otherwise it trains, to nothing: a zero gradient. */
 #include <stdint.h>
 
@@ -13,6 +15,7 @@
 #define CHATTY  1
 #define NULLGRAD 2
 #define OVERRUN 3
+#define NOHEAD  4
 
 static const ferry_param_t params[] = {{"weight", {8, 1}}, {"bias", {1}}, {NULL, {0}}};
 static const ferry_model_t model;
@@ -71,7 +74,10 @@ static int evaluate(ferry_model_ctx_t *mc, const float *p, const ferry_batch_t *
 }
 
 static const ferry_model_t model = {
-    FERRY_MODEL_HEADER,  .kind = FERRY_MODEL_REGRESSOR, .dataset = "linear",
+#if MISTAKE != NOHEAD
+    FERRY_MODEL_HEADER,
+#endif
+    .kind = FERRY_MODEL_REGRESSOR, .dataset = "linear",
     .input = {1, 1, 8},  .outputs = 1,                  .params = params,
     .workspace = workspace, .init = init,               .loss_grad = loss_grad,
     .evaluate = evaluate,
