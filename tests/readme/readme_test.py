@@ -160,6 +160,9 @@ QUOTES = [
      "that is why its calls failed; what they saw:"),
     ("refused 1234 more calls without a valid token", "tests/runtime/test-hardening.c",
      "rt_hardening/ten_thousand_refusals_make_a_few_log_lines", "refused %llu more calls"),
+    ("[rank 1] square: info:", "tests/authoring/test-tasklog.c",
+     "author_tasklog/a_chatty_task_shows_its_first_lines_and_a_count_of_the_rest",
+     "[rank %d] chat: info: chat line 0"),
 ]
 
 # Words for the people building ferry, not for its users.
