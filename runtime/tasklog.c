@@ -4,13 +4,18 @@
  *
  * Each line is made safe for a terminal here: control characters (an
  * escape sequence, a carriage return, a newline inside the text) become
- * spaces, so a line can neither rewrite the user's screen nor pass for two.
+ * spaces, so a line can neither rewrite the user's screen nor pass for two;
+ * and safe for the wire: a byte that is not part of valid UTF-8 (which a
+ * protobuf string must be, for other clients' parsers) becomes '?'.
  * The lines beyond the bound are counted; the count travels as the list's
  * last entry, RT_TASKLOG_DROPPED followed by the decimal count, which no
  * line can begin with (see proto/ferry.proto's CallReply.log). */
+#include <locale.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include "runtime_int.h"
 
@@ -42,19 +47,49 @@ static void keep(rt_tasklog *l, char *line, size_t len)
     l->bytes += len;
 }
 
+static locale_t utf8;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+
+static void utf8_open(void)
+{
+    utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
+/* text[0..len) into out (len + 1 bytes), made safe as said above; glibc's
+ * decoder judges what is UTF-8. */
+static void make_safe(const char *text, size_t len, char *out)
+{
+    pthread_once(&utf8_once, utf8_open);
+    locale_t was = utf8 ? uselocale(utf8) : (locale_t)0;
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    for (size_t i = 0; i < len;) {
+        unsigned char c = (unsigned char)text[i];
+        size_t n = c < 0x80 || !utf8 ? 1 : mbrtowc(NULL, text + i, len - i, &st);
+        if (c < 0x80 || (utf8 && n != (size_t)-1 && n != (size_t)-2 && n != 0)) {
+            for (size_t k = 0; k < n; k++, i++)
+                out[i] = c < 0x20 || c == 0x7f ? ' ' : text[i];
+        } else {
+            memset(&st, 0, sizeof st);
+            out[i++] = '?';
+        }
+    }
+    out[len] = '\0';
+    if (utf8)
+        uselocale(was);
+}
+
 void rt_tasklog_add(rt_tasklog *l, const char *text)
 {
     size_t len = strnlen(text, RT_TASKLOG_LINE_MAX);
     char *line = malloc(len + 1);
+    if (line)
+        make_safe(text, len, line);
     pthread_mutex_lock(&l->mu);
-    if (!line) {
+    if (!line)
         l->dropped++;
-    } else {
-        for (size_t i = 0; i < len; i++)
-            line[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? ' ' : text[i];
-        line[len] = '\0';
+    else
         keep(l, line, len);
-    }
     pthread_mutex_unlock(&l->mu);
 }
 

@@ -1,7 +1,7 @@
 /* chatty.so: a task that logs in a loop. Its driver calls "chat" on every
  * worker with the number of lines to log (its argument, default 5000), or,
- * given "evil", has worker 0 log a line that holds a terminal escape and a
- * newline. */
+ * given "evil", has worker 0 log a line that holds a terminal escape, a
+ * newline, a byte that is no UTF-8 and a character that is. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,7 @@ static int chat(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 static int evil(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     (void)in, (void)out;
-    ctx->ops->log(ctx, FERRY_LOG_WARN, "red\x1b[31mtext\nsecond");
+    ctx->ops->log(ctx, FERRY_LOG_WARN, "red\x1b[31mtext\nsecond \xff caf\xc3\xa9");
     return 0;
 }
 
