@@ -78,7 +78,8 @@ static bool take(cl_tasklog *t, int rank, uint64_t now)
 void cl_tasklog_show(cluster *cl, const cl_node *node, const rpc_call *call)
 {
     cl_tasklog *t = cl->tasklog;
-    if (!t || !call->done || call->result || node->rank < 0 || (size_t)node->rank >= cl->n)
+    if (!t || !call->done || call->result || node->rank < 0 ||
+        (size_t)node->rank >= cl->n)
         return;
     proto_call_reply *r = NULL;
     if (proto_call_reply_unpack(call->reply.head, call->reply.head_len, &r) != 0)

@@ -55,7 +55,8 @@ static const ferry_task_t *task_of(Dwfl_Module *mod)
         GElf_Sym sym;
         GElf_Addr addr;
         const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
-        if (name && GELF_ST_TYPE(sym.st_info) == STT_OBJECT && strcmp(name, "ferry_task") == 0)
+        if (name && GELF_ST_TYPE(sym.st_info) == STT_OBJECT &&
+            strcmp(name, "ferry_task") == 0)
             return (const ferry_task_t *)(uintptr_t)addr;
     }
     return NULL;
@@ -63,7 +64,8 @@ static const ferry_task_t *task_of(Dwfl_Module *mod)
 
 /* What the runtime calls at `start` in task t: "the model's loss_grad",
  * "function chat"; NULL if none. */
-static const char *entry_name(const ferry_task_t *t, uintptr_t start, char *buf, size_t len)
+static const char *entry_name(const ferry_task_t *t, uintptr_t start, char *buf,
+                              size_t len)
 {
     const ferry_model_t *m = t->model;
     if (m && m->version == FERRY_MODEL_ABI_VERSION) {
@@ -117,8 +119,8 @@ static const char *add_frame(Dwfl *dwfl, uintptr_t pc, bool first, const char *s
     const char *name =
         mod ? dwfl_module_addrinfo(mod, at, &off, &sym, NULL, NULL, NULL) : NULL;
     uintptr_t start = at - off;
-    int n = name ? snprintf(out + *used, len - *used, "%s%s+0x%llx (%s)", *used ? ", " : "",
-                            name, (unsigned long long)(pc - start),
+    int n = name ? snprintf(out + *used, len - *used, "%s%s+0x%llx (%s)",
+                            *used ? ", " : "", name, (unsigned long long)(pc - start),
                             t && shown ? shown : base_name(file))
                  : snprintf(out + *used, len - *used, "%s0x%llx (%s)", *used ? ", " : "",
                             (unsigned long long)pc, base_name(file));
@@ -141,7 +143,8 @@ size_t rt_crash_frames(const void *ucontext, const char *shown, char *out, size_
     Dwfl *dwfl = dwfl_begin(&callbacks);
     if (!dwfl)
         return 0;
-    if (dwfl_linux_proc_report(dwfl, getpid()) != 0 || dwfl_report_end(dwfl, NULL, NULL)) {
+    if (dwfl_linux_proc_report(dwfl, getpid()) != 0 ||
+        dwfl_report_end(dwfl, NULL, NULL)) {
         dwfl_end(dwfl);
         return 0;
     }
@@ -152,8 +155,8 @@ size_t rt_crash_frames(const void *ucontext, const char *shown, char *out, size_
     for (int i = from, shown_n = 0; i < n && shown_n < MAX_SHOWN; i++, shown_n++) {
         bool in_task = false;
         char here[96];
-        const char *e = add_frame(dwfl, (uintptr_t)frames[i], i == from && pc, shown, body,
-                                  sizeof body, &used, &in_task, here, sizeof here);
+        const char *e = add_frame(dwfl, (uintptr_t)frames[i], i == from && pc, shown,
+                                  body, sizeof body, &used, &in_task, here, sizeof here);
         if (e) {
             snprintf(entry, sizeof entry, "%s", e);
             called = entry;

@@ -29,7 +29,8 @@ void *rt_guarded_alloc(size_t bytes, const char *what)
     if (bytes == 0 || body < bytes || need > SIZE_MAX - page)
         return NULL;
     size_t maplen = need + page;
-    char *map = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *map =
+        mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED)
         return NULL;
     char *end = map + need;

@@ -195,8 +195,8 @@ static int split_args(int argc, char **argv, submitting *s)
             break;
         }
     }
-    int parsed = parse(dashes, argv, &s->topts, &s->training_options, &s->load_ms,
-                       &s->quiet);
+    int parsed =
+        parse(dashes, argv, &s->topts, &s->training_options, &s->load_ms, &s->quiet);
     if (parsed >= 0)
         return parsed;
     if (dashes - optind != 1) {

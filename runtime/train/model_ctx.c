@@ -174,10 +174,14 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
         /* On the cpu, a write past the end faults in the callback that made
          * it, and the crash is named for it (runtime/guard.c). */
         mc->guarded = dev->kind == FERRY_DEVICE_CPU;
-        if (floats > SIZE_MAX / sizeof(float) ||
-            !(mc->pub.work = mc->guarded ? rt_guarded_alloc(floats * sizeof(float),
-                                                            "the model's workspace")
-                                         : dev->ops->alloc(dev, floats * sizeof(float)))) {
+        size_t bytes = floats * sizeof(float);
+        if (floats > SIZE_MAX / sizeof(float))
+            mc->pub.work = NULL;
+        else if (mc->guarded)
+            mc->pub.work = rt_guarded_alloc(bytes, "the model's workspace");
+        else
+            mc->pub.work = dev->ops->alloc(dev, bytes);
+        if (!mc->pub.work) {
             snprintf(err, errlen,
                      "cannot allocate the model's workspace of %zu floats on %s", floats,
                      dev->name);

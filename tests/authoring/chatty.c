@@ -37,7 +37,8 @@ static int drive(ferry_driver_t *drv)
         return rc;
     }
     int n = drv->world_size;
-    ferry_bytes_t *in = calloc((size_t)n, sizeof *in), *out = calloc((size_t)n, sizeof *out);
+    ferry_bytes_t *in = calloc((size_t)n, sizeof *in),
+                  *out = calloc((size_t)n, sizeof *out);
     int rc = in && out ? 0 : FERRY_ENOMEM;
     for (int i = 0; !rc && i < n; i++)
         in[i] = (ferry_bytes_t){arg, strlen(arg)};

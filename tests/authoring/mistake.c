@@ -12,10 +12,10 @@
 #include <ferry/layers.h>
 #include <ferry/task.h>
 
-#define CHATTY  1
+#define CHATTY   1
 #define NULLGRAD 2
-#define OVERRUN 3
-#define NOHEAD  4
+#define OVERRUN  3
+#define NOHEAD   4
 
 static const ferry_param_t params[] = {{"weight", {8, 1}}, {"bias", {1}}, {NULL, {0}}};
 static const ferry_model_t model;
@@ -41,7 +41,8 @@ static struct sample_stats *volatile stats_of_run;
 
 /* A sanitizer build would report the NULL member access and exit: the
  * crash is what this module is for. */
-__attribute__((noinline, unused, no_sanitize("undefined"))) static void count_into(struct sample_stats *s, int n)
+__attribute__((noinline, unused, no_sanitize("undefined"))) static void
+count_into(struct sample_stats *s, int n)
 {
     s->sum += (float)n; /* s is NULL for nullgrad.so */
 }
@@ -77,9 +78,14 @@ static const ferry_model_t model = {
 #if MISTAKE != NOHEAD
     FERRY_MODEL_HEADER,
 #endif
-    .kind = FERRY_MODEL_REGRESSOR, .dataset = "linear",
-    .input = {1, 1, 8},  .outputs = 1,                  .params = params,
-    .workspace = workspace, .init = init,               .loss_grad = loss_grad,
+    .kind = FERRY_MODEL_REGRESSOR,
+    .dataset = "linear",
+    .input = {1, 1, 8},
+    .outputs = 1,
+    .params = params,
+    .workspace = workspace,
+    .init = init,
+    .loss_grad = loss_grad,
     .evaluate = evaluate,
 };
 

@@ -13,8 +13,9 @@ Test(author_crash, a_null_store_in_loss_grad_is_named_with_its_frames)
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("nullgrad.so"), "--epochs", "1",
               NULL);
     E2E_EXPECT(&r, 1);
-    cr_assert(e2e_has(r.err, "signal 11 (SIGSEGV) at address 0x10 in the model's loss_grad"),
-              "%s", r.err);
+    cr_assert(
+        e2e_has(r.err, "signal 11 (SIGSEGV) at address 0x10 in the model's loss_grad"),
+        "%s", r.err);
     cr_assert(e2e_has(r.err, "frames: count_into+0x") &&
                   e2e_has(r.err, "(nullgrad.so), loss_grad+0x"),
               "%s", r.err);

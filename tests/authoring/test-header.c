@@ -10,8 +10,8 @@ Test(author_header, a_model_without_the_header_is_refused_on_loading)
 {
     rt_module m;
     char err[512] = "";
-    int rc = rt_module_open(&m, e2e_local_module("nohead.so"), "nohead.so", err,
-                            sizeof err);
+    int rc =
+        rt_module_open(&m, e2e_local_module("nohead.so"), "nohead.so", err, sizeof err);
     cr_assert(rc == FERRY_EINVAL, "rc %d: %s", rc, err);
     cr_assert(e2e_has(err, "nohead.so: ") && e2e_has(err, "FERRY_MODEL_HEADER"), "%s",
               err);

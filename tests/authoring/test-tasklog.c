@@ -40,7 +40,8 @@ Test(author_tasklog, a_few_lines_are_all_shown_and_nothing_is_said_dropped)
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("chatty.so"), "--", "3", NULL);
     E2E_EXPECT(&r, 0);
-    cr_assert(e2e_has(r.err, "[rank 0] chat: info: chat line 2 of rank 0\n"), "%s", r.err);
+    cr_assert(e2e_has(r.err, "[rank 0] chat: info: chat line 2 of rank 0\n"), "%s",
+              r.err);
     cr_assert(!e2e_has(r.err, "dropped"), "%s", r.err);
     e2e_run_fini(&r);
 }
@@ -63,8 +64,8 @@ Test(author_tasklog, a_line_cannot_carry_an_escape_or_pass_for_two)
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("chatty.so"), "--", "evil",
               NULL);
     E2E_EXPECT(&r, 0);
-    cr_assert(e2e_has(r.err, "[rank 0] evil: warn: red [31mtext second ? caf\xc3\xa9\n"), "%s",
-              r.err);
+    cr_assert(e2e_has(r.err, "[rank 0] evil: warn: red [31mtext second ? caf\xc3\xa9\n"),
+              "%s", r.err);
     cr_assert(!e2e_has(r.err, "\x1b"), "%s", r.err);
     e2e_run_fini(&r);
 }

@@ -24,7 +24,8 @@ Test(rt_tasklog, lines_past_the_bound_are_counted_in_a_last_entry)
     cr_assert_str_eq(lines[0], "line 0");
     snprintf(line, sizeof line, "line %d", RT_TASKLOG_LINES - 1);
     cr_assert_str_eq(lines[RT_TASKLOG_LINES - 1], line);
-    cr_assert_str_eq(lines[RT_TASKLOG_LINES], "\x1f" "123");
+    cr_assert_str_eq(lines[RT_TASKLOG_LINES], "\x1f"
+                                              "123");
     rt_tasklog_fini(&l);
 }
 
@@ -60,7 +61,8 @@ Test(rt_tasklog, the_bytes_are_bounded_too)
     size_t n = rt_tasklog_list(&l, &lines);
     cr_assert_eq(n, (size_t)fit + 1);
     cr_assert_eq(strlen(lines[0]), RT_TASKLOG_LINE_MAX, "a long line is cut");
-    cr_assert_str_eq(lines[fit], "\x1f" "5");
+    cr_assert_str_eq(lines[fit], "\x1f"
+                                 "5");
     rt_tasklog_fini(&l);
 }
 
@@ -68,8 +70,10 @@ Test(rt_tasklog, control_bytes_become_spaces_and_bad_utf8_a_question_mark)
 {
     rt_tasklog l;
     rt_tasklog_init(&l);
-    rt_tasklog_add(&l, "a\x1b[2Jb\r\nc\x7f" "d \xff\xfe caf\xc3\xa9 \xe2\x82");
-    rt_tasklog_add(&l, "\x1f" "7 is no count");
+    rt_tasklog_add(&l, "a\x1b[2Jb\r\nc\x7f"
+                       "d \xff\xfe caf\xc3\xa9 \xe2\x82");
+    rt_tasklog_add(&l, "\x1f"
+                       "7 is no count");
     char **lines = NULL;
     cr_assert_eq(rt_tasklog_list(&l, &lines), 2);
     cr_assert_str_eq(lines[0], "a [2Jb  c d ?? caf\xc3\xa9 ??");
