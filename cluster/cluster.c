@@ -116,6 +116,7 @@ void cluster_destroy(cluster *cl)
     }
     cl_survey_free(cl);
     cl_modules_free(cl);
+    cl_tasklog_free(cl);
     free(cl->nodes);
     free(cl->token);
     free(cl->err);

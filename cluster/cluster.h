@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <ferry/task.h>
 
@@ -181,5 +182,11 @@ int cluster_shutdown_all(cluster *cl, uint32_t grace_ms);
  * module `m`) with `argc`/`argv`. Returns the driver's result. */
 int cluster_run_driver(cluster *cl, const cluster_module *m, const ferry_task_t *task,
                        int argc, char **argv, bool json);
+
+/* Shows what tasks log on the workers (ctx->ops->log in a function) on `to`
+ * as each call's reply arrives, each line prefixed "[rank R] ", at most a
+ * burst of 50 lines and then 20 a second per worker, with a count of those
+ * dropped. NULL (the default) shows none. */
+void cluster_show_task_logs(cluster *cl, FILE *to);
 
 #endif

@@ -109,6 +109,8 @@ typedef struct cl_stored {
     struct cl_stored *next;
 } cl_stored;
 
+typedef struct cl_tasklog cl_tasklog;
+
 struct cluster {
     uv_loop_t loop;
     rpc_client *client;
@@ -129,6 +131,7 @@ struct cluster {
     char *err;
     cl_stored *modules;
     cluster_worker *survey;
+    cl_tasklog *tasklog; /* tasklog.c's; NULL: task log lines not shown */
 };
 
 /* ---- core.c: texts and requests; calls nothing else here ------------------ */
@@ -231,5 +234,15 @@ void cl_probe_dead(cluster *cl, const bool *which);
 int cl_ensure_loaded(cluster *cl, const cluster_module *m, const bool *which);
 void cl_modules_free(cluster *cl);
 void cl_survey_free(cluster *cl);
+
+/* ---- tasklog.c: what tasks logged, shown as their replies arrive ------------ */
+
+/* The worker's count of lines it did not keep starts with this (see
+ * proto/ferry.proto's CallReply.log_lines). */
+#define CL_TASKLOG_DROPPED '\x1f'
+
+/* Shows the log lines of a Call that ended well, rate-limited per rank. */
+void cl_tasklog_show(cluster *cl, const cl_node *node, const rpc_call *call);
+void cl_tasklog_free(cluster *cl);
 
 #endif

@@ -14,6 +14,9 @@ typedef struct drv_impl {
      * driver's own calls (barrier) replace the cluster's survey. */
     char **device, **host;
     int *pid;
+    /* The result of the driver's last cluster operation that failed: when
+     * the driver returns it, the cluster's error text is the reason. */
+    int last_failed;
 } drv_impl;
 
 static drv_impl *impl_of(ferry_driver_t *drv)
@@ -21,30 +24,38 @@ static drv_impl *impl_of(ferry_driver_t *drv)
     return drv->impl;
 }
 
+static int noted(drv_impl *d, int rc)
+{
+    if (rc)
+        d->last_failed = rc;
+    return rc;
+}
+
 static int drv_call(ferry_driver_t *drv, int rank, const char *function,
                     const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     drv_impl *d = impl_of(drv);
-    return cluster_call(d->cl, d->m, rank, function, in, out);
+    return noted(d, cluster_call(d->cl, d->m, rank, function, in, out));
 }
 
 static int drv_call_all(ferry_driver_t *drv, const char *function,
                         const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     drv_impl *d = impl_of(drv);
-    return cluster_call_all(d->cl, d->m, function, in, out);
+    return noted(d, cluster_call_all(d->cl, d->m, function, in, out));
 }
 
 static int drv_call_any(ferry_driver_t *drv, const char *function, size_t n,
                         const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     drv_impl *d = impl_of(drv);
-    return cluster_call_any(d->cl, d->m, function, n, in, out, 0);
+    return noted(d, cluster_call_any(d->cl, d->m, function, n, in, out, 0));
 }
 
 static int drv_barrier(ferry_driver_t *drv)
 {
-    return cluster_barrier(impl_of(drv)->cl);
+    drv_impl *d = impl_of(drv);
+    return noted(d, cluster_barrier(d->cl));
 }
 
 static void drv_free_bytes(ferry_driver_t *drv, ferry_bytes_t *b)
@@ -125,6 +136,26 @@ static const ferry_driver_ops_t driver_ops = {
     .log = drv_log,
 };
 
+/* The cluster's error after a driver returned rc: a result a failed call
+ * gave it (a worker's NOT_FOUND, say) keeps that call's own text, which
+ * names worker, module and function; a result of the driver's own says
+ * so, beside the last failure it saw, if any. */
+static void explain(cluster *cl, const drv_impl *d, int rc)
+{
+    const char *why = cluster_error(cl);
+    if (d->last_failed == rc && why[0])
+        return;
+    char code[64];
+    if (rc < 0)
+        snprintf(code, sizeof code, "%s (%s)", ferry_err_name(rc), ferry_strerror(rc));
+    else
+        snprintf(code, sizeof code, "%d", rc);
+    if (d->last_failed && why[0])
+        cl_set_error(cl, "the driver returned %s; its last failed call: %s", code, why);
+    else
+        cl_set_error(cl, "the driver returned %s", code);
+}
+
 int cluster_run_driver(cluster *cl, const cluster_module *m, const ferry_task_t *task,
                        int argc, char **argv, bool json)
 {
@@ -165,6 +196,8 @@ int cluster_run_driver(cluster *cl, const cluster_module *m, const ferry_task_t 
         .impl = &d,
     };
     rc = task->driver(&drv);
+    if (rc)
+        explain(cl, &d, rc);
 out:
     for (size_t i = 0; i < cl->n; i++) {
         free(d.device ? d.device[i] : NULL);

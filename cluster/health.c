@@ -247,6 +247,8 @@ void cl_req_rpc_done(rpc_call *call)
     cl_req_unlink(node, r);
 
     if (!call->result) {
+        if (r->kind == CL_REQ_CALL)
+            cl_tasklog_show(cl, node, call);
         cl_req_finish(r, 0, CL_OK, NULL);
         return;
     }

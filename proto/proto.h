@@ -147,7 +147,9 @@ typedef struct proto_call_req {
     PROTO_CALL_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
 } proto_call_req;
 
-#define PROTO_CALL_REPLY_FIELDS(F, LIST) F(double, elapsed_s)
+#define PROTO_CALL_REPLY_FIELDS(F, LIST)                                                 \
+    F(double, elapsed_s)                                                                 \
+    LIST(log_lines) /* what the function logged; see CallReply.log_lines */
 
 typedef struct proto_call_reply {
     PROTO_CALL_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)

@@ -27,6 +27,7 @@ typedef struct call_ctx {
     void *result; /* from rpc_buf_alloc */
     size_t result_len;
     char errtext[1024];
+    rt_tasklog log; /* for the reply: the submitter shows it */
 } call_ctx;
 
 static const char *level_name(int level)
@@ -48,10 +49,14 @@ static void ctx_log(ferry_ctx_t *ctx, int level, const char *fmt, ...)
     call_ctx *c = (call_ctx *)ctx;
     /* One buffer, one write: lines of concurrent calls never interleave. */
     char line[2048];
-    int n = snprintf(line, sizeof line, "worker %d %s %s: %s: ", ctx->rank, c->module,
-                     ctx->function, level_name(level));
+    int at = snprintf(line, sizeof line, "worker %d %s ", ctx->rank, c->module);
+    if (at < 0 || (size_t)at >= sizeof line)
+        return;
+    int n = snprintf(line + at, sizeof line - (size_t)at, "%s: %s: ", ctx->function,
+                     level_name(level));
     if (n < 0)
         return;
+    n += at;
     if ((size_t)n < sizeof line - 1) {
         va_list ap;
         va_start(ap, fmt);
@@ -59,6 +64,9 @@ static void ctx_log(ferry_ctx_t *ctx, int level, const char *fmt, ...)
         va_end(ap);
     }
     size_t len = strnlen(line, sizeof line - 1);
+    /* The reply's copy goes without the worker and module: the submitter
+     * says the rank, and knows the module. */
+    rt_tasklog_add(&c->log, line + at);
     line[len++] = '\n';
     fwrite(line, 1, len, stderr);
 }
@@ -194,7 +202,9 @@ static void reply_result(rt_worker *w, call_ctx *c, const ferry_bytes_t *out,
     proto_bytes head = {0};
     /* Out of memory for a few bytes: the result still goes, without its
      * timing. */
-    proto_call_reply_pack(&(proto_call_reply){.elapsed_s = elapsed}, &head);
+    proto_call_reply r = {.elapsed_s = elapsed};
+    r.n_log_lines = rt_tasklog_list(&c->log, &r.log_lines);
+    proto_call_reply_pack(&r, &head);
     rpc_msg_out reply = {
         .head_bytes = head.data, .head_len = head.len, .codec = RPC_CODEC_AUTO};
     if (out->len) {
@@ -236,6 +246,7 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
         .module = m->name,
     };
     c.pub.impl = &c;
+    rt_tasklog_init(&c.log);
     ferry_bytes_t arg = {.data = req->payload, .len = req->payload_len};
     ferry_bytes_t out = {0};
     uint64_t t0 = uv_hrtime();
@@ -245,7 +256,9 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
     rpc_srv_describe(sc, "Call %s %s", m->name,
                      base_escape(fname, sizeof fname, in->function, strlen(in->function)));
     rt_crash_mark(m->name, in->function);
+    rt_tasklog_bind(&c.log);
     int rc = fn(&c.pub, &arg, &out);
+    rt_tasklog_bind(NULL);
     rt_crash_mark(NULL, NULL);
     double elapsed = (double)(uv_hrtime() - t0) / 1e9;
 
@@ -267,6 +280,7 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
                      in->function, c.errtext);
     }
     rpc_buf_free(c.result);
+    rt_tasklog_fini(&c.log);
     for (scratch *s = c.scratch, *next; s; s = next) {
         next = s->next;
         free(s);

@@ -7,7 +7,10 @@
  * and the worker the supervisor starts next reads it and reports it in
  * Ping and Stats. The handler uses async-signal-safe calls only (open,
  * write, close, clock_gettime, raise): no stdio, no malloc, its own number
- * formatting.
+ * formatting. Then, for a crash inside a task, it adds what only unsafe
+ * calls can say (crash_frames.c: which callback, and the module's frames,
+ * symbolised) and rewrites the record with it, under an alarm that ends the
+ * worker if they hang; the plain record stands if they never finish.
  *
  * A function that exhausts its stack faults on the guard page, where no
  * handler can run on the same stack; so the handler runs on an alternate
@@ -24,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "runtime_int.h"
 
 static char record_path[4096];
 
@@ -42,7 +45,7 @@ static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 /* ---- async-signal-safe formatting ---------------------------------------- */
 
 typedef struct line {
-    char buf[640];
+    char buf[RT_CRASH_TEXT];
     size_t len;
 } line;
 
@@ -60,6 +63,19 @@ static void put_u64(line *l, uint64_t v)
         digits[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
+    while (n && l->len < sizeof l->buf - 1)
+        l->buf[l->len++] = digits[--n];
+}
+
+static void put_hex(line *l, uint64_t v)
+{
+    char digits[16];
+    size_t n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[v % 16];
+        v /= 16;
+    } while (v);
+    put_str(l, "0x");
     while (n && l->len < sizeof l->buf - 1)
         l->buf[l->len++] = digits[--n];
 }
@@ -95,7 +111,77 @@ static void write_line(int fd, const line *l)
     }
 }
 
-static void on_fatal(int sig)
+/* ---- guard pages (guard.c) ------------------------------------------------ */
+
+/* Read by the handler without a lock: a slot is filled before its page is
+ * published, and cleared by its page first. */
+typedef struct guard_rec {
+    _Atomic uintptr_t page;
+    size_t len, bytes;
+    const char *what;
+} guard_rec;
+
+static guard_rec guards[64];
+static pthread_mutex_t guards_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void rt_crash_guard(const void *page, size_t len, const char *what, size_t bytes)
+{
+    pthread_mutex_lock(&guards_lock);
+    for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++) {
+        if (atomic_load(&guards[i].page) == 0) {
+            guards[i].len = len;
+            guards[i].bytes = bytes;
+            guards[i].what = what;
+            atomic_store(&guards[i].page, (uintptr_t)page);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&guards_lock); /* no room: it still faults, unnamed */
+}
+
+void rt_crash_unguard(const void *page)
+{
+    pthread_mutex_lock(&guards_lock);
+    for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++)
+        if (atomic_load(&guards[i].page) == (uintptr_t)page)
+            atomic_store(&guards[i].page, 0);
+    pthread_mutex_unlock(&guards_lock);
+}
+
+/* ", N bytes past the end of WHAT (B bytes)" when addr is in a guard page. */
+static void put_guard(line *l, uintptr_t addr)
+{
+    for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++) {
+        uintptr_t page = atomic_load(&guards[i].page);
+        if (page && addr >= page && addr - page < guards[i].len) {
+            put_str(l, ", ");
+            put_u64(l, addr - page);
+            put_str(l, " bytes past the end of ");
+            put_str(l, guards[i].what);
+            put_str(l, " (");
+            put_u64(l, guards[i].bytes);
+            put_str(l, " bytes)");
+            return;
+        }
+    }
+}
+
+static void save(const line *rec)
+{
+    int fd = open(record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        write_line(fd, rec);
+        close(fd);
+    }
+}
+
+/* Room for the frames' text beside the record; static, not on the
+ * alternate stack. */
+static char frames_text[RT_CRASH_TEXT];
+/* How long the unsafe part may take before SIGALRM ends the worker. */
+#define FRAMES_ALARM_S 3
+
+static void on_fatal(int sig, siginfo_t *si, void *ucontext)
 {
     int saved = errno;
     struct timespec ts;
@@ -123,12 +209,26 @@ static void on_fatal(int sig)
     put_u64(&rec, (uint64_t)sig);
     put_str(&rec, " (");
     put_str(&rec, signal_name(sig));
-    put_str(&rec, ")\n");
+    put_str(&rec, ")");
+    if (si && sig != SIGABRT) {
+        put_str(&rec, " at address ");
+        put_hex(&rec, (uint64_t)(uintptr_t)si->si_addr);
+        if (sig == SIGSEGV)
+            put_guard(&rec, (uintptr_t)si->si_addr);
+    }
+    size_t plain = rec.len;
+    put_str(&rec, "\n");
+    save(&rec);
 
-    int fd = open(record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-        write_line(fd, &rec);
-        close(fd);
+    if (module && function) {
+        alarm(FRAMES_ALARM_S);
+        if (rt_crash_frames(ucontext, module, frames_text, sizeof frames_text)) {
+            rec.len = plain;
+            put_str(&rec, frames_text);
+            put_str(&rec, "\n");
+            save(&rec);
+        }
+        alarm(0);
     }
     line msg = {.len = 0};
     put_str(&msg, "ferry worker: crashed: ");
@@ -177,9 +277,10 @@ static void altstack_ensure(void)
         return;
     if (pthread_once(&altstack_once, altstack_key_create) != 0 || !altstack_key_ok)
         return;
+    /* libdwfl, naming the frames, needs more than a plain handler. */
     size_t size = 4 * (size_t)SIGSTKSZ;
-    if (size < 64 * 1024)
-        size = 64 * 1024;
+    if (size < 256 * 1024)
+        size = 256 * 1024;
     void *mem = malloc(size);
     if (!mem)
         return;
@@ -200,8 +301,9 @@ int rt_crash_install(const char *path)
     memcpy(record_path, path, n + 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_fatal;
-    sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+    sa.sa_sigaction = on_fatal;
+    sa.sa_flags = SA_RESETHAND | SA_ONSTACK | SA_SIGINFO;
+    rt_crash_frames_prepare();
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
         if (sigaction(fatal_signals[i], &sa, NULL) != 0)
@@ -236,7 +338,7 @@ void rt_crash_note(const char *text)
     FILE *f = fopen(record_path, "we");
     if (!f)
         return;
-    char one[480]; /* one line, as rt_crash_read takes it */
+    char one[RT_CRASH_TEXT - 32]; /* one line, as rt_crash_read takes it */
     snprintf(one, sizeof one, "%s", text);
     one[strcspn(one, "\n")] = '\0';
     fprintf(f, "%llu %s\n", (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec, one);
@@ -250,7 +352,7 @@ void rt_crash_read(const char *path, rt_identity *id)
     FILE *f = fopen(path, "re");
     if (!f)
         return;
-    char buf[512];
+    char buf[RT_CRASH_TEXT];
     if (fgets(buf, sizeof buf, f)) {
         buf[strcspn(buf, "\n")] = '\0';
         char *rest = NULL;

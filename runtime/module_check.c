@@ -131,6 +131,15 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
         return rt_module_refuse(err, errlen, name,
                                 "the model (%p) is not inside the module",
                                 (const void *)m);
+    /* A descriptor whose initialiser left out FERRY_MODEL_HEADER has
+     * version 0: said here, with the cure, rather than as "model ABI
+     * version 0" from every worker once training starts. */
+    if (m->version == 0)
+        return rt_module_refuse(err, errlen, name,
+                                "the model has no ABI version (0): its descriptor must "
+                                "begin with FERRY_MODEL_HEADER, as in "
+                                "`static const ferry_model_t model = "
+                                "{FERRY_MODEL_HEADER, .kind = ...}`");
     /* Version and size before the rest; an older or newer layout is the
      * trainer's to refuse, in its own words, so only what fits is walked. */
     if (m->version != FERRY_MODEL_ABI_VERSION || m->size < FERRY_MODEL_SIZE_V1)

@@ -32,13 +32,16 @@
 
 /* ---- identity and Ping ---------------------------------------------------- */
 
+/* The longest crash record (crash.c): what crashed, where, and its frames. */
+#define RT_CRASH_TEXT 1536
+
 /* What a worker says about itself. */
 typedef struct rt_identity {
     int rank;       /* -1 before the cluster assigns one */
     double started; /* uv_hrtime() / 1e9 at start */
     uint32_t restarts;
     /* The crash recorded before this start, "" if none; and its id. */
-    char last_crash[256];
+    char last_crash[RT_CRASH_TEXT];
     uint64_t crash_id;
     /* The device's description; "": the cpu's (rt_cpu_describe). */
     char device[256];

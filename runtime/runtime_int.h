@@ -142,4 +142,47 @@ void rt_train_hold_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
  * wait for its calls. */
 void rt_train_holds_close(rt_worker *w);
 
+/* ---- tasklog.c: a call's log lines, for its reply ----------------------------- */
+#define RT_TASKLOG_LINES    200       /* kept for one reply; the rest counted */
+#define RT_TASKLOG_BYTES    (64 << 10)
+#define RT_TASKLOG_LINE_MAX 1024      /* a longer line is cut */
+#define RT_TASKLOG_DROPPED  '\x1f'    /* starts the count that ends a list */
+
+typedef struct rt_tasklog {
+    pthread_mutex_t mu; /* a task may log from threads of its own */
+    char **lines;
+    size_t n, cap, bytes;
+    uint64_t dropped;
+} rt_tasklog;
+
+void rt_tasklog_init(rt_tasklog *l);
+/* Keeps one line (copied, made safe for a terminal), or counts it. */
+void rt_tasklog_add(rt_tasklog *l, const char *line);
+/* The lines kept, then the count of those not kept if any: the list to
+ * send, owned by `l`. No add may follow. */
+size_t rt_tasklog_list(rt_tasklog *l, char ***lines);
+void rt_tasklog_fini(rt_tasklog *l);
+/* Makes `l` the log of the call this thread runs (NULL: none), for
+ * rt_tasklog_here(), which adds a line to it, if any. */
+void rt_tasklog_bind(rt_tasklog *l);
+void rt_tasklog_here(const char *line);
+
+/* ---- crash_frames.c: what crashed, named (not async-signal-safe) ---------- */
+/* Loads what backtrace() needs, outside any signal handler. */
+void rt_crash_frames_prepare(void);
+/* From a fatal signal's handler (its ucontext), after the plain record:
+ * " in the model's loss_grad; frames: f+0x1c (m.so), ..." into out, the
+ * task module's frames shown as `shown`. Returns the length; 0 if none. */
+size_t rt_crash_frames(const void *ucontext, const char *shown, char *out, size_t len);
+
+/* ---- guard.c: memory whose end faults ----------------------------------- */
+/* `bytes` (64-byte aligned) followed by a page no one may touch; a fault
+ * there is recorded as a write past the end of `what` (a string that
+ * outlives the region). NULL when it cannot. Free with rt_guarded_free. */
+void *rt_guarded_alloc(size_t bytes, const char *what);
+void rt_guarded_free(void *p);
+/* crash.c: the guard pages it names when a fault lands in one. */
+void rt_crash_guard(const void *page, size_t len, const char *what, size_t bytes);
+void rt_crash_unguard(const void *page);
+
 #endif

@@ -37,6 +37,7 @@ typedef struct cli_drive_opts {
     int argc;
     char **argv;
     bool json;
+    bool quiet; /* what tasks log on the workers is not shown */
 } cli_drive_opts;
 
 /* Runs the module's driver in a child process that connects to the cluster,

@@ -42,6 +42,9 @@ static int drive_here(const cli_drive_opts *o)
     char err[512] = "";
     if (cli_running_ship(&r, o->home, o->shown, o->bytes, o->len, &m))
         goto out;
+    /* What the driver's calls log on the workers goes where its own
+     * errors go: this process's stderr, relayed to the user's. */
+    cluster_show_task_logs(r.cl, o->quiet ? NULL : stderr);
     int rc = rt_module_open(&mod, o->path, o->shown, err, sizeof err);
     if (rc) {
         cli_err("submit", "%s", err[0] ? err : ferry_strerror(rc));
@@ -50,9 +53,11 @@ static int drive_here(const cli_drive_opts *o)
     rc = cluster_run_driver(r.cl, &m, mod.task, o->argc, o->argv, o->json);
     fflush(stdout);
     if (rc) {
+        /* The cluster's text names the failed call, or says what the
+         * driver returned: a code's generic words ("no such file or
+         * directory" for a worker's NOT_FOUND) would only mislead. */
         const char *why = cluster_error(r.cl);
-        cli_err("submit", "%s: the driver failed: %s%s%s", o->shown, ferry_strerror(rc),
-                why[0] ? ": " : "", why);
+        cli_err("submit", "%s: %s", o->shown, why[0] ? why : ferry_strerror(rc));
         goto out;
     }
     status = CLI_OK;

@@ -28,6 +28,9 @@ static const char usage[] =
     "options:\n"
     "      --json              one JSON object on stdout at the end (progress\n"
     "                          lines go to stderr)\n"
+    "  -q, --quiet             do not show what the task logs on the workers\n"
+    "                          (shown on stderr as \"[rank R] ...\", a burst of\n"
+    "                          50 lines, then at most 20 a second per worker)\n"
     "      --load-timeout-ms MS  how long loading the module here to check it\n"
     "                          may take, constructors included (default 10000)\n"
     "  -h, --help              this text\n"
@@ -91,6 +94,7 @@ static void long_options(struct option *longs)
 {
     static const struct option own[] = {
         {"json", no_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'},
         {"load-timeout-ms", required_argument, NULL, OPT_LOAD_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -109,9 +113,9 @@ static void long_options(struct option *longs)
  * is then the first operand; *trained says whether a training option was
  * given), or the exit status. */
 static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
-                 long *load_ms)
+                 long *load_ms, bool *quiet)
 {
-    struct option longs[4 + PROTO_TRAIN_OPTIONS + 1];
+    struct option longs[5 + PROTO_TRAIN_OPTIONS + 1];
     long_options(longs);
     *o = (cluster_train_opts){0};
     proto_train_spec_defaults(&o->spec);
@@ -122,12 +126,14 @@ static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":hVe:b:", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hVqe:b:", longs, NULL)) != -1) {
         const char *bad = NULL;
         int opt = spec_option(c);
         *trained |= opt >= 0;
         if (c == 'j') {
             o->json = true;
+        } else if (c == 'q') {
+            *quiet = true;
         } else if (c == OPT_LOAD_TIMEOUT) {
             snprintf(name, sizeof name, "--load-timeout-ms");
             if (!base_parse_long(optarg, 100, 3600L * 1000, load_ms))
@@ -166,6 +172,7 @@ typedef struct submitting {
     int64_t began;
     cluster_train_opts topts;
     bool training_options;
+    bool quiet;
     long load_ms;
     const char *path, *shown;
     int drv_argc;
@@ -188,7 +195,8 @@ static int split_args(int argc, char **argv, submitting *s)
             break;
         }
     }
-    int parsed = parse(dashes, argv, &s->topts, &s->training_options, &s->load_ms);
+    int parsed =
+        parse(dashes, argv, &s->topts, &s->training_options, &s->load_ms, &s->quiet);
     if (parsed >= 0)
         return parsed;
     if (dashes - optind != 1) {
@@ -286,7 +294,8 @@ static int run_driver(submitting *s)
                         .len = s->len,
                         .argc = s->drv_argc,
                         .argv = s->drv_argv,
-                        .json = s->topts.json};
+                        .json = s->topts.json,
+                        .quiet = s->quiet};
     int status = cli_drive(&d);
     /* The driver's child saw the calls fail; whether a shutdown was
      * why is for this process to say, as for a training. */
@@ -301,6 +310,8 @@ static int train_here(submitting *s)
     cli_running r = {0};
     cluster_module m = {0};
     if (cli_running_ship(&r, &s->h, s->shown, s->bytes, s->len, &m) == 0) {
+        /* What the model logs (mc->ops->log) comes with each call's reply. */
+        cluster_show_task_logs(r.cl, s->quiet ? NULL : stderr);
         free(s->bytes);
         s->bytes = NULL;
         s->topts.classifier = s->info.classifier;

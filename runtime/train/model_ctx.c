@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/data/data_int.h"
+#include "runtime/runtime_int.h"
 #include "train.h"
 
 /* The generator stream of parameter init; the loader draws from others. */
@@ -35,11 +36,11 @@ static void mc_log(ferry_model_ctx_t *mc, int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "model: %s: %s\n",
-            names[level < 0   ? 0
-                  : level > 3 ? 3
-                              : level],
-            line);
+    const char *name = names[level < 0 ? 0 : level > 3 ? 3 : level];
+    fprintf(stderr, "model: %s: %s\n", name, line);
+    char shown[sizeof line + 32];
+    snprintf(shown, sizeof shown, "model: %s: %s", name, line);
+    rt_tasklog_here(shown); /* for the submitter, with the epoch's reply */
 }
 
 static void mc_grad_ready(ferry_model_ctx_t *mc, int tensor)
@@ -182,8 +183,17 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
     }
     rt_rng_seed(mc->rng, seed, MODEL_STREAM);
     if (floats) {
-        if (floats > SIZE_MAX / sizeof(float) ||
-            !(mc->pub.work = dev->ops->alloc(dev, floats * sizeof(float)))) {
+        /* On the cpu, a write past the end faults in the callback that made
+         * it, and the crash is named for it (runtime/guard.c). */
+        mc->guarded = dev->kind == FERRY_DEVICE_CPU;
+        size_t bytes = floats * sizeof(float);
+        if (floats > SIZE_MAX / sizeof(float))
+            mc->pub.work = NULL;
+        else if (mc->guarded)
+            mc->pub.work = rt_guarded_alloc(bytes, "the model's workspace");
+        else
+            mc->pub.work = dev->ops->alloc(dev, bytes);
+        if (!mc->pub.work) {
             snprintf(err, errlen,
                      "cannot allocate the model's workspace of %zu floats on %s", floats,
                      dev->name);
@@ -196,7 +206,9 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
 
 void rt_model_ctx_free(rt_model_ctx *mc)
 {
-    if (mc->pub.dev && mc->pub.work)
+    if (mc->guarded)
+        rt_guarded_free(mc->pub.work);
+    else if (mc->pub.dev && mc->pub.work)
         mc->pub.dev->ops->free(mc->pub.dev, mc->pub.work);
     mc->pub.work = NULL;
     free(mc->rng);

@@ -51,6 +51,7 @@ typedef struct rt_model_ctx {
     void *grad_ready_arg;
     /* The training set, whose known answer ops->answer gives; NULL: none. */
     const rt_dataset *set;
+    bool guarded; /* pub.work from rt_guarded_alloc, not the device's */
 } rt_model_ctx;
 
 /* The model's metrics function: NULL when it has none, or its descriptor

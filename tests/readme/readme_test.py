@@ -19,9 +19,10 @@ What it checks:
   training that names none gets it; trainings on Fashion-MNIST get
   `--data` with a cut of it (4,096 training and 1,024 test samples).
   `pkg-config ... ferry` finds this build tree's ferry.pc.
-- Every C block (```c) compiles, with -Wall -Wextra -Werror, against the
-  build tree's ferry.pc; one that begins with a comment naming a file
-  ("/* demo.c */") is written there for the shell blocks after it.
+- Every C block (```c) builds as c_blocks.py says (compiled with -Wall
+  -Wextra -Werror against the build tree's ferry.pc, a module linked as
+  one); one that begins with a comment naming a file ("/* demo.c */") is
+  written there for the shell blocks after it.
 - Every error message the README quotes (an inline code span of three or
   more words that is not a command, or a ("double-quoted") sentence) is in
   QUOTES with the test that produces it, and that test exists and checks
@@ -44,6 +45,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from c_blocks import blocks, build  # noqa: E402
 
 SRC = os.environ["FERRY_TEST_SOURCE"]
 BUILD = os.environ["FERRY_TEST_BUILD"]
@@ -161,6 +165,9 @@ QUOTES = [
      "that is why its calls failed; what they saw:"),
     ("refused 1234 more calls without a valid token", "tests/runtime/test-hardening.c",
      "rt_hardening/ten_thousand_refusals_make_a_few_log_lines", "refused %llu more calls"),
+    ("[rank 1] square: info:", "tests/authoring/test-tasklog.c",
+     "author_tasklog/a_chatty_task_shows_its_first_lines_and_a_count_of_the_rest",
+     "[rank %d] chat: info: chat line 0"),
 ]
 
 # Words for the people building ferry, not for its users.
@@ -181,21 +188,6 @@ def report(ok, name, why="", skip=None):
     print(f"{'ok' if ok else 'not ok'} {n} - {name}", flush=True)
     for line in why.rstrip().splitlines()[-60:]:
         print(f"# {line}", flush=True)
-
-
-def blocks(text):
-    """(language, first line number, body) of each fenced block, in order."""
-    out, lang, start, body = [], None, 0, []
-    for i, line in enumerate(text.split("\n"), 1):
-        if line.startswith("```"):
-            if lang is None:
-                lang, start, body = line[3:].strip() or "text", i, []
-            else:
-                out.append((lang, start, "\n".join(body) + "\n"))
-                lang = None
-        elif lang is not None:
-            body.append(line)
-    return out
 
 
 def free_base():
@@ -408,16 +400,11 @@ def main():
         for lang, at, body in blocks(text):
             name = f"README.md:{at} ({lang})"
             if lang == "c":
-                m = re.match(r"/\* (\w+\.c)", body)
-                src = os.path.join(cwd, m.group(1) if m else f"block-{at}.c")
-                with open(src, "w") as f:
-                    f.write(body)
-                cflags = subprocess.run(["pkg-config", "--cflags", "ferry"], env=env,
-                                        capture_output=True, text=True).stdout.split()
-                p = subprocess.run(["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-fPIC",
-                                    "-c", "-o", src[:-2] + ".o", src] + cflags,
-                                   capture_output=True, text=True)
-                report(p.returncode == 0, f"{name} compiles", p.stdout + p.stderr)
+                got = build(body, at, cwd, env)
+                if got is None:
+                    report(True, name, skip="a fragment: no #include")
+                else:
+                    report(got[0], f"{name} {got[1]}", got[2])
                 continue
             if lang != "sh":
                 continue

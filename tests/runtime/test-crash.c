@@ -88,7 +88,9 @@ static void crashes_with(const char *function, int sig, const char *want)
               WTERMSIG(status), sig);
     rt_identity id = {0};
     rt_crash_read(record, &id);
-    cr_assert_str_eq(id.last_crash, want);
+    /* `want` begins the record: frames follow what a test can predict. */
+    cr_assert(strncmp(id.last_crash, want, strlen(want)) == 0, "'%s' does not begin '%s'",
+              id.last_crash, want);
     cr_assert(id.crash_id != 0);
     char line[300];
     snprintf(line, sizeof line, "ferry worker: crashed: %s", want);
@@ -99,7 +101,9 @@ static void crashes_with(const char *function, int sig, const char *want)
 
 RTH_TEST(rt_crash, a_segfault_in_a_function_is_recorded_with_module_and_function)
 {
-    crashes_with("segv", SIGSEGV, "module faulty.so function segv: signal 11 (SIGSEGV)");
+    crashes_with("segv", SIGSEGV,
+                 "module faulty.so function segv: signal 11 (SIGSEGV) at address 0x10 in "
+                 "function segv; frames: segv+0x");
 }
 
 RTH_TEST(rt_crash, an_abort_in_a_function_is_recorded)
@@ -110,12 +114,12 @@ RTH_TEST(rt_crash, an_abort_in_a_function_is_recorded)
 RTH_TEST(rt_crash, a_stack_overflow_in_a_function_is_recorded)
 {
     crashes_with("overflow", SIGSEGV,
-                 "module faulty.so function overflow: signal 11 (SIGSEGV)");
+                 "module faulty.so function overflow: signal 11 (SIGSEGV) at address 0x");
 }
 
 RTH_TEST(rt_crash, a_crash_outside_any_call_says_so)
 {
-    crashes_with(NULL, SIGSEGV, "outside any call: signal 11 (SIGSEGV)");
+    crashes_with(NULL, SIGSEGV, "outside any call: signal 11 (SIGSEGV) at address 0x");
 }
 
 RTH_TEST(rt_crash, each_crash_gets_a_new_id)

@@ -344,8 +344,9 @@ Test(rt_main, a_crash_in_a_call_is_reported_by_the_next_worker)
     rth_start_worker(&o);
     proto_ping_reply *p = NULL;
     cr_assert(rth_ping(R.ch, &p) == 0);
-    cr_assert_str_eq(p->last_crash,
-                     "module faulty.so function segv: signal 11 (SIGSEGV)");
+    const char *want = "module faulty.so function segv: signal 11 (SIGSEGV) at address "
+                       "0x10 in function segv; frames: segv+0x";
+    cr_assert(strncmp(p->last_crash, want, strlen(want)) == 0, "%s", p->last_crash);
     cr_assert(p->crash_id != 0);
     cr_assert(p->restarts == 1);
     proto_free(p);
@@ -381,7 +382,7 @@ Test(rt_main, a_stack_overflow_in_a_call_is_recorded)
     snprintf(record, sizeof record, "%s/crash", state_dir);
     rt_identity id = {0};
     rt_crash_read(record, &id);
-    cr_assert_str_eq(id.last_crash, want, "stderr: %s", err);
+    cr_assert(strncmp(id.last_crash, want, strlen(want)) == 0, "stderr: %s", err);
     cr_assert(id.crash_id != 0);
     cr_assert(strstr(err, want), "%s", err);
     free(err);
