@@ -30,9 +30,13 @@ int cli_params_save(const cluster_train_opts *o, const char *task,
     snprintf(loss, sizeof loss, "%.6f", res->last.test_loss);
     snprintf(epochs, sizeof epochs, "%ld", o->epochs);
     params_meta meta[] = {
-        {"format", "ferry"}, {"ferry_version", ferry_version()},
-        {"model", task},     {"epochs", epochs},
-        {"test_loss", loss}, {"test_accuracy", acc}, /* last: a classifier's only */
+        {"format", "ferry"},
+        {"ferry_version", ferry_version()},
+        {"model", task},
+        {"epochs", epochs},
+        {"data", res->started.data ? res->started.data : ""},
+        {"test_loss", loss},
+        {"test_accuracy", acc}, /* last: a classifier's only */
     };
     size_t n_meta = sizeof meta / sizeof meta[0] - (o->classifier ? 0 : 1);
     char err[1024];
