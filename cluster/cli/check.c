@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "runtime/data/data_int.h"
+#include "runtime/data/data.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
 #include "runtime/train/train.h"

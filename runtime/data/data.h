@@ -37,6 +37,28 @@
 #include <ferry/device.h>
 #include <ferry/model.h>
 
+/* The seeded generator the shuffles, the synthetic set and a model's
+ * initialisation draw from, so that a seed means the same numbers on every
+ * machine and every rank. */
+/* xoshiro256** seeded through splitmix64, with Box-Muller normals. Small,
+ * fast and the same everywhere, unlike rand(3). Not for cryptography. */
+typedef struct rt_rng {
+    uint64_t s[4];
+    double spare; /* Box-Muller draws two normals; the second waits here */
+    bool has_spare;
+} rt_rng;
+
+/* Seeds `r` from (seed, stream): distinct streams of one seed are
+ * independent sequences (the loader uses the epoch as the stream). */
+void rt_rng_seed(rt_rng *r, uint64_t seed, uint64_t stream);
+uint64_t rt_rng_next(rt_rng *r);
+/* Uniform in [0, bound), without modulo bias; 0 when bound is 0. */
+uint64_t rt_rng_below(rt_rng *r, uint64_t bound);
+/* Uniform in (0, 1]: never 0, so log() of it is finite. */
+double rt_rng_uniform(rt_rng *r);
+/* Standard normal N(0, 1). */
+double rt_rng_normal(rt_rng *r);
+
 /* Where Debian's dataset-fashion-mnist puts the files. */
 #define RT_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/data/data_int.h"
+#include "runtime/data/data.h"
 #include "runtime/runtime_int.h"
 #include "train.h"
 
