@@ -177,10 +177,9 @@ static int run_local(const predicting *p, const cluster_tensors *t, rt_predictio
                        p->module, m.task->name);
     else
         rc = rt_cpu_open(&dev, err, errlen);
-    rt_tensors params = {t->n, t->names, t->shapes, t->values, t->floats};
     if (rc == 0) {
         snprintf(device, dlen, "%s", dev->description);
-        rc = rt_predict(m.task->model, dev, &params, &p->spec, (int)p->batch, out, err,
+        rc = rt_predict(m.task->model, dev, t, &p->spec, (int)p->batch, out, err,
                         errlen);
     }
     if (dev)

@@ -12,16 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/train/tensors.h"
+
 /* Named float32 tensors one after another: a model's parameters outside
- * the workers. n names, 4 dimensions each (unused ones 0), and `floats`
- * values in their order. */
-typedef struct cluster_tensors {
-    size_t n;
-    const char *const *names;
-    const uint32_t *shapes;
-    const float *values;
-    size_t floats;
-} cluster_tensors;
+ * the workers, the same shape as the runtime's (runtime/train/tensors.h). */
+typedef rt_tensors cluster_tensors;
 
 /* One entry of the header's __metadata__. */
 typedef struct params_meta {
