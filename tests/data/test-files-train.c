@@ -217,14 +217,48 @@ Test(files_train, a_csv_with_string_labels_is_learnt_and_its_mapping_said,
     td_finish();
 }
 
+/* Three named classes of two features, each a cloud around its centre. */
+static void write_table(const char *path, int n, uint64_t seed)
+{
+    static const char *const names[] = {"rose", "iris", "lily"};
+    static const double centre[3][2] = {{0, 0}, {3, 3}, {-3, 3}};
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "width,height,species\n");
+    rt_rng r;
+    rt_rng_seed(&r, seed, 0);
+    for (int i = 0; i < n; i++) {
+        int k = (int)rt_rng_below(&r, 3);
+        fprintf(f, "%.3f,%.3f,%s\n", centre[k][0] + 0.7 * rt_rng_normal(&r),
+                centre[k][1] + 0.7 * rt_rng_normal(&r), names[k]);
+    }
+    cr_assert(fclose(f) == 0);
+}
+
+Test(files_train, the_bundled_mlp_takes_a_tables_shape_and_classes,
+     .fini = td_teardown, .timeout = 300)
+{
+    /* The mlp declares neither its input nor its classes: a table of two
+     * features and three named classes makes it 2-256-128-3. */
+    write_table(td_path("table.csv"), 1500, 9);
+    rt_data_source s = {.path = td_path("table.csv"), .seed = 3};
+    rt_dataset about;
+    double acc = train_on(&s, &about);
+    cr_expect(acc > 0.95, "accuracy %.4f", acc);
+    cr_expect(strstr(about.about, "of 1x1x2, 3 classes"), "%s", about.about);
+    rt_dataset_free(&about);
+    td_finish();
+}
+
 TD_TEST(files_train, labels_beyond_the_models_classes_are_refused)
 {
+    /* The cnn's ten classes are fixed (the mlp would take twelve). */
     rt_dataset set;
     ttrain_random_set(&set, 64, 1, SIDE, SIDE, 10, 1);
     set.labels[5] = 11;
     set.classes = 12;
     ttrain f;
-    ttrain_open(&f, "mlp");
+    ttrain_open(&f, "cnn");
     rt_train_opts o = {.optim = {.kind = RT_OPT_SGD}, .train_set = &set, .test_set = &set};
     rt_trainer *t;
     char err[512] = "";
