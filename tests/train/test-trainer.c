@@ -157,9 +157,9 @@ Test(trainer, cancellation_stops_an_epoch_between_steps)
 Test(trainer, a_model_that_does_not_fit_its_data_is_refused)
 {
     ttrain f;
-    ttrain_open(&f, "mlp");
+    ttrain_open(&f, "cnn"); /* its input is fixed; the mlp takes the data's */
     rt_dataset small;
-    ttrain_random_set(&small, 64, 1, 5, 5, 10, 1); /* 25 features, the mlp takes 784 */
+    ttrain_random_set(&small, 64, 1, 5, 5, 10, 1); /* 25 features, the cnn takes 784 */
     rt_train_opts o = {
         .optim = {.kind = RT_OPT_SGD}, .train_set = &small, .test_set = &small};
     rt_trainer *t;
