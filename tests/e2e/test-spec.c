@@ -82,7 +82,8 @@ static proto_train_begin *through_the_wire(const proto_train_spec *in, bool peer
 #define SAME_U64(got, want, flag) SAME_INT(got, want, flag)
 #define SAME_DOUBLE(got, want, flag)                                                     \
     cr_expect_eq(got, (double)(float)want, "--%s: %g", flag, got)
-#define SAME_NAME(got, want, flag) cr_expect_str_eq(got, want ? want : "", "--%s", flag)
+#define SAME_NAME(got, want, flag)                                                       \
+    cr_expect_str_eq(got ? got : "", want ? want : "", "--%s", flag)
 #define SAME_TEXT                  SAME_NAME
 #define EXPECT_SAME(field, l, flag, type, ...)                                           \
     SAME_##type(got.field, expected(PROTO_TRAIN_OPT_##field, in, &def, peers)->field,    \
