@@ -173,6 +173,20 @@ int ferry_nn_loss_grad(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float 
     return backward(&c, &bufs, b->x);
 }
 
+/* The forward pass of a batch that is not empty: the last layer's output
+ * into *z, in the workspace. */
+static int forward_only(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
+                        const ferry_batch_t *b, nn_ctx *c, const float **z)
+{
+    nn_bufs bufs;
+    carve(nn, mc->work, b->n, &bufs);
+    *c = (nn_ctx){
+        .nn = nn, .mc = mc, .params = params, .n = b->n, .act = bufs.act, .x = b->x};
+    int rc = forward(c, &bufs, b->x);
+    *z = output(nn, &bufs, b->x, nn->plan.nlayers - 1);
+    return rc;
+}
+
 int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
                       const ferry_batch_t *b, float *loss, int *correct)
 {
@@ -183,13 +197,10 @@ int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *
     *correct = 0;
     if (b->n == 0)
         return 0;
-    nn_bufs bufs;
-    carve(nn, mc->work, b->n, &bufs);
-    nn_ctx c = {
-        .nn = nn, .mc = mc, .params = params, .n = b->n, .act = bufs.act, .x = b->x};
-    if ((rc = forward(&c, &bufs, b->x)))
+    nn_ctx c;
+    const float *z;
+    if ((rc = forward_only(nn, mc, params, b, &c, &z)))
         return rc;
-    const float *z = output(nn, &bufs, b->x, nn->plan.nlayers - 1);
     return loss_of(&c, z, b, NULL, loss,
                    nn->loss == FERRY_NN_SOFTMAX_XENT ? correct : NULL);
 }
@@ -201,14 +212,11 @@ int ferry_nn_predict(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *p
         return FERRY_EINVAL;
     if (b->n == 0)
         return 0;
-    nn_bufs bufs;
-    carve(nn, mc->work, b->n, &bufs);
-    nn_ctx c = {
-        .nn = nn, .mc = mc, .params = params, .n = b->n, .act = bufs.act, .x = b->x};
-    int rc = forward(&c, &bufs, b->x);
+    nn_ctx c;
+    const float *z;
+    int rc = forward_only(nn, mc, params, b, &c, &z);
     if (rc)
         return rc;
-    const float *z = output(nn, &bufs, b->x, nn->plan.nlayers - 1);
     size_t outputs = nn->plan.step[nn->plan.nlayers - 1].out_n;
     return mc->dev->ops->copy(mc->dev, out, z, (size_t)b->n * outputs * sizeof(float));
 }
