@@ -24,6 +24,11 @@ import sys
 import tempfile
 
 FLAGS = ["-std=c17", "-Wall", "-Wextra", "-Werror", "-fPIC"]
+# A sanitizer build's layer library (libferry-nn.a) calls its sanitizers'
+# runtime: a module linked with -z defs names them as the build does.
+SANITIZE = os.environ.get("FERRY_TEST_SANITIZE", "none")
+if SANITIZE not in ("", "none"):
+    FLAGS.append("-fsanitize=" + SANITIZE)
 
 # A module whose evaluate is declared, used, and never written.
 UNDEFINED = """#include <ferry/task.h>
