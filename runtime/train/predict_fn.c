@@ -1,6 +1,7 @@
 /* "ferry.train.predict": the built-in function `ferry predict` calls on a
  * worker. It takes no training session: a prediction is one call, on the
  * worker's device, with its own copy of the parameters. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "proto/proto.h"
 #include "proto/train_spec.h"
 #include "runtime/runtime_int.h"
+#include "session.h"
 #include "tensors.h"
 #include "train.h"
 
@@ -17,7 +19,21 @@ int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t
     if (proto_predict_req_unpack(in->data, in->len, &a))
         return ctx->ops->fail(ctx, FERRY_EINVAL,
                               "the argument is not a PredictRequest message");
-    const ferry_model_t *m = rt_call_module(ctx)->task->model;
+    const rt_module *mod = rt_call_module(ctx);
+    const ferry_model_t *m = mod->task->model;
+    /* A model that takes its shape from the data holds one shape at a
+     * time: not another while a session of the same module trains. */
+    rt_worker *w = rt_call_worker(ctx);
+    pthread_mutex_lock(&w->train_lock);
+    bool training = w->session && w->session->m->task == mod->task;
+    pthread_mutex_unlock(&w->train_lock);
+    if (training && rt_model_from_data(m)) {
+        proto_free(a);
+        return ctx->ops->fail(ctx, FERRY_EBUSY,
+                              "this worker is training %s: predict between runs, or "
+                              "with --local",
+                              mod->name);
+    }
     rt_tensors params = {.n = a->n_param_names,
                          .names = (const char *const *)a->param_names,
                          .shapes = a->param_shapes,
