@@ -25,4 +25,5 @@ Test(author_header, submit_refuses_it_before_looking_for_a_cluster)
     cr_assert(e2e_has(r.err, "nohead.so") && e2e_has(r.err, "FERRY_MODEL_HEADER"), "%s",
               r.err);
     cr_assert(!e2e_has(r.err, "ABI version 0,"), "%s", r.err);
+    e2e_run_fini(&r);
 }
