@@ -76,7 +76,7 @@ static int read_csv(const rt_data_source *s, const char *path, rt_raw *out, char
 static int read_array(const char *path, const char *key, const rt_data_cancel *cancel,
                       rt_array *a, char *err, size_t errlen)
 {
-    fmt f;
+    fmt f = FMT_UNKNOWN;
     int rc = detect(path, &f, err, errlen);
     if (rc != 0)
         return rc;
@@ -97,7 +97,7 @@ int rt_raw_read(const rt_data_source *s, const char *path, const char *labels,
     out->path = path;
     const char *xk = s->x_key && s->x_key[0] ? s->x_key : "x";
     const char *yk = s->y_key && s->y_key[0] ? s->y_key : "y";
-    fmt f;
+    fmt f = FMT_UNKNOWN;
     int rc = detect(path, &f, err, errlen);
     if (rc != 0)
         return rc;
