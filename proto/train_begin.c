@@ -16,12 +16,13 @@ int proto_train_begin_pack(const proto_train_spec *s, bool peers,
     a.submitter = proto_str(run->submitter); /* idle_ms 0: the workers' default */
     a.secret.data = (uint8_t *)run->secret;
     a.secret.len = run->secret_len;
-    a.n_init_names = run->n_init;
-    a.init_names = (char **)run->init_names;
-    a.n_init_shapes = run->n_init * 4;
-    a.init_shapes = (uint32_t *)run->init_shapes;
-    a.init_values.data = (uint8_t *)run->init_values;
-    a.init_values.len = run->init_floats * sizeof(float);
+    const proto_tensors *init = &run->init;
+    a.n_init_names = init->n;
+    a.init_names = (char **)init->names;
+    a.n_init_shapes = init->n * 4;
+    a.init_shapes = (uint32_t *)init->shapes;
+    a.init_values.data = (uint8_t *)init->values;
+    a.init_values.len = init->floats * sizeof(float);
     if (peers) {
         a.rank = run->rank;
         a.world = run->world;
@@ -63,11 +64,11 @@ int proto_train_begin_unpack(const void *buf, size_t len, proto_train_begin **ou
      * refuse, naming what is wrong: here they are only taken apart. */
     if (a->n_init_shapes == a->n_init_names * 4 &&
         a->init_values.len % sizeof(float) == 0) {
-        b->run.n_init = a->n_init_names;
-        b->run.init_names = (const char *const *)a->init_names;
-        b->run.init_shapes = a->init_shapes;
-        b->run.init_values = (const float *)(void *)a->init_values.data;
-        b->run.init_floats = a->init_values.len / sizeof(float);
+        b->run.init = (proto_tensors){.n = a->n_init_names,
+                                      .names = (const char *const *)a->init_names,
+                                      .shapes = a->init_shapes,
+                                      .values = (const float *)(void *)a->init_values.data,
+                                      .floats = a->init_values.len / sizeof(float)};
     } else {
         b->init_malformed = true;
     }

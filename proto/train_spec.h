@@ -266,6 +266,17 @@ const char *proto_train_spec_set(proto_train_spec *s, proto_train_option opt,
 /* Writes the --help lines of `group`'s options. */
 void proto_train_spec_help(FILE *f, proto_train_group group);
 
+/* Named float32 tensors one after another (a model's parameters): n
+ * names, 4 dimensions each (unused ones 0), and `floats` values in their
+ * order. */
+typedef struct proto_tensors {
+    size_t n;
+    const char *const *names;
+    const uint32_t *shapes;
+    const float *values;
+    size_t floats;
+} proto_tensors;
+
 /* What a rank's TrainBegin holds besides the options: the run's. */
 typedef struct proto_train_begin_run {
     uint64_t session;         /* chosen by the master */
@@ -275,13 +286,7 @@ typedef struct proto_train_begin_run {
     uint32_t rank, world;     /* with peers only, as n_peers and peers */
     size_t n_peers;
     const char *const *peers; /* every rank's address */
-    /* Parameters to start from (--init-from), or n_init 0: n_init tensors,
-     * by name, 4 dimensions each, their values one after another. */
-    size_t n_init;
-    const char *const *init_names;
-    const uint32_t *init_shapes;
-    const float *init_values;
-    size_t init_floats;
+    proto_tensors init; /* parameters to start from (--init-from), or none */
 } proto_train_begin_run;
 
 /* Packs a rank's TrainBegin into out->data (malloc'd): the options of `s`

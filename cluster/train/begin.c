@@ -49,13 +49,8 @@ static int pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec
                                 .n_peers = (size_t)run->k,
                                 .peers = peers};
     const cluster_tensors *init = run->o->init;
-    if (init) {
-        rb.n_init = init->n;
-        rb.init_names = init->names;
-        rb.init_shapes = init->shapes;
-        rb.init_values = init->values;
-        rb.init_floats = init->floats;
-    }
+    if (init)
+        rb.init = *init;
     return proto_train_begin_pack(&spec, run->k > 1, &rb, b);
 }
 

@@ -11,15 +11,10 @@
 
 #include <ferry/model.h>
 
-/* Named tensors one after another: n names, 4 dimensions each (unused
- * ones 0), and `floats` values. */
-typedef struct rt_tensors {
-    size_t n;
-    const char *const *names;
-    const uint32_t *shapes;
-    const float *values;
-    size_t floats;
-} rt_tensors;
+#include "proto/train_spec.h"
+
+/* Named tensors one after another: proto's (the form they travel in). */
+typedef proto_tensors rt_tensors;
 
 /* Lays `in` into a new flat buffer for model `m` (*flat, malloc'd,
  * ferry_model_layout(m) floats, padding zero). Every tensor of the model

@@ -213,7 +213,7 @@ typedef struct rt_train_opts {
     /* The parameters to start from instead of the model's init, tensor by
      * tensor (--init-from): laid out once the model has its shape, refused
      * naming the tensor when they are not its own. Not owned; NULL: init. */
-    const struct rt_tensors *init_tensors;
+    const struct proto_tensors *init_tensors;
     /* What products and convolutions compute in (RT_PREC_FP32, the zero
      * value, by default); a device that cannot is an error saying why. */
     rt_precision precision;
@@ -332,7 +332,7 @@ void rt_prediction_free(rt_prediction *p);
  * out. */
 int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out);
 
-struct rt_tensors;
+struct proto_tensors;
 struct proto_train_spec;
 /* Runs model `m` forward on `dev` over the test set that the data options
  * of `spec` name (as a run with them reads it: its files, split by its
@@ -341,7 +341,7 @@ struct proto_train_spec;
  * what `ferry predict` computes, on a worker or in the command's own
  * process. The parameters are refused, naming the tensor, when they are not
  * the model's. */
-int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const struct rt_tensors *params,
+int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const struct proto_tensors *params,
                const struct proto_train_spec *spec, int batch, rt_prediction *out,
                char *err, size_t errlen);
 /* The sets it trains and evaluates on. */

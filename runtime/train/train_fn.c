@@ -260,15 +260,11 @@ static int init_from(begin_args *ba, char *err, size_t errlen)
     if (ba->msg->init_malformed) {
         snprintf(err, errlen, "the parameters to start from are malformed: %zu names for "
                               "their shapes and values",
-                 run->n_init);
+                 run->init.n);
         return FERRY_EINVAL;
     }
-    ba->init = (rt_tensors){.n = run->n_init,
-                            .names = run->init_names,
-                            .shapes = run->init_shapes,
-                            .values = run->init_values,
-                            .floats = run->init_floats};
-    ba->o.init_tensors = run->n_init ? &ba->init : NULL;
+    ba->init = run->init;
+    ba->o.init_tensors = run->init.n ? &ba->init : NULL;
     return 0;
 }
 
