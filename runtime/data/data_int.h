@@ -72,6 +72,11 @@ int rt_map_file(const char *path, void **map, size_t *len, char *err, size_t err
  * bytes unless told otherwise. */
 #define RT_NPY_HEADER_CAP 65536
 
+/* Starts reading a header of `len` bytes: zeroes *a; FERRY_ECORRUPT with
+ * "<name>: empty file, not <what>" for an empty file. */
+int rt_header_begin(const char *name, size_t len, const char *what, rt_array *a,
+                    char *err, size_t errlen);
+
 /* Parses an .npy file's header at the start of buf[len]: its dtype, order
  * and shape into `a` (data left NULL), and where the data begins. 0, or
  * FERRY_ECORRUPT (not NumPy, a header beyond RT_NPY_HEADER_CAP, an object,

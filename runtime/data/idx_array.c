@@ -27,10 +27,9 @@ static bool idx_type(uint8_t code, rt_dtype *t)
 int rt_idx_header(const char *name, const uint8_t *buf, size_t len, rt_array *a,
                   size_t *hdr_len, char *err, size_t errlen)
 {
-    memset(a, 0, sizeof *a);
-    if (len == 0)
-        return base_errf(err, errlen, FERRY_ECORRUPT, "%s: empty file, not an IDX file",
-                         name);
+    int rc = rt_header_begin(name, len, "an IDX file", a, err, errlen);
+    if (rc)
+        return rc;
     if (len < 4)
         return base_errf(err, errlen, FERRY_ECORRUPT,
                          "%s: truncated: 4 bytes of IDX magic expected, %zu found", name,

@@ -145,13 +145,21 @@ static const char *dict(cursor *c, rt_array *a, char *bad, size_t badlen)
     return NULL;
 }
 
-int rt_npy_header(const char *name, const uint8_t *buf, size_t len, rt_array *a,
-                  size_t *data_off, char *err, size_t errlen)
+int rt_header_begin(const char *name, size_t len, const char *what, rt_array *a,
+                    char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
     if (len == 0)
-        return base_errf(err, errlen, FERRY_ECORRUPT, "%s: empty file, not an .npy",
-                         name);
+        return base_errf(err, errlen, FERRY_ECORRUPT, "%s: empty file, not %s", name, what);
+    return 0;
+}
+
+int rt_npy_header(const char *name, const uint8_t *buf, size_t len, rt_array *a,
+                  size_t *data_off, char *err, size_t errlen)
+{
+    int rc = rt_header_begin(name, len, "an .npy", a, err, errlen);
+    if (rc)
+        return rc;
     if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
         return base_errf(err, errlen, FERRY_ECORRUPT,
                          "%s: not an .npy file (no \\x93NUMPY magic)", name);
