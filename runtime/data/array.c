@@ -150,3 +150,12 @@ int rt_map_file(const char *path, void **map, size_t *len, char *err, size_t err
     close(fd);
     return 0;
 }
+
+int rt_header_begin(const char *name, size_t len, const char *what, rt_array *a,
+                    char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    if (len == 0)
+        return base_errf(err, errlen, FERRY_ECORRUPT, "%s: empty file, not %s", name, what);
+    return 0;
+}

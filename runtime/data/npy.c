@@ -145,15 +145,6 @@ static const char *dict(cursor *c, rt_array *a, char *bad, size_t badlen)
     return NULL;
 }
 
-int rt_header_begin(const char *name, size_t len, const char *what, rt_array *a,
-                    char *err, size_t errlen)
-{
-    memset(a, 0, sizeof *a);
-    if (len == 0)
-        return base_errf(err, errlen, FERRY_ECORRUPT, "%s: empty file, not %s", name, what);
-    return 0;
-}
-
 int rt_npy_header(const char *name, const uint8_t *buf, size_t len, rt_array *a,
                   size_t *data_off, char *err, size_t errlen)
 {
