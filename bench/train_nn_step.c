@@ -30,6 +30,13 @@ static int open_side(side *s, const char *so, ferry_device_t *dev, int n)
         return -1;
     }
     s->m = s->mod.task->model;
+    /* The bundled mlp takes its shape from the data: Fashion-MNIST's, the
+     * hand-written one's. */
+    static const int fmnist[3] = {1, 28, 28};
+    if (rt_model_from_data(s->m) && s->m->reshape(fmnist, 10) != 0) {
+        bench_log("bench/train: %s: cannot take Fashion-MNIST's shape", so);
+        return -1;
+    }
     if (rt_model_ctx_init(&s->mc, s->m, dev, n, 1, err, sizeof err) != 0) {
         bench_log("bench/train: %s: %s", so, err);
         return -1;
