@@ -241,7 +241,8 @@ void cl_survey_free(cluster *cl);
  * proto/ferry.proto's CallReply.log_lines). */
 #define CL_TASKLOG_DROPPED '\x1f'
 
-/* Shows the log lines of a Call that ended well, rate-limited per rank. */
+/* Shows the log lines of a Call, rate-limited per rank: its reply's, or
+ * those a failed one sent with its error (rpc_call.detail). */
 void cl_tasklog_show(cluster *cl, const cl_node *node, const rpc_call *call);
 void cl_tasklog_free(cluster *cl);
 

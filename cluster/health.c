@@ -252,6 +252,8 @@ void cl_req_rpc_done(rpc_call *call)
         cl_req_finish(r, 0, CL_OK, NULL);
         return;
     }
+    if (r->kind == CL_REQ_CALL)
+        cl_tasklog_show(cl, node, call); /* what it logged before it failed */
     char *label = cl_req_label(r);
     char *err;
     if (r->killed && !cl->closing) {

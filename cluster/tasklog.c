@@ -6,8 +6,10 @@
  * rank has a token bucket of CL_TASKLOG_BURST lines that refills at
  * CL_TASKLOG_RATE lines a second, and what finds it empty is counted and
  * said in one line after the reply's others ("... K lines dropped"),
- * together with the lines the worker itself did not keep. Off until asked
- * for: a reply's head is not even read then. */
+ * together with the lines the worker itself did not keep. A failed call's
+ * lines (the last it logged) are cut from the front instead: the lines
+ * just before a failure say most about it. Off until asked for: a reply's
+ * head is not even read then. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +61,8 @@ void cl_tasklog_free(cluster *cl)
     cl->tasklog = NULL;
 }
 
-/* Whether rank may show one more line now; takes its token if so. */
-static bool take(cl_tasklog *t, int rank, uint64_t now)
+/* The lines rank may show now. */
+static size_t refill(cl_tasklog *t, int rank, uint64_t now)
 {
     double *tokens = &t->tokens[rank];
     if (t->refilled_ms[rank] && now > t->refilled_ms[rank]) {
@@ -69,25 +71,39 @@ static bool take(cl_tasklog *t, int rank, uint64_t now)
             *tokens = CL_TASKLOG_BURST;
     }
     t->refilled_ms[rank] = now;
-    if (*tokens < 1)
+    return *tokens < 1 ? 0 : (size_t)*tokens;
+}
+
+/* Whether rank may show one more line now; takes its token if so. */
+static bool take(cl_tasklog *t, int rank, uint64_t now)
+{
+    if (!refill(t, rank, now))
         return false;
-    *tokens -= 1;
+    t->tokens[rank] -= 1;
     return true;
 }
 
 void cl_tasklog_show(cluster *cl, const cl_node *node, const rpc_call *call)
 {
     cl_tasklog *t = cl->tasklog;
-    if (!t || !call->done || call->result || node->rank < 0 ||
-        (size_t)node->rank >= cl->n)
+    if (!t || !call->done || node->rank < 0 || (size_t)node->rank >= cl->n)
         return;
+    /* A failure's lines come as a CallReply head too (runtime/call.c). */
+    const void *head = call->result ? call->detail : call->reply.head;
+    size_t len = call->result ? call->detail_len : call->reply.head_len;
     proto_call_reply *r = NULL;
-    if (proto_call_reply_unpack(call->reply.head, call->reply.head_len, &r) != 0)
+    if (!head || proto_call_reply_unpack(head, len, &r) != 0)
         return;
     uv_update_time(&cl->loop);
     uint64_t now = uv_now(&cl->loop);
     unsigned long long dropped = 0;
-    for (size_t i = 0; i < r->n_log_lines; i++) {
+    size_t lines = r->n_log_lines, skip = 0;
+    if (lines && r->log_lines[lines - 1][0] == CL_TASKLOG_DROPPED)
+        lines--;
+    if (call->result && lines > refill(t, node->rank, now))
+        skip = lines - refill(t, node->rank, now);
+    dropped += skip;
+    for (size_t i = skip; i < r->n_log_lines; i++) {
         const char *line = r->log_lines[i];
         if (line[0] == CL_TASKLOG_DROPPED) /* the worker's count, last */
             dropped += strtoull(line + 1, NULL, 10);

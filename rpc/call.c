@@ -16,6 +16,21 @@ static void call_set_error(rpc_call *call, int err, const char *what, const char
                       call->op->method, what, detail ? ": " : "", detail ? detail : "");
 }
 
+/* The failure's detail bytes among the trailing metadata, if sent. */
+static void keep_detail(rpc_call *call, const grpc_metadata_array *md)
+{
+    for (size_t i = 0; i < md->count; i++) {
+        if (!grpc_slice_str_cmp(md->metadata[i].key, RPC_DETAIL_KEY)) {
+            size_t len = GRPC_SLICE_LENGTH(md->metadata[i].value);
+            if (len == 0 || len > RPC_FAIL_DETAIL_MAX || !(call->detail = malloc(len)))
+                return;
+            memcpy(call->detail, GRPC_SLICE_START_PTR(md->metadata[i].value), len);
+            call->detail_len = len;
+            return;
+        }
+    }
+}
+
 static void op_finish(rpc_op *op)
 {
     rpc_call *call = op->call;
@@ -41,6 +56,7 @@ static void op_finish(rpc_op *op)
                            rpc_status_name(op->status), detail);
         }
         gpr_free(details);
+        keep_detail(call, &op->md_trailing);
     }
 }
 
@@ -188,5 +204,8 @@ void rpc_call_fini(rpc_call *call)
         return;
     free(call->errmsg);
     call->errmsg = NULL;
+    free(call->detail);
+    call->detail = NULL;
+    call->detail_len = 0;
     rpc_msg_fini(&call->reply);
 }

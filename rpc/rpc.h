@@ -240,6 +240,10 @@ struct rpc_call {
     /* When result != 0: "peer <target> method <name>: <detail>". Owned by
      * the call. */
     char *errmsg;
+    /* When result != 0: the bytes the server sent with its failure
+     * (rpc_srv_fail_with), or NULL. Owned by the call. */
+    void *detail;
+    size_t detail_len;
     rpc_msg reply;
     /* private */
     rpc_call_cb cb;
@@ -411,6 +415,19 @@ int rpc_srv_reply(rpc_srv_call *sc, const rpc_msg_out *reply);
  * the caller. Any thread; once per call. */
 int rpc_srv_fail(rpc_srv_call *sc, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The most bytes a failure carries beside its text. They travel as
+ * trailing metadata (RPC_DETAIL_KEY, base64 on the wire), which gRPC caps
+ * at 8 KiB a call by default. */
+#define RPC_FAIL_DETAIL_MAX 4096
+#define RPC_DETAIL_KEY      "ferry-detail-bin"
+
+/* rpc_srv_fail() with `len` bytes of `detail` (copied; at most
+ * RPC_FAIL_DETAIL_MAX, else not sent) that the caller reads as
+ * rpc_call.detail: what a status text cannot hold, such as the lines a
+ * task logged before it failed. */
+int rpc_srv_fail_with(rpc_srv_call *sc, int err, const void *detail, size_t len,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* True once the client cancelled, the deadline passed or the server is
  * shutting down: a long handler should stop and fail with FERRY_ECANCELED. */

@@ -249,6 +249,7 @@ struct rpc_srv_call {
     grpc_metadata_array md;
     grpc_byte_buffer *req_bb, *reply_bb;
     grpc_slice status_details;
+    grpc_metadata trailer; /* a failure's detail (rpc_srv_fail_with); empty: none */
     rpc_msg req;
     _Atomic(char *) peer; /* made on first rpc_srv_peer() */
     int cancelled_flag;   /* written by RECV_CLOSE_ON_SERVER */

@@ -22,6 +22,7 @@ static void sc_free(rpc_srv_call *sc)
     if (sc->reply_bb)
         grpc_byte_buffer_destroy(sc->reply_bb);
     grpc_slice_unref(sc->status_details);
+    grpc_slice_unref(sc->trailer.value);
     rpc_msg_fini(&sc->req);
     gpr_free(atomic_load(&sc->peer));
     if (sc->gc)
@@ -93,6 +94,10 @@ static int end_call(rpc_srv_call *sc, grpc_byte_buffer *msg, grpc_status_code st
     ops[n].data.send_status_from_server.status = status;
     ops[n++].data.send_status_from_server.status_details =
         status == GRPC_STATUS_OK ? NULL : &sc->status_details;
+    if (status != GRPC_STATUS_OK && !GRPC_SLICE_IS_EMPTY(sc->trailer.value)) {
+        ops[n - 1].data.send_status_from_server.trailing_metadata_count = 1;
+        ops[n - 1].data.send_status_from_server.trailing_metadata = &sc->trailer;
+    }
     if (grpc_call_start_batch(sc->gc, ops, n, &sc->reply_tag, NULL) != GRPC_CALL_OK) {
         sc_unref(sc);
         return FERRY_EINTERNAL;
@@ -118,6 +123,20 @@ static int fail_v(rpc_srv_call *sc, int err, const char *fmt, va_list ap)
     sc->status_details = grpc_slice_from_copied_string(safe);
     int status = rpc_err_to_status(err);
     return end_call(sc, NULL, status == GRPC_STATUS_OK ? GRPC_STATUS_UNKNOWN : status);
+}
+
+int rpc_srv_fail_with(rpc_srv_call *sc, int err, const void *detail, size_t len,
+                      const char *fmt, ...)
+{
+    if (!sc || atomic_exchange(&sc->ended, true))
+        return FERRY_EINVAL;
+    if (detail && len && len <= RPC_FAIL_DETAIL_MAX)
+        sc->trailer.value = grpc_slice_from_copied_buffer(detail, len);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = fail_v(sc, err, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static int fail_now(rpc_srv_call *sc, int err, const char *fmt, ...)
@@ -326,6 +345,8 @@ int rpc_srv_call_post(rpc_server *s, rpc_srv_entry *method)
     sc->close_tag.done = close_done;
     sc->reply_tag.done = reply_done;
     sc->status_details = grpc_empty_slice();
+    sc->trailer.key = grpc_slice_from_static_string(RPC_DETAIL_KEY);
+    sc->trailer.value = grpc_empty_slice();
     grpc_metadata_array_init(&sc->md);
     uv_mutex_lock(&s->lock);
     s->live_calls++;

@@ -276,8 +276,13 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
         reply_result(w, &c, &out, elapsed);
     } else {
         call_ended(w, rc);
-        rpc_srv_fail(sc, rc, "worker %d module %s function %s: %s", in->rank, m->name,
-                     in->function, c.errtext);
+        /* What it logged goes too: often the why of the failure. */
+        proto_bytes tail = {0};
+        rt_tasklog_pack_tail(&c.log, RPC_FAIL_DETAIL_MAX, &tail);
+        rpc_srv_fail_with(sc, rc, tail.data, tail.len,
+                          "worker %d module %s function %s: %s", in->rank, m->name,
+                          in->function, c.errtext);
+        proto_bytes_fini(&tail);
     }
     rpc_buf_free(c.result);
     rt_tasklog_fini(&c.log);

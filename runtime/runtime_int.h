@@ -147,12 +147,17 @@ void rt_train_holds_close(rt_worker *w);
 #define RT_TASKLOG_BYTES    (64 << 10)
 #define RT_TASKLOG_LINE_MAX 1024      /* a longer line is cut */
 #define RT_TASKLOG_DROPPED  '\x1f'    /* starts the count that ends a list */
+#define RT_TASKLOG_TAIL     64        /* the last lines past the bound, for a failure */
 
 typedef struct rt_tasklog {
     pthread_mutex_t mu; /* a task may log from threads of its own */
     char **lines;
     size_t n, cap, bytes;
-    uint64_t dropped;
+    uint64_t dropped; /* neither kept nor in the tail */
+    /* The latest lines past the bound, a ring: a failed call sends the
+     * lines just before its failure, which a reply's bound would cut. */
+    char *tail[RT_TASKLOG_TAIL];
+    size_t tail_n, tail_at; /* tail_at: where the oldest lies once full */
 } rt_tasklog;
 
 void rt_tasklog_init(rt_tasklog *l);
@@ -161,6 +166,11 @@ void rt_tasklog_add(rt_tasklog *l, const char *line);
 /* The lines kept, then the count of those not kept if any: the list to
  * send, owned by `l`. No add may follow. */
 size_t rt_tasklog_list(rt_tasklog *l, char ***lines);
+/* The last lines that fit in `max` bytes, packed as a CallReply head, the
+ * lines left out counted as rt_tasklog_list() counts them: what a failed
+ * call sends with its error. out->len 0 when nothing was logged. No add may
+ * follow. Returns 0 or FERRY_ENOMEM. */
+int rt_tasklog_pack_tail(rt_tasklog *l, size_t max, proto_bytes *out);
 void rt_tasklog_fini(rt_tasklog *l);
 /* Makes `l` the log of the call this thread runs (NULL: none), for
  * rt_tasklog_here(), which adds a line to it, if any. */

@@ -25,11 +25,23 @@ void rt_tasklog_init(rt_tasklog *l)
     pthread_mutex_init(&l->mu, NULL);
 }
 
+/* A line past the bound goes to the tail, whose oldest it replaces. */
+static void keep_tail(rt_tasklog *l, char *line)
+{
+    if (l->tail_n < RT_TASKLOG_TAIL) {
+        l->tail[l->tail_n++] = line;
+        return;
+    }
+    free(l->tail[l->tail_at]);
+    l->tail[l->tail_at] = line;
+    l->tail_at = (l->tail_at + 1) % RT_TASKLOG_TAIL;
+    l->dropped++;
+}
+
 static void keep(rt_tasklog *l, char *line, size_t len)
 {
     if (l->n == RT_TASKLOG_LINES || l->bytes + len > RT_TASKLOG_BYTES) {
-        l->dropped++;
-        free(line);
+        keep_tail(l, line);
         return;
     }
     if (l->n == l->cap) {
@@ -96,13 +108,15 @@ void rt_tasklog_add(rt_tasklog *l, const char *text)
 size_t rt_tasklog_list(rt_tasklog *l, char ***lines)
 {
     /* Every growth of the list reserved a slot for the count; a list that
-     * never grew (each line refused for want of memory) gets its one. */
-    if (l->dropped && !l->lines)
+     * never grew (each line refused for want of memory) gets its one. The
+     * tail is not sent with a reply: counted. */
+    uint64_t dropped = l->dropped + l->tail_n;
+    if (dropped && !l->lines)
         l->lines = malloc(sizeof *l->lines);
-    if (l->dropped && l->lines) {
+    if (dropped && l->lines) {
         char count[32];
         snprintf(count, sizeof count, "%c%llu", RT_TASKLOG_DROPPED,
-                 (unsigned long long)l->dropped);
+                 (unsigned long long)dropped);
         char *c = strdup(count);
         if (c)
             l->lines[l->n++] = c;
@@ -112,10 +126,50 @@ size_t rt_tasklog_list(rt_tasklog *l, char ***lines)
     return l->n;
 }
 
+/* Line i of all those kept, in the order logged: the list, then the tail. */
+static char *line_at(const rt_tasklog *l, size_t i)
+{
+    if (i < l->n)
+        return l->lines[i];
+    i -= l->n;
+    return l->tail[l->tail_n < RT_TASKLOG_TAIL ? i : (l->tail_at + i) % RT_TASKLOG_TAIL];
+}
+
+int rt_tasklog_pack_tail(rt_tasklog *l, size_t max, proto_bytes *out)
+{
+    memset(out, 0, sizeof *out);
+    /* A string costs its length, a tag byte and a length of up to two
+     * (RT_TASKLOG_LINE_MAX); 32 bytes stay for the count. The lines
+     * skipped between the list and the tail are counted in l->dropped. */
+    size_t all = l->n + l->tail_n, first = all, used = 32;
+    while (first > 0 && used + strlen(line_at(l, first - 1)) + 3 <= max)
+        used += strlen(line_at(l, --first)) + 3;
+    uint64_t dropped = l->dropped + first;
+    if (all == first && !dropped)
+        return 0;
+    char count[32];
+    snprintf(count, sizeof count, "%c%llu", RT_TASKLOG_DROPPED,
+             (unsigned long long)dropped);
+    size_t k = 0;
+    char **tail = malloc((all - first + 1) * sizeof *tail);
+    if (!tail)
+        return FERRY_ENOMEM;
+    for (size_t i = first; i < all; i++)
+        tail[k++] = line_at(l, i);
+    if (dropped)
+        tail[k++] = count;
+    proto_call_reply r = {.log_lines = tail, .n_log_lines = k};
+    int rc = proto_call_reply_pack(&r, out);
+    free(tail);
+    return rc;
+}
+
 void rt_tasklog_fini(rt_tasklog *l)
 {
     for (size_t i = 0; i < l->n; i++)
         free(l->lines[i]);
+    for (size_t i = 0; i < l->tail_n; i++)
+        free(l->tail[i]);
     free(l->lines);
     pthread_mutex_destroy(&l->mu);
     memset(l, 0, sizeof *l);

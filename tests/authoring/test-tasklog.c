@@ -90,3 +90,30 @@ Test(author_tasklog, what_a_model_logs_in_training_is_shown_rate_limited_or_mute
     cr_assert(!e2e_has(r.err, "[rank") && !e2e_has(r.err, "step 0 of"), "%s", r.err);
     e2e_run_fini(&r);
 }
+
+Test(author_tasklog, a_failed_call_brings_its_last_lines_with_its_error)
+{
+    e2e_start(1);
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("chatty.so"), "--", "fail",
+              NULL);
+    cr_assert_neq(r.status, 0, "%s", r.err);
+    /* The last lines it logged come first, then the failure itself. */
+    const char *why =
+        strstr(r.err, "[rank 0] fail: error: settings.ini: no key 'lr' in [train]\n");
+    const char *err = strstr(r.err, "function fail: ");
+    cr_assert(why && err && why < err, "%.6000s", r.err);
+    cr_assert(e2e_has(r.err, "[rank 0] fail: debug: reading line 299 of settings.ini\n"),
+              "%.6000s", r.err);
+    /* The earliest do not fit beside an error: they are counted. */
+    cr_assert(!e2e_has(r.err, "reading line 0 of ") && e2e_has(r.err, " lines dropped\n"),
+              "%.6000s", r.err);
+    e2e_run_fini(&r);
+
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_local_module("chatty.so"), "-q", "--", "fail",
+              NULL);
+    cr_assert_neq(r.status, 0, "%s", r.err);
+    cr_assert(!e2e_has(r.err, "[rank 0]") && e2e_has(r.err, "function fail: "), "%s",
+              r.err);
+    e2e_run_fini(&r);
+}

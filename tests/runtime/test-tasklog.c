@@ -80,3 +80,47 @@ Test(rt_tasklog, control_bytes_become_spaces_and_bad_utf8_a_question_mark)
     cr_assert_str_eq(lines[1], " 7 is no count");
     rt_tasklog_fini(&l);
 }
+
+/* What a failed call sends: the latest lines that fit, the list's and then
+ * the tail's in the order logged, and a count of all the others. */
+static proto_call_reply *tail_of(rt_tasklog *l, size_t max)
+{
+    proto_bytes b;
+    cr_assert_eq(rt_tasklog_pack_tail(l, max, &b), 0);
+    proto_call_reply *r = NULL;
+    cr_assert_eq(proto_call_reply_unpack(b.data, b.len, &r), 0);
+    proto_bytes_fini(&b);
+    return r;
+}
+
+Test(rt_tasklog, a_failure_sends_the_latest_lines_that_fit_and_counts_the_rest)
+{
+    rt_tasklog l;
+    rt_tasklog_init(&l);
+    char line[1000];
+    int total = RT_TASKLOG_LINES + RT_TASKLOG_TAIL + 40;
+    for (int i = 0; i < total; i++) {
+        snprintf(line, sizeof line, "line %d %0900d", i, 0);
+        rt_tasklog_add(&l, line);
+    }
+    proto_call_reply *r = tail_of(&l, 4096); /* four lines of ~910 bytes fit */
+    cr_assert_eq(r->n_log_lines, 5);
+    char want[32];
+    snprintf(want, sizeof want, "line %d 0", total - 4);
+    cr_assert(!strncmp(r->log_lines[0], want, strlen(want)), "%.20s", r->log_lines[0]);
+    snprintf(want, sizeof want, "line %d 0", total - 1);
+    cr_assert(!strncmp(r->log_lines[3], want, strlen(want)), "%.20s", r->log_lines[3]);
+    snprintf(want, sizeof want, "\x1f%d", total - 4);
+    cr_assert_str_eq(r->log_lines[4], want);
+    proto_free(r);
+    rt_tasklog_fini(&l);
+
+    rt_tasklog_init(&l); /* within the bound: the list's own lines */
+    rt_tasklog_add(&l, "first");
+    rt_tasklog_add(&l, "why it failed");
+    r = tail_of(&l, 4096);
+    cr_assert_eq(r->n_log_lines, 2);
+    cr_assert_str_eq(r->log_lines[1], "why it failed");
+    proto_free(r);
+    rt_tasklog_fini(&l);
+}
