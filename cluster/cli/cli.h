@@ -43,6 +43,8 @@ int cli_status(int argc, char **argv);
 int cli_submit(int argc, char **argv);
 int cli_shutdown(int argc, char **argv);
 int cli_predict(int argc, char **argv);
+int cli_runs(int argc, char **argv);
+int cli_plot(int argc, char **argv);
 int cli_check(int argc, char **argv); /* check.c */
 
 /* ---- training (train.c) ---------------------------------------------------- */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cluster/runs/runs.h"
 #include "json.h"
 #include "runtime/collective/collective.h"
 
@@ -16,6 +17,9 @@ typedef struct teller {
     FILE *progress;
     bool async;
     int workers;
+    runs_log *record; /* $FERRY_HOME/runs/<id>, or NULL */
+    char run_id[RUNS_ID_MAX];
+    char why[512]; /* the run's first error, for its record */
 } teller;
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
@@ -69,7 +73,9 @@ static const char *allreduce_kind(int k, char *text, size_t len)
 
 static void on_error(void *data, const char *message)
 {
-    (void)data;
+    teller *t = data;
+    if (!t->why[0])
+        snprintf(t->why, sizeof t->why, "%s", message);
     cli_err("submit", "%s", message);
 }
 
@@ -83,6 +89,7 @@ static void on_started(void *data, const cluster_train_started *s)
     describe_optimizer(o, optim, sizeof optim);
     t->async = strcmp(s->mode, "async") == 0;
     t->workers = k;
+    runs_started(t->record, s);
     if (s->data && s->data[0])
         fprintf(f, "data: %s\n", s->data);
     if (k == 1)
@@ -119,6 +126,7 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
 {
     teller *t = data;
     FILE *f = t->progress;
+    runs_epoch(t->record, e);
     fprintf(f, "epoch %u/%ld  loss %.4f  test_loss %.4f", e->epoch, t->o->epochs,
             e->train_loss, e->test_loss);
     scores_print(f, t->o, e);
@@ -184,11 +192,13 @@ static void print_json_mode(const cluster_train_opts *o, const cluster_train_res
 }
 
 static void print_json(const cluster_train_opts *o, const char *module, const char *task,
-                       const cluster_train_result *res)
+                       const char *run_id, const cluster_train_result *res)
 {
     const cluster_train_epoch *last = &res->last;
     printf("{\"module\":");
     json_str(stdout, module);
+    printf(",\"run\":");
+    json_str(stdout, run_id);
     printf(",\"task\":");
     json_str(stdout, task);
     printf(",\"device\":");
@@ -216,6 +226,22 @@ static void print_json(const cluster_train_opts *o, const char *module, const ch
     printf("}\n");
 }
 
+/* Every run is recorded for `ferry runs` and `ferry plot`; one that cannot
+ * be still trains, and says so. */
+static void open_record(teller *t, const char *module, const char *task)
+{
+    home_paths h;
+    char err[512] = "";
+    if (cli_home_init(&h, "submit") != 0 ||
+        runs_open(h.dir, module, task, t->o, &t->record, err, sizeof err) != 0)
+        fprintf(stderr, "ferry submit: this run is not recorded%s%s\n",
+                err[0] ? ": " : "", err);
+    else {
+        snprintf(t->run_id, sizeof t->run_id, "%s", runs_id(t->record));
+        fprintf(t->progress, "run %s (its record: %s)\n", t->run_id, runs_dir(t->record));
+    }
+}
+
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
               const cluster_train_opts *o)
 {
@@ -233,13 +259,15 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     cluster_train_opts ro = *o;
     ro.init = init.t.n ? &init.t : NULL;
     ro.with_params = o->save && o->save[0];
+    open_record(&t, module, task);
     cluster_train_result res;
     rc = cluster_train_run(cl, m, module, &ro, &ev, &res);
     params_file_free(&init);
+    runs_close(t.record, rc, t.why[0] ? t.why : ferry_strerror(rc));
     if (rc)
         return rc;
     if (o->json) {
-        print_json(o, module, task, &res);
+        print_json(o, module, task, t.run_id, &res);
     } else {
         int k = res.started.workers - res.lost;
         printf("done: test_loss %.4f", res.last.test_loss);

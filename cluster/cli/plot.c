@@ -1,0 +1,261 @@
+/* `ferry plot RUN...`: loss and accuracy against time and against steps,
+ * several runs side by side, drawn by gnuplot (Debian's gnuplot-nox) into
+ * a PNG or an SVG. ferry writes the script and the data; gnuplot draws. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "cli.h"
+#include "cluster/runs/runs.h"
+
+extern char **environ;
+
+static const char usage[] =
+    "usage: ferry plot RUN... [--out FILE]\n"
+    "       ferry plot --last N [--out FILE]\n"
+    "\n"
+    "Draws the test and training loss, and a classifier's test accuracy, of each\n"
+    "RUN against wall time and against steps, the runs side by side (sync against\n"
+    "async, say, or two learning rates). RUN is an id from `ferry runs`, the\n"
+    "unique start of one, \"last\", or a run's directory; --last N draws the N\n"
+    "newest. Drawn by gnuplot\n"
+    "(Debian: apt install gnuplot-nox; $FERRY_GNUPLOT names another program).\n"
+    "\n"
+    "options:\n"
+    "  -o, --out FILE   where: FILE.png or FILE.svg (default ferry-plot.svg)\n"
+    "      --last N     the N newest runs (1 to 16)\n"
+    "  -h, --help       this text\n";
+
+static const char *terminal_for(const char *out)
+{
+    const char *dot = strrchr(out, '.');
+    if (dot && strcmp(dot, ".png") == 0)
+        return "pngcairo size 1400,900 noenhanced";
+    if (dot && strcmp(dot, ".svg") == 0)
+        return "svg size 1400,900 dynamic noenhanced";
+    return NULL;
+}
+
+/* One run's epochs as a gnuplot data block: step, minutes, losses,
+ * accuracy ("NaN" leaves a regressor's out). */
+static void data_block(FILE *f, int i, const runs_run *r)
+{
+    fprintf(f, "$run%d << EOD\n", i);
+    for (size_t k = 0; k < r->n; k++) {
+        const runs_point *p = &r->points[k];
+        fprintf(f, "%llu %.6g %.8g %.8g ", (unsigned long long)p->step, p->wall_s,
+                p->train_loss, p->test_loss);
+        if (isnan(p->test_accuracy))
+            fprintf(f, "NaN\n");
+        else
+            fprintf(f, "%.8g\n", p->test_accuracy);
+    }
+    fprintf(f, "EOD\n");
+}
+
+/* One panel: column `y` of every run against column `x`; with `dashed`,
+ * column `dashed` too, in the run's colour. */
+static void panel(FILE *f, const runs_run *runs, int n, int x, int y, int dashed,
+                  const char *title, const char *xlabel, const char *ylabel)
+{
+    fprintf(f, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nplot ", title, xlabel,
+            ylabel);
+    for (int i = 0; i < n; i++) {
+        fprintf(
+            f,
+            "%s$run%d using %d:%d with linespoints lc %d pt 7 ps 0.6 title '%s (%s x%d)'",
+            i ? ", " : "", i, x, y, i + 1, runs[i].id, runs[i].mode ? runs[i].mode : "?",
+            runs[i].workers);
+        if (dashed)
+            fprintf(f, ", $run%d using %d:%d with lines lc %d dt 2 notitle", i, x, dashed,
+                    i + 1);
+    }
+    fprintf(f, "\n");
+}
+
+static int write_script(FILE *f, const runs_run *runs, int n, const char *out,
+                        const char *terminal)
+{
+    bool accuracy = false;
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < runs[i].n; k++)
+            accuracy |= !isnan(runs[i].points[k].test_accuracy);
+    fprintf(f, "set terminal %s\nset output '%s'\nset grid\nset key top right\n",
+            terminal, out);
+    for (int i = 0; i < n; i++)
+        data_block(f, i, &runs[i]);
+    fprintf(f, "set multiplot layout %d,2\n", accuracy ? 2 : 1);
+    panel(f, runs, n, 2, 4, 3, "loss (test; training dashed)", "seconds", "loss");
+    panel(f, runs, n, 1, 4, 3, "loss (test; training dashed)", "step", "loss");
+    if (accuracy) {
+        panel(f, runs, n, 2, 5, 0, "test accuracy", "seconds", "accuracy");
+        panel(f, runs, n, 1, 5, 0, "test accuracy", "step", "accuracy");
+    }
+    fprintf(f, "unset multiplot\n");
+    return fflush(f) == 0 && !ferror(f) ? 0 : FERRY_EIO;
+}
+
+/* Runs gnuplot on `script`; its own errors reach the user's stderr. */
+static int draw(const char *script)
+{
+    const char *prog = getenv("FERRY_GNUPLOT");
+    if (!prog || !*prog)
+        prog = "gnuplot";
+    char *args[] = {(char *)prog, (char *)script, NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, prog, NULL, NULL, args, environ);
+    if (rc == ENOENT) {
+        cli_err("plot",
+                "%s is not installed: ferry plot draws with gnuplot "
+                "(Debian: apt install gnuplot-nox)",
+                prog);
+        return CLI_FAIL;
+    }
+    if (rc) {
+        cli_err("plot", "cannot run %s: %s", prog, strerror(rc));
+        return CLI_FAIL;
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        cli_err("plot", "%s failed (%s %d)", prog,
+                WIFEXITED(st) ? "exit status" : "signal",
+                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+#define PLOT_MAX_LAST 16
+
+static int parse(int argc, char **argv, const char **out, long *last)
+{
+    static const struct option longs[] = {{"out", required_argument, NULL, 'o'},
+                                          {"last", required_argument, NULL, 'l'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+    *out = "ferry-plot.svg";
+    *last = 0;
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "ho:", longs, NULL)) != -1) {
+        if (ch == 'h') {
+            fputs(usage, stdout);
+            return -1;
+        }
+        if (ch == 'o')
+            *out = optarg;
+        else if (ch != 'l' || !base_parse_long(optarg, 1, PLOT_MAX_LAST, last))
+            goto bad;
+    }
+    if ((optind < argc) != (*last > 0))
+        return 0;
+bad:
+    fputs(usage, stderr);
+    return CLI_USAGE;
+}
+
+/* The names of the `last` newest runs, oldest first, into *names (n of
+ * them; freed with runs_ids_free). */
+static int newest(const char *home, long last, char ***names, int *n)
+{
+    char **ids;
+    size_t all;
+    if (runs_ids(home, &ids, &all) != 0) {
+        cli_err("plot", "out of memory");
+        return CLI_FAIL;
+    }
+    if (all < (size_t)last) {
+        cli_err("plot", "--last %ld: %zu run%s recorded under %s/runs", last, all,
+                all == 1 ? "" : "s", home);
+        runs_ids_free(ids, all);
+        return CLI_FAIL;
+    }
+    for (size_t i = 0; i < all - (size_t)last; i++)
+        free(ids[i]);
+    memmove(ids, ids + (all - (size_t)last), (size_t)last * sizeof *ids);
+    *names = ids;
+    *n = (int)last;
+    return 0;
+}
+
+/* Loads every run named, refusing one with no epoch to draw. */
+static int load_all(const char *home, char **names, int n, runs_run *runs)
+{
+    for (int i = 0; i < n; i++) {
+        char dir[4200], err[512] = "";
+        if (runs_find(home, names[i], dir, sizeof dir, err, sizeof err) != 0 ||
+            runs_load(dir, &runs[i], err, sizeof err) != 0) {
+            cli_err("plot", "%s", err);
+            return CLI_FAIL;
+        }
+        if (runs[i].n == 0) {
+            cli_err("plot", "%s: the run recorded no epoch yet: nothing to draw",
+                    runs[i].id);
+            return CLI_FAIL;
+        }
+    }
+    return 0;
+}
+
+int cli_plot(int argc, char **argv)
+{
+    const char *out;
+    long last;
+    int rc = parse(argc, argv, &out, &last);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    const char *terminal = terminal_for(out);
+    if (!terminal || strchr(out, '\'')) {
+        cli_err("plot", "--out %s: give a file name ending in .png or .svg (without ')",
+                out);
+        return CLI_USAGE;
+    }
+    home_paths h;
+    if (cli_home_init(&h, "plot") != 0)
+        return CLI_FAIL;
+    int n = argc - optind;
+    char **names = argv + optind, **found = NULL;
+    if (last && newest(h.dir, last, &found, &n) != 0)
+        return CLI_FAIL;
+    if (found)
+        names = found;
+    runs_run *runs = calloc((size_t)n, sizeof *runs);
+    rc = runs ? load_all(h.dir, names, n, runs) : CLI_FAIL;
+    if (!runs)
+        cli_err("plot", "out of memory");
+    char script[] = "/tmp/ferry-plot-XXXXXX";
+    int fd = rc ? -1 : mkstemp(script);
+    if (rc == 0 && fd < 0) {
+        cli_err("plot", "cannot make a temporary file: %s", strerror(errno));
+        rc = CLI_FAIL;
+    }
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "w");
+        if (!f || write_script(f, runs, n, out, terminal) != 0) {
+            cli_err("plot", "cannot write %s", script);
+            rc = CLI_FAIL;
+        }
+        if (f)
+            fclose(f);
+        else
+            close(fd);
+        if (rc == 0 && (rc = draw(script)) == CLI_OK)
+            printf("%s: %d run%s drawn\n", out, n, n == 1 ? "" : "s");
+        unlink(script);
+    }
+    for (int i = 0; runs && i < n; i++)
+        runs_run_fini(&runs[i]);
+    free(runs);
+    if (found)
+        runs_ids_free(found, (size_t)n);
+    return rc;
+}
