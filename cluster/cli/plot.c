@@ -31,16 +31,22 @@ static const char usage[] =
     "options:\n"
     "  -o, --out FILE   where: FILE.png or FILE.svg (default ferry-plot.svg)\n"
     "      --last N     the N newest runs (1 to 16)\n"
+    "      --size WxH   the picture's size in pixels (default 1400x900)\n"
     "  -h, --help       this text\n";
 
-static const char *terminal_for(const char *out)
+typedef struct plot_opts {
+    const char *out;
+    long last, width, height;
+} plot_opts;
+
+/* gnuplot's terminal for the file's kind, or false. */
+static bool terminal_for(const plot_opts *o, char *buf, size_t len)
 {
-    const char *dot = strrchr(out, '.');
-    if (dot && strcmp(dot, ".png") == 0)
-        return "pngcairo size 1400,900 noenhanced";
-    if (dot && strcmp(dot, ".svg") == 0)
-        return "svg size 1400,900 dynamic noenhanced";
-    return NULL;
+    const char *dot = strrchr(o->out, '.');
+    bool png = dot && strcmp(dot, ".png") == 0, svg = dot && strcmp(dot, ".svg") == 0;
+    snprintf(buf, len, "%s size %ld,%ld%s noenhanced", png ? "pngcairo" : "svg", o->width,
+             o->height, svg ? " dynamic" : "");
+    return png || svg;
 }
 
 /* One run's epochs as a gnuplot data block: step, minutes, losses,
@@ -136,14 +142,23 @@ static int draw(const char *script)
 
 #define PLOT_MAX_LAST 16
 
-static int parse(int argc, char **argv, const char **out, long *last)
+/* "WxH", each side 100 to 10000 pixels. */
+static bool parse_size(const char *s, long *w, long *h)
+{
+    char ws[16], hs[16];
+    return sscanf(s, "%15[0-9]x%15[0-9]", ws, hs) == 2 &&
+           strlen(ws) + strlen(hs) + 1 == strlen(s) &&
+           base_parse_long(ws, 100, 10000, w) && base_parse_long(hs, 100, 10000, h);
+}
+
+static int parse(int argc, char **argv, plot_opts *o)
 {
     static const struct option longs[] = {{"out", required_argument, NULL, 'o'},
                                           {"last", required_argument, NULL, 'l'},
+                                          {"size", required_argument, NULL, 's'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
-    *out = "ferry-plot.svg";
-    *last = 0;
+    *o = (plot_opts){.out = "ferry-plot.svg", .width = 1400, .height = 900};
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "ho:", longs, NULL)) != -1) {
@@ -152,11 +167,13 @@ static int parse(int argc, char **argv, const char **out, long *last)
             return -1;
         }
         if (ch == 'o')
-            *out = optarg;
-        else if (ch != 'l' || !base_parse_long(optarg, 1, PLOT_MAX_LAST, last))
+            o->out = optarg;
+        else if (ch == 's' && parse_size(optarg, &o->width, &o->height))
+            continue;
+        else if (ch != 'l' || !base_parse_long(optarg, 1, PLOT_MAX_LAST, &o->last))
             goto bad;
     }
-    if ((optind < argc) != (*last > 0))
+    if ((optind < argc) != (o->last > 0))
         return 0;
 bad:
     fputs(usage, stderr);
@@ -208,13 +225,13 @@ static int load_all(const char *home, char **names, int n, runs_run *runs)
 
 int cli_plot(int argc, char **argv)
 {
-    const char *out;
-    long last;
-    int rc = parse(argc, argv, &out, &last);
+    plot_opts o;
+    int rc = parse(argc, argv, &o);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
-    const char *terminal = terminal_for(out);
-    if (!terminal || strchr(out, '\'')) {
+    const char *out = o.out;
+    char terminal[96];
+    if (!terminal_for(&o, terminal, sizeof terminal) || strchr(out, '\'')) {
         cli_err("plot", "--out %s: give a file name ending in .png or .svg (without ')",
                 out);
         return CLI_USAGE;
@@ -224,7 +241,7 @@ int cli_plot(int argc, char **argv)
         return CLI_FAIL;
     int n = argc - optind;
     char **names = argv + optind, **found = NULL;
-    if (last && newest(h.dir, last, &found, &n) != 0)
+    if (o.last && newest(h.dir, o.last, &found, &n) != 0)
         return CLI_FAIL;
     if (found)
         names = found;

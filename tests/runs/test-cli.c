@@ -59,10 +59,20 @@ Test(runs_cli, runs_are_listed_and_drawn_side_by_side)
               "%s", r.out);
     e2e_run_fini(&r);
 
-    e2e_ferry(&r, E2E_CMD_MS, "plot", first, "last", "--out", png, NULL);
+    e2e_ferry(&r, E2E_CMD_MS, "plot", first, "last", "--out", png, "--size", "800x500",
+              NULL);
     E2E_EXPECT(&r, 0);
     cr_assert(e2e_has(r.out, "2 runs drawn"), "%s", r.out);
-    cr_assert(!memcmp(head_of(png, 8), "\x89PNG\r\n\x1a\n", 8), "not a PNG: %s", png);
+    /* a PNG of the size asked for: its IHDR's width and height, big-endian */
+    const unsigned char *h = (const unsigned char *)head_of(png, 24);
+    cr_assert(!memcmp(h, "\x89PNG\r\n\x1a\n", 8), "not a PNG: %s", png);
+    unsigned w =
+        (unsigned)h[16] << 24 | (unsigned)h[17] << 16 | (unsigned)h[18] << 8 | h[19];
+    unsigned ht =
+        (unsigned)h[20] << 24 | (unsigned)h[21] << 16 | (unsigned)h[22] << 8 | h[23];
+    cr_assert(w == 800 && ht == 500, "%ux%u", w, ht);
+    struct stat st;
+    cr_assert(stat(png, &st) == 0 && st.st_size > 10000, "a near-empty picture");
     e2e_run_fini(&r);
     e2e_ferry(&r, E2E_CMD_MS, "plot", "--last", "2", "-o", svg, NULL);
     E2E_EXPECT(&r, 0);
@@ -112,6 +122,9 @@ Test(runs_cli, plot_refuses_what_it_cannot_draw)
     cr_assert(e2e_has(r.err, "--last 1: 0 runs recorded"), "%s", r.err);
     e2e_run_fini(&r);
     e2e_ferry(&r, E2E_CMD_MS, "plot", "--last", "1", "last", NULL); /* one or the other */
+    E2E_EXPECT(&r, 2);
+    e2e_run_fini(&r);
+    e2e_ferry(&r, E2E_CMD_MS, "plot", "last", "--size", "20x9000", NULL);
     E2E_EXPECT(&r, 2);
     e2e_run_fini(&r);
 
