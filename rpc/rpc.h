@@ -438,6 +438,28 @@ const char *rpc_srv_method(const rpc_srv_call *sc);
  * for the life of the call. */
 const char *rpc_srv_peer(const rpc_srv_call *sc);
 
+/* ---- what each method served (counters.c) ------------------------------- */
+
+/* gRPC's status codes, OK (0) to UNAUTHENTICATED (16). */
+#define RPC_STATUS_CODES 17
+/* A call's latency (matched to ended) falls in the first bucket whose
+ * upper bound in seconds is at least it, or in the last, above them all:
+ * Prometheus' default buckets, with 1 ms and 100 µs below. */
+#define RPC_LATENCY_BUCKETS 13
+extern const double rpc_latency_bounds_s[RPC_LATENCY_BUCKETS];
+
+typedef struct rpc_method_stats {
+    const char *name;                          /* the server's (rpc_method.name) */
+    uint64_t calls[RPC_STATUS_CODES];          /* ended, by status */
+    uint64_t bytes_in, bytes_out;              /* messages as on the wire */
+    uint64_t latency[RPC_LATENCY_BUCKETS + 1]; /* calls in each bucket, not cumulative */
+    double latency_s;                          /* their sum */
+} rpc_method_stats;
+
+/* A snapshot of every registered method's counters: at most `max` into
+ * `out`; returns how many methods the server has. Any thread. */
+size_t rpc_server_method_stats(rpc_server *s, rpc_method_stats *out, size_t max);
+
 /* ---- the handler pool's slots (slots.c) ------------------------------- */
 
 /* What occupies the handler pool. A call "stuck" was cancelled (client gone,

@@ -171,10 +171,23 @@ size_t rpc_wire_next_run(rpc_wire_reader *w, size_t n, const uint8_t **run);
 size_t rpc_varint_put(uint8_t *buf, uint64_t v);
 
 /* ---- server ------------------------------------------------------------ */
+/* A method's counters (counters.c), updated lock-free by every call. */
+typedef struct rpc_method_counters {
+    atomic_uint_fast64_t calls[RPC_STATUS_CODES];
+    atomic_uint_fast64_t bytes_in, bytes_out;
+    atomic_uint_fast64_t latency[RPC_LATENCY_BUCKETS + 1];
+    atomic_uint_fast64_t latency_ns;
+} rpc_method_counters;
+
 typedef struct rpc_srv_entry {
     rpc_method m;
     void *handle; /* grpc_server_register_method */
+    rpc_method_counters counts;
 } rpc_srv_entry;
+
+/* Counts a request's bytes as it arrives, and a call as it ends. */
+void rpc_count_request(rpc_srv_call *sc, size_t bytes);
+void rpc_count_end(rpc_srv_call *sc, int status, size_t bytes_out);
 
 /* A queue of calls for threads to decode and handle: the handler pool's, or
  * the inline lane's. Guarded by the server's lock. */
@@ -256,6 +269,7 @@ struct rpc_srv_call {
     bool close_pending;   /* a separate close batch watches for cancellation */
     atomic_bool cancelled;
     _Atomic uint64_t cancelled_ns; /* when it was seen cancelled; 0: not */
+    uint64_t began_ns;             /* when it was matched: its latency's start */
     atomic_bool ended; /* reply or fail started */
     atomic_int refs;
     rpc_srv_call *queue_next;

@@ -144,6 +144,7 @@ static void enqueue(rpc_server *s, rpc_srv_queue *q, rpc_srv_call *sc)
 void rpc_srv_dispatch(rpc_srv_call *sc)
 {
     rpc_server *s = sc->srv;
+    rpc_count_request(sc, grpc_byte_buffer_length(sc->req_bb));
     if ((sc->method->m.flags & RPC_METHOD_NEW_WORK) && atomic_load(&s->draining)) {
         rpc_srv_fail(sc, FERRY_EUNAVAIL, "%s: the server is shutting down",
                      rpc_srv_method(sc));

@@ -76,6 +76,7 @@ static void reply_done(rpc_tag *tag, bool ok)
  * it cannot. */
 static int end_call(rpc_srv_call *sc, grpc_byte_buffer *msg, grpc_status_code status)
 {
+    rpc_count_end(sc, status, msg ? grpc_byte_buffer_length(msg) : 0);
     grpc_op ops[4];
     size_t n = 0;
     memset(ops, 0, sizeof ops);
@@ -222,6 +223,7 @@ static void request_done(rpc_tag *tag, bool ok)
         sc_release(sc);
         return;
     }
+    sc->began_ns = uv_hrtime();
     uv_mutex_lock(&s->lock);
     bool stopping = s->stopping;
     uv_mutex_unlock(&s->lock);
