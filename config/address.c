@@ -166,7 +166,8 @@ int conf_worker_addresses(const char *address, conf_hosts *out, char *why, size_
     const char *colon = address ? strrchr(address, ':') : NULL;
     size_t n = colon ? (size_t)(colon - address) : 0;
     conf_hosts got = {0};
-    if (!colon || bracketed_v6(address) || strcspn(address, "[], \t") >= n) {
+    /* Blanks alone make no list: "a b:7100" is a mistyped address. */
+    if (!colon || bracketed_v6(address) || strcspn(address, "[],") >= n) {
         got.names = malloc(sizeof *got.names);
         if (!got.names || !(got.names[0] = base_strdup(address ? address : ""))) {
             free(got.names);

@@ -8,7 +8,7 @@
 static int load(const char *text, conf_cluster *c, char *err, size_t len)
 {
     conf_defaults(c);
-    return conf_load(c, t_write("cluster.ini", text), err, len);
+    return conf_load(c, t_write("cluster.ini", text, 0600), err, len);
 }
 
 T_TEST(cluster_file, a_host_list_is_one_worker_a_host)
@@ -99,4 +99,15 @@ T_TEST(cluster_file, a_bad_host_list_is_named_by_its_line)
         cr_expect_eq(c.n_workers, 0, "a refused file changes nothing");
         conf_fini(&c);
     }
+}
+
+T_TEST(cluster_file, blanks_without_a_comma_are_a_mistyped_address_not_a_list)
+{
+    conf_cluster c;
+    char err[CONF_ERR_LEN] = "";
+    cr_expect_eq(load("[workers]\nworker = a b:7100\n", &c, err, sizeof err), FERRY_EINVAL);
+    cr_expect(strstr(err, ":2: worker: expected host:port with a host name or address, got "
+                          "'a b:7100'"),
+              "%s", err);
+    conf_fini(&c);
 }

@@ -40,7 +40,7 @@ static char *conf_env(void)
              "NodeName=n1 CPUs=1\nPartitionName=debug Nodes=ALL\n",
              plugins);
     char *env = NULL;
-    cr_assert(asprintf(&env, "SLURM_CONF=%s", t_write("slurm.conf", text)) > 0);
+    cr_assert(asprintf(&env, "SLURM_CONF=%s", t_write("slurm.conf", text, 0600)) > 0);
     return env;
 }
 

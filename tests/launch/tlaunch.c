@@ -12,36 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-char T_DIR[256];
-
-void t_setup(void)
-{
-    snprintf(T_DIR, sizeof T_DIR, "/tmp/ferry-test-launch-XXXXXX");
-    cr_assert(mkdtemp(T_DIR) != NULL, "mkdtemp failed");
-}
-
-void t_teardown(void)
-{
-    if (T_DIR[0])
-        tcom_rm_tree(T_DIR);
-}
-
-void t_finish(void)
-{
-    tcom_assert_no_leaks();
-}
-
-const char *t_write(const char *name, const char *text)
-{
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", T_DIR, name);
-    FILE *f = fopen(path, "w");
-    cr_assert(f, "cannot create %s", path);
-    cr_assert(fputs(text, f) >= 0);
-    cr_assert(fclose(f) == 0);
-    return path;
-}
-
 char *t_expand(const char *list, char *buf, size_t len)
 {
     conf_hosts h = {0};
