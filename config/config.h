@@ -184,8 +184,7 @@ void conf_hosts_fini(conf_hosts *h);
  * conf_hosts_fini(), or FERRY_EINVAL with `why` set ("expected ...", or the
  * host list's own message) and *out untouched. Ports are not checked here:
  * conf_add_worker() does. */
-int conf_worker_addresses(const char *address, conf_hosts *out, char *why,
-                          size_t whylen);
+int conf_worker_addresses(const char *address, conf_hosts *out, char *why, size_t whylen);
 
 /* ---- CPU lists ------------------------------------------------------------ */
 

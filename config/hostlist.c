@@ -148,7 +148,8 @@ static int bracket(hl_parse *p, size_t *i, item *it, group *g)
         } else if (c == '[') {
             return refuse(p, *i, "a '[' inside brackets");
         } else {
-            return refuse(p, *i, ranged ? "expected ',' or ']'" : "expected ',', '-' or ']'");
+            return refuse(p, *i,
+                          ranged ? "expected ',' or ']'" : "expected ',', '-' or ']'");
         }
     }
 }
@@ -298,7 +299,8 @@ int conf_hostlist_expand(const char *list, conf_hosts *out, char *err, size_t er
         item it;
         rc = parse_item(&p, &i, &it);
         if (!rc && (total += it.count) > CONF_HOSTLIST_MAX)
-            rc = refuse(&p, it.start, "more than %d hosts in all, reached", CONF_HOSTLIST_MAX);
+            rc = refuse(&p, it.start, "more than %d hosts in all, reached",
+                        CONF_HOSTLIST_MAX);
         if (!rc)
             rc = expand_item(&p, &it, &got);
         item_fini(&it);

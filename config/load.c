@@ -270,7 +270,8 @@ static int add_worker(parse *p, const char *name, const char *value, const char 
         const conf_worker *w = &p->next.workers[i];
         if (w->port == port && strcasecmp(w->host, host) == 0) {
             if (strcmp(address, value) == 0)
-                return fail(p, "duplicate worker '%s' (already listed on line %d as '%s')",
+                return fail(p,
+                            "duplicate worker '%s' (already listed on line %d as '%s')",
                             value, p->worker_line[i], w->address);
             return fail(p,
                         "duplicate worker '%s' of '%s' (already listed on line %d as "

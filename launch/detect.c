@@ -59,15 +59,16 @@ static int complete(char *const *envp, launch_info *li, char *err, size_t errlen
     if (rc && rc != FERRY_ENOENT)
         return rc;
     if (!rc && world != li->world_size)
-        return base_errf(err, errlen, FERRY_EINVAL, "FERRY_WORLD_SIZE=%d but %s=%d", world,
-                         li->world_from, li->world_size);
+        return base_errf(err, errlen, FERRY_EINVAL, "FERRY_WORLD_SIZE=%d but %s=%d",
+                         world, li->world_from, li->world_size);
     rc = launch_rendezvous(envp, li, err, errlen);
     if (rc != FERRY_ENOENT)
         return rc;
     if (!li->host[0])
-        return base_errf(err, errlen, FERRY_EINVAL,
-                         "no variable says where rank 0 is: set FERRY_RENDEZVOUS=HOST:PORT "
-                         "(rank 0's host and a port) in every worker's environment");
+        return base_errf(
+            err, errlen, FERRY_EINVAL,
+            "no variable says where rank 0 is: set FERRY_RENDEZVOUS=HOST:PORT "
+            "(rank 0's host and a port) in every worker's environment");
     return 0;
 }
 
@@ -87,8 +88,8 @@ static int cross_check(char *const *envp, const launch_info *li, char *err, size
             return base_errf(err, errlen, FERRY_EINVAL,
                              "%s=%d but %s=%d: %s around it disagrees on this process's "
                              "rank in a world of %d",
-                             li->rank_from, li->rank, other.rank_from, other.rank, r->title,
-                             li->world_size);
+                             li->rank_from, li->rank, other.rank_from, other.rank,
+                             r->title, li->world_size);
     }
     return 0;
 }

@@ -15,8 +15,8 @@ const char *launch_get(char *const *envp, const char *name)
     return NULL;
 }
 
-int launch_number(char *const *envp, const char *name, int lo, int hi, int *out, char *err,
-                  size_t errlen)
+int launch_number(char *const *envp, const char *name, int lo, int hi, int *out,
+                  char *err, size_t errlen)
 {
     const char *v = launch_get(envp, name);
     if (!v)
@@ -28,7 +28,8 @@ int launch_number(char *const *envp, const char *name, int lo, int hi, int *out,
             return base_errf(err, errlen, FERRY_EINVAL,
                              "%s='%s': expected a whole number from %d up", name, v, lo);
         return base_errf(err, errlen, FERRY_EINVAL,
-                         "%s='%s': expected a whole number from %d to %d", name, v, lo, hi);
+                         "%s='%s': expected a whole number from %d to %d", name, v, lo,
+                         hi);
     }
     *out = (int)n;
     return 0;
@@ -104,7 +105,8 @@ int launch_host_port(char *const *envp, const char *host_var, const char *port_v
 {
     const char *host = launch_get(envp, host_var), *port = launch_get(envp, port_var);
     if (!host || !port)
-        return base_errf(err, errlen, FERRY_EINVAL, "%s is not set", !host ? host_var : port_var);
+        return base_errf(err, errlen, FERRY_EINVAL, "%s is not set",
+                         !host ? host_var : port_var);
     char text[LAUNCH_HOST_MAX + 16], from[LAUNCH_FROM_LEN];
     /* A bare IPv6 address takes brackets to be one with its port. */
     snprintf(text, sizeof text, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);

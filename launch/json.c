@@ -21,14 +21,13 @@ char *launch_describe(const launch_info *li, char *buf, size_t len)
 
 char *launch_json(const launch_info *li)
 {
-    json_t *o = json_pack("{s:s, s:i, s:i, s:o, s:s, s:o, s:s, s:s, s:s}", "launcher",
-                          launch_kind_name(li->kind), "rank", li->rank, "world_size",
-                          li->world_size, "local_rank",
-                          li->local_rank >= 0 ? json_integer(li->local_rank) : json_null(),
-                          "host", li->host, "port",
-                          li->port ? json_integer(li->port) : json_null(), "rank_from",
-                          li->rank_from, "world_size_from", li->world_from, "address_from",
-                          li->address_from);
+    json_t *o = json_pack(
+        "{s:s, s:i, s:i, s:o, s:s, s:o, s:s, s:s, s:s}", "launcher",
+        launch_kind_name(li->kind), "rank", li->rank, "world_size", li->world_size,
+        "local_rank", li->local_rank >= 0 ? json_integer(li->local_rank) : json_null(),
+        "host", li->host, "port", li->port ? json_integer(li->port) : json_null(),
+        "rank_from", li->rank_from, "world_size_from", li->world_from, "address_from",
+        li->address_from);
     if (!o)
         return NULL;
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);

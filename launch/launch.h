@@ -37,11 +37,11 @@ typedef enum launch_kind {
 
 typedef struct launch_info {
     launch_kind kind;
-    int rank;       /* 0 .. world_size - 1 */
-    int world_size; /* >= 1 */
-    int local_rank; /* on this host; -1 when the launcher does not say */
+    int rank;                       /* 0 .. world_size - 1 */
+    int world_size;                 /* >= 1 */
+    int local_rank;                 /* on this host; -1 when the launcher does not say */
     char host[LAUNCH_HOST_MAX + 1]; /* rank 0's, or the rendezvous's */
-    int port;                     /* 1..65535; 0 when the launcher gives none */
+    int port;                       /* 1..65535; 0 when the launcher gives none */
     /* Which variables said so, for the log and the refusals. */
     char rank_from[LAUNCH_FROM_LEN];
     char world_from[LAUNCH_FROM_LEN];

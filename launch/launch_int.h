@@ -18,8 +18,8 @@ const char *launch_get(char *const *envp, const char *name);
 /* NAME as a whole number in lo..hi into *out. Returns 0, FERRY_ENOENT
  * (absent: nothing written to err), or FERRY_EINVAL with err set to
  * "NAME=value: expected ...". */
-int launch_number(char *const *envp, const char *name, int lo, int hi, int *out, char *err,
-                  size_t errlen);
+int launch_number(char *const *envp, const char *name, int lo, int hi, int *out,
+                  char *err, size_t errlen);
 
 /* launch_number(), but absent is FERRY_EINVAL too ("NAME is not set"). */
 int launch_need(char *const *envp, const char *name, int lo, int hi, int *out, char *err,

@@ -31,7 +31,8 @@ static int read_torchrun(char *const *envp, launch_info *li, char *err, size_t e
 static int read_kubeflow(char *const *envp, launch_info *li, char *err, size_t errlen)
 {
     int per_node = 1;
-    int rc = launch_number(envp, "PET_NPROC_PER_NODE", 1, INT_MAX, &per_node, err, errlen);
+    int rc =
+        launch_number(envp, "PET_NPROC_PER_NODE", 1, INT_MAX, &per_node, err, errlen);
     if (rc && rc != FERRY_ENOENT)
         return rc;
     if (per_node != 1)
@@ -42,7 +43,8 @@ static int read_kubeflow(char *const *envp, launch_info *li, char *err, size_t e
     rc = launch_rank_world(envp, "PET_NODE_RANK", "PET_NNODES", li, err, errlen);
     li->local_rank = 0;
     if (!rc)
-        rc = launch_host_port(envp, "PET_MASTER_ADDR", "PET_MASTER_PORT", li, err, errlen);
+        rc =
+            launch_host_port(envp, "PET_MASTER_ADDR", "PET_MASTER_PORT", li, err, errlen);
     return rc;
 }
 
@@ -61,8 +63,8 @@ static int read_openmpi(char *const *envp, launch_info *li, char *err, size_t er
     if (rc == FERRY_ENOENT)
         return 0;
     if (!rc && pmix != li->rank)
-        rc = base_errf(err, errlen, FERRY_EINVAL, "OMPI_COMM_WORLD_RANK=%d but PMIX_RANK=%d",
-                       li->rank, pmix);
+        rc = base_errf(err, errlen, FERRY_EINVAL,
+                       "OMPI_COMM_WORLD_RANK=%d but PMIX_RANK=%d", li->rank, pmix);
     return rc;
 }
 
@@ -99,14 +101,13 @@ static const char *const T_INDEXED_JOB[] = {"JOB_COMPLETION_INDEX", NULL};
 
 const launch_reader LAUNCH_READERS[LAUNCH_KINDS] = {
     [LAUNCH_FERRY] = {LAUNCH_FERRY, "ferry", "ferry's variables", T_FERRY, read_ferry},
-    [LAUNCH_TORCHRUN] = {LAUNCH_TORCHRUN, "torchrun", "torchrun",
-                         T_TORCHRUN, read_torchrun},
+    [LAUNCH_TORCHRUN] = {LAUNCH_TORCHRUN, "torchrun", "torchrun", T_TORCHRUN,
+                         read_torchrun},
     [LAUNCH_KUBEFLOW] = {LAUNCH_KUBEFLOW, "kubeflow-trainer", "Kubeflow Trainer",
                          T_KUBEFLOW, read_kubeflow},
     [LAUNCH_OPENMPI] = {LAUNCH_OPENMPI, "openmpi", "Open MPI", T_OPENMPI, read_openmpi},
-    [LAUNCH_PMI] = {LAUNCH_PMI, "pmi", "PMI", T_PMI,
-                    read_pmi},
+    [LAUNCH_PMI] = {LAUNCH_PMI, "pmi", "PMI", T_PMI, read_pmi},
     [LAUNCH_SLURM] = {LAUNCH_SLURM, "slurm", "Slurm", T_SLURM, launch_read_slurm},
-    [LAUNCH_INDEXED_JOB] = {LAUNCH_INDEXED_JOB, "indexed-job",
-                            "a Kubernetes Indexed Job", T_INDEXED_JOB, read_indexed_job},
+    [LAUNCH_INDEXED_JOB] = {LAUNCH_INDEXED_JOB, "indexed-job", "a Kubernetes Indexed Job",
+                            T_INDEXED_JOB, read_indexed_job},
 };

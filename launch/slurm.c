@@ -49,7 +49,8 @@ static int step_hosts(char *const *envp, launch_info *li, char *err, size_t errl
     int rc = absent_ok(
         launch_number(envp, "SLURM_STEP_NUM_NODES", 1, INT_MAX, &nodes, err, errlen));
     if (!rc)
-        rc = absent_ok(launch_number(envp, "SLURM_NODEID", 0, INT_MAX, &node, err, errlen));
+        rc = absent_ok(
+            launch_number(envp, "SLURM_NODEID", 0, INT_MAX, &node, err, errlen));
     if (rc)
         goto out;
     if (nodes != n)
@@ -57,11 +58,13 @@ static int step_hosts(char *const *envp, launch_info *li, char *err, size_t errl
                        "SLURM_STEP_NUM_NODES=%d but %s='%s' names %d host(s)", nodes, var,
                        list, n);
     else if (n > li->world_size)
-        rc = base_errf(err, errlen, FERRY_EINVAL, "%s='%s' names %d hosts for %s=%d task(s)",
-                       var, list, n, li->world_from, li->world_size);
-    else if (node >= n)
         rc = base_errf(err, errlen, FERRY_EINVAL,
-                       "SLURM_NODEID=%d but %s='%s' names %d host(s)", node, var, list, n);
+                       "%s='%s' names %d hosts for %s=%d task(s)", var, list, n,
+                       li->world_from, li->world_size);
+    else if (node >= n)
+        rc =
+            base_errf(err, errlen, FERRY_EINVAL,
+                      "SLURM_NODEID=%d but %s='%s' names %d host(s)", node, var, list, n);
     if (!rc) {
         /* conf_hostlist_expand() names no host longer than li->host holds. */
         snprintf(li->host, sizeof li->host, "%s", hosts.names[0]);
@@ -77,12 +80,14 @@ int launch_read_slurm(char *const *envp, launch_info *li, char *err, size_t errl
     /* A batch script runs once, on the first node: every worker started
      * from it directly would be rank 0 of a world of its own. */
     if (!launch_get(envp, "SLURM_STEP_ID"))
-        return base_errf(err, errlen, FERRY_EINVAL,
-                         "SLURM_STEP_ID is not set: this runs in a Slurm job but not in a "
-                         "step of it (a batch script, salloc's shell); start the workers "
-                         "with srun");
-    const char *world_var = launch_get(envp, "SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS"
-                                                                     : "SLURM_NTASKS";
+        return base_errf(
+            err, errlen, FERRY_EINVAL,
+            "SLURM_STEP_ID is not set: this runs in a Slurm job but not in a "
+            "step of it (a batch script, salloc's shell); start the workers "
+            "with srun");
+    const char *world_var = launch_get(envp, "SLURM_STEP_NUM_TASKS")
+                                ? "SLURM_STEP_NUM_TASKS"
+                                : "SLURM_NTASKS";
     if (!launch_get(envp, world_var))
         return base_errf(err, errlen, FERRY_EINVAL, "SLURM_STEP_NUM_TASKS is not set");
     int rc = launch_rank_world(envp, "SLURM_PROCID", world_var, li, err, errlen);

@@ -50,7 +50,8 @@ typedef struct hl_bad {
 static const hl_bad HL_BAD[] = {
     {"n[1-2", "this '[' is not closed at character 2 of host list 'n[1-2'", false},
     {"n1]", "a ']' that closes no '[' at character 3 of host list 'n1]'", false},
-    {"n[3-1]", "the range '3-1' runs backwards at character 3 of host list 'n[3-1]'", true},
+    {"n[3-1]", "the range '3-1' runs backwards at character 3 of host list 'n[3-1]'",
+     true},
     {"n[1-100000]",
      "the range '1-100000' has more than 65536 hosts at character 3 of host list "
      "'n[1-100000]'",
@@ -66,7 +67,8 @@ static const hl_bad HL_BAD[] = {
      "text after the last ']' (Slurm expands no suffix) at character 7 of host list "
      "'n[1-2]a'",
      true},
-    {"n[1-3].ib", "text after the last ']' (Slurm expands no suffix) at character 7", true},
+    {"n[1-3].ib", "text after the last ']' (Slurm expands no suffix) at character 7",
+     true},
     {"n1,,n2", "an empty host name at character 4 of host list 'n1,,n2'", false},
     {",n1", "an empty host name at character 1 of host list ',n1'", false},
     {"n1,", "an empty host name at character 4 of host list 'n1,'", false},

@@ -23,10 +23,10 @@ T_TEST(cluster_file, a_host_list_is_one_worker_a_host)
                       "worker = [::1]:7400\n",
                       &c, err, sizeof err),
                  0, "%s", err);
-    const char *want[] = {"127.0.0.1:7100",   "n1:7100",          "n2:7100",
-                          "n3:7100",          "n07:7100",         "n08:7100",
-                          "rack1-n01:7200",   "rack1-n02:7200",   "rack2-n01:7200",
-                          "rack2-n02:7200",   "a:7300",           "b:7300",
+    const char *want[] = {"127.0.0.1:7100", "n1:7100",        "n2:7100",
+                          "n3:7100",        "n07:7100",       "n08:7100",
+                          "rack1-n01:7200", "rack1-n02:7200", "rack2-n01:7200",
+                          "rack2-n02:7200", "a:7300",         "b:7300",
                           "[::1]:7400"};
     cr_assert_eq(c.n_workers, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < c.n_workers; i++)
@@ -44,8 +44,8 @@ T_TEST(cluster_file, what_is_saved_loads_again_as_the_same_workers)
 {
     conf_cluster c, again;
     char err[CONF_ERR_LEN] = "";
-    cr_assert_eq(load("[workers]\nworker = 127.0.1.[1-4]:20006\n", &c, err, sizeof err), 0,
-                 "%s", err);
+    cr_assert_eq(load("[workers]\nworker = 127.0.1.[1-4]:20006\n", &c, err, sizeof err),
+                 0, "%s", err);
     char path[300];
     snprintf(path, sizeof path, "%s/saved.ini", T_DIR);
     cr_assert_eq(conf_save(&c, path), 0);
@@ -72,7 +72,8 @@ static const bad BAD[] = {
      ":4: worker: the range '1-70000' has more than 65536 hosts at character 3"},
     {"[workers]\nattach = n1],n2:7100\n",
      ":2: attach: a ']' that closes no '[' at character 3 of host list 'n1],n2'"},
-    {"[workers]\nworker = n1,,n2:7100\n", ":2: worker: an empty host name at character 4"},
+    {"[workers]\nworker = n1,,n2:7100\n",
+     ":2: worker: an empty host name at character 4"},
     {"[workers]\nworker = n[1-2]-ib:7100\n", ":2: worker: text after the last ']'"},
     {"[workers]\nworker = n[1-2]:99999\n",
      ":2: worker: expected host:port with a port from 1 to 65535, got 'n1:99999'"},
@@ -105,9 +106,11 @@ T_TEST(cluster_file, blanks_without_a_comma_are_a_mistyped_address_not_a_list)
 {
     conf_cluster c;
     char err[CONF_ERR_LEN] = "";
-    cr_expect_eq(load("[workers]\nworker = a b:7100\n", &c, err, sizeof err), FERRY_EINVAL);
-    cr_expect(strstr(err, ":2: worker: expected host:port with a host name or address, got "
-                          "'a b:7100'"),
+    cr_expect_eq(load("[workers]\nworker = a b:7100\n", &c, err, sizeof err),
+                 FERRY_EINVAL);
+    cr_expect(strstr(err,
+                     ":2: worker: expected host:port with a host name or address, got "
+                     "'a b:7100'"),
               "%s", err);
     conf_fini(&c);
 }

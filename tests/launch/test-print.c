@@ -19,10 +19,14 @@ static char OUT[8192], ERR[8192];
 T_TEST(print, prints_what_an_srun_step_says_as_json)
 {
     char *argv[] = {"ferry", "worker", "--from-env", "--print", NULL};
-    char *env[] = {"SLURM_JOB_ID=42",       "SLURM_STEP_ID=0",
-                   "SLURM_PROCID=3",        "SLURM_LOCALID=1",
-                   "SLURM_STEP_NUM_TASKS=8", "SLURM_STEP_NODELIST=rack[1-2]-n[01-02]",
-                   "SLURM_STEP_RESV_PORTS=20000-20003", NULL};
+    char *env[] = {"SLURM_JOB_ID=42",
+                   "SLURM_STEP_ID=0",
+                   "SLURM_PROCID=3",
+                   "SLURM_LOCALID=1",
+                   "SLURM_STEP_NUM_TASKS=8",
+                   "SLURM_STEP_NODELIST=rack[1-2]-n[01-02]",
+                   "SLURM_STEP_RESV_PORTS=20000-20003",
+                   NULL};
     int status = t_run(argv, env, OUT, sizeof OUT, ERR, sizeof ERR);
     cr_expect_eq(status, 0, "status %d: %s", status, ERR);
     cr_expect_str_eq(OUT, "{\"launcher\":\"slurm\",\"rank\":3,\"world_size\":8,"
@@ -89,9 +93,9 @@ Test(print, a_worker_serves_with_the_rank_its_launcher_gave, .init = t_setup,
     cr_assert_eq(conf_token_create(token), 0);
     const char *bin = getenv("FERRY_TEST_BIN");
     cr_assert(bin);
-    char *argv[] = {"ferry",       "worker",  "--from-env", "--listen", "127.0.0.1:0",
-                    "--port-file", port_file, "--token-file", token,    "--state-dir",
-                    state,         NULL};
+    char *argv[] = {"ferry",       "worker",      "--from-env", "--listen",
+                    "127.0.0.1:0", "--port-file", port_file,    "--token-file",
+                    token,         "--state-dir", state,        NULL};
     char *env[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2",
                    "FERRY_RENDEZVOUS=127.0.0.1:7100", NULL};
     worker = tcom_fork();
@@ -113,8 +117,9 @@ Test(print, a_worker_serves_with_the_rank_its_launcher_gave, .init = t_setup,
     size_t n = fread(ERR, 1, sizeof ERR - 1, f);
     ERR[n] = '\0';
     fclose(f);
-    const char *first = "ferry worker: rank 1 of 2 from Open MPI (OMPI_COMM_WORLD_RANK, "
-                        "OMPI_COMM_WORLD_SIZE); rank 0 at 127.0.0.1:7100 (FERRY_RENDEZVOUS)\n";
+    const char *first =
+        "ferry worker: rank 1 of 2 from Open MPI (OMPI_COMM_WORLD_RANK, "
+        "OMPI_COMM_WORLD_SIZE); rank 0 at 127.0.0.1:7100 (FERRY_RENDEZVOUS)\n";
     cr_expect(strncmp(ERR, first, strlen(first)) == 0, "the first line: %s", ERR);
     cr_expect(strstr(ERR, "ferry worker rank 1 listening on 127.0.0.1:"), "%s", ERR);
     cr_expect(strstr(ERR, "ferry worker rank 1 stopped"), "%s", ERR);

@@ -60,7 +60,8 @@ int t_run_program(const char *prog, char *const argv[], char *const envp[], char
         int in = open("/dev/null", O_RDONLY);
         int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (in < 0 || o < 0 || e < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+        if (in < 0 || o < 0 || e < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 ||
+            dup2(e, 2) < 0)
             _exit(126);
         execvpe(prog, argv, envp);
         _exit(127);
