@@ -134,6 +134,9 @@ static int bracket(hl_parse *p, size_t *i, item *it, group *g)
             return refuse(p, at, "the range '%.*s' has more than %d hosts", n, p->s + at,
                           CONF_HOSTLIST_MAX);
         g->count += (size_t)(sp.hi - sp.lo + 1);
+        if (g->count > CONF_HOSTLIST_MAX)
+            return refuse(p, open, "a bracket group of more than %d hosts",
+                          CONF_HOSTLIST_MAX);
         if ((rc = push_span(it, sp)))
             return base_errf(p->err, p->errlen, rc, "out of memory");
         char c = p->s[*i];

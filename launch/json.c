@@ -12,7 +12,7 @@ char *launch_describe(const launch_info *li, char *buf, size_t len)
     if (li->port)
         conf_format_address(where, sizeof where, li->host, li->port);
     else
-        snprintf(where, sizeof where, "%s (no port given)", li->host);
+        snprintf(where, sizeof where, "%s, no port", li->host);
     snprintf(buf, len, "rank %d of %d from %s (%s, %s); rank 0 at %s (%s)", li->rank,
              li->world_size, launch_kind_title(li->kind), li->rank_from, li->world_from,
              where, li->address_from);

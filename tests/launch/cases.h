@@ -76,6 +76,7 @@ static const hl_bad HL_BAD[] = {
     {"n1:7100", "an unexpected ':' (expected a host name) at character 3", false},
     {"n[0-65535],m[0-1]", "more than 65536 hosts in all, reached at character 12", false},
     {"a[1-300]b[1-300]", "an item of more than 65536 hosts at character 1", false},
+    {"n[0-65535,0-1]", "a bracket group of more than 65536 hosts at character 2", false},
     {"n[1-1234567890123456789]", "a number of more than 18 digits at character 5", false},
 };
 

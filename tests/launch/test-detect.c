@@ -240,7 +240,7 @@ T_TEST(detect, the_log_line_and_the_json_say_what_was_found)
     cr_expect_str_eq(
         launch_describe(&li, line, sizeof line),
         "rank 1 of 4 from Slurm (SLURM_PROCID, SLURM_STEP_NUM_TASKS); rank 0 "
-        "at n1 (no port given) (SLURM_STEP_NODELIST)");
+        "at n1, no port (SLURM_STEP_NODELIST)");
     char *json = launch_json(&li);
     cr_assert(json);
     cr_expect_str_eq(json, "{\"launcher\":\"slurm\",\"rank\":1,\"world_size\":4,"
