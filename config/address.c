@@ -153,3 +153,48 @@ bool conf_is_loopback(const char *host)
     }
     return false;
 }
+
+/* "[::1]:7100" is an address, "[1-2]:7100" a host list of "1" and "2". */
+static bool bracketed_v6(const char *address)
+{
+    const char *close = address[0] == '[' ? strchr(address, ']') : NULL;
+    return close && memchr(address + 1, ':', (size_t)(close - address - 1));
+}
+
+int conf_worker_addresses(const char *address, conf_hosts *out, char *why, size_t whylen)
+{
+    const char *colon = address ? strrchr(address, ':') : NULL;
+    size_t n = colon ? (size_t)(colon - address) : 0;
+    conf_hosts got = {0};
+    /* Blanks alone make no list: "a b:7100" is a mistyped address. */
+    if (!colon || bracketed_v6(address) || strcspn(address, "[],") >= n) {
+        got.names = malloc(sizeof *got.names);
+        if (!got.names || !(got.names[0] = base_strdup(address ? address : ""))) {
+            free(got.names);
+            return base_errf(why, whylen, FERRY_ENOMEM, "out of memory");
+        }
+        got.n = 1;
+        *out = got;
+        return 0;
+    }
+    char *list = strndup(address, n);
+    if (!list)
+        return base_errf(why, whylen, FERRY_ENOMEM, "out of memory");
+    int rc = conf_hostlist_expand(list, &got, why, whylen);
+    free(list);
+    for (size_t i = 0; !rc && i < got.n; i++) {
+        char *a = base_asprintf("%s%s", got.names[i], colon);
+        if (!a) {
+            rc = base_errf(why, whylen, FERRY_ENOMEM, "out of memory");
+            break;
+        }
+        free(got.names[i]);
+        got.names[i] = a;
+    }
+    if (rc) {
+        conf_hosts_fini(&got);
+        return rc;
+    }
+    *out = got;
+    return 0;
+}

@@ -27,6 +27,7 @@
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
  *     worker = gpu-host-2:7100    ; not loopback: run there, waited for here
+ *     worker = gpu[3-4]:7100      ; a host list (Slurm's syntax): one worker a host
  *     attach = 127.0.0.1:7200     ; run by someone else (`ferry worker`): waited for
  *
  *     [state]                     ; written by `ferry start` only
@@ -147,6 +148,43 @@ char *conf_format_address(char *buf, size_t len, const char *host, int port);
 /* True for 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104 and "localhost" (with or
  * without brackets). */
 bool conf_is_loopback(const char *host);
+
+/* ---- host lists ----------------------------------------------------------- */
+
+/* Names, in order; conf_hosts_fini() frees them. */
+typedef struct conf_hosts {
+    char **names;
+    size_t n;
+} conf_hosts;
+
+/* At most this many hosts in one list, and in one range of it: Slurm's own
+ * cap on a range, and a typo ("n[1-100000]") must not fill memory. */
+#define CONF_HOSTLIST_MAX 65536
+
+/* Expands a host list in Slurm's compressed syntax, as `scontrol show
+ * hostnames` does: items split by commas (blanks also separate), each a
+ * host name or text with bracket groups of numbers and ranges
+ * ("n[1-3,07-08]", "rack[1-2]-n[01-02]"); a range keeps its first number's
+ * zero padding; duplicates are kept; hosts come in Slurm's order, which for
+ * an item of three or more groups is not an odometer's (see hostlist.c).
+ * Returns 0 with *out filled (free with conf_hosts_fini), or FERRY_EINVAL
+ * with `err` set to "WHAT at character N of host list 'TEXT'" for an
+ * unbalanced bracket, a range that runs backwards or has more than
+ * CONF_HOSTLIST_MAX hosts, more than that in all, an empty item, text after
+ * the last ']' (Slurm refuses it too), a character no host name has, a name
+ * longer than 253 characters; FERRY_ENOMEM. *out is untouched on failure. */
+int conf_hostlist_expand(const char *list, conf_hosts *out, char *err, size_t errlen);
+
+/* Frees the names and zeroes *h; NULL is a no-op. */
+void conf_hosts_fini(conf_hosts *h);
+
+/* Expands "ADDRESS" into the worker addresses it stands for: itself when it
+ * is host:port or [v6]:port, else LIST:PORT with LIST a host list (above),
+ * one "host:PORT" a host in the list's order. Returns 0 with *out to
+ * conf_hosts_fini(), or FERRY_EINVAL with `why` set ("expected ...", or the
+ * host list's own message) and *out untouched. Ports are not checked here:
+ * conf_add_worker() does. */
+int conf_worker_addresses(const char *address, conf_hosts *out, char *why, size_t whylen);
 
 /* ---- CPU lists ------------------------------------------------------------ */
 

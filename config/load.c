@@ -258,6 +258,39 @@ static int string(parse *p, const key *k, const char *value)
     return 1;
 }
 
+/* One worker of a [workers] line; `value` is the line's, for messages. */
+static int add_worker(parse *p, const char *name, const char *value, const char *address)
+{
+    char why[CONF_ERR_LEN - 64];
+    char host[CONF_HOST_MAX + 1];
+    int port;
+    if (conf_parse_address(address, host, sizeof host, &port, 1, why, sizeof why))
+        return fail(p, "%s: %s", name, why);
+    for (size_t i = 0; i < p->next.n_workers; i++) {
+        const conf_worker *w = &p->next.workers[i];
+        if (w->port == port && strcasecmp(w->host, host) == 0) {
+            if (strcmp(address, value) == 0)
+                return fail(p,
+                            "duplicate worker '%s' (already listed on line %d as '%s')",
+                            value, p->worker_line[i], w->address);
+            return fail(p,
+                        "duplicate worker '%s' of '%s' (already listed on line %d as "
+                        "'%s')",
+                        address, value, p->worker_line[i], w->address);
+        }
+    }
+    int *lines = realloc(p->worker_line, (p->next.n_workers + 1) * sizeof *lines);
+    if (!lines)
+        return fail(p, "out of memory");
+    p->worker_line = lines;
+    lines[p->next.n_workers] = p->line;
+    if (conf_add_worker(&p->next, address, why, sizeof why))
+        return fail(p, "%s: %s", name, why);
+    p->next.workers[p->next.n_workers - 1].attach = strcmp(name, "attach") == 0;
+    p->next.workers[p->next.n_workers - 1].line = p->line;
+    return 1;
+}
+
 static int worker(parse *p, const char *name, const char *value)
 {
     char why[CONF_ERR_LEN - 64];
@@ -273,26 +306,15 @@ static int worker(parse *p, const char *name, const char *value)
         p->next.n_workers = 0;
         p->file_workers = true;
     }
-    char host[CONF_HOST_MAX + 1];
-    int port;
-    if (conf_parse_address(value, host, sizeof host, &port, 1, why, sizeof why))
+    /* A host list ("n[1-4]:7100") is one worker a host, all on this line. */
+    conf_hosts addresses;
+    if (conf_worker_addresses(value, &addresses, why, sizeof why))
         return fail(p, "%s: %s", name, why);
-    for (size_t i = 0; i < p->next.n_workers; i++) {
-        const conf_worker *w = &p->next.workers[i];
-        if (w->port == port && strcasecmp(w->host, host) == 0)
-            return fail(p, "duplicate worker '%s' (already listed on line %d as '%s')",
-                        value, p->worker_line[i], w->address);
-    }
-    int *lines = realloc(p->worker_line, (p->next.n_workers + 1) * sizeof *lines);
-    if (!lines)
-        return fail(p, "out of memory");
-    p->worker_line = lines;
-    lines[p->next.n_workers] = p->line;
-    if (conf_add_worker(&p->next, value, why, sizeof why))
-        return fail(p, "%s: %s", name, why);
-    p->next.workers[p->next.n_workers - 1].attach = strcmp(name, "attach") == 0;
-    p->next.workers[p->next.n_workers - 1].line = p->line;
-    return 1;
+    int ok = 1;
+    for (size_t i = 0; i < addresses.n && ok; i++)
+        ok = add_worker(p, name, value, addresses.names[i]);
+    conf_hosts_fini(&addresses);
+    return ok;
 }
 
 static int handler(void *user, const char *section, const char *name, const char *value)

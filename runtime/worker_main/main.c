@@ -195,6 +195,8 @@ int rt_worker_main(int argc, char **argv)
     int status = wm_parse(argc, argv, &o);
     if (status >= 0)
         return status;
+    if ((status = wm_from_env(&o, environ)) >= 0)
+        return status;
 
     /* Before any thread is started, so that all of them inherit it. */
     if (o.cpus)

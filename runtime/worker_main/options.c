@@ -12,6 +12,8 @@
 
 static const char usage[] =
     "usage: ferry worker --listen ADDR [options]\n"
+    "       ferry worker --from-env --listen ADDR [options]\n"
+    "       ferry worker --from-env --print\n"
     "\n"
     "Runs one worker daemon in the foreground until a Shutdown call, SIGTERM\n"
     "or SIGINT. It serves Ping to anyone and every other call only with the\n"
@@ -24,6 +26,10 @@ static const char usage[] =
     "                         (default: $FERRY_HOME/workers/PORT)\n"
     "  -k, --token-file FILE  the cluster token, mode 0600 (default: $FERRY_HOME/token)\n"
     "  -r, --rank N           this worker's rank in the cluster (default: -1, none)\n"
+    "      --from-env         take the rank from the launcher that started this\n"
+    "                         worker (see below) and say which in the first line\n"
+    "      --print            with --from-env: print what the launcher says (rank,\n"
+    "                         world size, rank 0's address) as JSON, and exit\n"
     "  -t, --threads N        executor threads (default 0: two per core, at least 4)\n"
     "  -d, --device DEV       cpu, cuda, cuda:N or auto (default: auto: the first\n"
     "                         GPU when one is visible, else the cpu)\n"
@@ -50,7 +56,15 @@ static const char usage[] =
     "accepting connections (file descriptors ran out), 5 when a cancelled call\n"
     "never returned (see --wedge-grace-ms): restart it.\n"
     "\n"
-    "Environment: FERRY_HOME (default ~/.ferry) holds the default state and token.\n";
+    "Environment: FERRY_HOME (default ~/.ferry) holds the default state and token.\n"
+    "With --from-env, the first launcher found of: FERRY_RANK (with FERRY_WORLD_SIZE\n"
+    "and FERRY_RENDEZVOUS=HOST:PORT); torchrun or Kubeflow (RANK, WORLD_SIZE,\n"
+    "MASTER_ADDR, MASTER_PORT; PET_NODE_RANK, PET_NNODES, ...); Open MPI\n"
+    "(OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE); PMI (PMI_RANK, PMI_SIZE); an srun\n"
+    "step (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST); a Kubernetes\n"
+    "Indexed Job (JOB_COMPLETION_INDEX, with FERRY_WORLD_SIZE). Where the launcher\n"
+    "does not say where rank 0 is, FERRY_RENDEZVOUS must. A missing variable, or two\n"
+    "that disagree, stop the worker with a message that names them (status 1).\n";
 
 int wm_usage_error(const char *fmt, const char *arg)
 {
@@ -59,6 +73,8 @@ int wm_usage_error(const char *fmt, const char *arg)
     fputs("\nTry 'ferry worker --help'.\n", stderr);
     return EXIT_USAGE;
 }
+
+static int check(const wm_options *o);
 
 /* Returns -1 to go on, else the exit status. */
 int wm_parse(int argc, char **argv, wm_options *o)
@@ -77,6 +93,8 @@ int wm_parse(int argc, char **argv, wm_options *o)
         {"max-message-bytes", required_argument, NULL, 'M'},
         {"max-module-bytes", required_argument, NULL, 'O'},
         {"cpus", required_argument, NULL, 'C'},
+        {"from-env", no_argument, NULL, 'E'},
+        {"print", no_argument, NULL, 'J'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -156,6 +174,12 @@ int wm_parse(int argc, char **argv, wm_options *o)
             o->cpus = optarg;
             break;
         }
+        case 'E':
+            o->from_env = true;
+            break;
+        case 'J':
+            o->print = true;
+            break;
         case 'h':
             fputs(usage, stdout);
             return EXIT_OK;
@@ -170,6 +194,18 @@ int wm_parse(int argc, char **argv, wm_options *o)
     }
     if (optind < argc)
         return wm_usage_error("unexpected argument '%s'", argv[optind]);
+    return check(o);
+}
+
+/* The options that only make sense together, or apart. */
+static int check(const wm_options *o)
+{
+    if (o->print && !o->from_env)
+        return wm_usage_error("%s", "--print goes with --from-env");
+    if (o->from_env && o->rank >= 0)
+        return wm_usage_error("%s", "--rank and --from-env both give the rank: pass one");
+    if (o->print)
+        return -1;
     if (!o->listen)
         return wm_usage_error("%s", "--listen ADDR is required");
     return -1;

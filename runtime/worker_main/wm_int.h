@@ -2,6 +2,7 @@
  * program:
  *   main.c      rt_worker_main: where its state and token are, start, serve, stop
  *   options.c   the command line and --help
+ *   from_env.c  --from-env: the rank from the launcher that started the worker
  *   signals.c   SIGTERM and SIGINT through a pipe that outlives the worker
  *   process.c   resource limits and CPU binding, set before any thread starts
  *   watchdog.c  the listener's and the executor's watch, and the stop's deadline */
@@ -42,6 +43,7 @@ typedef struct wm_options {
     long parent_pid;
     long max_message_bytes;
     long max_module_bytes;
+    bool from_env, print;
 } wm_options;
 
 /* Parses argv into o. Returns -1 to go on, else the exit status (--help,
@@ -51,6 +53,15 @@ int wm_parse(int argc, char **argv, wm_options *o);
 /* Prints "ferry worker: " fmt (with arg) and the hint to --help; returns
  * EXIT_USAGE. */
 int wm_usage_error(const char *fmt, const char *arg);
+
+/* ---- from_env.c ---- */
+
+/* With --from-env, reads the launcher's variables from `envp`, prints the
+ * worker's first line (which launcher, what it says) and sets o->rank;
+ * with --print, prints that as JSON on stdout instead. Returns -1 to go
+ * on, else the exit status (EXIT_OK after --print, EXIT_FAIL when the
+ * environment does not say, or contradicts itself). */
+int wm_from_env(wm_options *o, char *const *envp);
 
 /* ---- signals.c ---- */
 
