@@ -460,6 +460,9 @@ typedef struct rpc_method_stats {
  * `out`; returns how many methods the server has. Any thread. */
 size_t rpc_server_method_stats(rpc_server *s, rpc_method_stats *out, size_t max);
 
+/* gRPC's name of a status code ("OK", "NOT_FOUND"). */
+const char *rpc_status_name(int code);
+
 /* ---- the handler pool's slots (slots.c) ------------------------------- */
 
 /* What occupies the handler pool. A call "stuck" was cancelled (client gone,

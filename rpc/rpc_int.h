@@ -318,6 +318,5 @@ bool rpc_status_by_deadline(grpc_status_code status, gpr_timespec deadline, bool
 /* Fills gRPC's max receive and send message length args for a payload
  * limit; channel and server both use them. */
 void rpc_grpc_size_args(grpc_arg args[2], size_t max_payload);
-const char *rpc_status_name(grpc_status_code code);
 
 #endif

@@ -90,7 +90,7 @@ int rpc_err_to_status(int err)
     }
 }
 
-const char *rpc_status_name(grpc_status_code code)
+const char *rpc_status_name(int code)
 {
     static const char *const names[] = {
         "OK",

@@ -45,6 +45,11 @@ typedef struct rt_stats {
     atomic_uint_fast64_t calls_served; /* ended, failed ones included */
     atomic_uint_fast64_t calls_failed;
     atomic_uint in_flight;
+    /* Training on this rank, for the metrics endpoint: steps and samples
+     * of the epochs done, and the last epoch's samples a second (a
+     * double's bits). */
+    atomic_uint_fast64_t train_steps, train_samples, train_epochs;
+    atomic_uint_fast64_t train_rate_bits;
 } rt_stats;
 
 /* Built-in function sets a worker may have (rt_call_register). */

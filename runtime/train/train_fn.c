@@ -361,6 +361,18 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     return reply(ctx, proto_train_begin_reply_pack(&r, &b), &b, out);
 }
 
+/* What the metrics endpoint says of training (runtime/metrics). */
+static void count_epoch(rt_stats *s, const rt_epoch_stats *st)
+{
+    atomic_fetch_add(&s->train_epochs, 1);
+    atomic_fetch_add(&s->train_steps, st->steps);
+    atomic_fetch_add(&s->train_samples, st->local_samples);
+    double rate = st->train_s > 0 ? (double)st->local_samples / st->train_s : 0;
+    uint64_t bits;
+    memcpy(&bits, &rate, sizeof bits);
+    atomic_store(&s->train_rate_bits, bits);
+}
+
 static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     proto_train_epoch *a;
@@ -379,6 +391,7 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rt_session_give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
+    count_epoch(&rt_call_worker(ctx)->stats, &st);
     proto_train_epoch_reply r = {0};
     r.epoch = (uint32_t)st.epoch;
     r.train_loss = st.train_loss;
