@@ -56,7 +56,8 @@ static int runs_sets(const rt_data_source *src, const proto_predict_req *saved, 
     if (known(saved) && !same_norm(&p->own[1], saved))
         return base_errf(err, errlen, FERRY_EINVAL,
                          "%s is not the data the parameters were trained on: its "
-                         "training part normalises otherwise than the run's did",
+                         "training part (what --test-split and --seed leave of it) "
+                         "normalises otherwise than the run's training set did",
                          src->path);
     if (!known(saved) && saved && saved->data && saved->data[0] &&
         strcmp(saved->data, p->own[1].about ? p->own[1].about : "") != 0)
