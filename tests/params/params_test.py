@@ -7,7 +7,8 @@ On a cluster of 2 local workers (its own FERRY_HOME, free ports):
    alone (no ferry code): its header, its tensors and their shapes, its
    metadata; the same MLP computed in numpy from F on the Fashion-MNIST
    test set gets the run's test accuracy within 0.1 point. With PyTorch
-   installed, a torch.nn model loaded from F does too.
+   installed, a torch.nn model loaded from F does too. The metadata keeps
+   Fashion-MNIST's published normalisation and the model's shape.
 2. `--init-from F` with a learning rate too small to move anything starts
    where the first run ended: its first epoch's accuracy is the saved one.
 3. `--init-from F` for another model (the CNN) is refused, naming the
@@ -139,6 +140,15 @@ def main():
         report(meta.get("model") == "mlp" and meta.get("ferry_version") and
                abs(float(meta["test_accuracy"]) - acc) < 1e-6,
                "the metadata names the model, ferry's version and the accuracy", repr(meta))
+        # Fashion-MNIST's published constants, in the pixels' own units.
+        shift = json.loads(meta.get("norm_shift", "[]"))
+        scale = json.loads(meta.get("norm_scale", "[]"))
+        report(meta.get("normalize") == "fashion-mnist" and len(shift) == 1 and
+               len(scale) == 1 and abs(shift[0] - 255 * MEAN) < 1e-4 and
+               abs(scale[0] * 255 * STD - 1) < 1e-6 and
+               json.loads(meta.get("input", "[]")) == [1, 28, 28] and
+               meta.get("outputs") == "10" and json.loads(meta.get("class_names")) == [],
+               "the metadata keeps Fashion-MNIST's normalisation and the shape", repr(meta))
 
         x, y = test_set()
         np_acc = float((mlp_numpy(t, x).argmax(1) == y).mean())
@@ -203,7 +213,7 @@ def main():
 
 
 if __name__ == "__main__":
-    print("1..10")
+    print("1..11")
     try:
         main()
     except Exception as e:  # a failure of the test itself is one more "not ok"
