@@ -252,11 +252,13 @@ static int run_remote(const predicting *p, proto_predict_req *q, rt_prediction *
     ferry_bytes_t o = {0};
     if (cli_running_ship(&r, &h, "predict", cli_base_name(p->module), bytes, len, &m))
         rc = FERRY_ECANCELED; /* said */
-    else if (proto_train_begin_pack(&p->spec, false, &(proto_train_begin_run){0}, &spec) ||
-             (q->spec = (proto_blob){spec.data, spec.len}, proto_predict_req_pack(q, &b)))
+    else if (proto_train_begin_pack(&p->spec, false, &(proto_train_begin_run){0}, &spec))
         rc = FERRY_ENOMEM;
-    else if ((rc = cluster_call(r.cl, &m, 0, "ferry.train.predict",
-                                &(ferry_bytes_t){b.data, b.len}, &o)))
+    q->spec = (proto_blob){spec.data, spec.len};
+    if (rc == 0 && proto_predict_req_pack(q, &b))
+        rc = FERRY_ENOMEM;
+    else if (rc == 0 && (rc = cluster_call(r.cl, &m, 0, "ferry.train.predict",
+                                           &(ferry_bytes_t){b.data, b.len}, &o)))
         rc = base_errf(err, errlen, rc, "%s", cluster_error(r.cl));
     if (rc == 0)
         rc = take_reply(&o, out, classifier, device, dlen, err, errlen);

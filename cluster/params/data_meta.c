@@ -20,8 +20,10 @@ static json_t *floats(const float *v, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
-        if (json_array_append_new(a, json_real((double)v[i])))
-            return json_decref(a), NULL;
+        if (json_array_append_new(a, json_real((double)v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
     return a;
 }
 
@@ -40,8 +42,10 @@ int params_data_meta(const proto_train_begin_reply *b, params_meta *meta, char *
         return 0;
     json_t *names = json_array();
     for (size_t i = 0; names && i < b->n_class_names; i++)
-        if (json_array_append_new(names, json_string(b->class_names[i])))
-            json_decref(names), names = NULL;
+        if (json_array_append_new(names, json_string(b->class_names[i]))) {
+            json_decref(names);
+            names = NULL;
+        }
     json_t *input = json_array();
     for (size_t i = 0; input && i < b->n_input; i++)
         json_array_append_new(input, json_integer(b->input[i]));

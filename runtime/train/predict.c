@@ -222,6 +222,7 @@ int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const rt_tensors *pa
     float *dparams = NULL;
     rt_loader *l = NULL;
     int rc = load(m, spec, saved, &p, err, errlen);
+    p.labelled = rc == 0 && p.labelled && p.set->labels; /* a regressor's: targets */
     if (rc == 0 && rt_model_from_data(m))
         rc = reshape(m, &p, err, errlen);
     if (rc == 0 && p.set->features != m->input[0] * m->input[1] * m->input[2])
