@@ -25,56 +25,22 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-BUILD = os.environ["FERRY_TEST_BUILD"]
+from ptap import BUILD, Tap, ferry, read_safetensors
+
 FMNIST = os.environ.get("FERRY_TEST_FMNIST", "/usr/share/datasets/fashion-mnist")
-FERRY = os.path.join(BUILD, "ferry")
 MLP = os.path.join(BUILD, "tasks", "mlp.so")
 CNN = os.path.join(BUILD, "tasks", "cnn.so")
 # Fashion-MNIST's published mean and standard deviation, which the workers
 # normalise its pixels with.
 MEAN, STD = 0.2860405969887955, 0.3530242445149223
 
-tests_run = 0
-failed = 0
-
-
-def report(ok, name, why=""):
-    global tests_run, failed
-    tests_run += 1
-    failed += not ok
-    print(("ok" if ok else "not ok") + " %d - %s" % (tests_run, name))
-    if not ok:
-        for line in why.splitlines():
-            print("# " + line)
-    sys.stdout.flush()
-
-
-def ferry(home, *args, timeout=600):
-    env = dict(os.environ, FERRY_HOME=home, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([FERRY, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def read_safetensors(path):
-    """The file's tensors (name -> array) and metadata, by the format alone."""
-    with open(path, "rb") as f:
-        b = f.read()
-    n = struct.unpack("<Q", b[:8])[0]
-    header = json.loads(b[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    tensors = {}
-    for name, t in header.items():
-        assert t["dtype"] == "F32", t
-        lo, hi = t["data_offsets"]
-        tensors[name] = np.frombuffer(b[base + lo:base + hi], dtype="<f4").reshape(t["shape"])
-    return tensors, meta
+TAP = Tap()
+report = TAP.report
 
 
 def test_set():
@@ -218,4 +184,4 @@ if __name__ == "__main__":
         main()
     except Exception as e:  # a failure of the test itself is one more "not ok"
         report(False, "the test ran to its end", repr(e))
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if TAP.failed else 0)

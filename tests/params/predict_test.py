@@ -26,50 +26,19 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-BUILD = os.environ["FERRY_TEST_BUILD"]
-FERRY = os.path.join(BUILD, "ferry")
+from ptap import BUILD, Tap, ferry, read_safetensors
+
 MLP = os.path.join(BUILD, "tasks", "mlp.so")
 NAMES = ["iris setosa", "iris versicolor", "iris virginica"]
 DATA_KEYS = ["normalize", "norm_shift", "norm_scale", "class_names", "input", "outputs"]
 
-tests_run = 0
-failed = 0
-
-
-def report(ok, name, why=""):
-    global tests_run, failed
-    tests_run += 1
-    failed += not ok
-    print(("ok" if ok else "not ok") + " %d - %s" % (tests_run, name))
-    if not ok:
-        for line in why.splitlines():
-            print("# " + line)
-    sys.stdout.flush()
-
-
-def ferry(home, *args, timeout=300):
-    env = dict(os.environ, FERRY_HOME=home, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([FERRY, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        b = f.read()
-    n = struct.unpack("<Q", b[:8])[0]
-    header = json.loads(b[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, t in header.items():
-        lo, hi = t["data_offsets"]
-        tensors[name] = np.frombuffer(b[8 + n + lo:8 + n + hi], dtype="<f4").reshape(t["shape"])
-    return tensors, meta, header
+TAP = Tap()
+report = TAP.report
 
 
 def write_without_data_meta(src, dst):
@@ -156,7 +125,7 @@ def main():
             return
         acc = json.loads(r.stdout)["test_accuracy"]
 
-        t, meta, _ = read_safetensors(saved)
+        t, meta = read_safetensors(saved)
         shift = np.array(json.loads(meta.get("norm_shift", "[]")), np.float32)
         scale = np.array(json.loads(meta.get("norm_scale", "[]")), np.float32)
         x64 = xtr.astype(np.float64)
@@ -249,4 +218,4 @@ if __name__ == "__main__":
         main()
     except Exception as e:  # a failure of the test itself is one more "not ok"
         report(False, "the test ran to its end", repr(e))
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if TAP.failed else 0)
