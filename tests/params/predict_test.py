@@ -26,12 +26,11 @@ import json
 import os
 import shutil
 import struct
-import sys
 import tempfile
 
 import numpy as np
 
-from ptap import BUILD, Tap, ferry, read_safetensors
+from ptap import BUILD, Tap, ferry, read_safetensors, run
 
 MLP = os.path.join(BUILD, "tasks", "mlp.so")
 NAMES = ["iris setosa", "iris versicolor", "iris virginica"]
@@ -213,9 +212,4 @@ def main():
 
 
 if __name__ == "__main__":
-    print("1..13")
-    try:
-        main()
-    except Exception as e:  # a failure of the test itself is one more "not ok"
-        report(False, "the test ran to its end", repr(e))
-    sys.exit(1 if TAP.failed else 0)
+    run(TAP, 13, main)

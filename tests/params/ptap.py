@@ -50,3 +50,14 @@ def read_safetensors(path):
         lo, hi = t["data_offsets"]
         tensors[name] = np.frombuffer(b[base + lo:base + hi], dtype="<f4").reshape(t["shape"])
     return tensors, meta
+
+
+def run(tap, plan, main):
+    """Prints the plan, runs main(), and exits 1 when anything failed (a
+    failure of the test itself is one more "not ok")."""
+    print("1..%d" % plan)
+    try:
+        main()
+    except Exception as e:
+        tap.report(False, "the test ran to its end", repr(e))
+    sys.exit(1 if tap.failed else 0)
