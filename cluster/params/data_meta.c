@@ -29,8 +29,8 @@ static json_t *floats(const float *v, size_t n)
 
 static char *dump(json_t *j)
 {
-    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9))
-                : NULL;
+    char *s =
+        j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(j);
     return s;
 }
@@ -128,8 +128,9 @@ int params_data_read(const params_file *f, const char *path, proto_predict_req *
     size_t strings = 0;
     for (size_t i = 0; rc == 0 && i < nc; i++)
         strings += strlen(text_at(a[2], i)) + 1;
-    char *blk = rc ? NULL : malloc((2 * nn + 3) * sizeof(float) + nc * sizeof(char *) +
-                                   strings + 8);
+    char *blk =
+        rc ? NULL
+           : malloc((2 * nn + 3) * sizeof(float) + nc * sizeof(char *) + strings + 8);
     if (rc == 0 && !blk)
         rc = base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", path);
     if (rc == 0) {

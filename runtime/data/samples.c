@@ -58,8 +58,12 @@ static int no_labels(rt_raw *r, char *err, size_t errlen)
     if (!zeros)
         return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", r->path);
     rt_array_free(&r->y);
-    r->y = (rt_array){.type = RT_DT_U8, .ndims = 1, .dims = {n}, .count = n,
-                      .data = zeros, .owned = zeros};
+    r->y = (rt_array){.type = RT_DT_U8,
+                      .ndims = 1,
+                      .dims = {n},
+                      .count = n,
+                      .data = zeros,
+                      .owned = zeros};
     return 0;
 }
 
@@ -84,8 +88,9 @@ static int read_raw(const rt_data_source *s, const char *path, const char *label
         r->x_key = xk;
         rc = rt_npz_read(path, NULL, 0, xk, RT_NPZ_MEMBER_CAP, &r->x, err, errlen);
         char why[512] = "";
-        int yrc = rc ? 0 : rt_npz_read(path, NULL, 0, yk, RT_NPZ_MEMBER_CAP, &r->y, why,
-                                       sizeof why);
+        int yrc = rc ? 0
+                     : rt_npz_read(path, NULL, 0, yk, RT_NPZ_MEMBER_CAP, &r->y, why,
+                                   sizeof why);
         if (yrc == FERRY_ENOENT) /* x alone */
             *labelled = false;
         else if (yrc)
@@ -93,7 +98,8 @@ static int read_raw(const rt_data_source *s, const char *path, const char *label
     } else {
         rc = rt_raw_read(s, path, NULL, NULL, r, err, errlen);
         /* A CSV of the model's columns alone: its last is no label. */
-        if (rc == 0 && r->is_csv && r->csv.cols == features && !(s->label && s->label[0])) {
+        if (rc == 0 && r->is_csv && r->csv.cols == features &&
+            !(s->label && s->label[0])) {
             *labelled = false;
             rc = csv_unlabel(&r->csv, path, err, errlen);
         }
@@ -118,8 +124,8 @@ int rt_data_samples_load(const rt_data_source *s, const rt_data_seen *seen,
     rt_dataset names = {.class_names = (char **)seen->class_names,
                         .n_class_names = seen->n_class_names};
     if (rc == 0)
-        rc = rt_raw_to_set(&r, NULL, rt_raw_count(&r), seen->n_class_names ? &names : NULL,
-                           out, err, errlen);
+        rc = rt_raw_to_set(&r, NULL, rt_raw_count(&r),
+                           seen->n_class_names ? &names : NULL, out, err, errlen);
     if (rc == 0 && features && out->features != features)
         rc = base_errf(err, errlen, FERRY_EINVAL,
                        "%s: samples of %dx%dx%d (%d numbers), the model takes %dx%dx%d "

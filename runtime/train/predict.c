@@ -34,7 +34,8 @@ static bool known(const proto_predict_req *saved)
 /* Whether a training set read again normalises as the run's did. */
 static bool same_norm(const rt_dataset *ds, const proto_predict_req *saved)
 {
-    if ((size_t)ds->norm_n != saved->n_norm_shift || saved->n_norm_scale != saved->n_norm_shift)
+    if ((size_t)ds->norm_n != saved->n_norm_shift ||
+        saved->n_norm_scale != saved->n_norm_shift)
         return false;
     for (int g = 0; g < ds->norm_n; g++)
         if (fabsf(ds->norm_shift[g] - saved->norm_shift[g]) >
@@ -82,9 +83,9 @@ static int named_set(const ferry_model_t *m, const proto_train_spec *spec,
                          "to predict with --data PATH",
                          saved->data && saved->data[0] ? saved->data : "its data");
     int features = p->input[0] * p->input[1] * p->input[2];
-    int rc = rt_dataset_load(m->dataset, spec->data_dir && spec->data_dir[0] ? spec->data_dir
-                                                                             : NULL,
-                             false, features, RT_TRAIN_DATA_SEED, &p->own[0], err, errlen);
+    int rc = rt_dataset_load(
+        m->dataset, spec->data_dir && spec->data_dir[0] ? spec->data_dir : NULL, false,
+        features, RT_TRAIN_DATA_SEED, &p->own[0], err, errlen);
     p->set = &p->own[0];
     p->labelled = rc == 0 && p->own[0].labels;
     return rc;
@@ -107,7 +108,8 @@ static int load(const ferry_model_t *m, const proto_train_spec *spec,
         .input = {p->input[0], p->input[1], p->input[2]},
         .shift = saved->norm_shift,
         .scale = saved->norm_scale,
-        .norm_n = saved->n_norm_shift == saved->n_norm_scale ? (int)saved->n_norm_shift : -1,
+        .norm_n =
+            saved->n_norm_shift == saved->n_norm_scale ? (int)saved->n_norm_shift : -1,
         .class_names = (const char *const *)saved->class_names,
         .n_class_names = (int)saved->n_class_names,
     };
@@ -126,22 +128,23 @@ static int reshape(const ferry_model_t *m, pset *p, char *err, size_t errlen)
         in[1] = ds->h;
         in[2] = ds->w;
     }
-    int outputs = p->outputs            ? p->outputs
+    int outputs = p->outputs                          ? p->outputs
                   : m->kind == FERRY_MODEL_CLASSIFIER ? train->classes
                                                       : train->outputs;
     int rc = m->reshape(in, outputs);
     if (rc)
-        snprintf(err, errlen,
-                 "the model cannot take the data's shape (%dx%dx%d samples, %d outputs): %s",
-                 in[0], in[1], in[2], outputs, ferry_strerror(rc));
+        snprintf(
+            err, errlen,
+            "the model cannot take the data's shape (%dx%dx%d samples, %d outputs): %s",
+            in[0], in[1], in[2], outputs, ferry_strerror(rc));
     return rc;
 }
 
 /* The model ready to run forward on `dev`: its context (one place, for
  * what a context holds) and the parameters on the device. */
-static int open_model(const ferry_model_t *m, ferry_device_t *dev, const rt_tensors *params,
-                      int batch, rt_model_ctx *mc, float **dparams, char *err,
-                      size_t errlen)
+static int open_model(const ferry_model_t *m, ferry_device_t *dev,
+                      const rt_tensors *params, int batch, rt_model_ctx *mc,
+                      float **dparams, char *err, size_t errlen)
 {
     int rc = rt_model_ctx_init(mc, m, dev, batch, 0, err, errlen);
     if (rc)
@@ -182,7 +185,8 @@ static int forward(const ferry_model_t *m, ferry_device_t *dev, rt_model_ctx *mc
             break;
         }
         ferry_batch_t b = {.n = hb->n, .x = cpu ? hb->x : x};
-        if (!cpu && (rc = dev->ops->upload(dev, x, hb->x, (size_t)hb->n * f * sizeof(float))))
+        if (!cpu &&
+            (rc = dev->ops->upload(dev, x, hb->x, (size_t)hb->n * f * sizeof(float))))
             break;
         if ((rc = predict(&mc->pub, dparams, &b, y))) {
             snprintf(err, errlen, "the model's predict failed: %s", ferry_strerror(rc));

@@ -59,10 +59,15 @@ Test(data_meta, what_the_begin_says_reads_back_the_same)
     float shift[2] = {0.1f, 123.456789f}, scale[2] = {3.0e-7f, 1.0f / 3.0f};
     char *classes[3] = {"a b", "c,\"d\"", "\xc3\xa9t\xc3\xa9"};
     uint32_t input[3] = {1, 1, 2};
-    proto_train_begin_reply b = {.normalize = "minmax", .n_norm_shift = 2,
-                                 .norm_shift = shift, .n_norm_scale = 2,
-                                 .norm_scale = scale, .n_class_names = 3,
-                                 .class_names = classes, .n_input = 3, .input = input,
+    proto_train_begin_reply b = {.normalize = "minmax",
+                                 .n_norm_shift = 2,
+                                 .norm_shift = shift,
+                                 .n_norm_scale = 2,
+                                 .norm_scale = scale,
+                                 .n_class_names = 3,
+                                 .class_names = classes,
+                                 .n_input = 3,
+                                 .input = input,
                                  .outputs = 3};
     params_meta meta[1 + PARAMS_DATA_META] = {{"data", "what the run read"}};
     char *text[PARAMS_DATA_META];
@@ -127,9 +132,9 @@ static void refused(const params_meta *meta, size_t n, const char *want)
 
 Test(data_meta, metadata_that_is_not_a_list_is_refused_by_key)
 {
-    params_meta meta[] = {{"normalize", "standard"}, {"norm_shift", "[1]"},
+    params_meta meta[] = {{"normalize", "standard"},  {"norm_shift", "[1]"},
                           {"norm_scale", "not json"}, {"class_names", "[]"},
-                          {"input", "[1,1,1]"}, {"outputs", "2"}};
+                          {"input", "[1,1,1]"},       {"outputs", "2"}};
     refused(meta, 6, "its metadata \"norm_scale\" is another text, not a JSON list");
     refused(meta, 1, "its metadata \"norm_shift\" is missing, not a JSON list");
 }
@@ -137,8 +142,9 @@ Test(data_meta, metadata_that_is_not_a_list_is_refused_by_key)
 Test(data_meta, lists_that_disagree_are_refused_with_their_sizes)
 {
     params_meta meta[] = {{"normalize", "standard"}, {"norm_shift", "[1, 2]"},
-                          {"norm_scale", "[1]"}, {"class_names", "[]"},
-                          {"input", "[1,1,2]"}, {"outputs", "many"}};
-    refused(meta, 6, "its metadata says 2 shifts, 1 scales, a shape of 3 numbers and "
-                     "many outputs");
+                          {"norm_scale", "[1]"},     {"class_names", "[]"},
+                          {"input", "[1,1,2]"},      {"outputs", "many"}};
+    refused(meta, 6,
+            "its metadata says 2 shifts, 1 scales, a shape of 3 numbers and "
+            "many outputs");
 }
