@@ -223,8 +223,8 @@ typedef struct rt_data_seen {
 /* Reads every sample of s->test_path (or, when none, s->path) as a run
  * that saw its data as `seen` did: labels when the file has them (--labels
  * or --test-labels beside an .npy or IDX file, an .npz's y, a CSV's label
- * column, named by the run's class names), none otherwise (an .npy alone,
- * an .npz with x alone, a CSV of exactly the model's columns); then
+ * column, named by the run's class names), none otherwise (an .npy or IDX
+ * file alone, an .npz with x alone, a CSV of exactly the model's columns); then
  * normalised with seen's statistics, never its own. *labelled says which;
  * an unlabelled set carries labels of 0 (the loader takes labelled sets),
  * which mean nothing. A sample of other than the model's numbers is

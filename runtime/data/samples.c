@@ -95,6 +95,11 @@ static int read_raw(const rt_data_source *s, const char *path, const char *label
             *labelled = false;
         else if (yrc)
             rc = base_errf(err, errlen, yrc, "%s", why);
+    } else if (starts(path, "\0\0", 2) || starts(path, "\x1f\x8b", 2)) { /* IDX */
+        memset(r, 0, sizeof *r);
+        r->path = path;
+        *labelled = false;
+        rc = rt_idx_read_array(path, NULL, &r->x, err, errlen);
     } else {
         rc = rt_raw_read(s, path, NULL, NULL, r, err, errlen);
         /* A CSV of the model's columns alone: its last is no label. */

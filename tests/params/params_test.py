@@ -16,6 +16,8 @@ On a cluster of 2 local workers (its own FERRY_HOME, free ports):
 4. `ferry predict mlp.so --params F`, on worker 0 and with --local, writes
    a line a sample (the class, then probabilities that sum to 1) and gets
    the run's test accuracy; with the CNN, it is refused like --init-from.
+   On the test images alone (raw pixels, no labels), it gives the same
+   classes: the file's normalisation is the run's.
 
 Environment (meson sets it): FERRY_TEST_BUILD; optional FERRY_TEST_FMNIST
 (default /usr/share/datasets/fashion-mnist).
@@ -168,6 +170,23 @@ def main():
                    "exit %d, accuracy %s vs the run's %.4f\n%s" %
                    (r.returncode, summary.get("test_accuracy"), acc, r.stderr[-1500:]))
 
+        # The test images alone, as raw pixels: normalised with the constants
+        # the file keeps, they get the classes the labelled test set got.
+        out = os.path.join(home, "images.csv")
+        r = ferry(home, "predict", MLP, "--params", saved, "--local", "--data",
+                  os.path.join(FMNIST, "t10k-images-idx3-ubyte.gz"), "--out", out, "--json")
+        with open(out if r.returncode == 0 else os.devnull) as f:
+            classes = [l.split(",")[0] for l in f.read().splitlines()[1:]]
+        with open(os.path.join(home, "pred--local.csv")) as f:
+            want = [l.split(",")[0] for l in f.read().splitlines()[1:]]
+        summary = json.loads(r.stdout) if r.returncode == 0 else {}
+        report(len(want) == 10000 and classes == want and summary.get("labelled") is False
+               and "test_accuracy" not in summary,
+               "predict on the test images alone (raw pixels, no labels) gives the same "
+               "classes", "exit %d, %d classes, %d equal\n%s" %
+               (r.returncode, len(classes), sum(a == b for a, b in zip(classes, want)),
+                r.stderr[-1500:]))
+
         r = ferry(home, "predict", CNN, "--params", saved, "--local")
         report(r.returncode == 1 and "they have no tensor 'conv1.weight'" in r.stderr,
                "predict with another model's file is refused by tensor name",
@@ -178,4 +197,4 @@ def main():
 
 
 if __name__ == "__main__":
-    run(TAP, 11, main)
+    run(TAP, 12, main)
