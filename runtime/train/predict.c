@@ -94,10 +94,12 @@ static int named_set(const ferry_model_t *m, const proto_train_spec *spec,
 static int load(const ferry_model_t *m, const proto_train_spec *spec,
                 const proto_predict_req *saved, pset *p, char *err, size_t errlen)
 {
-    /* The shape the run gave the model, else the model's own. */
-    bool shaped = known(saved) && saved->n_input == 3;
+    /* The shape the run gave the model, else a fixed model's own (a model
+     * that takes it from the data still holds its last run's: the data's
+     * is taken instead). */
+    bool shaped = known(saved) && saved->n_input == 3, from_data = rt_model_from_data(m);
     for (int i = 0; i < 3; i++)
-        p->input[i] = shaped ? (int)saved->input[i] : m->input[i];
+        p->input[i] = shaped ? (int)saved->input[i] : from_data ? 0 : m->input[i];
     p->outputs = known(saved) && saved->outputs ? (int)saved->outputs : 0;
     rt_data_source src;
     if (!rt_data_source_from_spec(spec, &src))
