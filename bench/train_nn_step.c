@@ -9,6 +9,7 @@
 #include "runtime/runtime.h"
 #include "runtime/train/train.h"
 #include "stats.h"
+#include "tests/common/tshape.h"
 #include "train_nn.h"
 
 #define MAX_REPS 256
@@ -32,8 +33,7 @@ static int open_side(side *s, const char *so, ferry_device_t *dev, int n)
     s->m = s->mod.task->model;
     /* The bundled mlp takes its shape from the data: Fashion-MNIST's, the
      * hand-written one's. */
-    static const int fmnist[3] = {1, 28, 28};
-    if (rt_model_from_data(s->m) && s->m->reshape(fmnist, 10) != 0) {
+    if (tcom_fmnist_shape(s->m) != 0) {
         bench_log("bench/train: %s: cannot take Fashion-MNIST's shape", so);
         return -1;
     }

@@ -29,7 +29,7 @@ PROTO_VIEW(pull_req, pull_request, PROTO_PULL_REQ_FIELDS)
 PROTO_VIEW(pull_reply, pull_reply, PROTO_PULL_REPLY_FIELDS)
 
 /* Training: ferry.train.*'s results and arguments, carried as Call's. */
-PROTO_VIEW(train_begin_reply, train_begin_reply, PROTO_TRAIN_BEGIN_REPLY_FIELDS)
+PROTO_REP_VIEW(train_begin_reply, train_begin_reply, PROTO_TRAIN_BEGIN_REPLY_FIELDS)
 PROTO_VIEW(train_epoch, train_epoch, PROTO_TRAIN_EPOCH_FIELDS)
 PROTO_REP_VIEW(train_epoch_reply, train_epoch_reply, PROTO_TRAIN_EPOCH_REPLY_FIELDS)
 PROTO_VIEW(train_end, train_end, PROTO_TRAIN_END_FIELDS)

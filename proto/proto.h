@@ -283,8 +283,19 @@ int proto_pull_reply_unpack(const void *buf, size_t len, proto_pull_reply **out)
 
 /* ---- Training (the results and arguments of ferry.train.*) -------------------- */
 
+/* How a run saw its data, which a prediction must see the same way
+ * (ferry.proto's TrainBeginReply says each field): TrainBeginReply and
+ * PredictRequest both end with these. */
+#define PROTO_SAVED_DATA_FIELDS(F, LIST, REP)                                            \
+    F(char *, normalize)                                                                 \
+    REP(float, norm_shift)                                                               \
+    REP(float, norm_scale)                                                               \
+    LIST(class_names)                                                                    \
+    REP(uint32_t, input)                                                                 \
+    F(uint32_t, outputs)
+
 /* TrainBegin's options are the training spec's (train_spec.h). */
-#define PROTO_TRAIN_BEGIN_REPLY_FIELDS(F, LIST)                                          \
+#define PROTO_TRAIN_BEGIN_REPLY_FIELDS(F, LIST, REP)                                     \
     F(uint64_t, params) /* parameters that count (padding excluded) */                   \
     F(uint64_t, train_samples)                                                           \
     F(uint64_t, test_samples)                                                            \
@@ -293,10 +304,11 @@ int proto_pull_reply_unpack(const void *buf, size_t len, proto_pull_reply **out)
     F(uint32_t, rank)                                                                    \
     F(uint32_t, world)                                                                   \
     F(uint32_t, buckets) /* all-reduce buckets a step (sync mode) */                    \
-    F(char *, data_about) /* what the worker read: rt_dataset.about */
+    F(char *, data_about) /* what the worker read: rt_dataset.about */                  \
+    PROTO_SAVED_DATA_FIELDS(F, LIST, REP)
 
 typedef struct proto_train_begin_reply {
-    PROTO_TRAIN_BEGIN_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+    PROTO_TRAIN_BEGIN_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)
 } proto_train_begin_reply;
 
 #define PROTO_TRAIN_EPOCH_FIELDS(F, LIST) F(uint64_t, session)
@@ -389,7 +401,9 @@ int proto_train_leave_unpack(const void *buf, size_t len, proto_train_leave **ou
     LIST(param_names)                                                                    \
     REP(uint32_t, param_shapes) /* 4 a tensor */                                         \
     F(proto_blob, param_values)                                                          \
-    F(uint32_t, batch)
+    F(uint32_t, batch)                                                                   \
+    PROTO_SAVED_DATA_FIELDS(F, LIST, REP)                                                \
+    F(char *, data) /* what the run read, for a file without the above */
 
 typedef struct proto_predict_req {
     PROTO_PREDICT_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)
@@ -400,7 +414,8 @@ typedef struct proto_predict_req {
     F(uint32_t, outputs)                                                                 \
     F(proto_blob, values) /* float32, samples x outputs */                               \
     REP(int32_t, labels)                                                                 \
-    F(char *, device)
+    F(char *, device)                                                                    \
+    F(bool, classifier)
 
 typedef struct proto_predict_reply {
     PROTO_PREDICT_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)

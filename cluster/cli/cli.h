@@ -122,12 +122,13 @@ int cli_running_open(cli_running *r, const home_paths *h, const char *cmd, bool 
                      bool orphans);
 void cli_running_close(cli_running *r);
 
-/* For `submit`: opens the running cluster into *r, checks the module of len
- * bytes (called `shown`) against its size limit, waits until every worker
- * answers and ships the module to them. Returns 0 or CLI_FAIL (said); *r
- * is the caller's to close either way (once r->cl is set). */
-int cli_running_ship(cli_running *r, const home_paths *h, const char *shown,
-                     const void *bytes, size_t len, cluster_module *m);
+/* For `submit` and `predict` (`cmd`, which its errors name): opens the
+ * running cluster into *r, checks the module of len bytes (called `shown`)
+ * against its size limit, waits until every worker answers and ships the
+ * module to them. Returns 0 or CLI_FAIL (said); *r is the caller's to close
+ * either way (once r->cl is set). */
+int cli_running_ship(cli_running *r, const home_paths *h, const char *cmd,
+                     const char *shown, const void *bytes, size_t len, cluster_module *m);
 
 /* ---- processes (procs.c) ---------------------------------------------------- */
 

@@ -40,7 +40,7 @@ static int drive_here(const cli_drive_opts *o)
     cluster_module m = {0};
     rt_module mod = {0};
     char err[512] = "";
-    if (cli_running_ship(&r, o->home, o->shown, o->bytes, o->len, &m))
+    if (cli_running_ship(&r, o->home, "submit", o->shown, o->bytes, o->len, &m))
         goto out;
     /* What the driver's calls log on the workers goes where its own
      * errors go: this process's stderr, relayed to the user's. */

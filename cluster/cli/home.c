@@ -91,19 +91,19 @@ void cli_running_close(cli_running *r)
     r->cl = NULL;
 }
 
-int cli_running_ship(cli_running *r, const home_paths *h, const char *shown,
-                     const void *bytes, size_t len, cluster_module *m)
+int cli_running_ship(cli_running *r, const home_paths *h, const char *cmd,
+                     const char *shown, const void *bytes, size_t len, cluster_module *m)
 {
     char err[1024] = "";
-    if (cli_running_open(r, h, "submit", false, false))
+    if (cli_running_open(r, h, cmd, false, false))
         return CLI_FAIL;
     if (cli_check_module_size(shown, len, &r->conf, err, sizeof err)) {
-        cli_err("submit", "%s", err);
+        cli_err(cmd, "%s", err);
         return CLI_FAIL;
     }
     if (cluster_wait_ready(r->cl, r->conf.ping_timeout_ms * 3) ||
         cluster_load_module(r->cl, shown, bytes, len, m)) {
-        cli_err("submit", "%s", cluster_error(r->cl));
+        cli_err(cmd, "%s", cluster_error(r->cl));
         return CLI_FAIL;
     }
     return 0;

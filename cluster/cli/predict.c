@@ -1,8 +1,11 @@
 /* `ferry predict MODULE.so --params FILE`: the model of a module run
- * forward with the parameters a run saved (--save), over the test set it
- * trains against by default or the one --data names, on worker 0 of the
+ * forward with the parameters a run saved (--save), over new samples (any
+ * file of the model's shape, labels or not, normalised as the run's were,
+ * with what the file keeps of the run's data), the run's own held-out
+ * split, or the test set it trains against by default; on worker 0 of the
  * running cluster or, with --local, in this process on the cpu; a line a
- * sample: the class and its probabilities, or the regression outputs. */
+ * sample: the class (by name when the run's labels were names) and its
+ * probabilities, or the regression outputs. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -26,27 +29,36 @@ static const char usage[] =
     "usage: ferry predict MODULE.so --params FILE [OPTIONS]\n"
     "\n"
     "Runs the model of MODULE.so forward with the parameters in FILE (what\n"
-    "`ferry submit --save FILE` wrote) over a test set, and writes a line a\n"
-    "sample: for a classifier the predicted class and the probability of\n"
-    "each class, for a regressor its outputs (CSV, with a header). With the\n"
-    "set's labels it also says the accuracy. Runs on worker 0 of the cluster\n"
-    "under $FERRY_HOME, or with --local in this process on the cpu.\n"
+    "`ferry submit --save FILE` wrote) and writes a line a sample: for a\n"
+    "classifier the predicted class (by name when the run's labels were\n"
+    "names) and the probability of each class, for a regressor its outputs\n"
+    "(CSV, with a header). With labels it also says the accuracy. Samples\n"
+    "are normalised as the run normalised its own (FILE says how). Runs on\n"
+    "worker 0 of the cluster under $FERRY_HOME, or with --local in this\n"
+    "process on the cpu.\n"
     "\n"
     "options:\n"
     "      --params FILE       the parameters (safetensors), required\n"
-    "      --data PATH ...     the data, with the options the run was given\n"
-    "                          (--data, --test-data, --test-split, --labels,\n"
-    "                          --test-labels, --x-key, --y-key, --label,\n"
-    "                          --normalize, --seed: `ferry submit --help`), so\n"
-    "                          that the test set and its normalisation are the\n"
-    "                          run's; default: the model's own data set\n"
+    "      --data PATH         the samples: every one of PATH (.npy, .npz, CSV,\n"
+    "                          IDX, HDF5), labels optional (an .npy or IDX file\n"
+    "                          alone, an .npz with x alone, a CSV of the\n"
+    "                          model's columns alone); with --test-data, that\n"
+    "                          file's instead; with --test-split F, the run's\n"
+    "                          held-out part of PATH (with its --seed);\n"
+    "                          --labels, --test-labels, --x-key, --y-key,\n"
+    "                          --label as `ferry submit` takes them. Default:\n"
+    "                          the test set of the model's own data set\n"
     "      --out FILE          the lines go to FILE instead of stdout\n"
     "      --batch N           samples a forward pass (default 256)\n"
     "      --local             run here, on the cpu, without a cluster (the\n"
     "                          module runs in this process)\n"
     "      --json              one JSON object on stdout at the end (the lines\n"
     "                          then need --out)\n"
-    "  -h, --help              this text\n";
+    "  -h, --help              this text\n"
+    "\n"
+    "A FILE saved by an earlier ferry, which does not say how the run\n"
+    "normalised, predicts only on the run's own test set: --data and the\n"
+    "options the run was given.\n";
 
 typedef struct predicting {
     const char *module, *params, *out;
@@ -161,7 +173,8 @@ static int parse(int argc, char **argv, predicting *p)
 }
 
 /* In this process, on the cpu. */
-static int run_local(const predicting *p, const cluster_tensors *t, rt_prediction *out,
+static int run_local(const predicting *p, const cluster_tensors *t,
+                     const proto_predict_req *saved, rt_prediction *out, bool *classifier,
                      char *device, size_t dlen, char *err, size_t errlen)
 {
     rt_module m;
@@ -179,7 +192,8 @@ static int run_local(const predicting *p, const cluster_tensors *t, rt_predictio
         rc = rt_cpu_open(&dev, err, errlen);
     if (rc == 0) {
         snprintf(device, dlen, "%s", dev->description);
-        rc = rt_predict(m.task->model, dev, t, &p->spec, (int)p->batch, out, err,
+        *classifier = m.task->model->kind == FERRY_MODEL_CLASSIFIER;
+        rc = rt_predict(m.task->model, dev, t, &p->spec, saved, (int)p->batch, out, err,
                         errlen);
     }
     if (dev)
@@ -189,8 +203,8 @@ static int run_local(const predicting *p, const cluster_tensors *t, rt_predictio
 }
 
 /* The reply of worker 0 as a prediction of our own. */
-static int take_reply(const ferry_bytes_t *o, rt_prediction *out, char *device, size_t dlen,
-                      char *err, size_t errlen)
+static int take_reply(const ferry_bytes_t *o, rt_prediction *out, bool *classifier,
+                      char *device, size_t dlen, char *err, size_t errlen)
 {
     proto_predict_reply *r;
     if (proto_predict_reply_unpack(o->data, o->len, &r))
@@ -211,6 +225,7 @@ static int take_reply(const ferry_bytes_t *o, rt_prediction *out, char *device, 
             memcpy(out->labels, r->labels, n * sizeof(int32_t));
         out->n = n;
         out->outputs_per = k;
+        *classifier = r->classifier;
         snprintf(device, dlen, "%s", r->device);
     }
     proto_free(r);
@@ -220,8 +235,8 @@ static int take_reply(const ferry_bytes_t *o, rt_prediction *out, char *device, 
 }
 
 /* On worker 0 of the running cluster. */
-static int run_remote(const predicting *p, const cluster_tensors *t, rt_prediction *out,
-                      char *device, size_t dlen, char *err, size_t errlen)
+static int run_remote(const predicting *p, proto_predict_req *q, rt_prediction *out,
+                      bool *classifier, char *device, size_t dlen, char *err, size_t errlen)
 {
     home_paths h;
     if (cli_home_init(&h, "predict"))
@@ -233,35 +248,20 @@ static int run_remote(const predicting *p, const cluster_tensors *t, rt_predicti
         return rc;
     cli_running r = {0};
     cluster_module m = {0};
-    if ((rc = cli_running_open(&r, &h, "predict", false, false))) {
-        free(bytes);
-        return FERRY_ECANCELED; /* said */
-    }
-    const char *shown = cli_base_name(p->module);
-    proto_bytes spec = {0};
-    if (proto_train_begin_pack(&p->spec, false, &(proto_train_begin_run){0}, &spec)) {
-        free(bytes);
-        cli_running_close(&r);
-        return FERRY_ENOMEM;
-    }
-    proto_predict_req q = {.spec = {spec.data, spec.len},
-                           .n_param_names = t->n,
-                           .param_names = (char **)t->names,
-                           .n_param_shapes = 4 * t->n,
-                           .param_shapes = (uint32_t *)t->shapes,
-                           .param_values = {(uint8_t *)t->values, t->floats * sizeof(float)},
-                           .batch = (uint32_t)p->batch};
-    proto_bytes b = {0};
+    proto_bytes spec = {0}, b = {0};
     ferry_bytes_t o = {0};
-    if (cluster_wait_ready(r.cl, r.conf.ping_timeout_ms * 3) ||
-        cluster_load_module(r.cl, shown, bytes, len, &m))
-        rc = base_errf(err, errlen, FERRY_EUNAVAIL, "%s", cluster_error(r.cl));
-    else if ((rc = proto_predict_req_pack(&q, &b)) == 0 &&
-             (rc = cluster_call(r.cl, &m, 0, "ferry.train.predict",
-                                &(ferry_bytes_t){b.data, b.len}, &o)))
+    if (cli_running_ship(&r, &h, "predict", cli_base_name(p->module), bytes, len, &m))
+        rc = FERRY_ECANCELED; /* said */
+    else if (proto_train_begin_pack(&p->spec, false, &(proto_train_begin_run){0}, &spec))
+        rc = FERRY_ENOMEM;
+    q->spec = (proto_blob){spec.data, spec.len};
+    if (rc == 0 && proto_predict_req_pack(q, &b))
+        rc = FERRY_ENOMEM;
+    else if (rc == 0 && (rc = cluster_call(r.cl, &m, 0, "ferry.train.predict",
+                                           &(ferry_bytes_t){b.data, b.len}, &o)))
         rc = base_errf(err, errlen, rc, "%s", cluster_error(r.cl));
     if (rc == 0)
-        rc = take_reply(&o, out, device, dlen, err, errlen);
+        rc = take_reply(&o, out, classifier, device, dlen, err, errlen);
     cluster_free_bytes(&o);
     proto_bytes_fini(&b);
     proto_bytes_fini(&spec);
@@ -271,19 +271,45 @@ static int run_remote(const predicting *p, const cluster_tensors *t, rt_predicti
     return rc;
 }
 
+/* A CSV field: quoted when it holds a comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *prefix, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fprintf(f, "%s%s", prefix, s);
+        return;
+    }
+    fputc('"', f);
+    fputs(prefix, f);
+    for (; *s; s++)
+        fputs(*s == '"' ? "\"\"" : (char[2]){*s, 0}, f);
+    fputc('"', f);
+}
+
+/* What the lines say a sample is: the model's kind and the class names
+ * the file keeps (NULL: none). */
+typedef struct outcome {
+    bool classifier;
+    char **names;
+    size_t n_names;
+} outcome;
+
 /* The lines: a classifier's class and softmax probabilities, or the
  * outputs. Counts the right answers into *right when there are labels. */
-static int write_lines(FILE *f, const rt_prediction *pr, bool classifier, size_t *right)
+static int write_lines(FILE *f, const rt_prediction *pr, const outcome *oc, size_t *right)
 {
     size_t k = pr->outputs_per;
+    bool named = oc->n_names == k;
     *right = 0;
-    fputs(classifier ? "class" : "y0", f);
-    for (size_t j = classifier ? 0 : 1; j < k; j++)
-        fprintf(f, classifier ? ",p%zu" : ",y%zu", j);
+    fputs(oc->classifier ? "class" : "y0", f);
+    for (size_t j = oc->classifier ? 0 : 1; j < k; j++)
+        if (named)
+            csv_field(f, ",p_", oc->names[j]);
+        else
+            fprintf(f, oc->classifier ? ",p%zu" : ",y%zu", j);
     fputc('\n', f);
     for (size_t i = 0; i < pr->n; i++) {
         const float *z = pr->outputs + i * k;
-        if (!classifier) {
+        if (!oc->classifier) {
             for (size_t j = 0; j < k; j++)
                 fprintf(f, j ? ",%.7g" : "%.7g", z[j]);
             fputc('\n', f);
@@ -296,7 +322,10 @@ static int write_lines(FILE *f, const rt_prediction *pr, bool classifier, size_t
         double sum = 0;
         for (size_t j = 0; j < k; j++)
             sum += exp((double)z[j] - z[best]);
-        fprintf(f, "%zu", best);
+        if (named)
+            csv_field(f, "", oc->names[best]);
+        else
+            fprintf(f, "%zu", best);
         for (size_t j = 0; j < k; j++)
             fprintf(f, ",%.6f", exp((double)z[j] - z[best]) / sum);
         fputc('\n', f);
@@ -305,16 +334,17 @@ static int write_lines(FILE *f, const rt_prediction *pr, bool classifier, size_t
     return ferror(f) ? FERRY_EIO : 0;
 }
 
-static int report(const predicting *p, const rt_prediction *pr, const char *device)
+static int report(const predicting *p, const rt_prediction *pr, const outcome *oc,
+                  const char *device)
 {
-    bool classifier = pr->labels != NULL;
+    bool accuracy = oc->classifier && pr->labels;
     FILE *f = p->out ? fopen(p->out, "w") : stdout;
     if (!f) {
         cli_err("predict", "cannot write %s: %s", p->out, strerror(errno));
         return CLI_FAIL;
     }
     size_t right;
-    int rc = write_lines(f, pr, classifier, &right);
+    int rc = write_lines(f, pr, oc, &right);
     if (p->out && fclose(f) != 0)
         rc = FERRY_EIO;
     if (rc) {
@@ -326,16 +356,16 @@ static int report(const predicting *p, const rt_prediction *pr, const char *devi
     if (p->json) {
         printf("{\"samples\":%zu,\"outputs\":%zu,\"device\":", pr->n, pr->outputs_per);
         json_str(stdout, device);
-        if (classifier)
+        if (accuracy)
             printf(",\"test_accuracy\":%.6f", acc);
-        printf(",\"out\":");
+        printf(",\"labelled\":%s,\"out\":", pr->labels ? "true" : "false");
         json_str(stdout, p->out);
         printf("}\n");
         return CLI_OK;
     }
     FILE *say = p->out ? stdout : stderr;
     fprintf(say, "predicted %zu samples on %s", pr->n, device);
-    if (classifier)
+    if (accuracy)
         fprintf(say, ": test_accuracy %.4f", acc);
     fprintf(say, "%s%s\n", p->out ? ", written to " : "", p->out ? p->out : "");
     return CLI_OK;
@@ -353,18 +383,36 @@ int cli_predict(int argc, char **argv)
         cli_err("predict", "--params: %s", err);
         return CLI_FAIL;
     }
-    rt_prediction pr = {0};
-    char device[256] = "";
-    int rc = p.local ? run_local(&p, &pf.t, &pr, device, sizeof device, err, sizeof err)
-                     : run_remote(&p, &pf.t, &pr, device, sizeof device, err, sizeof err);
-    params_file_free(&pf);
-    if (rc == FERRY_ECANCELED && !err[0])
-        return CLI_FAIL; /* said */
-    if (rc) {
-        cli_err("predict", "%s", err[0] ? err : ferry_strerror(rc));
+    /* The parameters and what the file says of the run's data, as the
+     * worker takes them (run_local reads the same fields). */
+    proto_predict_req q = {.n_param_names = pf.t.n,
+                           .param_names = (char **)pf.t.names,
+                           .n_param_shapes = 4 * pf.t.n,
+                           .param_shapes = (uint32_t *)pf.t.shapes,
+                           .param_values = {(uint8_t *)pf.t.values,
+                                            pf.t.floats * sizeof(float)},
+                           .batch = (uint32_t)p.batch};
+    void *seen = NULL;
+    if (params_data_read(&pf, p.params, &q, &seen, err, sizeof err)) {
+        cli_err("predict", "--params: %s", err);
+        params_file_free(&pf);
         return CLI_FAIL;
     }
-    status = report(&p, &pr, device);
+    rt_prediction pr = {0};
+    outcome oc = {.names = q.class_names, .n_names = q.n_class_names};
+    char device[256] = "";
+    int rc = p.local ? run_local(&p, &pf.t, &q, &pr, &oc.classifier, device, sizeof device,
+                                 err, sizeof err)
+                     : run_remote(&p, &q, &pr, &oc.classifier, device, sizeof device, err,
+                                  sizeof err);
+    if (rc == FERRY_ECANCELED && !err[0])
+        status = CLI_FAIL; /* said */
+    else if (rc)
+        cli_err("predict", "%s", err[0] ? err : ferry_strerror(rc));
+    else
+        status = report(&p, &pr, &oc, device);
     rt_prediction_free(&pr);
-    return status;
+    free(seen);
+    params_file_free(&pf);
+    return rc ? CLI_FAIL : status;
 }

@@ -29,18 +29,26 @@ int cli_params_save(const cluster_train_opts *o, const char *task,
     snprintf(acc, sizeof acc, "%.6f", res->last.test_accuracy);
     snprintf(loss, sizeof loss, "%.6f", res->last.test_loss);
     snprintf(epochs, sizeof epochs, "%ld", o->epochs);
-    params_meta meta[] = {
+    params_meta meta[7 + PARAMS_DATA_META] = {
         {"format", "ferry"},
         {"ferry_version", ferry_version()},
         {"model", task},
         {"epochs", epochs},
         {"data", res->started.data ? res->started.data : ""},
         {"test_loss", loss},
-        {"test_accuracy", acc}, /* last: a classifier's only */
     };
-    size_t n_meta = sizeof meta / sizeof meta[0] - (o->classifier ? 0 : 1);
+    size_t n_meta = 6;
+    if (o->classifier) /* a classifier's only */
+        meta[n_meta++] = (params_meta){"test_accuracy", acc};
+    char *text[PARAMS_DATA_META];
+    int rc = params_data_meta(res->begin, meta + n_meta, text);
     char err[1024];
-    int rc = params_save(o->save, &res->tensors, meta, n_meta, err, sizeof err);
+    if (rc < 0) {
+        cli_err("submit", "--save: no memory for the metadata");
+        return rc;
+    }
+    rc = params_save(o->save, &res->tensors, meta, n_meta + (size_t)rc, err, sizeof err);
+    params_data_meta_free(text);
     if (rc) {
         cli_err("submit", "--save: %s", err);
         return rc;

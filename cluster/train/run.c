@@ -217,6 +217,10 @@ static int train(ct_run *run, cluster_train_result *res)
     rc = epochs(run, res);
     if (rc == 0)
         rc = finish(run, res);
+    if (rc == 0) {
+        res->begin = b[0];
+        b[0] = NULL;
+    }
     /* Frees the workers' sessions now; they would be replaced anyway. */
     if (rc)
         ct_discard(run);
@@ -257,6 +261,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
 
 void cluster_train_result_fini(cluster_train_result *res)
 {
+    proto_free(res->begin);
     free(res->owned);
     free(res->owned_tensors);
     free(res->steps_by_worker);

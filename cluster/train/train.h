@@ -116,6 +116,8 @@ typedef struct cluster_train_result {
     uint64_t *steps_by_worker;
     /* With opts.with_params: the final parameters, tensor by tensor. */
     cluster_tensors tensors;
+    /* Rank 0's begin reply: how the run saw its data (--save keeps it). */
+    struct proto_train_begin_reply *begin;
     char *owned;         /* the strings above, one block */
     void *owned_tensors; /* the tensors', one block */
 } cluster_train_result;

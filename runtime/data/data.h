@@ -23,6 +23,8 @@
  *   array.c    arrays as files hold them, converted to float as read
  *   assemble.c shapes, samples and labels of a user's set
  *   memory.c   the aligned blocks a set's arrays live in; freeing a set
+ *   samples.c  a prediction's samples: one file, labels or not, as a run
+ *              saw its data (its shape, classes and normalisation)
  *   rng.c      the seeded generator the shuffles and the linear set draw
  *              from (data_int.h)
  *
@@ -204,6 +206,43 @@ struct proto_train_spec;
  * names a file, to be read with rt_data_source_load; false for a named set
  * (out still filled). `sp`'s strings are borrowed. */
 bool rt_data_source_from_spec(const struct proto_train_spec *sp, rt_data_source *out);
+
+/* ---- samples to predict --------------------------------------------------- */
+
+/* How a run saw its data, which the samples of a prediction are made to
+ * match: the sample shape the model took, the normalisation (norm_n
+ * groups, x = (raw - shift) * scale) and a CSV's class names. */
+typedef struct rt_data_seen {
+    int input[3];
+    const float *shift, *scale;
+    int norm_n;
+    const char *const *class_names;
+    int n_class_names;
+} rt_data_seen;
+
+/* Reads every sample of s->test_path (or, when none, s->path) as a run
+ * that saw its data as `seen` did: labels when the file has them (--labels
+ * or --test-labels beside an .npy or IDX file, an .npz's y, a CSV's label
+ * column, named by the run's class names), none otherwise (an .npy or IDX
+ * file alone, an .npz with x alone, a CSV of exactly the model's columns); then
+ * normalised with seen's statistics, never its own. *labelled says which;
+ * an unlabelled set carries labels of 0 (the loader takes labelled sets),
+ * which mean nothing. A sample of other than the model's numbers is
+ * refused with both shapes (FERRY_EINVAL); errors as rt_data_source_load
+ * otherwise. */
+int rt_data_samples_load(const rt_data_source *s, const rt_data_seen *seen,
+                         rt_dataset *out, bool *labelled, char *err, size_t errlen);
+
+/* Normalises `ds` with a run's statistics (n groups; 0: none): in place,
+ * or kept for the loader of a mapped set. FERRY_EINVAL when n groups do
+ * not divide a sample, FERRY_ENOMEM. */
+int rt_normalize_as(rt_dataset *ds, const float *shift, const float *scale, int n,
+                    char *err, size_t errlen);
+
+/* The name of a user's file's normalisation (--normalize `how`):
+ * "standard", "minmax" or "none"; NULL for a named set, whose own constants
+ * the set's name says. */
+const char *rt_data_norm_kind(const char *how, bool user_file);
 
 /* Frees x, labels, targets and answer with free() and zeroes *ds. NULL:
  * no-op. */

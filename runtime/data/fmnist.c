@@ -116,6 +116,16 @@ int rt_fmnist_load_polled(const char *dir, bool train, const rt_data_cancel *can
         ds.x[i] = table[img.data[i]];
     for (size_t i = 0; i < ds.n; i++)
         ds.labels[i] = lab.data[i];
+    /* The same, said in the pixels' own units for what keeps it (--save). */
+    ds.norm_shift = malloc(sizeof(float));
+    ds.norm_scale = malloc(sizeof(float));
+    if (!ds.norm_shift || !ds.norm_scale) {
+        rc = base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", paths);
+        goto out;
+    }
+    ds.norm_shift[0] = (float)(255.0 * FMNIST_MEAN);
+    ds.norm_scale[0] = (float)(1.0 / (255.0 * FMNIST_STD));
+    ds.norm_n = 1;
     ds.about = base_asprintf("Fashion-MNIST from %s: %zu samples of 1x%dx%d, %d classes; "
                              "normalised with its published mean %.4f and standard "
                              "deviation %.4f",

@@ -120,3 +120,27 @@ int rt_normalize(rt_dataset *train, rt_dataset *test, const char *how, char *err
          apply(test, train->norm_shift, train->norm_scale, groups, false);
     return ok ? 0 : base_errf(err, errlen, FERRY_ENOMEM, "no memory to normalise");
 }
+
+int rt_normalize_as(rt_dataset *ds, const float *shift, const float *scale, int n,
+                    char *err, size_t errlen)
+{
+    if (n == 0)
+        return 0;
+    if (n < 0 || ds->features % n != 0)
+        return base_errf(err, errlen, FERRY_EINVAL,
+                         "the run normalised %d groups of numbers, which %d numbers a "
+                         "sample do not divide into",
+                         n, ds->features);
+    return apply(ds, shift, scale, n, false)
+               ? 0
+               : base_errf(err, errlen, FERRY_ENOMEM, "no memory to normalise");
+}
+
+const char *rt_data_norm_kind(const char *how, bool user_file)
+{
+    if (!user_file)
+        return NULL;
+    if (how && (strcmp(how, "minmax") == 0 || strcmp(how, "none") == 0))
+        return strcmp(how, "none") == 0 ? "none" : "minmax";
+    return "standard";
+}

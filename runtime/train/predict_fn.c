@@ -1,6 +1,8 @@
 /* "ferry.train.predict": the built-in function `ferry predict` calls on a
  * worker. It takes no training session: a prediction is one call, on the
- * worker's device, with its own copy of the parameters. */
+ * worker's device, with its own copy of the parameters. And what a run's
+ * begin says of its data, so that a prediction can see new samples the
+ * same way. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +52,7 @@ int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t
     if (rc == 0 && proto_train_begin_unpack(a->spec.data, a->spec.len, &spec))
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "the data options are not a TrainBegin");
     rt_prediction p = {0};
-    if (rc == 0 && (rc = rt_predict(m, ctx->device, &params, &spec->spec, (int)a->batch,
+    if (rc == 0 && (rc = rt_predict(m, ctx->device, &params, &spec->spec, a, (int)a->batch,
                                     &p, err, sizeof err)))
         rc = ctx->ops->fail(ctx, rc, "%s", err);
     proto_train_begin_free(spec);
@@ -64,6 +66,7 @@ int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t
         .n_labels = p.labels ? p.n : 0,
         .labels = p.labels,
         .device = (char *)ctx->device->description,
+        .classifier = m->kind == FERRY_MODEL_CLASSIFIER,
     };
     proto_bytes b;
     rc = proto_predict_reply_pack(&r, &b);
@@ -73,4 +76,23 @@ int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t
         memcpy(buf, b.data, b.len);
     proto_bytes_fini(&b);
     return buf ? 0 : ctx->ops->fail(ctx, FERRY_ENOMEM, "no memory for the prediction");
+}
+
+void rt_predict_saved_data(const ferry_model_t *m, const rt_dataset *train, const char *how,
+                           proto_train_begin_reply *r)
+{
+    r->normalize = (char *)(how                ? how
+                            : !train->norm_n   ? "none"
+                            : m->dataset       ? m->dataset
+                                               : "fashion-mnist");
+    r->n_norm_shift = r->n_norm_scale = (size_t)train->norm_n;
+    r->norm_shift = train->norm_shift;
+    r->norm_scale = train->norm_scale;
+    r->n_class_names = (size_t)train->n_class_names;
+    r->class_names = train->class_names;
+    /* int and uint32_t share their representation for these positive
+     * sizes: the view reads them as they lie. */
+    r->input = (uint32_t *)(uintptr_t)m->input;
+    r->n_input = 3;
+    r->outputs = (uint32_t)m->outputs;
 }

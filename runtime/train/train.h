@@ -315,17 +315,14 @@ int rt_trainer_params_polled(rt_trainer *t, float *host, bool (*cancelled)(void 
 /* rt_trainer_params_polled that is never cancelled. */
 int rt_trainer_params(rt_trainer *t, float *host);
 
-/* The model's outputs on every sample of the test set, in its order (a
- * trainer of one rank), with the set's labels when it has them. */
+/* The model's outputs on every sample of a set, in its order, with the
+ * set's labels when it has them (rt_predict). */
 typedef struct rt_prediction {
     size_t n, outputs_per;
     float *outputs;  /* n x outputs_per: logits, or a regressor's outputs */
     int32_t *labels; /* n, or NULL */
 } rt_prediction;
 
-/* Fills *out (rt_prediction_free); FERRY_EINVAL with `err` for a model
- * without a predict function. */
-int rt_trainer_predict(rt_trainer *t, rt_prediction *out, char *err, size_t errlen);
 void rt_prediction_free(rt_prediction *p);
 
 /* "ferry.train.predict" (predict_fn.c): PredictRequest in, PredictReply
@@ -334,16 +331,29 @@ int rt_train_predict_fn(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t
 
 struct proto_tensors;
 struct proto_train_spec;
-/* Runs model `m` forward on `dev` over the test set that the data options
- * of `spec` name (as a run with them reads it: its files, split by its
- * seed, normalised by its training set; the model's own set when they name
- * none), with the parameters `params`, `batch` samples at a time (0: 256):
+struct proto_predict_req;
+struct proto_train_begin_reply;
+/* Runs model `m` forward on `dev` with the parameters `params`, `batch`
+ * samples at a time (0: 256), over the samples that the data options of
+ * `spec` name, seen as `saved` (a PredictRequest's saved-data fields, from
+ * the parameters' file) says the run saw its data (predict.c says how):
  * what `ferry predict` computes, on a worker or in the command's own
- * process. The parameters are refused, naming the tensor, when they are not
- * the model's. */
+ * process. Refused with `err` saying why: parameters that are not the
+ * model's (naming the tensor), samples of another shape than the model's,
+ * data that is not the run's for a file that does not say how the run
+ * normalised. */
 int rt_predict(const ferry_model_t *m, ferry_device_t *dev, const struct proto_tensors *params,
-               const struct proto_train_spec *spec, int batch, rt_prediction *out,
-               char *err, size_t errlen);
+               const struct proto_train_spec *spec, const struct proto_predict_req *saved,
+               int batch, rt_prediction *out, char *err, size_t errlen);
+/* Fills the saved-data fields of a TrainBeginReply (borrowing from `m`
+ * and `train`) for a run of `m` on `train`, normalised as `how` names
+ * (rt_data_norm_kind; NULL: a named set, which its own name says). */
+void rt_predict_saved_data(const ferry_model_t *m, const rt_dataset *train, const char *how,
+                           struct proto_train_begin_reply *r);
+/* The seed the named synthetic sets are drawn from: training seeds change
+ * the model's start and the shuffle, never the problem it solves. */
+#define RT_TRAIN_DATA_SEED 20261123u
+
 /* The sets it trains and evaluates on. */
 const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train);
 void rt_trainer_destroy(rt_trainer *t);

@@ -337,6 +337,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         rc = begin_trainer(ctx, &ba, s, err, sizeof err);
     OPENSSL_cleanse(ba.secret, sizeof ba.secret);
     free_peers(ba.peers, ba.co.world);
+    const char *norm = rt_data_norm_kind(ba.src.normalize, ba.o.data != NULL);
     proto_train_begin_free(ba.msg);
     if (!s) /* refused: the call says why */
         return rc;
@@ -353,6 +354,7 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         r.world = (uint32_t)ba.o.world;
         r.buckets = (uint32_t)rt_trainer_buckets(s->t);
         r.data_about = rt_trainer_dataset(s->t, true)->about;
+        rt_predict_saved_data(s->m->task->model, rt_trainer_dataset(s->t, true), norm, &r);
     }
     rt_session_started(ctx, s, rc);
     if (rc)

@@ -11,9 +11,7 @@
 
 #define DEFAULT_BATCH      PROTO_TRAIN_WORKER_BATCH
 #define DEFAULT_EVAL_BATCH 256
-/* The synthetic sets' own seed: training seeds change the model's start and
- * the shuffle, never the problem it solves. */
-#define DATA_SEED 20261123u
+#define DATA_SEED RT_TRAIN_DATA_SEED
 
 static int check_set(const ferry_model_t *m, const rt_dataset *ds, const char *which,
                      char *err, size_t errlen)

@@ -7,7 +7,8 @@ On a cluster of 2 local workers (its own FERRY_HOME, free ports):
    alone (no ferry code): its header, its tensors and their shapes, its
    metadata; the same MLP computed in numpy from F on the Fashion-MNIST
    test set gets the run's test accuracy within 0.1 point. With PyTorch
-   installed, a torch.nn model loaded from F does too.
+   installed, a torch.nn model loaded from F does too. The metadata keeps
+   Fashion-MNIST's published normalisation and the model's shape.
 2. `--init-from F` with a learning rate too small to move anything starts
    where the first run ended: its first epoch's accuracy is the saved one.
 3. `--init-from F` for another model (the CNN) is refused, naming the
@@ -15,6 +16,8 @@ On a cluster of 2 local workers (its own FERRY_HOME, free ports):
 4. `ferry predict mlp.so --params F`, on worker 0 and with --local, writes
    a line a sample (the class, then probabilities that sum to 1) and gets
    the run's test accuracy; with the CNN, it is refused like --init-from.
+   On the test images alone (raw pixels, no labels), it gives the same
+   classes: the file's normalisation is the run's.
 
 Environment (meson sets it): FERRY_TEST_BUILD; optional FERRY_TEST_FMNIST
 (default /usr/share/datasets/fashion-mnist).
@@ -24,56 +27,21 @@ import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-BUILD = os.environ["FERRY_TEST_BUILD"]
+from ptap import BUILD, Tap, ferry, read_safetensors, run
+
 FMNIST = os.environ.get("FERRY_TEST_FMNIST", "/usr/share/datasets/fashion-mnist")
-FERRY = os.path.join(BUILD, "ferry")
 MLP = os.path.join(BUILD, "tasks", "mlp.so")
 CNN = os.path.join(BUILD, "tasks", "cnn.so")
 # Fashion-MNIST's published mean and standard deviation, which the workers
 # normalise its pixels with.
 MEAN, STD = 0.2860405969887955, 0.3530242445149223
 
-tests_run = 0
-failed = 0
-
-
-def report(ok, name, why=""):
-    global tests_run, failed
-    tests_run += 1
-    failed += not ok
-    print(("ok" if ok else "not ok") + " %d - %s" % (tests_run, name))
-    if not ok:
-        for line in why.splitlines():
-            print("# " + line)
-    sys.stdout.flush()
-
-
-def ferry(home, *args, timeout=600):
-    env = dict(os.environ, FERRY_HOME=home, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([FERRY, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def read_safetensors(path):
-    """The file's tensors (name -> array) and metadata, by the format alone."""
-    with open(path, "rb") as f:
-        b = f.read()
-    n = struct.unpack("<Q", b[:8])[0]
-    header = json.loads(b[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    tensors = {}
-    for name, t in header.items():
-        assert t["dtype"] == "F32", t
-        lo, hi = t["data_offsets"]
-        tensors[name] = np.frombuffer(b[base + lo:base + hi], dtype="<f4").reshape(t["shape"])
-    return tensors, meta
+TAP = Tap()
+report = TAP.report
 
 
 def test_set():
@@ -139,6 +107,15 @@ def main():
         report(meta.get("model") == "mlp" and meta.get("ferry_version") and
                abs(float(meta["test_accuracy"]) - acc) < 1e-6,
                "the metadata names the model, ferry's version and the accuracy", repr(meta))
+        # Fashion-MNIST's published constants, in the pixels' own units.
+        shift = json.loads(meta.get("norm_shift", "[]"))
+        scale = json.loads(meta.get("norm_scale", "[]"))
+        report(meta.get("normalize") == "fashion-mnist" and len(shift) == 1 and
+               len(scale) == 1 and abs(shift[0] - 255 * MEAN) < 1e-4 and
+               abs(scale[0] * 255 * STD - 1) < 1e-6 and
+               json.loads(meta.get("input", "[]")) == [1, 28, 28] and
+               meta.get("outputs") == "10" and json.loads(meta.get("class_names")) == [],
+               "the metadata keeps Fashion-MNIST's normalisation and the shape", repr(meta))
 
         x, y = test_set()
         np_acc = float((mlp_numpy(t, x).argmax(1) == y).mean())
@@ -193,6 +170,23 @@ def main():
                    "exit %d, accuracy %s vs the run's %.4f\n%s" %
                    (r.returncode, summary.get("test_accuracy"), acc, r.stderr[-1500:]))
 
+        # The test images alone, as raw pixels: normalised with the constants
+        # the file keeps, they get the classes the labelled test set got.
+        out = os.path.join(home, "images.csv")
+        r = ferry(home, "predict", MLP, "--params", saved, "--local", "--data",
+                  os.path.join(FMNIST, "t10k-images-idx3-ubyte.gz"), "--out", out, "--json")
+        with open(out if r.returncode == 0 else os.devnull) as f:
+            classes = [l.split(",")[0] for l in f.read().splitlines()[1:]]
+        with open(os.path.join(home, "pred--local.csv")) as f:
+            want = [l.split(",")[0] for l in f.read().splitlines()[1:]]
+        summary = json.loads(r.stdout) if r.returncode == 0 else {}
+        report(len(want) == 10000 and classes == want and summary.get("labelled") is False
+               and "test_accuracy" not in summary,
+               "predict on the test images alone (raw pixels, no labels) gives the same "
+               "classes", "exit %d, %d classes, %d equal\n%s" %
+               (r.returncode, len(classes), sum(a == b for a, b in zip(classes, want)),
+                r.stderr[-1500:]))
+
         r = ferry(home, "predict", CNN, "--params", saved, "--local")
         report(r.returncode == 1 and "they have no tensor 'conv1.weight'" in r.stderr,
                "predict with another model's file is refused by tensor name",
@@ -203,9 +197,4 @@ def main():
 
 
 if __name__ == "__main__":
-    print("1..10")
-    try:
-        main()
-    except Exception as e:  # a failure of the test itself is one more "not ok"
-        report(False, "the test ran to its end", repr(e))
-    sys.exit(1 if failed else 0)
+    run(TAP, 12, main)
