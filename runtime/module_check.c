@@ -194,7 +194,8 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
                 err, errlen, name, "the model's %s points outside the module's code (%p)",
                 fns[i].what, fns[i].fn);
     int rc = check_table(g, m->params, "parameter", name, err, errlen);
-    return rc || !has_buffers ? rc : check_table(g, m->buffers, "buffer", name, err, errlen);
+    return rc || !has_buffers ? rc
+                              : check_table(g, m->buffers, "buffer", name, err, errlen);
 }
 
 int rt_module_check_descriptor(void *handle, const ferry_task_t *t, const char *name,

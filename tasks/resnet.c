@@ -11,9 +11,10 @@
 
 /* A row a block reads better than a layer a line. */
 /* clang-format off */
-#define BLOCK(b, ch)                                                                     \
-    FERRY_NN_CONV2D(b ".conv1", ch, 3, 1, 1), FERRY_NN_BATCHNORM(b ".bn1"), FERRY_NN_RELU(), \
-    FERRY_NN_CONV2D(b ".conv2", ch, 3, 1, 1), FERRY_NN_BATCHNORM(b ".bn2"),              \
+#define BLOCK(b, ch)                                                                \
+    FERRY_NN_CONV2D(b ".conv1", ch, 3, 1, 1), FERRY_NN_BATCHNORM(b ".bn1"),         \
+    FERRY_NN_RELU(),                                                                \
+    FERRY_NN_CONV2D(b ".conv2", ch, 3, 1, 1), FERRY_NN_BATCHNORM(b ".bn2"),         \
     FERRY_NN_RESIDUAL(5), FERRY_NN_RELU()
 
 static const ferry_nn_layer_t layers[] = {

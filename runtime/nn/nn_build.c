@@ -33,7 +33,8 @@ static int add_tensor(ferry_nn_t *nn, int i, const char *suffix, const int shape
     int *count = buffer ? &pl->nbuffers : &pl->nparams;
     int max = buffer ? FERRY_NN_MAX_BUFFERS : FERRY_NN_MAX_PARAMS;
     if (*count == max)
-        return fail(nn, i, "more than %d %s tensors", max, buffer ? "buffer" : "parameter");
+        return fail(nn, i, "more than %d %s tensors", max,
+                    buffer ? "buffer" : "parameter");
     char *name = buffer ? pl->buffer_names[*count] : pl->names[*count];
     int len = nn->layers[i].name
                   ? snprintf(name, FERRY_NN_NAME_MAX, "%s.%s", nn->layers[i].name, suffix)

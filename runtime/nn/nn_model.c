@@ -48,7 +48,8 @@ int ferry_nn_init(const ferry_nn_t *nn, ferry_model_ctx_t *mc, float *p)
             ferry_layer_init(mc, t[0], nw, t[1], nb, (int)st->in_n);
         else if (l->kind == FERRY_NN_LAYER_CONV2D)
             ferry_layer_init(mc, t[0], nw, t[1], nb, st->in[0] * l->size * l->size);
-        else if (l->kind == FERRY_NN_LAYER_LAYERNORM || l->kind == FERRY_NN_LAYER_BATCHNORM)
+        else if (l->kind == FERRY_NN_LAYER_LAYERNORM ||
+                 l->kind == FERRY_NN_LAYER_BATCHNORM)
             for (size_t k = 0; k < nw; k++)
                 t[0][k] = 1.0f; /* the bias stays 0 */
         else if (l->kind == FERRY_NN_LAYER_CUSTOM && l->custom->init) {

@@ -199,15 +199,15 @@ static int alloc_buffers(rt_model_ctx *mc, const ferry_model_t *m, char *err,
 int rt_model_ctx_get_buffers(rt_model_ctx *mc, float *host)
 {
     ferry_device_t *dev = mc->pub.dev;
-    return mc->blen ? dev->ops->download(dev, host, mc->pub.buffers, mc->blen * sizeof(float))
-                    : 0;
+    size_t bytes = mc->blen * sizeof(float);
+    return mc->blen ? dev->ops->download(dev, host, mc->pub.buffers, bytes) : 0;
 }
 
 int rt_model_ctx_set_buffers(rt_model_ctx *mc, const float *host)
 {
     ferry_device_t *dev = mc->pub.dev;
-    return mc->blen ? dev->ops->upload(dev, mc->pub.buffers, host, mc->blen * sizeof(float))
-                    : 0;
+    size_t bytes = mc->blen * sizeof(float);
+    return mc->blen ? dev->ops->upload(dev, mc->pub.buffers, host, bytes) : 0;
 }
 
 size_t rt_model_param_count(const ferry_model_t *m)

@@ -57,11 +57,11 @@ static void check(int n, int ch, int hw, uint64_t seed)
         rm = rand2((size_t)ch, -1, 1, &s), rv = rand2((size_t)ch, 0.5, 2, &s),
         mean = rand2((size_t)ch, 0, 1, &s), rstd = rand2((size_t)ch, 0, 1, &s),
         dg = rand2((size_t)ch, 0, 1, &s), db = rand2((size_t)ch, 0, 1, &s);
-    cr_assert_eq(G->ops->batchnorm(G, x.g, gam.g, bet.g, n, ch, hw, 1e-5f, 0.1f, y.g, mean.g,
-                                   rstd.g, rm.g, rv.g),
+    cr_assert_eq(G->ops->batchnorm(G, x.g, gam.g, bet.g, n, ch, hw, 1e-5f, 0.1f, y.g,
+                                   mean.g, rstd.g, rm.g, rv.g),
                  0);
-    cr_assert_eq(C->ops->batchnorm(C, x.c, gam.c, bet.c, n, ch, hw, 1e-5f, 0.1f, y.c, mean.c,
-                                   rstd.c, rm.c, rv.c),
+    cr_assert_eq(C->ops->batchnorm(C, x.c, gam.c, bet.c, n, ch, hw, 1e-5f, 0.1f, y.c,
+                                   mean.c, rstd.c, rm.c, rv.c),
                  0);
     agree(&y, 1e-5, "batchnorm y");
     agree(&mean, 1e-5, "batchnorm mean");
@@ -81,12 +81,12 @@ static void check(int n, int ch, int hw, uint64_t seed)
                                         1e-5f, NULL, dg.g, db.g),
                  0);
     agree(&dg, 1e-4, "batchnorm_grad dgamma without dx");
-    cr_assert_eq(G->ops->batchnorm_infer(G, x.g, gam.g, bet.g, rm.g, rv.g, n, ch, hw, 1e-5f,
-                                         y.g),
-                 0);
-    cr_assert_eq(C->ops->batchnorm_infer(C, x.c, gam.c, bet.c, rm.c, rv.c, n, ch, hw, 1e-5f,
-                                         y.c),
-                 0);
+    cr_assert_eq(
+        G->ops->batchnorm_infer(G, x.g, gam.g, bet.g, rm.g, rv.g, n, ch, hw, 1e-5f, y.g),
+        0);
+    cr_assert_eq(
+        C->ops->batchnorm_infer(C, x.c, gam.c, bet.c, rm.c, rv.c, n, ch, hw, 1e-5f, y.c),
+        0);
     agree(&y, 1e-5, "batchnorm_infer y");
     two *each[] = {&x, &dy, &y, &dx, &gam, &bet, &rm, &rv, &mean, &rstd, &dg, &db};
     for (size_t i = 0; i < sizeof each / sizeof each[0]; i++)

@@ -96,8 +96,8 @@ Test(device_bnorm, training_normalises_by_the_batch_and_moves_the_running_statis
     double rm2[CH], rv2[CH];
     td_get(rm2, drm, CH);
     td_get(rv2, drv, CH);
-    cr_assert_eq(D->ops->batchnorm_infer(D, dx, dg, db, drm, drv, N, CH, HW, (float)EPS, dy),
-                 0);
+    cr_assert_eq(
+        D->ops->batchnorm_infer(D, dx, dg, db, drm, drv, N, CH, HW, (float)EPS, dy), 0);
     for (int i = 0; i < N; i++)
         for (int c = 0; c < CH; c++)
             for (int j = 0; j < HW; j++) {
@@ -182,9 +182,9 @@ Test(device_bnorm, one_value_a_channel_or_an_empty_shape_is_refused)
                  FERRY_EINVAL);
     cr_expect_eq(D->ops->batchnorm_infer(D, buf, buf, buf, buf, buf, 0, 4, 1, 1e-5f, buf),
                  FERRY_EINVAL);
-    cr_expect_eq(D->ops->batchnorm_grad(D, buf, buf, buf, buf, buf, 2, 0, 1, 1e-5f, buf,
-                                        buf, buf),
-                 FERRY_EINVAL);
+    cr_expect_eq(
+        D->ops->batchnorm_grad(D, buf, buf, buf, buf, buf, 2, 0, 1, 1e-5f, buf, buf, buf),
+        FERRY_EINVAL);
     /* One sample of a map has h w values a channel: that trains. */
     cr_expect_eq(D->ops->batchnorm(D, buf, buf, buf, 1, 2, 4, 1e-5f, 0.1f, buf + 8,
                                    buf + 16, buf + 20, buf + 24, buf + 28),

@@ -34,7 +34,8 @@ static int ctx(const ferry_model_t *m, ferry_device_t *dev, rt_model_ctx *mc, ch
     return rt_model_ctx_init(mc, m, dev, 4, 1, err, 256);
 }
 
-Test(models_buffers, buffers_come_from_init_buffers_or_are_zero_and_old_descriptors_have_none)
+Test(models_buffers,
+     buffers_come_from_init_buffers_or_are_zero_and_old_descriptors_have_none)
 {
     tmodel t;
     tm_open(&t, "mlp", 4, 1);

@@ -38,8 +38,8 @@ Test(models_resnet, one_short_epoch_on_the_cpu_learns)
                        .train_set = &tr,
                        .test_set = &te};
     rt_trainer *t;
-    cr_assert_eq(rt_trainer_create(mod.task->model, dev, &o, &t, err, sizeof err), 0, "%s",
-                 err);
+    cr_assert_eq(rt_trainer_create(mod.task->model, dev, &o, &t, err, sizeof err), 0,
+                 "%s", err);
     rt_epoch_stats st;
     cr_assert_eq(rt_trainer_epoch(t, &st, NULL, NULL, err, sizeof err), 0, "%s", err);
     /* 0.64 here (chance is 0.1), evaluated by the running statistics. */

@@ -101,9 +101,9 @@ static void check_running_statistics(const char *name)
             /* Training normalises by the batch's own statistics. */
             for (int i = 0; i < B; i++)
                 for (int j = 0; j < hw; j++) {
-                    double z = (at(x, ch, hw, i, c, j) - m) / sqrt(v + EPS) *
-                                   p[t.off[0] + c] +
-                               p[t.off[1] + c];
+                    double z =
+                        (at(x, ch, hw, i, c, j) - m) / sqrt(v + EPS) * p[t.off[0] + c] +
+                        p[t.off[1] + c];
                     want_loss += (float)(pow(z - at(y, ch, hw, i, c, j), 2) / (2.0 * B));
                 }
             rm[c] = (1 - MOM) * rm[c] + MOM * m;
@@ -143,9 +143,10 @@ static void check_running_statistics(const char *name)
                 size_t q = ((size_t)i * ch + c) * hw + j;
                 double z = (x[q] - rm[c]) / sqrt(rv[c] + EPS) * p[t.off[0] + c] +
                            p[t.off[1] + c];
-                cr_expect_float_eq(got[q], z, 1e-4 * (1 + fabs(z)),
-                                   "%s: prediction %zu is %g, by the running statistics %g",
-                                   name, q, (double)got[q], z);
+                cr_expect_float_eq(
+                    got[q], z, 1e-4 * (1 + fabs(z)),
+                    "%s: prediction %zu is %g, by the running statistics %g", name, q,
+                    (double)got[q], z);
                 want_loss += (float)(pow(z - y[q], 2) / (2.0 * B));
             }
     cr_expect_float_eq(loss, want_loss, 1e-4 * fabsf(want_loss),

@@ -27,7 +27,8 @@ static void bn_open(bn_fixture *f)
     cr_assert(dir, "FERRY_TEST_NN is not set (run through meson test)");
     char path[4096], err[512] = "";
     snprintf(path, sizeof path, "%s/nn_bn.so", dir);
-    cr_assert_eq(rt_module_open(&f->mod, path, "nn_bn.so", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rt_module_open(&f->mod, path, "nn_bn.so", err, sizeof err), 0, "%s",
+                 err);
     cr_assert_eq(rt_device_open("cpu", &f->dev, err, sizeof err), 0, "%s", err);
     ttrain_random_set(&f->train, 96, 2, 5, 5, 3, 1);
     ttrain_random_set(&f->test, 40, 2, 5, 5, 3, 2);
@@ -93,19 +94,28 @@ Test(train_bn_state, the_saved_state_holds_the_buffers_and_starts_a_trainer_the_
     bn_open(&f);
     rt_trainer *a, *b;
     char err[512] = "";
-    cr_assert_eq(rt_trainer_create(f.mod.task->model, f.dev, &f.o, &a, err, sizeof err), 0,
-                 "%s", err);
+    cr_assert_eq(rt_trainer_create(f.mod.task->model, f.dev, &f.o, &a, err, sizeof err),
+                 0, "%s", err);
     rt_epoch_stats st, again;
     cr_assert_eq(rt_trainer_epoch(a, &st, NULL, NULL, err, sizeof err), 0, "%s", err);
     rt_tensors sa, sb;
     state_of(a, &sa);
-    static const char *const want[] = {
-        "conv.weight",      "conv.bias",           "bn1.weight",
-        "bn1.bias",         "fc.weight",           "fc.bias",
-        "bn2.weight",       "bn2.bias",            "out.weight",
-        "out.bias",         "bn1.running_mean",    "bn1.running_var",
-        "bn1.num_batches_tracked", "bn2.running_mean", "bn2.running_var",
-        "bn2.num_batches_tracked"};
+    static const char *const want[] = {"conv.weight",
+                                       "conv.bias",
+                                       "bn1.weight",
+                                       "bn1.bias",
+                                       "fc.weight",
+                                       "fc.bias",
+                                       "bn2.weight",
+                                       "bn2.bias",
+                                       "out.weight",
+                                       "out.bias",
+                                       "bn1.running_mean",
+                                       "bn1.running_var",
+                                       "bn1.num_batches_tracked",
+                                       "bn2.running_mean",
+                                       "bn2.running_var",
+                                       "bn2.num_batches_tracked"};
     cr_assert_eq(sa.n, sizeof want / sizeof want[0], "%zu tensors", sa.n);
     for (size_t i = 0; i < sa.n; i++)
         cr_expect_str_eq(sa.names[i], want[i]);
@@ -120,7 +130,8 @@ Test(train_bn_state, the_saved_state_holds_the_buffers_and_starts_a_trainer_the_
     cr_assert_eq(sb.floats, sa.floats);
     cr_expect_arr_eq(sb.values, sa.values, sa.floats * sizeof(float),
                      "started from the state, the trainer holds it bit for bit");
-    cr_assert_eq(rt_trainer_evaluate(b, b->params, &again, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rt_trainer_evaluate(b, b->params, &again, err, sizeof err), 0, "%s",
+                 err);
     cr_expect(again.test_loss == st.test_loss && again.test_accuracy == st.test_accuracy,
               "evaluated from the state: loss %.9g, accuracy %g; the run's %.9g, %g",
               again.test_loss, again.test_accuracy, st.test_loss, st.test_accuracy);

@@ -77,8 +77,7 @@ int cpu_batchnorm_infer(ferry_device_t *dev, const float *x, const float *gamma,
 
 int cpu_batchnorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
                        const float *mean, const float *rstd, const float *dy, int n,
-                       int c, int hw, float eps,
-                        float *dx, float *dgamma, float *dbeta)
+                       int c, int hw, float eps, float *dx, float *dgamma, float *dbeta)
 {
     (void)dev;
     (void)eps; /* rstd has it */

@@ -30,13 +30,13 @@ static int bn_make(cuda_dev_t *d, bn_desc *b, int n, int c, int hw)
     CUDA_DNN_TRY(d, cudnnCreateTensorDescriptor(&b->x), out);
     CUDA_DNN_TRY(d, cudnnCreateTensorDescriptor(&b->p), out);
     CUDA_DNN_TRY(d,
-                 cudnnSetTensor4dDescriptor(b->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c,
-                                            hw, 1),
+                 cudnnSetTensor4dDescriptor(b->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
+                                            c, hw, 1),
                  out);
-    CUDA_DNN_TRY(d,
-                 cudnnSetTensor4dDescriptor(b->p, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c,
-                                            1, 1),
-                 out);
+    CUDA_DNN_TRY(
+        d,
+        cudnnSetTensor4dDescriptor(b->p, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c, 1, 1),
+        out);
 out:
     if (rc)
         bn_drop(b);
@@ -87,8 +87,7 @@ out:
 
 int cuda_batchnorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
                         const float *mean, const float *rstd, const float *dy, int n,
-                        int c, int hw, float eps,
-                        float *dx, float *dgamma, float *dbeta)
+                        int c, int hw, float eps, float *dx, float *dgamma, float *dbeta)
 {
     cuda_dev_t *d = cuda_dev(dev);
     bn_desc b;
@@ -103,10 +102,9 @@ int cuda_batchnorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
         dx = d->ws;
     }
     CUDA_DNN_TRY(d,
-                 cudnnBatchNormalizationBackward(d->dnn, CUDNN_BATCHNORM_SPATIAL, &one,
-                                                 &zero, &one, &zero, b.x, x, b.x, dy, b.x,
-                                                 dx, b.p, gamma, dgamma, dbeta, eps, mean,
-                                                 rstd),
+                 cudnnBatchNormalizationBackward(
+                     d->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, b.x, x,
+                     b.x, dy, b.x, dx, b.p, gamma, dgamma, dbeta, eps, mean, rstd),
                  out);
 out:
     bn_drop(&b);
