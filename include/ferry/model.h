@@ -187,7 +187,10 @@ typedef struct ferry_model_t {
      * a tensor of no dimensions is a scalar. The runtime allocates them on
      * the device for each rank (ferry_model_ctx_t.buffers), never sums them
      * across the workers nor sends them to the parameter server, and saves
-     * and loads them beside the parameters by name. */
+     * and loads them beside the parameters by name (--save, --init-from).
+     * In sync mode rank 0's replace the other ranks' before each
+     * evaluation (DDP's broadcast_buffers, once an epoch); in async mode
+     * each rank keeps its own, and a run saves rank 0's. */
     const ferry_param_t *buffers;
     /* Optional: writes the buffers' initial values into `buffers` (host
      * memory, laid out as above, zeroed), as init does the parameters.
