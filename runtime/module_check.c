@@ -124,6 +124,28 @@ static int check_functions(const segs *g, const ferry_function_t *fns, const cha
     }
 }
 
+/* A table of tensors (params or buffers) lies in the module's data, each
+ * name a string there, up to its {NULL} terminator. */
+static int check_table(const segs *g, const ferry_param_t *t, const char *what,
+                       const char *name, char *err, size_t errlen)
+{
+    for (int i = 0; t; i++) {
+        const ferry_param_t *p = &t[i];
+        if (i == MAX_ENTRIES || !holding(g, p, sizeof *p, false))
+            return rt_module_refuse(err, errlen, name,
+                                    "the model's %s table runs past the module's data "
+                                    "after %d entries: it lacks its {NULL} terminator",
+                                    what, i);
+        if (!p->name)
+            return 0;
+        if (!string_ok(g, p->name))
+            return rt_module_refuse(
+                err, errlen, name,
+                "the model's %s %d: its name is not a string in the module", what, i);
+    }
+    return 0;
+}
+
 static int check_model(const segs *g, const ferry_model_t *m, const char *name, char *err,
                        size_t errlen)
 {
@@ -151,6 +173,8 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
         return rt_module_refuse(err, errlen, name,
                                 "the model's %u bytes run past the module", m->size);
     bool has_metrics = size >= offsetof(ferry_model_t, metrics) + sizeof m->metrics;
+    bool has_buffers =
+        size >= offsetof(ferry_model_t, init_buffers) + sizeof m->init_buffers;
     if (m->dataset && !string_ok(g, m->dataset))
         return rt_module_refuse(err, errlen, name,
                                 "the model's dataset name is not a string in "
@@ -162,31 +186,16 @@ static int check_model(const segs *g, const ferry_model_t *m, const char *name, 
                {"init", (const void *)m->init},
                {"loss_grad", (const void *)m->loss_grad},
                {"evaluate", (const void *)m->evaluate},
-               {"metrics", has_metrics ? (const void *)m->metrics : NULL}};
+               {"metrics", has_metrics ? (const void *)m->metrics : NULL},
+               {"init_buffers", has_buffers ? (const void *)m->init_buffers : NULL}};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
         if (fns[i].fn && !code_ok(g, fns[i].fn))
             return rt_module_refuse(
                 err, errlen, name, "the model's %s points outside the module's code (%p)",
                 fns[i].what, fns[i].fn);
-    if (!m->params)
-        return 0;
-    for (int i = 0;; i++) {
-        const ferry_param_t *p = &m->params[i];
-        if (i == MAX_ENTRIES || !holding(g, p, sizeof *p, false))
-            return rt_module_refuse(
-                err, errlen, name,
-                "the model's parameter table runs past the module's data "
-                "after %d entries: it lacks its {NULL} terminator",
-                i);
-        if (!p->name)
-            return 0;
-        if (!string_ok(g, p->name))
-            return rt_module_refuse(
-                err, errlen, name,
-                "the model's parameter %d: its name is not a string in the "
-                "module",
-                i);
-    }
+    int rc = check_table(g, m->params, "parameter", name, err, errlen);
+    return rc || !has_buffers ? rc
+                              : check_table(g, m->buffers, "buffer", name, err, errlen);
 }
 
 int rt_module_check_descriptor(void *handle, const ferry_task_t *t, const char *name,

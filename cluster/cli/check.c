@@ -9,7 +9,10 @@
  * the segment by the trapezoid rule, from loss_grad at STEPS + 1 points (the
  * same calls give the two losses), which is what the central difference
  * measures exactly when the loss has kinks. The generator is reseeded before
- * each call, so that a layer drawing from it (dropout) draws the same. */
+ * each call, so that a layer drawing from it (dropout) draws the same, and
+ * the model's buffers are put back as they started, so that one a call
+ * updates (batch normalisation's running statistics, in training) is the
+ * same for every call: loss_grad's gradient is the training mode's. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -60,6 +63,7 @@ typedef struct checker {
     int nparams;
     size_t len, *off;
     float *host, *grad, *dparams, *dgrad; /* host p and gradient; device copies */
+    float *buffers;                       /* the buffers as they start (host) */
     ferry_batch_t b;
     void *dx, *dy; /* device batch */
 } checker;
@@ -82,6 +86,8 @@ static int loss_grad(checker *c, float *loss)
 {
     ferry_device_t *d = c->dev;
     int rc = d->ops->upload(d, c->dparams, c->host, c->len * sizeof(float));
+    if (!rc)
+        rc = rt_model_ctx_set_buffers(&c->mc, c->buffers);
     rt_rng_seed(c->mc.rng, c->o.seed, RNG_STREAM);
     if (!rc)
         rc = c->m->loss_grad(&c->mc.pub, c->dparams, &c->b, c->dgrad, loss);
@@ -152,12 +158,17 @@ static int open_checker(checker *c, const ferry_model_t *m, char *err, size_t er
     c->grad = calloc(c->len, sizeof(float));
     c->dparams = c->dev->ops->alloc(c->dev, c->len * sizeof(float));
     c->dgrad = c->dev->ops->alloc(c->dev, c->len * sizeof(float));
-    if (!c->host || !c->grad || !c->dparams || !c->dgrad) {
+    c->buffers = calloc(c->mc.blen + 1, sizeof(float));
+    if (!c->host || !c->grad || !c->dparams || !c->dgrad || !c->buffers) {
         snprintf(err, errlen, "out of memory for %zu parameters", c->len);
         return FERRY_ENOMEM;
     }
     if ((rc = m->init(&c->mc.pub, c->host))) {
         snprintf(err, errlen, "the model's init failed: %s", ferry_strerror(rc));
+        return rc;
+    }
+    if ((rc = rt_model_ctx_get_buffers(&c->mc, c->buffers))) {
+        snprintf(err, errlen, "cannot read the model's buffers: %s", ferry_strerror(rc));
         return rc;
     }
     if ((rc = make_batch(c)))
@@ -177,6 +188,7 @@ static void close_checker(checker *c)
     }
     free(c->host);
     free(c->grad);
+    free(c->buffers);
     free(c->off);
 }
 

@@ -173,6 +173,31 @@ typedef struct ferry_device_ops_t {
     int (*layernorm_grad)(ferry_device_t *dev, const float *x, const float *gamma,
                           const float *mean, const float *rstd, const float *dy, int rows,
                           int cols, float *dx, float *dgamma, float *dbeta);
+    /* Batch normalisation (PyTorch's BatchNorm1d and BatchNorm2d) of `n`
+     * samples of `c` channels of `hw` values each ([n][c][hw]: NCHW, or a
+     * vector of c features with hw 1), per channel over its n hw values,
+     * in training mode: y = (x - mean) rstd gamma + beta with the batch's
+     * mean and biased variance, rstd = 1 / sqrt(var + eps); mean and rstd
+     * (c each, device) are kept for the gradient; running_mean and
+     * running_var (c each) move towards the batch's by `momentum`
+     * (r = (1 - momentum) r + momentum b), the variance unbiased (times
+     * n hw / (n hw - 1)), as PyTorch does. FERRY_EINVAL when n hw < 2. */
+    int (*batchnorm)(ferry_device_t *dev, const float *x, const float *gamma,
+                     const float *beta, int n, int c, int hw, float eps, float momentum,
+                     float *y, float *mean, float *rstd, float *running_mean,
+                     float *running_var);
+    /* In evaluation mode: the running statistics instead of the batch's. */
+    int (*batchnorm_infer)(ferry_device_t *dev, const float *x, const float *gamma,
+                           const float *beta, const float *running_mean,
+                           const float *running_var, int n, int c, int hw, float eps,
+                           float *y);
+    /* The training mode's gradient from dy, with the mean and rstd its
+     * forward kept (and its eps): dx (NULL: not wanted), dgamma and dbeta
+     * (c each), all overwritten. */
+    int (*batchnorm_grad)(ferry_device_t *dev, const float *x, const float *gamma,
+                          const float *mean, const float *rstd, const float *dy, int n,
+                          int c, int hw, float eps, float *dx, float *dgamma,
+                          float *dbeta);
 } ferry_device_ops_t;
 
 /* The activations of ferry_device_ops_t.activation. GELU is the exact one

@@ -105,6 +105,14 @@ struct ferry_model_ctx_t {
     int batch_max;
     const ferry_model_ops_t *ops;
     void *impl; /* the runtime's; do not touch */
+    /* Added in ferry 0.5 (check `size`, or call ferry_model_buffers()):
+     * the model's buffers (ferry_model_t.buffers), device memory of
+     * ferry_model_buffers_layout() floats that the runtime allocates for
+     * each rank and keeps between calls; NULL for a model without. The
+     * call says the mode: loss_grad trains (a batch normalisation uses the
+     * batch's statistics and updates its running ones here), evaluate and
+     * predict evaluate (they read the buffers and leave them alone). */
+    float *buffers;
 };
 
 /* A figure of its own a model reports after each evaluation (see
@@ -171,6 +179,23 @@ typedef struct ferry_model_t {
      * (input, outputs, params) for them. 0, or FERRY_EINVAL when it cannot
      * take that data. Every layer-list model has one. */
     int (*reshape)(const int input[3], int outputs);
+    /* Added in ferry 0.5; optional (NULL, or a descriptor of
+     * FERRY_MODEL_SIZE_V3 bytes built before it: none). State the model
+     * keeps but does not learn, PyTorch's buffers (a batch normalisation's
+     * running mean and variance): tensors laid out as params are (each on a
+     * 16-float boundary, ferry_model_buffers_layout()), ending with {NULL};
+     * a tensor of no dimensions is a scalar. The runtime allocates them on
+     * the device for each rank (ferry_model_ctx_t.buffers), never sums them
+     * across the workers nor sends them to the parameter server, and saves
+     * and loads them beside the parameters by name (--save, --init-from).
+     * In sync mode rank 0's replace the other ranks' before each
+     * evaluation (DDP's broadcast_buffers, once an epoch); in async mode
+     * each rank keeps its own, and a run saves rank 0's. */
+    const ferry_param_t *buffers;
+    /* Optional: writes the buffers' initial values into `buffers` (host
+     * memory, laid out as above, zeroed), as init does the parameters.
+     * NULL: zeros. 0 or FERRY_E*. */
+    int (*init_buffers)(ferry_model_ctx_t *mc, float *buffers);
 } ferry_model_t;
 
 /* The size of a descriptor built before `metrics` was added: the runtime
@@ -178,6 +203,8 @@ typedef struct ferry_model_t {
 #define FERRY_MODEL_SIZE_V1 offsetof(ferry_model_t, metrics)
 /* Before `predict` was added. */
 #define FERRY_MODEL_SIZE_V2 offsetof(ferry_model_t, predict)
+/* Before `buffers` was added. */
+#define FERRY_MODEL_SIZE_V3 offsetof(ferry_model_t, buffers)
 
 #define FERRY_MODEL_HEADER                                                               \
     .version = FERRY_MODEL_ABI_VERSION, .size = sizeof(ferry_model_t)
@@ -211,18 +238,49 @@ static inline size_t ferry_param_count(const ferry_param_t *p)
     return n;
 }
 
-/* Where tensor i starts in the flat buffer, in floats: offsets[i] for each
- * tensor, and the whole buffer's length as the return value. `offsets` may
- * be NULL. Every tensor starts on a 16-float (64-byte) boundary. */
-static inline size_t ferry_model_layout(const ferry_model_t *m, size_t *offsets)
+/* Where tensor i of `list` (ending with {NULL}) starts in its flat
+ * buffer, in floats: offsets[i] for each tensor, and the whole buffer's
+ * length as the return value. `offsets` may be NULL. Every tensor starts
+ * on a 16-float (64-byte) boundary. */
+static inline size_t ferry_tensors_layout(const ferry_param_t *list, size_t *offsets)
 {
     size_t at = 0;
-    for (int i = 0; m->params[i].name; i++) {
+    for (int i = 0; list && list[i].name; i++) {
         if (offsets)
             offsets[i] = at;
-        at += (ferry_param_count(&m->params[i]) + 15) / 16 * 16;
+        at += (ferry_param_count(&list[i]) + 15) / 16 * 16;
     }
     return at;
+}
+
+/* The flat parameter buffer's layout (see ferry_tensors_layout). */
+static inline size_t ferry_model_layout(const ferry_model_t *m, size_t *offsets)
+{
+    return ferry_tensors_layout(m->params, offsets);
+}
+
+/* The model's buffers, or NULL when it has none (or its descriptor was
+ * built before the member). */
+static inline const ferry_param_t *ferry_model_buffer_list(const ferry_model_t *m)
+{
+    if (m->size < offsetof(ferry_model_t, buffers) + sizeof m->buffers || !m->buffers ||
+        !m->buffers[0].name)
+        return NULL;
+    return m->buffers;
+}
+
+/* The flat buffers' layout: 0 floats for a model without. */
+static inline size_t ferry_model_buffers_layout(const ferry_model_t *m, size_t *offsets)
+{
+    return ferry_tensors_layout(ferry_model_buffer_list(m), offsets);
+}
+
+/* mc->buffers, or NULL from a runtime older than the member. */
+static inline float *ferry_model_buffers(const ferry_model_ctx_t *mc)
+{
+    if (mc->size < offsetof(ferry_model_ctx_t, buffers) + sizeof mc->buffers)
+        return NULL;
+    return mc->buffers;
 }
 
 #ifdef __cplusplus

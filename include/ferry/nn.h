@@ -62,6 +62,20 @@ enum ferry_nn_kind {
      * then weight and bias elementwise: PyTorch's LayerNorm over the
      * sample's shape, eps 1e-5. */
     FERRY_NN_LAYER_LAYERNORM,
+    /* PyTorch's BatchNorm1d on a vector ({1, 1, n}: n features) or
+     * BatchNorm2d on c x h x w (per channel), eps 1e-5, momentum 0.1:
+     * training normalises with the batch's statistics and moves the
+     * running ones towards them (the variance unbiased), evaluation and
+     * prediction use the running ones. Tensors weight (1) and bias (0);
+     * buffers running_mean (0), running_var (1) and num_batches_tracked
+     * (float32, where PyTorch's is int64: ferry keeps every tensor in
+     * float32). In synchronous training each worker normalises with its
+     * own slice's statistics (DDP without SyncBatchNorm), and rank 0's
+     * running statistics replace the others' before each evaluation (DDP's
+     * broadcast_buffers, once an epoch rather than every step), so that
+     * every rank evaluates, and the run saves, one model; in asynchronous
+     * training each rank keeps its own, and the run saves rank 0's. */
+    FERRY_NN_LAYER_BATCHNORM,
 };
 
 enum ferry_nn_loss {
@@ -131,6 +145,7 @@ typedef struct ferry_nn_layer_t {
 #define FERRY_NN_DROPOUT(p)        {.kind = FERRY_NN_LAYER_DROPOUT, .alpha = (p)}
 #define FERRY_NN_RESIDUAL(n)       {.kind = FERRY_NN_LAYER_RESIDUAL, .size = (n)}
 #define FERRY_NN_LAYERNORM(nm)     {.kind = FERRY_NN_LAYER_LAYERNORM, .name = (nm)}
+#define FERRY_NN_BATCHNORM(nm)     {.kind = FERRY_NN_LAYER_BATCHNORM, .name = (nm)}
 #define FERRY_NN_CUSTOM(nm, c)     {.kind = FERRY_NN_LAYER_CUSTOM, .name = (nm), .custom = (c)}
 #define FERRY_NN_END()             {.kind = FERRY_NN_LAYER_END}
 /* clang-format on */
@@ -138,6 +153,7 @@ typedef struct ferry_nn_layer_t {
 #define FERRY_NN_MAX_LAYERS 64
 #define FERRY_NN_MAX_PARAMS 128
 #define FERRY_NN_NAME_MAX   48
+#define FERRY_NN_MAX_BUFFERS 96
 
 /* What the library derives for one layer (its own; read, never written, by
  * the author). Sizes are one sample's, in floats. */
@@ -147,8 +163,10 @@ typedef struct ferry_nn_step_t {
     int param0, nparams; /* its tensors in the model's params */
     int buf;             /* the activation buffer its output lies in */
     /* dropout: its mask's buffer; residual: its skip's gradient; layer
-     * norm: each sample's mean and 1/std (else -1) */
+     * norm: each sample's mean and 1/std; batch norm: each channel's (else
+     * -1) */
     int aux;
+    int buffer0, nbuffers; /* its buffers in the model's buffers */
     int skip;     /* residual: the layer whose output it adds (-1: the batch) */
     bool fused;   /* a dense layer whose ReLU it applies itself */
     bool need_dx; /* a layer before it has parameters */
@@ -164,6 +182,11 @@ typedef struct ferry_nn_plan_t {
     ferry_param_t params[FERRY_NN_MAX_PARAMS + 1];
     size_t offset[FERRY_NN_MAX_PARAMS];
     char names[FERRY_NN_MAX_PARAMS][FERRY_NN_NAME_MAX];
+    /* The model's buffers (ferry_model_t.buffers), likewise. */
+    int nbuffers;
+    ferry_param_t buffers[FERRY_NN_MAX_BUFFERS + 1];
+    size_t buffer_offset[FERRY_NN_MAX_BUFFERS];
+    char buffer_names[FERRY_NN_MAX_BUFFERS][FERRY_NN_NAME_MAX];
     char err[256]; /* why ferry_nn_build failed */
     /* What the runtime then reads as the one tensor's name, so that its
      * refusal says why ("parameter of the layer list (layer 0 ...) has an
@@ -189,6 +212,7 @@ typedef struct ferry_nn_t {
 int ferry_nn_build(ferry_nn_t *nn, ferry_model_t *m);
 size_t ferry_nn_workspace(const ferry_nn_t *nn, int batch);
 int ferry_nn_init(const ferry_nn_t *nn, ferry_model_ctx_t *mc, float *params);
+int ferry_nn_init_buffers(const ferry_nn_t *nn, ferry_model_ctx_t *mc, float *buffers);
 int ferry_nn_loss_grad(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
                        const ferry_batch_t *b, float *grad, float *loss);
 int ferry_nn_evaluate(const ferry_nn_t *nn, ferry_model_ctx_t *mc, const float *params,
@@ -210,6 +234,10 @@ int ferry_nn_reshape(ferry_nn_t *nn, ferry_model_t *m, const int input[3], int o
     static int var##_init(ferry_model_ctx_t *mc, float *p)                               \
     {                                                                                    \
         return ferry_nn_init(&var##_nn, mc, p);                                          \
+    }                                                                                    \
+    static int var##_init_buffers(ferry_model_ctx_t *mc, float *b)                       \
+    {                                                                                    \
+        return ferry_nn_init_buffers(&var##_nn, mc, b);                                  \
     }                                                                                    \
     static int var##_loss_grad(ferry_model_ctx_t *mc, const float *p,                    \
                                const ferry_batch_t *b, float *grad, float *loss)         \
@@ -234,7 +262,8 @@ int ferry_nn_reshape(ferry_nn_t *nn, ferry_model_t *m, const int input[3], int o
     static ferry_model_t var = {FERRY_MODEL_HEADER,         .workspace = var##_workspace, \
                                 .init = var##_init,         .loss_grad = var##_loss_grad, \
                                 .evaluate = var##_evaluate, .predict = var##_predict,     \
-                                .reshape = var##_reshape};                               \
+                                .reshape = var##_reshape,                                 \
+                                .init_buffers = var##_init_buffers};                     \
     __attribute__((constructor)) static void var##_build(void)                           \
     {                                                                                    \
         ferry_nn_build(&var##_nn, &var);                                                 \

@@ -24,26 +24,48 @@ static int fail(ferry_nn_t *nn, int i, const char *fmt, ...)
     return FERRY_EINVAL;
 }
 
-/* Appends tensor `suffix` of layer i with `shape`. */
-static int add_param(ferry_nn_t *nn, int i, const char *suffix, const int shape[4])
+/* Appends tensor `suffix` of layer i with `shape` to the parameters, or
+ * to the buffers. */
+static int add_tensor(ferry_nn_t *nn, int i, const char *suffix, const int shape[4],
+                      bool buffer)
 {
     ferry_nn_plan_t *pl = &nn->plan;
-    if (pl->nparams == FERRY_NN_MAX_PARAMS)
-        return fail(nn, i, "more than %d parameter tensors", FERRY_NN_MAX_PARAMS);
-    char *name = pl->names[pl->nparams];
+    int *count = buffer ? &pl->nbuffers : &pl->nparams;
+    int max = buffer ? FERRY_NN_MAX_BUFFERS : FERRY_NN_MAX_PARAMS;
+    if (*count == max)
+        return fail(nn, i, "more than %d %s tensors", max,
+                    buffer ? "buffer" : "parameter");
+    char *name = buffer ? pl->buffer_names[*count] : pl->names[*count];
     int len = nn->layers[i].name
                   ? snprintf(name, FERRY_NN_NAME_MAX, "%s.%s", nn->layers[i].name, suffix)
                   : snprintf(name, FERRY_NN_NAME_MAX, "%d.%s", i, suffix);
     if (len < 0 || len >= FERRY_NN_NAME_MAX)
         return fail(nn, i, "tensor name longer than %d characters",
                     FERRY_NN_NAME_MAX - 1);
-    ferry_param_t *p = &pl->params[pl->nparams++];
+    ferry_param_t *p = buffer ? &pl->buffers[(*count)++] : &pl->params[(*count)++];
     p->name = name;
     memcpy(p->shape, shape, sizeof p->shape);
     for (int d = 0; d < 4 && shape[d]; d++)
         if (shape[d] < 0)
             return fail(nn, i, "tensor %s has a negative dimension", name);
     return 0;
+}
+
+static int add_param(ferry_nn_t *nn, int i, const char *suffix, const int shape[4])
+{
+    return add_tensor(nn, i, suffix, shape, false);
+}
+
+/* A batch normalisation's tensors and buffers, a channel each. */
+static int batchnorm_shape(ferry_nn_t *nn, int i, const ferry_nn_step_t *st)
+{
+    int ch, hw;
+    nn_bn_shape(st, &ch, &hw);
+    const int per[4] = {ch}, scalar[4] = {0};
+    return add_param(nn, i, "weight", per) || add_param(nn, i, "bias", per) ||
+           add_tensor(nn, i, "running_mean", per, true) ||
+           add_tensor(nn, i, "running_var", per, true) ||
+           add_tensor(nn, i, "num_batches_tracked", scalar, true);
 }
 
 static int custom_shape(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
@@ -144,6 +166,8 @@ static int shape_layer(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
         int shape[4] = {flat ? n : in[0], flat ? 0 : in[1], flat ? 0 : in[2], 0};
         return add_param(nn, i, "weight", shape) || add_param(nn, i, "bias", shape);
     }
+    case FERRY_NN_LAYER_BATCHNORM:
+        return batchnorm_shape(nn, i, st);
     case FERRY_NN_LAYER_DROPOUT:
         if (!(l->alpha >= 0.0f && l->alpha < 1.0f))
             return fail(nn, i, "dropout's p %g is not in [0, 1)", (double)l->alpha);
@@ -179,9 +203,11 @@ static void place(ferry_nn_t *nn, int i, ferry_nn_step_t *st)
     pl->buf_n[pl->nbufs++] = st->out_n;
     int kind = nn->layers[i].kind;
     if (kind == FERRY_NN_LAYER_DROPOUT || kind == FERRY_NN_LAYER_RESIDUAL ||
-        kind == FERRY_NN_LAYER_LAYERNORM) {
+        kind == FERRY_NN_LAYER_LAYERNORM || kind == FERRY_NN_LAYER_BATCHNORM) {
         st->aux = pl->nbufs;
-        pl->buf_n[pl->nbufs++] = kind == FERRY_NN_LAYER_LAYERNORM ? 2 : st->out_n;
+        pl->buf_n[pl->nbufs++] = kind == FERRY_NN_LAYER_LAYERNORM   ? 2
+                                 : kind == FERRY_NN_LAYER_BATCHNORM ? nn_bn_aux(st)
+                                                                    : st->out_n;
     }
 }
 
@@ -214,10 +240,12 @@ static int plan(ferry_nn_t *nn)
         memcpy(st->in, i ? pl->step[i - 1].out : nn->input, sizeof st->in);
         st->in_n = volume(st->in);
         st->param0 = pl->nparams;
+        st->buffer0 = pl->nbuffers;
         int rc = shape_layer(nn, i, st);
         if (rc)
             return FERRY_EINVAL; /* fail() said why */
         st->nparams = pl->nparams - st->param0;
+        st->nbuffers = pl->nbuffers - st->buffer0;
         st->out_n = volume(st->out);
         if (st->out_n == 0)
             return fail(nn, i, "its output is empty");
@@ -245,6 +273,7 @@ static void refuse(ferry_nn_t *nn, ferry_model_t *m)
     pl->params[0].name = pl->refusal;
     m->outputs = nn->outputs > 0 ? nn->outputs : 1;
     m->params = pl->params;
+    m->buffers = NULL;
 }
 
 /* Whether the list's last layer with a width leaves it 0 (the model's
@@ -282,6 +311,7 @@ static int wait_for_data(ferry_nn_t *nn, ferry_model_t *m)
     memset(m->input, 0, sizeof m->input);
     m->outputs = 0;
     m->params = pl->params;
+    m->buffers = NULL;
     return 0;
 }
 
@@ -340,8 +370,10 @@ static int build(ferry_nn_t *nn, ferry_model_t *m, bool may_wait)
         pl->offset[k] = at;
         at += (ferry_param_count(&pl->params[k]) + 15) / 16 * 16;
     }
+    ferry_tensors_layout(pl->buffers, pl->buffer_offset);
     const ferry_nn_step_t *last = &pl->step[pl->nlayers - 1];
     m->outputs = (int)last->out_n;
     m->params = pl->params;
+    m->buffers = pl->nbuffers ? pl->buffers : NULL;
     return 0;
 }

@@ -5,6 +5,7 @@
  *   nn_pass.c    one layer's forward and backward on the device
  *   nn_model.c   what the runtime calls: workspace, init, loss_grad,
  *                evaluate
+ *   nn_batchnorm.c  batch normalisation, the one layer with buffers
  *
  * Nothing here calls ferry but through the device and model ops tables. */
 #ifndef FERRY_RUNTIME_NN_INT_H
@@ -47,5 +48,16 @@ float *nn_output(const nn_ctx *c, int i);
 /* After layer i's backward wrote dx: adds the gradient of every skip
  * connection that starts at its input. */
 void nn_add_skips(const nn_ctx *c, int i, float *dx);
+
+/* nn_batchnorm.c: a batch normalisation's channels and values a channel
+ * for its input shape (a vector {1, 1, n} is n channels of one value). */
+void nn_bn_shape(const ferry_nn_step_t *st, int *channels, int *hw);
+/* Floats of its aux buffer a sample: each channel's mean and rstd, and a
+ * one (the step counter's increment). */
+size_t nn_bn_aux(const ferry_nn_step_t *st);
+/* Its forward (training: the batch's statistics, the running ones moved;
+ * evaluation: the running ones) and backward. */
+int nn_bn_forward(const nn_ctx *c, int i, const float *x, float *y);
+int nn_bn_backward(const nn_ctx *c, int i, const float *x, const float *dy, float *dx);
 
 #endif

@@ -48,7 +48,8 @@ int ferry_nn_init(const ferry_nn_t *nn, ferry_model_ctx_t *mc, float *p)
             ferry_layer_init(mc, t[0], nw, t[1], nb, (int)st->in_n);
         else if (l->kind == FERRY_NN_LAYER_CONV2D)
             ferry_layer_init(mc, t[0], nw, t[1], nb, st->in[0] * l->size * l->size);
-        else if (l->kind == FERRY_NN_LAYER_LAYERNORM)
+        else if (l->kind == FERRY_NN_LAYER_LAYERNORM ||
+                 l->kind == FERRY_NN_LAYER_BATCHNORM)
             for (size_t k = 0; k < nw; k++)
                 t[0][k] = 1.0f; /* the bias stays 0 */
         else if (l->kind == FERRY_NN_LAYER_CUSTOM && l->custom->init) {
@@ -56,6 +57,23 @@ int ferry_nn_init(const ferry_nn_t *nn, ferry_model_ctx_t *mc, float *p)
             if (rc)
                 return rc;
         }
+    }
+    return 0;
+}
+
+int ferry_nn_init_buffers(const ferry_nn_t *nn, ferry_model_ctx_t *mc, float *b)
+{
+    (void)mc;
+    const ferry_nn_plan_t *pl = &nn->plan;
+    for (int i = 0; i < pl->nlayers; i++) {
+        const ferry_nn_step_t *st = &pl->step[i];
+        if (nn->layers[i].kind != FERRY_NN_LAYER_BATCHNORM)
+            continue;
+        /* running_var starts at 1; the mean and the count at 0. */
+        const ferry_param_t *var = &pl->buffers[st->buffer0 + 1];
+        float *v = b + pl->buffer_offset[st->buffer0 + 1];
+        for (size_t k = 0; k < ferry_param_count(var); k++)
+            v[k] = 1.0f;
     }
     return 0;
 }

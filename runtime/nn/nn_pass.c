@@ -27,7 +27,7 @@ bool nn_in_place(const ferry_nn_t *nn, int i)
      * not read its own output going back (a max pooling does). */
     int prev = nn->layers[i - 1].kind;
     return prev == FERRY_NN_LAYER_DENSE || prev == FERRY_NN_LAYER_CONV2D ||
-           prev == FERRY_NN_LAYER_RELU;
+           prev == FERRY_NN_LAYER_RELU || prev == FERRY_NN_LAYER_BATCHNORM;
 }
 
 static ferry_conv_t conv_of(const nn_ctx *c, int i)
@@ -78,6 +78,9 @@ static bool device_has(const ferry_device_ops_t *o, int kind)
         return FERRY_DEVICE_HAS(o, dropout_mask) && FERRY_DEVICE_HAS(o, mul);
     case FERRY_NN_LAYER_LAYERNORM:
         return FERRY_DEVICE_HAS(o, layernorm) && FERRY_DEVICE_HAS(o, layernorm_grad);
+    case FERRY_NN_LAYER_BATCHNORM:
+        return FERRY_DEVICE_HAS(o, batchnorm) && FERRY_DEVICE_HAS(o, batchnorm_infer) &&
+               FERRY_DEVICE_HAS(o, batchnorm_grad);
     default:
         return true;
     }
@@ -188,6 +191,8 @@ int nn_forward(const nn_ctx *c, int i, const float *x, float *y)
     }
     case FERRY_NN_LAYER_DROPOUT:
         return dropout(c, i, x, y);
+    case FERRY_NN_LAYER_BATCHNORM:
+        return nn_bn_forward(c, i, x, y);
     case FERRY_NN_LAYER_LAYERNORM: {
         float *stats = c->act[st->aux];
         return dev->ops->layernorm(dev, x, param(c, i, 0), param(c, i, 1), c->n,
@@ -264,6 +269,8 @@ static int backward(const nn_ctx *c, int i, const float *x, const float *y,
                                         c->n, (int)st->in_n, dx, dparam(c, i, 0),
                                         dparam(c, i, 1));
     }
+    case FERRY_NN_LAYER_BATCHNORM:
+        return nn_bn_backward(c, i, x, dy, dx);
     case FERRY_NN_LAYER_RESIDUAL:
         /* dx is dy (the sum's other term passes it on as it is); the skip
          * keeps a copy until the layer it started at is reached. */

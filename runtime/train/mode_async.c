@@ -376,7 +376,9 @@ static int async_epoch_end(rt_trainer *t, rt_epoch_run *r)
 }
 
 /* The model is the shards' values: evaluated as they are now, on this
- * rank's slice of the test set. */
+ * rank's slice of the test set, with this rank's own buffers (batch
+ * normalisation's running statistics are never pushed: each rank keeps
+ * its own, and the run saves the first live rank's, rank 0's). */
 static int async_evaluate(rt_trainer *t, rt_epoch_run *r)
 {
     rt_async *a = t->ms;

@@ -1,10 +1,12 @@
 /* Sync mode: data parallelism over a collective session. Single mode's
  * epoch, with rank 0's parameters to start from, every step's gradient
  * all-reduced in buckets (sync.c) before the identical optimizer step on
- * every rank, and the evaluation summed over the ranks. A rank with no
+ * every rank, rank 0's buffers given to every rank before the evaluation,
+ * and the evaluation summed over the ranks. A rank with no
  * samples in a step (a last global batch smaller than the world) still
  * joins its all-reduce. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "trainer_int.h"
 
@@ -71,6 +73,34 @@ static void sync_step_failed(rt_trainer *t, const char *why)
     rt_sync_step_abort(t->ms, why);
 }
 
+/* Rank 0's buffers (batch normalisation's running statistics) replace the
+ * others' before each evaluation: DDP's broadcast_buffers, once an epoch
+ * rather than every step. Between two evaluations each rank's statistics
+ * follow its own slices of the batches (DDP without SyncBatchNorm); every
+ * rank then evaluates one model, and a run, which ends with an
+ * evaluation, ends with the same buffers everywhere. */
+static int sync_evaluate(rt_trainer *t, rt_epoch_run *r)
+{
+    size_t n = t->mc.blen;
+    if (n) {
+        char why[512] = "";
+        float *host = malloc(n * sizeof *host);
+        int rc = host ? rt_model_ctx_get_buffers(&t->mc, host) : FERRY_ENOMEM;
+        if (rc == 0)
+            rc = rt_comm_broadcast(t->o.comm, host, n, 0, r->cancelled, r->arg, why,
+                                   sizeof why);
+        if (rc == 0)
+            rc = rt_model_ctx_set_buffers(&t->mc, host);
+        free(host);
+        if (rc) {
+            snprintf(r->err, r->errlen, "epoch %d: the model's buffers from rank 0: %s",
+                     r->epoch, why[0] ? why : ferry_strerror(rc));
+            return rc;
+        }
+    }
+    return rt_single_evaluate(t, r);
+}
+
 static int sync_sum(rt_trainer *t, float *host, size_t n, char *err, size_t errlen)
 {
     return rt_sync_sum(t->ms, host, n, err, errlen);
@@ -90,7 +120,7 @@ const rt_mode rt_mode_sync = {
     .epoch_begin = rt_single_epoch_begin,
     .next = sync_next,
     .apply = rt_single_apply,
-    .evaluate = rt_single_evaluate,
+    .evaluate = sync_evaluate,
     .step_begin = sync_step_begin,
     .step_end = sync_step_end,
     .step_failed = sync_step_failed,

@@ -75,6 +75,35 @@ static const ferry_model_ops_t model_ops = {
  * size_t and int arithmetic. */
 #define MAX_DIM (1 << 24)
 
+/* Every tensor of `list` (NULL: none) has a shape of positive dimensions
+ * that is not too large; a buffer may be a scalar (no dimensions). */
+static int check_tensors(const ferry_param_t *list, const char *what, char *err,
+                         size_t errlen)
+{
+    bool buffer = strcmp(what, "buffer") == 0;
+    for (int i = 0; list && list[i].name; i++) {
+        const ferry_param_t *p = &list[i];
+        bool scalar = buffer && p->shape[0] == 0;
+        if (!scalar && (p->shape[0] <= 0 || p->shape[0] > MAX_DIM)) {
+            snprintf(err, errlen, "%s %s has an empty shape", what, p->name);
+            return FERRY_EINVAL;
+        }
+        size_t count = 1;
+        for (int d = 0; d < 4 && p->shape[d] > 0; d++) {
+            if (p->shape[d] > MAX_DIM || count > (size_t)1 << 34) {
+                snprintf(err, errlen, "%s %s is too large", what, p->name);
+                return FERRY_EINVAL;
+            }
+            count *= (size_t)p->shape[d];
+        }
+        if (count > (size_t)1 << 34) {
+            snprintf(err, errlen, "%s %s is too large", what, p->name);
+            return FERRY_EINVAL;
+        }
+    }
+    return 0;
+}
+
 static int check_model(const ferry_model_t *m, char *err, size_t errlen)
 {
     if (m->version != FERRY_MODEL_ABI_VERSION) {
@@ -111,26 +140,8 @@ static int check_model(const ferry_model_t *m, char *err, size_t errlen)
         snprintf(err, errlen, "model declares no parameters");
         return FERRY_EINVAL;
     }
-    for (int i = 0; m->params[i].name; i++) {
-        const ferry_param_t *p = &m->params[i];
-        if (p->shape[0] <= 0 || p->shape[0] > MAX_DIM) {
-            snprintf(err, errlen, "parameter %s has an empty shape", p->name);
-            return FERRY_EINVAL;
-        }
-        size_t count = 1;
-        for (int d = 0; d < 4 && p->shape[d] > 0; d++) {
-            if (p->shape[d] > MAX_DIM || count > (size_t)1 << 34) {
-                snprintf(err, errlen, "parameter %s is too large", p->name);
-                return FERRY_EINVAL;
-            }
-            count *= (size_t)p->shape[d];
-        }
-        if (count > (size_t)1 << 34) {
-            snprintf(err, errlen, "parameter %s is too large", p->name);
-            return FERRY_EINVAL;
-        }
-    }
-    return 0;
+    int rc = check_tensors(m->params, "parameter", err, errlen);
+    return rc ? rc : check_tensors(ferry_model_buffer_list(m), "buffer", err, errlen);
 }
 
 bool rt_model_from_data(const ferry_model_t *m)
@@ -149,6 +160,54 @@ rt_metrics_fn rt_model_metrics(const ferry_model_t *m)
 {
     return m->size >= offsetof(ferry_model_t, metrics) + sizeof m->metrics ? m->metrics
                                                                              : NULL;
+}
+
+/* The model's init_buffers, the same way as predict. */
+static int (*init_buffers_of(const ferry_model_t *m))(ferry_model_ctx_t *, float *)
+{
+    return m->size >= offsetof(ferry_model_t, init_buffers) + sizeof m->init_buffers
+               ? m->init_buffers
+               : NULL;
+}
+
+/* The model's buffers on the device, from its init_buffers (zeros without). */
+static int alloc_buffers(rt_model_ctx *mc, const ferry_model_t *m, char *err,
+                         size_t errlen)
+{
+    ferry_device_t *dev = mc->pub.dev;
+    mc->blen = ferry_model_buffers_layout(m, NULL);
+    if (!mc->blen)
+        return 0;
+    float *host = calloc(mc->blen, sizeof *host);
+    mc->pub.buffers = dev->ops->alloc(dev, mc->blen * sizeof(float));
+    if (!host || !mc->pub.buffers) {
+        free(host);
+        snprintf(err, errlen, "cannot allocate the model's %zu floats of buffers on %s",
+                 mc->blen, dev->name);
+        return FERRY_ENOMEM;
+    }
+    int (*init)(ferry_model_ctx_t *, float *) = init_buffers_of(m);
+    int rc = init ? init(&mc->pub, host) : 0;
+    if (rc)
+        snprintf(err, errlen, "the model's init_buffers failed: %s", ferry_strerror(rc));
+    else
+        rc = rt_model_ctx_set_buffers(mc, host);
+    free(host);
+    return rc;
+}
+
+int rt_model_ctx_get_buffers(rt_model_ctx *mc, float *host)
+{
+    ferry_device_t *dev = mc->pub.dev;
+    size_t bytes = mc->blen * sizeof(float);
+    return mc->blen ? dev->ops->download(dev, host, mc->pub.buffers, bytes) : 0;
+}
+
+int rt_model_ctx_set_buffers(rt_model_ctx *mc, const float *host)
+{
+    ferry_device_t *dev = mc->pub.dev;
+    size_t bytes = mc->blen * sizeof(float);
+    return mc->blen ? dev->ops->upload(dev, mc->pub.buffers, host, bytes) : 0;
 }
 
 size_t rt_model_param_count(const ferry_model_t *m)
@@ -201,7 +260,9 @@ int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *
             return FERRY_ENOMEM;
         }
     }
-    return 0;
+    if ((rc = alloc_buffers(mc, m, err, errlen)))
+        rt_model_ctx_free(mc);
+    return rc;
 }
 
 void rt_model_ctx_free(rt_model_ctx *mc)
@@ -211,6 +272,10 @@ void rt_model_ctx_free(rt_model_ctx *mc)
     else if (mc->pub.dev && mc->pub.work)
         mc->pub.dev->ops->free(mc->pub.dev, mc->pub.work);
     mc->pub.work = NULL;
+    if (mc->pub.dev && mc->pub.buffers)
+        mc->pub.dev->ops->free(mc->pub.dev, mc->pub.buffers);
+    mc->pub.buffers = NULL;
+    mc->blen = 0;
     free(mc->rng);
     mc->rng = NULL;
 }

@@ -161,6 +161,10 @@ static int open_model(const ferry_model_t *m, ferry_device_t *dev,
         rc = FERRY_ENOMEM;
     if (rc == 0)
         rc = dev->ops->upload(dev, *dparams, flat, plen * sizeof(float));
+    /* the state after the parameters: the model's buffers (running
+     * statistics), which evaluation reads */
+    if (rc == 0 && rt_tensors_state_len(m) > plen)
+        rc = rt_model_ctx_set_buffers(mc, flat + plen);
     free(flat);
     if (rc)
         snprintf(err, errlen, "cannot put %zu parameters on %s: %s", plen, dev->name,

@@ -1,10 +1,11 @@
-/* Named tensors in and out of the trainer's flat buffer: matched by name,
+/* Named tensors in and out of the trainer's flat buffers: matched by name,
  * so that a file written by another tool in another order still loads, and
  * checked shape for shape, so that a file of another model is refused
- * before a single value is used. */
+ * before a single value is used. A model's buffers (batch normalisation's
+ * running statistics) travel beside its parameters, by their names. */
 #include "tensors.h"
 
-#include "train.h"
+#include "trainer_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,15 +66,22 @@ static size_t find(const rt_tensors *in, const char *name)
     return SIZE_MAX;
 }
 
-/* Every tensor of `in` is one of the model's. */
+/* Whether `name` is one of `list`'s (NULL: none). */
+static bool listed(const ferry_param_t *list, const char *name)
+{
+    for (int j = 0; list && list[j].name; j++)
+        if (strcmp(list[j].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Every tensor of `in` is one of the model's, parameter or buffer. */
 static int none_extra(const ferry_model_t *m, const rt_tensors *in, char *err,
                       size_t errlen)
 {
     for (size_t i = 0; i < in->n; i++) {
-        int j = 0;
-        while (m->params[j].name && strcmp(m->params[j].name, in->names[i]) != 0)
-            j++;
-        if (!m->params[j].name) {
+        if (!listed(m->params, in->names[i]) &&
+            !listed(ferry_model_buffer_list(m), in->names[i])) {
             snprintf(err, errlen, "tensor '%.128s' is not one of the model's",
                      in->names[i]);
             return FERRY_EINVAL;
@@ -82,22 +90,32 @@ static int none_extra(const ferry_model_t *m, const rt_tensors *in, char *err,
     return 0;
 }
 
-int rt_tensors_to_flat(const ferry_model_t *m, const rt_tensors *in, float **flat,
-                       char *err, size_t errlen)
+static size_t list_len(const ferry_param_t *list)
 {
-    *flat = NULL;
-    size_t n_params = 0;
-    while (m->params[n_params].name)
-        n_params++;
-    size_t *off = calloc(n_params + 1, sizeof *off), *at = calloc(in->n + 1, sizeof *at);
-    float *buf = NULL;
-    int rc = off && at ? 0 : FERRY_ENOMEM;
-    if (rc == 0)
-        rc = starts(in, at, err, errlen);
-    if (rc == 0 && !(buf = calloc(ferry_model_layout(m, off) + 1, sizeof *buf)))
-        rc = FERRY_ENOMEM;
-    for (size_t j = 0; rc == 0 && j < n_params; j++) {
-        const ferry_param_t *p = &m->params[j];
+    size_t n = 0;
+    while (list && list[n].name)
+        n++;
+    return n;
+}
+
+size_t rt_tensors_state_len(const ferry_model_t *m)
+{
+    return ferry_model_layout(m, NULL) + ferry_model_buffers_layout(m, NULL);
+}
+
+/* The tensors of `list` out of `in` into `buf`, laid out as the list is:
+ * each by name, with its shape. */
+static int take(const ferry_param_t *list, const rt_tensors *in, const size_t *at,
+                float *buf, char *err, size_t errlen)
+{
+    size_t n = list_len(list);
+    size_t *off = calloc(n + 1, sizeof *off);
+    if (!off)
+        return FERRY_ENOMEM;
+    ferry_tensors_layout(list, off);
+    int rc = 0;
+    for (size_t j = 0; rc == 0 && j < n; j++) {
+        const ferry_param_t *p = &list[j];
         uint32_t want[4];
         model_shape(p, want);
         char ws[64], gs[64];
@@ -116,9 +134,27 @@ int rt_tensors_to_flat(const ferry_model_t *m, const rt_tensors *in, float **fla
             memcpy(buf + off[j], in->values + at[i], count(want) * sizeof *buf);
         }
     }
+    free(off);
+    return rc;
+}
+
+int rt_tensors_to_flat(const ferry_model_t *m, const rt_tensors *in, float **flat,
+                       char *err, size_t errlen)
+{
+    *flat = NULL;
+    size_t *at = calloc(in->n + 1, sizeof *at), plen = ferry_model_layout(m, NULL);
+    float *buf = NULL;
+    int rc = at ? 0 : FERRY_ENOMEM;
+    if (rc == 0)
+        rc = starts(in, at, err, errlen);
+    if (rc == 0 && !(buf = calloc(rt_tensors_state_len(m) + 1, sizeof *buf)))
+        rc = FERRY_ENOMEM;
+    if (rc == 0)
+        rc = take(m->params, in, at, buf, err, errlen);
+    if (rc == 0)
+        rc = take(ferry_model_buffer_list(m), in, at, buf + plen, err, errlen);
     if (rc == 0) /* the model's tensors first: what is missing says more */
         rc = none_extra(m, in, err, errlen);
-    free(off);
     free(at);
     if (rc)
         free(buf);
@@ -127,17 +163,38 @@ int rt_tensors_to_flat(const ferry_model_t *m, const rt_tensors *in, float **fla
     return rc;
 }
 
+/* The tensors of `list` (laid out in `flat`) one after another from
+ * out->n and out->floats on. */
+static void put(const ferry_param_t *list, const float *flat, rt_tensors *out,
+                const char **names, uint32_t *shapes, float *values, const size_t *off)
+{
+    for (size_t j = 0; list && list[j].name; j++) {
+        size_t k = out->n++;
+        names[k] = list[j].name;
+        model_shape(&list[j], shapes + 4 * k);
+        size_t c = count(shapes + 4 * k);
+        memcpy(values + out->floats, flat + off[j], c * sizeof *values);
+        out->floats += c;
+    }
+}
+
+static size_t list_count(const ferry_param_t *list)
+{
+    size_t n = 0;
+    for (size_t j = 0; list && list[j].name; j++)
+        n += ferry_param_count(&list[j]);
+    return n;
+}
+
 int rt_tensors_from_flat(const ferry_model_t *m, const float *flat, rt_tensors *out)
 {
     memset(out, 0, sizeof *out);
-    size_t n = 0;
-    while (m->params[n].name)
-        n++;
-    size_t *off = calloc(n + 1, sizeof *off);
+    const ferry_param_t *bl = ferry_model_buffer_list(m);
+    size_t np = list_len(m->params), nb = list_len(bl), n = np + nb;
+    size_t *off = calloc((np > nb ? np : nb) + 1, sizeof *off);
     const char **names = calloc(n + 1, sizeof *names);
     uint32_t *shapes = calloc(4 * n + 1, sizeof *shapes);
-    size_t floats = rt_model_param_count(m);
-    float *values = malloc((floats + 1) * sizeof *values);
+    float *values = malloc((list_count(m->params) + list_count(bl) + 1) * sizeof *values);
     if (!off || !names || !shapes || !values) {
         free(off);
         free(names);
@@ -145,19 +202,29 @@ int rt_tensors_from_flat(const ferry_model_t *m, const float *flat, rt_tensors *
         free(values);
         return FERRY_ENOMEM;
     }
-    ferry_model_layout(m, off);
-    size_t at = 0;
-    for (size_t j = 0; j < n; j++) {
-        names[j] = m->params[j].name;
-        model_shape(&m->params[j], shapes + 4 * j);
-        size_t c = count(shapes + 4 * j);
-        memcpy(values + at, flat + off[j], c * sizeof *values);
-        at += c;
-    }
+    out->names = names;
+    out->shapes = shapes;
+    out->values = values;
+    size_t plen = ferry_model_layout(m, off);
+    put(m->params, flat, out, names, shapes, values, off);
+    ferry_tensors_layout(bl, off);
+    put(bl, flat + plen, out, names, shapes, values, off);
     free(off);
-    *out = (rt_tensors){
-        .n = n, .names = names, .shapes = shapes, .values = values, .floats = floats};
     return 0;
+}
+
+int rt_trainer_tensors(rt_trainer *t, const float *params, rt_tensors *out)
+{
+    size_t plen = t->plen;
+    float *state = malloc((plen + t->mc.blen + 1) * sizeof *state);
+    if (!state)
+        return FERRY_ENOMEM;
+    memcpy(state, params, plen * sizeof *state);
+    int rc = rt_model_ctx_get_buffers(&t->mc, state + plen);
+    if (rc == 0)
+        rc = rt_tensors_from_flat(t->m, state, out);
+    free(state);
+    return rc;
 }
 
 void rt_tensors_free(rt_tensors *t)

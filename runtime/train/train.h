@@ -52,6 +52,7 @@ typedef struct rt_model_ctx {
     /* The training set, whose known answer ops->answer gives; NULL: none. */
     const rt_dataset *set;
     bool guarded; /* pub.work from rt_guarded_alloc, not the device's */
+    size_t blen;  /* floats of pub.buffers (ferry_model_buffers_layout); 0: none */
 } rt_model_ctx;
 
 /* The model's metrics function: NULL when it has none, or its descriptor
@@ -76,6 +77,11 @@ bool rt_model_from_data(const ferry_model_t *m);
 int rt_model_ctx_init(rt_model_ctx *mc, const ferry_model_t *m, ferry_device_t *dev,
                       int batch_max, uint64_t seed, char *err, size_t errlen);
 void rt_model_ctx_free(rt_model_ctx *mc);
+/* The model's buffers (mc->blen floats, their layout) out of and into the
+ * device: every model's context has them, from its init_buffers, once
+ * rt_model_ctx_init has returned. 0 or the device's FERRY_E*. */
+int rt_model_ctx_get_buffers(rt_model_ctx *mc, float *host);
+int rt_model_ctx_set_buffers(rt_model_ctx *mc, const float *host);
 
 /* Parameters of a model that count (padding excluded). */
 size_t rt_model_param_count(const ferry_model_t *m);

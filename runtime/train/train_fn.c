@@ -457,7 +457,7 @@ static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *o
     const ferry_model_t *m = s->m->task->model;
     rt_tensors t = {0};
     if (rc == 0 && with_params)
-        rc = rt_tensors_from_flat(m, host, &t);
+        rc = rt_trainer_tensors(s->t, host, &t);
     free(host);
     size_t params = rt_model_param_count(m);
     if (rc) {

@@ -133,9 +133,10 @@ static int init_params(rt_trainer *t, char *err, size_t errlen)
     char why[512];
     if (t->o.init_tensors) { /* --init-from: only the model's own tensors */
         rc = rt_tensors_to_flat(t->m, t->o.init_tensors, &given, why, sizeof why);
-        if (rc == 0)
+        if (rc == 0) { /* the parameters, then the buffers */
             memcpy(host, given, t->plen * sizeof *host);
-        else if (rc == FERRY_EINVAL)
+            rc = rt_model_ctx_set_buffers(&t->mc, given + t->plen);
+        } else if (rc == FERRY_EINVAL)
             snprintf(err, errlen, "the parameters to start from are not this model's: %s",
                      why);
         free(given);

@@ -1,9 +1,14 @@
 /* The ops <ferry/nn.h>'s layers added, on the GPU against the cpu backend
  * on the same random inputs: activations and their gradients, the product,
  * dropout's mask (the same bits: one hash on both), average pooling, binary
- * cross-entropy and layer normalisation. Skipped with no GPU visible. */
+ * cross-entropy, layer normalisation and batch normalisation (cuDNN's: the
+ * training forward with its running statistics, evaluation, the gradient
+ * with and without dx, of a map and of a vector). Skipped with no GPU
+ * visible. */
 #include <math.h>
 #include <stdlib.h>
+
+#include <ferry/error.h>
 
 #include "tcuda.h"
 
@@ -124,5 +129,83 @@ Test(cuda_nn_agree, binary_cross_entropy_and_layer_normalisation)
     pair *all[] = {&z, &t, &dz, &y, &dx, &gm, &bt, &mean, &rstd, &dg, &db};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
+    tc_finish();
+}
+
+/* Batch normalisation of n x ch x hw on both devices. */
+static void check_bn(int n, int ch, int hw, uint64_t seed)
+{
+    cr_assert(FERRY_DEVICE_HAS(G->ops, batchnorm) &&
+              FERRY_DEVICE_HAS(G->ops, batchnorm_infer) &&
+              FERRY_DEVICE_HAS(G->ops, batchnorm_grad));
+    size_t all = (size_t)n * ch * hw;
+    uint64_t s = seed;
+    pair x = rand_pair(all, -2, 3, &s), dy = rand_pair(all, -1, 1, &s),
+         y = rand_pair(all, 0, 1, &s), dx = rand_pair(all, 0, 1, &s);
+    pair gam = rand_pair((size_t)ch, 0.5, 1.5, &s),
+         bet = rand_pair((size_t)ch, -1, 1, &s), rm = rand_pair((size_t)ch, -1, 1, &s),
+         rv = rand_pair((size_t)ch, 0.5, 2, &s), mean = rand_pair((size_t)ch, 0, 1, &s),
+         rstd = rand_pair((size_t)ch, 0, 1, &s), dg = rand_pair((size_t)ch, 0, 1, &s),
+         db = rand_pair((size_t)ch, 0, 1, &s);
+    cr_assert_eq(G->ops->batchnorm(G, x.g, gam.g, bet.g, n, ch, hw, 1e-5f, 0.1f, y.g,
+                                   mean.g, rstd.g, rm.g, rv.g),
+                 0);
+    cr_assert_eq(C->ops->batchnorm(C, x.c, gam.c, bet.c, n, ch, hw, 1e-5f, 0.1f, y.c,
+                                   mean.c, rstd.c, rm.c, rv.c),
+                 0);
+    agree(&y, 1e-5, "batchnorm y");
+    agree(&mean, 1e-5, "batchnorm mean");
+    agree(&rstd, 1e-5, "batchnorm rstd");
+    agree(&rm, 1e-5, "running_mean");
+    agree(&rv, 1e-5, "running_var (unbiased on both)");
+    cr_assert_eq(G->ops->batchnorm_grad(G, x.g, gam.g, mean.g, rstd.g, dy.g, n, ch, hw,
+                                        1e-5f, dx.g, dg.g, db.g),
+                 0);
+    cr_assert_eq(C->ops->batchnorm_grad(C, x.c, gam.c, mean.c, rstd.c, dy.c, n, ch, hw,
+                                        1e-5f, dx.c, dg.c, db.c),
+                 0);
+    agree(&dx, 1e-4, "batchnorm_grad dx");
+    agree(&dg, 1e-4, "batchnorm_grad dgamma");
+    agree(&db, 1e-5, "batchnorm_grad dbeta");
+    cr_assert_eq(G->ops->batchnorm_grad(G, x.g, gam.g, mean.g, rstd.g, dy.g, n, ch, hw,
+                                        1e-5f, NULL, dg.g, db.g),
+                 0);
+    agree(&dg, 1e-4, "batchnorm_grad dgamma without dx");
+    cr_assert_eq(
+        G->ops->batchnorm_infer(G, x.g, gam.g, bet.g, rm.g, rv.g, n, ch, hw, 1e-5f, y.g),
+        0);
+    cr_assert_eq(
+        C->ops->batchnorm_infer(C, x.c, gam.c, bet.c, rm.c, rv.c, n, ch, hw, 1e-5f, y.c),
+        0);
+    agree(&y, 1e-5, "batchnorm_infer y");
+    pair *each[] = {&x, &dy, &y, &dx, &gam, &bet, &rm, &rv, &mean, &rstd, &dg, &db};
+    for (size_t i = 0; i < sizeof each / sizeof each[0]; i++)
+        drop(each[i]);
+}
+
+Test(cuda_nn_agree, batchnorm2d_agrees_with_the_cpu)
+{
+    tc_gpu();
+    tc_cpu();
+    check_bn(8, 16, 49, 3);
+    tc_finish();
+}
+
+Test(cuda_nn_agree, batchnorm1d_agrees_with_the_cpu)
+{
+    tc_gpu();
+    tc_cpu();
+    check_bn(32, 100, 1, 4);
+    tc_finish();
+}
+
+Test(cuda_nn_agree, one_value_a_channel_is_refused_in_training)
+{
+    tc_gpu();
+    float *b = G->ops->alloc(G, 64 * sizeof(float));
+    cr_assert(b);
+    cr_expect_eq(G->ops->batchnorm(G, b, b, b, 1, 4, 1, 1e-5f, 0.1f, b, b, b, b, b),
+                 FERRY_EINVAL);
+    G->ops->free(G, b);
     tc_finish();
 }

@@ -17,6 +17,8 @@
 #include <criterion/criterion.h>
 
 #include "rpc/rpc.h"
+#include "runtime/train/tensors.h"
+#include "runtime/train/trainer_int.h"
 #include "tcommon.h"
 #include "ttrain.h"
 
@@ -39,6 +41,7 @@ typedef struct rank_state {
     int rc;
     char err[512];
     float *params; /* malloc'ed, plen floats; NULL if no trainer was made */
+    rt_tensors state; /* the parameters and this rank's buffers, by name */
     rt_epoch_stats st;
     size_t buckets;
     atomic_bool finished; /* the thread is done with its trainer */
@@ -80,6 +83,7 @@ static void release(sync_run *s)
         s->r[i].dev = NULL;
         free(s->r[i].params);
         s->r[i].params = NULL;
+        rt_tensors_free(&s->r[i].state);
     }
 }
 
@@ -140,6 +144,8 @@ static void *rank_main(void *arg)
         free(me->params);
         me->params = NULL;
     }
+    if (me->params && me->rc == 0)
+        rt_trainer_tensors(t, me->params, &me->state);
     rt_trainer_destroy(t);
     atomic_store(&me->finished, true);
     return NULL;
@@ -529,4 +535,92 @@ Test(train_sync, a_model_failing_mid_step_on_one_rank_stops_the_others_at_once)
     ttrain_close(&f);
     rpc_buf_trim();
     tcom_assert_no_leaks();
+}
+
+/* The value of tensor `name` of `t`, element k. */
+static float tensor_at(const rt_tensors *t, const char *name, size_t k)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t c = 1;
+        for (int d = 0; d < 4 && t->shapes[4 * i + d]; d++)
+            c *= t->shapes[4 * i + d];
+        if (strcmp(t->names[i], name) == 0)
+            return t->values[at + k];
+        at += c;
+    }
+    cr_assert_fail("no tensor %s among the %zu", name, t->n);
+    return 0;
+}
+
+/* Batch normalisation in sync mode: each rank normalises by its own slice
+ * of the batch (DDP without SyncBatchNorm), and before the evaluation rank
+ * 0's running statistics replace the others'. Rank 0 trains on one sample
+ * repeated and rank 1 on random ones: after the epoch both hold what rank
+ * 0's data alone gives whatever the parameters did (the layer is first:
+ * running mean v (1 - 0.9^K), variance 0.9^K, K batches counted), and an
+ * evaluation alone with rank 0's state gets the run's test loss. */
+Test(train_sync, batchnorm_ranks_evaluate_with_rank_0s_running_statistics)
+{
+    const char *dir = getenv("FERRY_TEST_NN");
+    cr_assert(dir, "FERRY_TEST_NN is not set (run through meson test)");
+    char path[4096], err[512] = "";
+    snprintf(path, sizeof path, "%s/nn_bn_first.so", dir);
+    rt_module mod;
+    cr_assert_eq(rt_module_open(&mod, path, "nn_bn_first.so", err, sizeof err), 0, "%s",
+                 err);
+    rt_dataset same, other, test;
+    ttrain_random_set(&same, 256, 1, 1, 8, 4, 3);
+    ttrain_random_set(&other, 256, 1, 1, 8, 4, 4);
+    ttrain_random_set(&test, 100, 1, 1, 8, 4, 5);
+    for (size_t i = 1; i < same.n; i++)
+        memcpy(same.x + 8 * i, same.x, 8 * sizeof *same.x);
+    rt_train_opts o = {.batch = 32,
+                       .optim = {.kind = RT_OPT_SGD, .lr = 0.05f},
+                       .seed = 9,
+                       .train_set = &same,
+                       .test_set = &test};
+    sync_run *s = calloc(1, sizeof *s);
+    cr_assert(s);
+    *s = (sync_run){.m = mod.task->model, .o = o, .world = 2, .epochs = 1};
+    s->train_of[1] = &other;
+    run(s);
+    assert_all_ok(s, "batch normalisation");
+    const int K = 256 / 32;
+    for (int r = 0; r < 2; r++) {
+        const rt_tensors *st = &s->r[r].state;
+        cr_expect_eq(tensor_at(st, "bn.num_batches_tracked", 0), (float)K,
+                     "rank %d counted %g batches", r,
+                     (double)tensor_at(st, "bn.num_batches_tracked", 0));
+        for (int f = 0; f < 8; f++) {
+            double m = same.x[f] * (1 - pow(0.9, K)), v = pow(0.9, K);
+            float gm = tensor_at(st, "bn.running_mean", (size_t)f),
+                  gv = tensor_at(st, "bn.running_var", (size_t)f);
+            cr_expect(fabs(gm - m) <= 1e-5 * (1 + fabs(m)) && fabs(gv - v) <= 1e-5,
+                      "rank %d feature %d: running mean %g and variance %g, rank 0's "
+                      "data gives %g and %g",
+                      r, f, (double)gm, (double)gv, m, v);
+        }
+    }
+    /* Alone, from rank 0's parameters and buffers. */
+    rt_train_opts lone = o;
+    lone.init_tensors = &s->r[0].state;
+    rt_trainer *t;
+    cr_assert_eq(rt_trainer_create(mod.task->model, s->r[0].dev, &lone, &t, err,
+                                   sizeof err),
+                 0, "%s", err);
+    rt_epoch_stats st;
+    cr_assert_eq(rt_trainer_evaluate(t, t->params, &st, err, sizeof err), 0, "%s", err);
+    cr_expect(fabs(st.test_loss - s->r[0].st.test_loss) <= 1e-5 * st.test_loss &&
+                  st.test_accuracy == s->r[0].st.test_accuracy,
+              "alone with rank 0's state: loss %.7g, accuracy %g; the run: %.7g, %g",
+              st.test_loss, st.test_accuracy, s->r[0].st.test_loss,
+              s->r[0].st.test_accuracy);
+    rt_trainer_destroy(t);
+    untrack(s);
+    free(s);
+    ttrain_free_set(&same);
+    ttrain_free_set(&other);
+    ttrain_free_set(&test);
+    rt_module_close(&mod);
 }

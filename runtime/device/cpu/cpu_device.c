@@ -125,6 +125,9 @@ static const ferry_device_ops_t cpu_ops = {
     .bce_logits = cpu_bce_logits,
     .layernorm = cpu_layernorm,
     .layernorm_grad = cpu_layernorm_grad,
+    .batchnorm = cpu_batchnorm,
+    .batchnorm_infer = cpu_batchnorm_infer,
+    .batchnorm_grad = cpu_batchnorm_grad,
 };
 
 /* "cpu: AMD EPYC (2 cores), OpenBLAS 0.3.21 (2 threads)": the first two

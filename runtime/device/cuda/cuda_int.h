@@ -311,4 +311,17 @@ int cuda_layernorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
                         const float *mean, const float *rstd, const float *dy, int rows,
                         int cols, float *dx, float *dgamma, float *dbeta);
 
+/* cuda_bnorm.c: batch normalisation on cuDNN. */
+int cuda_batchnorm(ferry_device_t *dev, const float *x, const float *gamma,
+                   const float *beta, int n, int c, int hw, float eps, float momentum,
+                   float *y, float *mean, float *rstd, float *running_mean,
+                   float *running_var);
+int cuda_batchnorm_infer(ferry_device_t *dev, const float *x, const float *gamma,
+                         const float *beta, const float *running_mean,
+                         const float *running_var, int n, int c, int hw, float eps,
+                         float *y);
+int cuda_batchnorm_grad(ferry_device_t *dev, const float *x, const float *gamma,
+                        const float *mean, const float *rstd, const float *dy, int n,
+                        int c, int hw, float eps, float *dx, float *dgamma, float *dbeta);
+
 #endif

@@ -38,4 +38,7 @@ const ferry_device_ops_t cuda_ops = {
     .bce_logits = cuda_bce_logits,
     .layernorm = cuda_layernorm,
     .layernorm_grad = cuda_layernorm_grad,
+    .batchnorm = cuda_batchnorm,
+    .batchnorm_infer = cuda_batchnorm_infer,
+    .batchnorm_grad = cuda_batchnorm_grad,
 };
