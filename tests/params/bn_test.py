@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import params_test as common  # noqa: E402  (its readers and runners)
+from ptap import run  # noqa: E402
 
 MODULE = os.environ["FERRY_TEST_BN_MODULE"]
 WANT = ["conv.weight", "conv.bias", "bn1.weight", "bn1.bias", "bn1.running_mean",
@@ -143,9 +144,4 @@ def main():
 
 
 if __name__ == "__main__":
-    print("1..5")
-    try:
-        main()
-    except Exception as e:  # a failure of the test itself is one more "not ok"
-        common.report(False, "the test ran to its end", repr(e))
-    sys.exit(1 if common.failed else 0)
+    run(common.TAP, 5, main)
