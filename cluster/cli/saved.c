@@ -53,7 +53,7 @@ int cli_params_save(const cluster_train_opts *o, const char *task,
         cli_err("submit", "--save: %s", err);
         return rc;
     }
-    fprintf(o->json ? stderr : stdout, "saved %zu tensors (%zu parameters) to %s\n",
+    fprintf(o->json ? stderr : stdout, "saved %zu tensors (%zu values) to %s\n",
             res->tensors.n, res->tensors.floats, o->save);
     return 0;
 }
