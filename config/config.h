@@ -23,6 +23,8 @@
  *     wedge_grace_ms = 60000      ; a call still running this long after its
  *                                 ; cancellation wedges its worker: restarted;
  *                                 ; 0: never
+ *     metrics_port = 0            ; worker r serves Prometheus metrics on this
+ *                                 ; port + r, on `listen`'s host; 0: none
  *
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
@@ -76,6 +78,7 @@ typedef struct conf_cluster {
     int64_t log_max_bytes;
     int log_keep;
     int64_t wedge_grace_ms; /* 0: a wedged worker is left running */
+    int metrics_port;       /* worker r's metrics on metrics_port + r; 0: none */
     conf_worker *workers; /* rank order */
     size_t n_workers;
     int supervisor_pid; /* [state]; 0 when absent */

@@ -68,6 +68,7 @@ static const key KEYS[] = {
     {"cluster", "log_keep", K_INT, FIELD(log_keep), 0, 100, "a number of old logs"},
     {"cluster", "wedge_grace_ms", K_I64, FIELD(wedge_grace_ms), 0, WEDGE_MS_MAX,
      "a whole number of milliseconds up to a day"},
+    {"cluster", "metrics_port", K_INT, FIELD(metrics_port), 0, 65535, "a port number"},
     {"state", "supervisor_pid", K_INT, FIELD(supervisor_pid), 1, INT32_MAX,
      "a process id"},
 };

@@ -50,6 +50,9 @@ static const char usage[] =
     "                        binds ranks (round robin when workers outnumber\n"
     "                        CPUs): faster, but a worker whose CPUs stall\n"
     "                        cannot move\n"
+    "      --metrics-port P  worker i serves Prometheus metrics at\n"
+    "                        http://HOST:P+i/metrics, HOST the one workers\n"
+    "                        listen on (default 0: none)\n"
     "  -h, --help            this text\n"
     "  -V, --version         ferry's version\n"
     "\n"
@@ -109,6 +112,7 @@ typedef struct start_args {
     long timeout_ms;
     const char *device;
     bool bind_cores; /* --bind-to core */
+    long metrics_port; /* -1: not given */
 } start_args;
 
 static int parse(int argc, char **argv, start_args *a)
@@ -121,10 +125,12 @@ static int parse(int argc, char **argv, start_args *a)
         {"device", required_argument, NULL, 'd'},
         {"timeout-ms", required_argument, NULL, 'T'},
         {"bind-to", required_argument, NULL, 'B'},
+        {"metrics-port", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *a = (start_args){.n = -1, .base_port = -1, .threads = -1, .timeout_ms = -1};
+    *a = (start_args){
+        .n = -1, .base_port = -1, .threads = -1, .timeout_ms = -1, .metrics_port = -1};
     /* "-1" is a number given as N, not an option: say so. */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         long ignored;
@@ -166,6 +172,11 @@ static int parse(int argc, char **argv, start_args *a)
             name = "--timeout-ms";
             if (!base_parse_long(optarg, 1, 86400000, &a->timeout_ms))
                 bad = "milliseconds >= 1";
+            break;
+        case 'M':
+            name = "--metrics-port";
+            if (!base_parse_long(optarg, 0, 65535, &a->metrics_port))
+                bad = "a port 0..65535";
             break;
         case 'B':
             name = "--bind-to";
@@ -509,7 +520,17 @@ static int configure(starting *s)
         conf->threads = (int)a->threads;
     if (a->timeout_ms > 0)
         conf->start_timeout_ms = a->timeout_ms;
-    return plan_workers(conf, a, &s->local, &s->n_local);
+    if (a->metrics_port >= 0)
+        conf->metrics_port = (int)a->metrics_port;
+    if ((rc = plan_workers(conf, a, &s->local, &s->n_local)))
+        return rc;
+    if (conf->metrics_port && conf->metrics_port + (long)conf->n_workers - 1 > 65535) {
+        cli_err("start", "--metrics-port %d: ports %d..%ld do not fit below 65536",
+                conf->metrics_port, conf->metrics_port,
+                conf->metrics_port + (long)conf->n_workers - 1);
+        return CLI_USAGE;
+    }
+    return 0;
 }
 
 /* FERRY_HOME made ready for a new cluster: its directories, its lock

@@ -302,7 +302,7 @@ static int spawn_worker(sv_worker *w)
     const conf_cluster *conf = sv->o->conf;
     char listen[300], rank[16], restarts[16], threads[16], dir[HOME_FILE_MAX],
         port_file[HOME_FILE_MAX], parent[16], max_msg[24], max_mod[24], wedge[24],
-        cpus[256];
+        cpus[256], metrics[300];
     /* A restarted worker keeps its address, so the master's channel to it
      * reconnects by itself. */
     conf_format_address(listen, sizeof listen, w->host, w->port);
@@ -351,11 +351,19 @@ static int spawn_worker(sv_worker *w)
                     wedge,
                     NULL,
                     NULL,
+                    NULL,
+                    NULL,
                     NULL};
+    size_t at = sizeof args / sizeof args[0] - 5;
     if (worker_cpus(w, cpus, sizeof cpus)) {
-        size_t at = sizeof args / sizeof args[0] - 3;
-        args[at] = "--cpus";
-        args[at + 1] = cpus;
+        args[at++] = "--cpus";
+        args[at++] = cpus;
+    }
+    if (conf->metrics_port) { /* worker r on the port after r-1's */
+        conf_format_address(metrics, sizeof metrics, w->host,
+                            conf->metrics_port + w->rank);
+        args[at++] = "--metrics";
+        args[at++] = metrics;
     }
     uv_stdio_container_t stdio[3] = {
         {.flags = UV_IGNORE},

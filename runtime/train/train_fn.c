@@ -364,10 +364,10 @@ static int train_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
 }
 
 /* What the metrics endpoint says of training (runtime/metrics). */
-static void count_epoch(rt_stats *s, const rt_epoch_stats *st)
+static void count_epoch(rt_stats *s, const rt_epoch_stats *st, size_t steps)
 {
     atomic_fetch_add(&s->train_epochs, 1);
-    atomic_fetch_add(&s->train_steps, st->steps);
+    atomic_fetch_add(&s->train_steps, steps);
     atomic_fetch_add(&s->train_samples, st->local_samples);
     double rate = st->train_s > 0 ? (double)st->local_samples / st->train_s : 0;
     uint64_t bits;
@@ -390,10 +390,12 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     char err[1024] = "";
     rt_holder_check hc = {ctx, s};
     rc = rt_trainer_epoch(s->t, &st, rt_holder_cancelled, &hc, err, sizeof err);
+    size_t steps =
+        st.steps ? st.steps : rt_trainer_steps(s->t); /* async counts its own */
     rt_session_give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
-    count_epoch(&rt_call_worker(ctx)->stats, &st);
+    count_epoch(&rt_call_worker(ctx)->stats, &st, steps);
     proto_train_epoch_reply r = {0};
     r.epoch = (uint32_t)st.epoch;
     r.train_loss = st.train_loss;

@@ -9,6 +9,7 @@
 #include <ferry/ferry.h>
 
 #include "config/config.h"
+#include "runtime/metrics/metrics.h"
 #include "wm_int.h"
 
 static int write_port_file(const char *path, int port)
@@ -141,6 +142,22 @@ static int start(const wm_options *o, int port, const char *state_dir, char *tok
     return -1;
 }
 
+/* The metrics endpoint at `addr` (host:port), said on stderr. */
+static int start_metrics(const char *addr, rt_worker *w, const char *who,
+                         rt_metrics **out)
+{
+    char host[256], err[512], where[300];
+    int port = 0;
+    conf_split_address(addr, host, sizeof host, &port); /* checked when parsed */
+    int rc = rt_metrics_start(w, host, port, out, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "ferry worker: %s\n", err);
+    else
+        fprintf(stderr, "%s serving metrics at http://%s/metrics\n", who,
+                conf_format_address(where, sizeof where, host, rt_metrics_port(*out)));
+    return rc;
+}
+
 /* Serves until Shutdown or a stop signal, then stops. Returns the exit
  * status. */
 static int serve(const wm_options *o, rt_worker *w, const char *state_dir,
@@ -170,6 +187,11 @@ static int serve(const wm_options *o, rt_worker *w, const char *state_dir,
     if (w->id.last_crash[0])
         fprintf(stderr, "ferry worker: the last run crashed: %s\n", w->id.last_crash);
 
+    rt_metrics *metrics = NULL;
+    if (o->metrics && (rc = start_metrics(o->metrics, w, who, &metrics))) {
+        rt_worker_destroy(w, 0);
+        return EXIT_FAIL;
+    }
     static wm_watch wt;
     wm_watch_start(&wt, w, o->wedge_grace_ms);
     /* A signal that came during start-up left its byte: this returns at
@@ -180,6 +202,7 @@ static int serve(const wm_options *o, rt_worker *w, const char *state_dir,
     if (!deaf)
         write_stopped(state_dir);
     wm_stop_deadline(deaf ? 0 : atomic_load(&w->shutdown_grace_ms));
+    rt_metrics_stop(metrics); /* its thread reads the worker */
     /* Deaf, nobody can reach the calls in flight: no grace for them. */
     rt_worker_destroy(w, deaf ? 0 : STOP_GRACE_MS);
     int orphans = rt_reap_descendants();

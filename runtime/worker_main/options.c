@@ -45,6 +45,8 @@ static const char usage[] =
     "                         message limit)\n"
     "      --cpus LIST        run on these CPUs only (taskset -c's form: 0-3,8);\n"
     "                         every thread the worker starts inherits it\n"
+    "      --metrics ADDR     serve Prometheus metrics at http://ADDR/metrics\n"
+    "                         (127.0.0.1:9100, [::1]:9100; port 0 picks one)\n"
     "  -h, --help             this text\n"
     "  -V, --version          ferry's version\n"
     "\n"
@@ -93,6 +95,7 @@ int wm_parse(int argc, char **argv, wm_options *o)
         {"max-message-bytes", required_argument, NULL, 'M'},
         {"max-module-bytes", required_argument, NULL, 'O'},
         {"cpus", required_argument, NULL, 'C'},
+        {"metrics", required_argument, NULL, 'T'},
         {"from-env", no_argument, NULL, 'E'},
         {"print", no_argument, NULL, 'J'},
         {"help", no_argument, NULL, 'h'},
@@ -166,6 +169,16 @@ int wm_parse(int argc, char **argv, wm_options *o)
                 return wm_usage_error(
                     "--max-module-bytes: expected 4096 to 2146435072, got '%s'", optarg);
             break;
+        case 'T': {
+            char host[256];
+            int port;
+            if (conf_split_address(optarg, host, sizeof host, &port) != 0)
+                return wm_usage_error(
+                    "--metrics: expected an address such as 127.0.0.1:9100, got '%s'",
+                    optarg);
+            o->metrics = optarg;
+            break;
+        }
         case 'C': {
             cpu_set_t set;
             if (conf_cpus_parse(optarg, &set) != 0)

@@ -37,6 +37,7 @@ enum {
 
 typedef struct wm_options {
     const char *listen, *state_dir, *token_file, *port_file, *device, *cpus;
+    const char *metrics; /* host:port of the metrics endpoint, or NULL */
     int rank, threads;
     uint32_t restarts;
     long wedge_grace_ms;
