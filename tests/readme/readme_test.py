@@ -13,7 +13,8 @@ What it checks:
   the build it was built in, and a line left empty is skipped.
 - What a block runs is adapted, never its meaning: `build/` is this build
   tree; `export FERRY_HOME=...` is the test's own; `ferry start N` without
-  a port gets `--base-port B` and every 127.0.0.1:71NN becomes B+NN, where
+  a port gets `--base-port B` and every 127.0.0.1:71NN (and
+  `--metrics-port 71NN`) becomes B+NN, where
   B is the first of eight free ports the test found (so it never meets
   another cluster on 7100..); `--epochs N` becomes `--epochs 1` and a
   training that names none gets it; trainings on Fashion-MNIST get
@@ -233,6 +234,8 @@ class Adapter:
         self.home, self.base, self.data = home, base, data
 
     def ports(self, line):
+        line = re.sub(r"--metrics-port 71(\d\d)\b",
+                      lambda m: f"--metrics-port {self.base + int(m.group(1))}", line)
         return re.sub(r"127\.0\.0\.1:71(\d\d)\b",
                       lambda m: f"127.0.0.1:{self.base + int(m.group(1))}", line)
 
