@@ -176,7 +176,10 @@ int proto_call_reply_unpack(const void *buf, size_t len, proto_call_reply **out)
     F(double, oldest_call_s)                                                             \
     F(char *, oldest_call)  /* what the oldest running call is */                        \
     F(char *, slot_holders) /* what every busy slot holds */                             \
-    F(uint32_t, queued_calls)
+    F(uint32_t, queued_calls)                                                            \
+    F(uint64_t, train_epochs) /* training: epochs finished here */                       \
+    F(uint64_t, train_steps)                                                             \
+    F(double, train_samples_per_s) /* over the last epoch */
 
 typedef struct proto_stats_reply {
     PROTO_STATS_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)

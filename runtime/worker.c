@@ -93,6 +93,10 @@ static void stats_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     out.oldest_call = slots.oldest;
     out.slot_holders = holders;
     out.queued_calls = (uint32_t)slots.queued;
+    out.train_epochs = atomic_load(&w->stats.train_epochs);
+    out.train_steps = atomic_load(&w->stats.train_steps);
+    uint64_t bits = atomic_load(&w->stats.train_rate_bits);
+    memcpy(&out.train_samples_per_s, &bits, sizeof bits);
     proto_bytes head;
     rt_reply_packed(sc, proto_stats_reply_pack(&out, &head), &head, "Stats");
 }
