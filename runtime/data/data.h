@@ -237,6 +237,10 @@ typedef struct rt_loader_opts {
     /* Batches carry their positions only (x, labels, targets NULL): the
      * samples are gathered elsewhere, from a copy of the set (rt_devset). */
     bool index_only;
+    /* Each rank reads only its shard of the set (rt_loader below): for a
+     * set read in place from its file, whose pages then stay the rank's
+     * own. */
+    bool shard;
     /* Where the batches' host buffers come from (NULL: rt_data_alloc and
      * free()): a stager's page-locked memory (rt_stager_loader_opts). The
      * allocator must outlive the loader. */
@@ -250,7 +254,16 @@ typedef struct rt_loader_opts {
  * on every rank); rank r of W takes the r-th of W nearly equal, contiguous
  * slices of it (the first (size % W) slices one sample larger). So W ranks
  * together see exactly what one rank sees with the same global batch. The
- * last, short global batch is kept. */
+ * last, short global batch is kept.
+ *
+ * With `shard`, the slices keep their sizes but rank r draws its own from
+ * its shard: the contiguous run of samples its slices of an epoch add up
+ * to (nothing padded, nothing dropped; every rank agrees on every
+ * boundary), read in a block shuffle of (seed, rank, epoch) (shard.c). A
+ * global batch is still the union of the ranks' slices, and an epoch
+ * still every sample once, but which samples share a batch depends on W:
+ * W ranks no longer see what one rank sees. The batches' perm is then the
+ * shard's order (perm_n: the shard's size). */
 typedef struct rt_loader rt_loader;
 
 /* Makes a loader over `ds` (borrowed: it must outlive the loader) and

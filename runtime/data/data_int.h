@@ -15,6 +15,29 @@
  * released with free(); NULL when out of memory. */
 void *rt_data_alloc(size_t n);
 
+/* ---- a rank's shard (shard.c) ------------------------------------------------- */
+
+/* Rank r's part of a global batch of `size`: W nearly equal contiguous
+ * slices, the first (size % W) one larger. */
+void rt_rank_slice(size_t size, int rank, int world, size_t *start, size_t *len);
+/* Rank r's shard of n samples read in global batches of `batch`: the
+ * samples [lo, lo + len) its slices of an epoch's batches add up to. The
+ * shards of the W ranks cover [0, n) once, in rank order. */
+void rt_shard_of(size_t n, size_t batch, int rank, int world, size_t *lo, size_t *len);
+/* 256 KiB runs of the file, 16 of them shuffled together: 4 MiB a window. */
+#define RT_SHARD_BLOCK_BYTES   ((size_t)256 << 10)
+#define RT_SHARD_WINDOW_BLOCKS 16
+/* Samples a block holds when a sample takes row_bytes of its file. */
+size_t rt_shard_block_rows(size_t row_bytes);
+/* Blocks of a shard of len samples (the scratch rt_shard_order needs). */
+size_t rt_shard_blocks(size_t len, size_t block_rows);
+/* Writes perm[0..len) with the samples lo..lo+len-1 in epoch `epoch`'s
+ * order for `rank`: a block shuffle drawn from (seed, rank, epoch), or
+ * the file's order when not shuffled. order: rt_shard_blocks() entries
+ * of scratch. */
+void rt_shard_order(uint32_t *perm, uint32_t *order, size_t lo, size_t len,
+                    size_t block_rows, bool shuffled, uint64_t seed, int rank, int epoch);
+
 /* ---- arrays as files hold them ---------------------------------------------- */
 
 /* The element types a data file may hold (NumPy's u1 i1 i2 i4 i8 f2 f4 f8,

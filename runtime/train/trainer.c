@@ -245,12 +245,15 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     if (rc == 0)
         rc = place_sets(t, batch_max, err, errlen);
     rt_graph_plan_init(&t->graphs, rc == 0 && graphs_possible(t));
+    /* A set read in place from its file: each rank reads its shard only,
+     * so that its pages (and a shared file system's reads) are its own. */
     rt_loader_opts lo = {.batch = t->o.batch,
                          .rank = t->o.rank,
                          .world = t->o.world,
                          .seed = o->seed,
                          .shuffle = true,
-                         .index_only = t->dset[0] != NULL};
+                         .index_only = t->dset[0] != NULL,
+                         .shard = rc == 0 && t->set[0]->mapped};
     if (t->stager && !t->dset[0])
         rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[0], &lo, &t->train)))
@@ -262,7 +265,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
                           .rank = t->o.rank,
                           .world = t->o.world,
                           .seed = o->seed,
-                          .index_only = t->dset[1] != NULL};
+                          .index_only = t->dset[1] != NULL,
+                          .shard = rc == 0 && t->set[1]->mapped};
     if (t->stager && !t->dset[1])
         rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))
