@@ -1,0 +1,157 @@
+/* A set larger than a worker should copy: a 2 GiB float32 .npy trained on
+ * 4 workers in sync mode for about 300 steps, while no worker's anonymous
+ * memory (RssAnon) grows by more than 64 MiB beyond what it was before the
+ * data was opened. Each worker maps the file and reads its shard in place;
+ * what grows is its labels, row lists, loader ring and model.
+ *
+ * The file is sparse (a header, its first MiB, ftruncate) so that writing
+ * it takes no time, and lives in the test's directory, which
+ * teardown removes whether the test passed or not. --normalize none: the
+ * standard normalisation would read the whole file twice more on every
+ * worker (seconds here, and the same memory). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "e2e.h"
+#include "e2e_train.h"
+
+#define FEATURES  784
+#define ROW_BYTES ((size_t)FEATURES * 4)
+#define FILE_MIB  2048
+#define WORKERS   4
+#define GROWTH_MAX_KIB (64L * 1024)
+
+static void big_setup(void)
+{
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    e2e_setup();
+}
+
+TestSuite(e2e_big_npy, .init = big_setup, .fini = e2e_teardown, .timeout = 240);
+
+/* An .npy header of version 1 for `descr` and the shape (n) or (n, f),
+ * padded to a multiple of 64 bytes as NumPy writes it. */
+static size_t npy_header(char *buf, size_t cap, const char *descr, size_t n, int f)
+{
+    char dict[256];
+    int len = f ? snprintf(dict, sizeof dict,
+                           "{'descr': '%s', 'fortran_order': False, 'shape': (%zu, %d), }",
+                           descr, n, f)
+                : snprintf(dict, sizeof dict,
+                           "{'descr': '%s', 'fortran_order': False, 'shape': (%zu,), }",
+                           descr, n);
+    size_t total = (10 + (size_t)len + 1 + 63) / 64 * 64;
+    cr_assert(total <= cap);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (char)((total - 10) & 0xff);
+    buf[9] = (char)((total - 10) >> 8);
+    memcpy(buf + 10, dict, (size_t)len);
+    memset(buf + 10 + len, ' ', total - 10 - (size_t)len - 1);
+    buf[total - 1] = '\n';
+    return total;
+}
+
+/* x: n rows of FEATURES float32, sparse; y: their labels 0..9. */
+static size_t write_set(const char *xpath, const char *ypath)
+{
+    size_t n = ((size_t)FILE_MIB << 20) / ROW_BYTES;
+    char hdr[128];
+    size_t h = npy_header(hdr, sizeof hdr, "<f4", n, FEATURES);
+    int fd = open(xpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(fd >= 0);
+    cr_assert(write(fd, hdr, h) == (ssize_t)h);
+    cr_assert(ftruncate(fd, (off_t)(h + n * ROW_BYTES)) == 0);
+    /* Numbers in the first MiB, zeros (a hole) after: one extent, which
+     * the file system frees at once (many small ones took a minute to
+     * discard here). */
+    static float head[(1 << 20) / sizeof(float)];
+    for (size_t i = 0; i < sizeof head / sizeof *head; i++)
+        head[i] = (float)(i % 7) * 0.25f;
+    cr_assert(pwrite(fd, head, sizeof head, (off_t)h) == (ssize_t)sizeof head);
+    cr_assert(close(fd) == 0);
+
+    int32_t *y = malloc(n * sizeof *y);
+    cr_assert(y);
+    for (size_t i = 0; i < n; i++)
+        y[i] = (int32_t)(i % 10);
+    h = npy_header(hdr, sizeof hdr, "<i4", n, 0);
+    FILE *f = fopen(ypath, "wb");
+    cr_assert(f && fwrite(hdr, 1, h, f) == h && fwrite(y, sizeof *y, n, f) == n);
+    cr_assert(fclose(f) == 0);
+    free(y);
+    return n;
+}
+
+static long rss_anon_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+Test(e2e_big_npy, a_2_gib_npy_trains_on_4_workers_without_growing_anonymous_memory)
+{
+    e2e_start(WORKERS);
+    const char *xpath = e2e_write_file("big-x.npy", "");
+    const char *ypath = e2e_write_file("big-y.npy", "");
+    size_t n = write_set(xpath, ypath);
+
+    pid_t pid[WORKERS];
+    long before[WORKERS], peak[WORKERS];
+    for (int r = 0; r < WORKERS; r++) {
+        pid[r] = e2e_worker_pid_file(r);
+        cr_assert(pid[r] > 0, "no pid for worker %d", r);
+        before[r] = peak[r] = rss_anon_kib(pid[r]);
+        cr_assert(before[r] > 0, "worker %d's RssAnon", r);
+    }
+    /* 90% of the samples train (the rest is the test split): a global
+     * batch of 2048 makes about 300 steps of one epoch. */
+    char out[600], err[600];
+    e2e_next_outputs(out, err);
+    pid_t run = e2e_spawn("submit", e2e_local_module("softmax.so"), "--data", xpath,
+                          "--labels", ypath, "--normalize", "none", "--epochs", "1",
+                          "--batch", "2048", "--lr", "0.01", "--json", NULL);
+    int status = -1;
+    for (double end = e2e_now_ms() + 200000; e2e_now_ms() < end;) {
+        for (int r = 0; r < WORKERS; r++) {
+            long kib = rss_anon_kib(pid[r]);
+            peak[r] = kib > peak[r] ? kib : peak[r];
+        }
+        if ((status = e2e_wait_exit(run, 0)) != -1)
+            break;
+        e2e_sleep_ms(20);
+    }
+    char *o = e2e_slurp(out), *e = e2e_slurp(err);
+    cr_assert_eq(status, 0, "the run failed (%d):\nstdout:\n%s\nstderr:\n%s\n%s", status, o,
+                 e, e2e_logs());
+    cr_assert(e2e_json_is(o, "params_identical", "true", false), "%s", o);
+    /* The epoch ran whole: its line, and a finite loss from its steps. */
+    size_t held_out = (size_t)(0.1 * (double)n + 0.5), steps = (n - held_out + 2047) / 2048;
+    cr_log_info("%zu samples of %d float32 (%d MiB) on %d workers: %zu steps, %.0f samples/s",
+                n, FEATURES, FILE_MIB, WORKERS, steps, e2e_json_number(o, "samples_per_s"));
+    cr_assert(e2e_has(e, "epoch 1/1"), "%s", e);
+    double loss = e2e_json_number(o, "train_loss");
+    cr_assert(loss > 0 && loss < 10, "train loss %g:\n%s", loss, o);
+    for (int r = 0; r < WORKERS; r++) {
+        long grown = peak[r] - before[r];
+        cr_log_info("worker %d: RssAnon %ld KiB before, %ld KiB at most (+%ld KiB)", r,
+                    before[r], peak[r], grown);
+        cr_expect(grown <= GROWTH_MAX_KIB,
+                  "worker %d's RssAnon grew by %ld KiB (from %ld KiB) for a %d MiB file", r,
+                  grown, before[r], FILE_MIB);
+    }
+    free(o);
+    free(e);
+}
