@@ -195,8 +195,10 @@ int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
  * and normalised from a mapped file. */
 void rt_dataset_row(const rt_dataset *ds, size_t i, float *out);
 
-/* Whether `path` names a regular file (a user's set) rather than a
- * directory (Fashion-MNIST's) or nothing. */
+/* Whether `path` names a user's file rather than a directory
+ * (Fashion-MNIST's) or nothing: anything there but a directory, or a
+ * missing path whose name has an extension ("x.npy"), which its reader
+ * then refuses with the path and the reason. */
 bool rt_data_is_file(const char *path);
 
 struct proto_train_spec;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,4 +155,32 @@ Test(e2e_big_npy, a_2_gib_npy_trains_on_4_workers_without_growing_anonymous_memo
     }
     free(o);
     free(e);
+}
+
+/* Every worker reads the file itself: one that cannot is named, with the
+ * path and the reason, in the submit's error. */
+Test(e2e_big_npy, a_worker_that_cannot_read_the_data_is_named_with_the_path_and_why)
+{
+    e2e_start(2);
+    const char *missing = e2e_write_file("gone.npy", "");
+    cr_assert(unlink(missing) == 0);
+    e2e_run r;
+    e2e_ferry(&r, 60000, "submit", e2e_local_module("softmax.so"), "--data", missing,
+              "--epochs", "1", NULL);
+    cr_assert(r.status != 0, "a missing file trained:\n%s", r.out);
+    cr_assert(e2e_has(r.err, "worker ") && e2e_has(r.err, missing) &&
+                  e2e_has(r.err, "No such file"),
+              "the error does not name the worker, the path and why:\n%s", r.err);
+    cr_log_info("%s", r.err);
+    e2e_run_fini(&r);
+    /* Something there that is no file: a FIFO, which must not block. */
+    cr_assert(mkfifo(missing, 0600) == 0);
+    e2e_ferry(&r, 60000, "submit", e2e_local_module("softmax.so"), "--data", missing,
+              "--epochs", "1", NULL);
+    cr_assert(r.status != 0, "a FIFO trained:\n%s", r.out);
+    cr_assert(e2e_has(r.err, "worker ") && e2e_has(r.err, missing) &&
+                  e2e_has(r.err, "regular file"),
+              "the error does not name the worker, the path and why:\n%s", r.err);
+    cr_log_info("%s", r.err);
+    e2e_run_fini(&r);
 }
