@@ -155,6 +155,10 @@ void rt_csv_free(rt_csv *c);
 /* A cell's number (spaces around it allowed), as strtod reads it, only
  * faster for plain decimals. */
 bool rt_csv_number(const char *s, size_t len, double *v);
+/* The plain decimal at the start of s[0, end) (no spaces), as
+ * rt_csv_number reads it: where it ends, or NULL when s does not start
+ * with one rt_csv_number's fast path reads. */
+const char *rt_csv_number_prefix(const char *s, const char *end, double *v);
 
 /* ---- the readers -------------------------------------------------------------- */
 
