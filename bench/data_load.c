@@ -55,7 +55,6 @@ static void write_file(const char *path, const void *b, size_t len)
 /* An .npy of n x FEATURES float32 and one of n int64 labels. */
 static void write_npy(const char *x, const char *y, size_t n)
 {
-    char hdr[128];
     size_t bytes = n * FEATURES * sizeof(float);
     float *v = malloc(bytes);
     int64_t *l = malloc(n * sizeof *l);
@@ -68,23 +67,11 @@ static void write_npy(const char *x, const char *y, size_t n)
     const char *names[] = {x, y};
     const void *data[] = {v, l};
     size_t lens[] = {bytes, n * sizeof *l};
+    uint64_t dims[] = {n, FEATURES};
     for (int k = 0; k < 2; k++) {
-        int w = k ? snprintf(hdr, sizeof hdr, "{'descr': '<i8', 'fortran_order': False, "
-                                              "'shape': (%zu,), }", n)
-                  : snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, "
-                                              "'shape': (%zu, %d), }", n, FEATURES);
-        size_t total = (10 + (size_t)w + 1 + 63) / 64 * 64;
-        uint8_t *b = malloc(total + lens[k]);
-        if (!b)
-            exit(1);
-        memcpy(b, "\x93NUMPY\x01\x00", 8);
-        b[8] = (uint8_t)(total - 10);
-        b[9] = (uint8_t)((total - 10) >> 8);
-        memset(b + 10, ' ', total - 10);
-        memcpy(b + 10, hdr, (size_t)w);
-        b[total - 1] = '\n';
-        memcpy(b + total, data[k], lens[k]);
-        write_file(names[k], b, total + lens[k]);
+        size_t len;
+        uint8_t *b = bench_npy(k ? "<i8" : "<f4", dims, k ? 1 : 2, data[k], lens[k], &len);
+        write_file(names[k], b, len);
         free(b);
     }
     free(v);

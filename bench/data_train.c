@@ -23,19 +23,16 @@
 
 #define ROUNDS_MAX 8
 
-/* An .npy of `descr` with a shape of one or three dimensions, malloc'ed. */
-static uint8_t *npy(const char *descr, const uint32_t *dims, int ndims, const void *data,
-                    size_t len, size_t *out_len)
+uint8_t *bench_npy(const char *descr, const uint64_t *dims, int ndims, const void *data,
+                   size_t len, size_t *out_len)
 {
+    char shape[96] = "";
+    for (int i = 0, at = 0; i < ndims && i < 3; i++)
+        at += snprintf(shape + at, sizeof shape - (size_t)at, "%llu, ",
+                       (unsigned long long)dims[i]);
     char dict[160];
-    int w = ndims == 3 ? snprintf(dict, sizeof dict,
-                                  "{'descr': '%s', 'fortran_order': False, 'shape': "
-                                  "(%u, %u, %u), }",
-                                  descr, dims[0], dims[1], dims[2])
-                       : snprintf(dict, sizeof dict,
-                                  "{'descr': '%s', 'fortran_order': False, 'shape': "
-                                  "(%u,), }",
-                                  descr, dims[0]);
+    int w = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                     descr, shape);
     size_t total = (10 + (size_t)w + 1 + 63) / 64 * 64;
     uint8_t *b = malloc(total + len);
     if (!b)
@@ -62,8 +59,9 @@ static void write_npz(const char *which, const char *path)
     if (rt_idx_read(ip, &img, err, sizeof err) || rt_idx_read(lp, &lab, err, sizeof err))
         bench_die("%s", err);
     size_t xl, yl;
-    uint8_t *xb = npy("|u1", img.dims, 3, img.data, img.len, &xl);
-    uint8_t *yb = npy("|u1", lab.dims, 1, lab.data, lab.len, &yl);
+    uint64_t xd[] = {img.dims[0], img.dims[1], img.dims[2]}, yd[] = {lab.dims[0]};
+    uint8_t *xb = bench_npy("|u1", xd, 3, img.data, img.len, &xl);
+    uint8_t *yb = bench_npy("|u1", yd, 1, lab.data, lab.len, &yl);
     int zerr = 0;
     zip_t *z = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     const char *names[] = {"x.npy", "y.npy"};

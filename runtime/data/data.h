@@ -6,7 +6,8 @@
  *   linear.c   a synthetic regression set with a known answer (linreg)
  *   loader.c   sharding by rank, per-epoch shuffling from a seed, and a
  *              prefetch thread that gathers the next batch while the model
- *              computes on the current one
+ *              computes on the current one; shard.c: a rank's own part of
+ *              a file read in place, and its block shuffle
  *   devset.c   the loader's device side: a set copied to a device once,
  *              batches gathered there; where a set goes (the budget)
  *   stage.c    the device side of a set too large for that: pinned

@@ -22,6 +22,7 @@
 
 #include "e2e.h"
 #include "e2e_train.h"
+#include "tcommon.h"
 
 #define FEATURES  784
 #define ROW_BYTES ((size_t)FEATURES * 4)
@@ -92,17 +93,7 @@ static size_t write_set(const char *xpath, const char *ypath)
 
 static long rss_anon_kib(pid_t pid)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib;
+    return tcom_status_kib((int)pid, "RssAnon");
 }
 
 Test(e2e_big_npy, a_2_gib_npy_trains_on_4_workers_without_growing_anonymous_memory)
@@ -160,32 +151,31 @@ Test(e2e_big_npy, a_2_gib_npy_trains_on_4_workers_without_growing_anonymous_memo
     free(e);
 }
 
+/* A submit on `path` fails, its error naming a worker, the path and
+ * `why`. */
+static void expect_unreadable(const char *path, const char *why)
+{
+    e2e_run r;
+    e2e_ferry(&r, 60000, "submit", e2e_local_module("softmax.so"), "--data", path,
+              "--epochs", "1", NULL);
+    cr_assert(r.status != 0, "%s trained:\n%s", path, r.out);
+    cr_assert(e2e_has(r.err, "worker ") && e2e_has(r.err, path) && e2e_has(r.err, why),
+              "the error does not name the worker, the path and why (%s):\n%s", why, r.err);
+    cr_log_info("%s", r.err);
+    e2e_run_fini(&r);
+}
+
 /* Every worker reads the file itself: one that cannot is named, with the
  * path and the reason, in the submit's error. */
 Test(e2e_big_npy, a_worker_that_cannot_read_the_data_is_named_with_the_path_and_why)
 {
     e2e_start(2);
-    const char *missing = e2e_write_file("gone.npy", "");
-    cr_assert(unlink(missing) == 0);
-    e2e_run r;
-    e2e_ferry(&r, 60000, "submit", e2e_local_module("softmax.so"), "--data", missing,
-              "--epochs", "1", NULL);
-    cr_assert(r.status != 0, "a missing file trained:\n%s", r.out);
-    cr_assert(e2e_has(r.err, "worker ") && e2e_has(r.err, missing) &&
-                  e2e_has(r.err, "No such file"),
-              "the error does not name the worker, the path and why:\n%s", r.err);
-    cr_log_info("%s", r.err);
-    e2e_run_fini(&r);
+    const char *path = e2e_write_file("gone.npy", "");
+    cr_assert(unlink(path) == 0);
+    expect_unreadable(path, "No such file");
     /* Something there that is no file: a FIFO, which must not block. */
-    cr_assert(mkfifo(missing, 0600) == 0);
-    e2e_ferry(&r, 60000, "submit", e2e_local_module("softmax.so"), "--data", missing,
-              "--epochs", "1", NULL);
-    cr_assert(r.status != 0, "a FIFO trained:\n%s", r.out);
-    cr_assert(e2e_has(r.err, "worker ") && e2e_has(r.err, missing) &&
-                  e2e_has(r.err, "regular file"),
-              "the error does not name the worker, the path and why:\n%s", r.err);
-    cr_log_info("%s", r.err);
-    e2e_run_fini(&r);
+    cr_assert(mkfifo(path, 0600) == 0);
+    expect_unreadable(path, "regular file");
 }
 
 /* The params_sha256 of a sync run of softmax on the .npy pair. */
