@@ -175,6 +175,12 @@ typedef struct rt_data_source {
     const char *normalize;   /* "standard" (NULL), "minmax" or "none" */
     double test_split;       /* held out when no test_path (0: RT_DATA_SPLIT) */
     uint64_t seed;           /* draws the split */
+    /* The reader's shards (rt_loader_opts.shard), for a set read in place
+     * with normalize "none": only their samples are checked finite, so that
+     * a rank reads nothing of the file but its shards. Rank `rank` of
+     * `world` reading global batches of `batch` (training) and `test_batch`
+     * (evaluation); world 0: the whole set is checked. */
+    int rank, world, batch, test_batch;
 } rt_data_source;
 
 /* The fraction held out for testing when neither a test file nor a split
@@ -186,7 +192,8 @@ typedef struct rt_data_source {
  * else from its name (.csv, .tsv): samples converted to float, labels
  * (integers or names: classes) or float targets, normalised by statistics
  * of the training set alone (the same on every worker, which all read the
- * whole file), `about` saying what was read. Errors name the file and what
+ * whole file; but see rt_data_source.world), `about` saying what was
+ * read. Errors name the file and what
  * is wrong where (line and column, sample, byte counts); FERRY_ECORRUPT,
  * FERRY_ENOENT, FERRY_EINVAL, FERRY_ENOMEM, FERRY_ECANCELED. */
 int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,

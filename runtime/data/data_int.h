@@ -207,6 +207,12 @@ size_t rt_raw_count(const rt_raw *r);
 int rt_raw_to_set(const rt_raw *r, const uint32_t *rows, size_t n,
                   const rt_dataset *classes_of, rt_dataset *ds, char *err, size_t errlen);
 
+/* Refuses (FERRY_ECORRUPT, naming `path`, the count and the first sample
+ * and number) NaN or infinite values among samples [lo, lo + n) of a set
+ * read in place (a set in memory was checked as it was read: 0). */
+int rt_dataset_check_finite(const rt_dataset *ds, size_t lo, size_t n, const char *path,
+                            char *err, size_t errlen);
+
 /* Computes `how` ("standard", "minmax", "none") from train, stores it in
  * train and applies it to both (test may be NULL). 0, FERRY_EINVAL for an
  * unknown name, FERRY_ENOMEM. */

@@ -50,8 +50,14 @@ static int load_sets(rt_trainer *t, char *err, size_t errlen)
         t->set[1] = t->o.test_set;
     } else if (t->o.data) {
         rt_data_cancel cancel = {t->o.cancelled, t->o.cancel_arg};
-        int rc = rt_data_source_load(t->o.data, &cancel, &t->own[0], &t->own[1], err,
-                                     errlen);
+        /* The shards its loaders will read (below), so that a set read in
+         * place is checked there only. */
+        rt_data_source src = *t->o.data;
+        src.rank = t->o.rank;
+        src.world = t->o.world;
+        src.batch = t->o.batch;
+        src.test_batch = t->o.eval_batch * t->o.world;
+        int rc = rt_data_source_load(&src, &cancel, &t->own[0], &t->own[1], err, errlen);
         if (rc)
             return rc;
         t->set[0] = &t->own[0];

@@ -3,6 +3,7 @@
  * keep the sizes of an unsharded loader's slices, the block shuffle is a
  * function of (seed, rank, epoch) that keeps whole blocks within a window,
  * and a sharded loader reads an .npy in place as it reads a copy. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,4 +247,70 @@ TD_TEST(shard, a_sharded_loader_reads_an_npy_in_place_as_it_reads_a_copy)
     rt_dataset_free(&te);
     free(x);
     free(y);
+}
+
+/* 400 samples of 4 float32 with a NaN at sample 350 (rank 1's shard of 2
+ * at a batch of 40), and a clean test file. */
+static rt_data_source nan_in_rank_1(char paths[4][256])
+{
+    enum { N = 400, F = 4, T = 100 };
+    static float x[N * F], tx[T * F];
+    static int32_t y[N], ty[T];
+    for (int i = 0; i < N * F; i++)
+        x[i] = (float)(i % 9);
+    for (int i = 0; i < T * F; i++)
+        tx[i] = (float)(i % 5);
+    x[350 * F + 2] = NAN;
+    uint64_t xs[] = {N, F}, ys[] = {N}, ts[] = {T, F}, tys[] = {T};
+    const char *names[] = {"nx.npy", "ny.npy", "tx.npy", "ty.npy"};
+    tf_write_npy(td_path(names[0]), "<f4", xs, 2, x, sizeof x);
+    tf_write_npy(td_path(names[1]), "<i4", ys, 1, y, sizeof y);
+    tf_write_npy(td_path(names[2]), "<f4", ts, 2, tx, sizeof tx);
+    tf_write_npy(td_path(names[3]), "<i4", tys, 1, ty, sizeof ty);
+    for (int i = 0; i < 4; i++)
+        snprintf(paths[i], 256, "%s", td_path(names[i]));
+    return (rt_data_source){.path = paths[0],
+                            .labels = paths[1],
+                            .test_path = paths[2],
+                            .test_labels = paths[3],
+                            .normalize = "none",
+                            .world = 2,
+                            .batch = 40,
+                            .test_batch = 40};
+}
+
+static int load(const rt_data_source *s, char *err, size_t errlen)
+{
+    rt_dataset tr, te;
+    int rc = rt_data_source_load(s, NULL, &tr, &te, err, errlen);
+    if (rc == 0) {
+        cr_expect(tr.mapped, "read in place");
+        rt_dataset_free(&tr);
+        rt_dataset_free(&te);
+    }
+    return rc;
+}
+
+TD_TEST(shard, without_normalising_a_rank_checks_only_its_shards_for_nan)
+{
+    char paths[4][256], err[512] = "";
+    rt_data_source s = nan_in_rank_1(paths);
+    s.rank = 0;
+    cr_expect_eq(load(&s, err, sizeof err), 0, "rank 0 reads no NaN: %s", err);
+    s.rank = 1;
+    td_expect_err(load(&s, err, sizeof err), FERRY_ECORRUPT, err, paths[0]);
+    cr_expect(strstr(err, "1 NaN or infinite values, the first at sample 350, number 2"),
+              "%s", err);
+}
+
+TD_TEST(shard, normalising_or_no_shards_checks_the_whole_set)
+{
+    char paths[4][256], err[512] = "";
+    rt_data_source s = nan_in_rank_1(paths);
+    s.normalize = "standard";
+    td_expect_err(load(&s, err, sizeof err), FERRY_ECORRUPT, err, paths[0]);
+    s.normalize = "none";
+    s.world = 0;
+    td_expect_err(load(&s, err, sizeof err), FERRY_ECORRUPT, err, paths[0]);
+    cr_expect(strstr(err, "at sample 350, number 2"), "%s", err);
 }

@@ -9,9 +9,10 @@
  *
  * The big file is sparse (a header, its first MiB, ftruncate) so that
  * writing it takes no time, and lives in the test's directory, which
- * teardown removes whether the test passed or not. --normalize none: the
- * standard normalisation would read the whole file twice more on every
- * worker (seconds here, and the same memory). */
+ * teardown removes whether the test passed or not. --normalize none: each
+ * worker reads only its shards; the standard normalisation would read the
+ * whole file three times on every worker (seconds here, and the same
+ * memory). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
