@@ -51,32 +51,42 @@ static size_t row_of(const uint32_t *rows, size_t i)
 
 /* An .npy stays in its file: the set maps it again (a mapping of its own,
  * freed with the set) and keeps which rows are its samples; the samples
- * are checked finite here, a row at a time, and read again by the loader. */
+ * are checked finite once the reader's shards are known
+ * (rt_dataset_check_finite), and read again by the loader. */
 static int map_x(const rt_raw *r, const uint32_t *rows, rt_dataset *ds, char *err,
                  size_t errlen)
 {
-    size_t f = (size_t)ds->features, bad = 0, first = 0;
     ds->mapped = calloc(1, sizeof *ds->mapped);
-    float *row = malloc(f * sizeof *row);
     if (rows && ds->n && (ds->mapped_rows = malloc(ds->n * sizeof *rows)))
         memcpy(ds->mapped_rows, rows, ds->n * sizeof *rows);
-    int rc = !ds->mapped || !row || (rows && ds->n && !ds->mapped_rows)
-                 ? base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", r->path)
-             : r->x_key ? rt_npz_read(r->path, NULL, 0, r->x_key, RT_NPZ_MEMBER_CAP, ds->mapped,
-                                      err, errlen)
-                        : rt_npy_read(r->path, ds->mapped, err, errlen);
-    for (size_t i = 0; rc == 0 && i < ds->n; i++) {
+    return !ds->mapped || (rows && ds->n && !ds->mapped_rows)
+               ? base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", r->path)
+           : r->x_key ? rt_npz_read(r->path, NULL, 0, r->x_key, RT_NPZ_MEMBER_CAP, ds->mapped,
+                                    err, errlen)
+                      : rt_npy_read(r->path, ds->mapped, err, errlen);
+}
+
+int rt_dataset_check_finite(const rt_dataset *ds, size_t lo, size_t n, const char *path,
+                            char *err, size_t errlen)
+{
+    if (!ds->mapped)
+        return 0;
+    size_t f = (size_t)ds->features, bad = 0, first = 0;
+    float *row = malloc(f * sizeof *row);
+    if (!row)
+        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", path);
+    for (size_t i = lo; i < lo + n && i < ds->n; i++) {
         rt_dataset_row(ds, i, row);
         for (size_t j = 0; j < f; j++)
             if (!isfinite(row[j]) && bad++ == 0)
-                first = row_of(rows, i) * f + j;
+                first = row_of(ds->mapped_rows, i) * f + j;
     }
     free(row);
-    if (rc == 0 && bad)
-        rc = base_errf(err, errlen, FERRY_ECORRUPT,
-                       "%s: %zu NaN or infinite values, the first at sample %zu, number %zu",
-                       r->path, bad, first / f, first % f);
-    return rc;
+    if (bad)
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: %zu NaN or infinite values, the first at sample %zu, number %zu",
+                         path, bad, first / f, first % f);
+    return 0;
 }
 
 static int fill_x(const rt_raw *r, const uint32_t *rows, rt_dataset *ds, char *err,

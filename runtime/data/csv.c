@@ -107,7 +107,8 @@ static void header_field(parse *p, const char *s, size_t len)
     c->cols++;
 }
 
-static void data_field(parse *p, const char *s, size_t len)
+/* A row's field; `known` its number when the caller has read it. */
+static void data_field(parse *p, const char *s, size_t len, const double *known)
 {
     rt_csv *c = p->out;
     int col = p->col;
@@ -116,7 +117,7 @@ static void data_field(parse *p, const char *s, size_t len)
     if (col == c->label_col) {
         p->y_str = s;
         p->y_len = len;
-        if (c->rows == 0 && !rt_csv_number(s, len, &p->yval))
+        if (c->rows == 0 && !known && !rt_csv_number(s, len, &p->yval))
             p->y_text = true;
         if (p->y_text) {
             int32_t id = intern(p, s, len);
@@ -132,7 +133,9 @@ static void data_field(parse *p, const char *s, size_t len)
         }
     }
     double v;
-    if (!rt_csv_number(s, len, &v)) {
+    if (known)
+        v = *known;
+    else if (!rt_csv_number(s, len, &v)) {
         p->rc = base_errf(p->err, p->errlen, FERRY_ECORRUPT,
                           "%s: line %zu, column %d (%s): \"%.*s\" is not a number",
                           p->name, p->line, col + 1, c->names[col],
@@ -151,16 +154,20 @@ static void data_field(parse *p, const char *s, size_t len)
         p->row[col < c->label_col ? col : col - 1] = (float)v;
 }
 
-static void on_field(void *s, size_t len, void *arg)
+static void field(parse *p, const char *s, size_t len, const double *known)
 {
-    parse *p = arg;
     if (p->rc == 0) {
         if (p->out->names && p->out->label_col >= 0)
-            data_field(p, s ? s : "", len);
+            data_field(p, s ? s : "", len, known);
         else
             header_field(p, s ? s : "", len);
     }
     p->col++;
+}
+
+static void on_field(void *s, size_t len, void *arg)
+{
+    field(arg, s, len, NULL);
 }
 
 /* After the header: the label column and the row buffers. */
@@ -275,14 +282,29 @@ static void plain_line(parse *p, const char *s, size_t n)
         end--;
     if (end == s)
         return;
+    bool rows = p->out->label_col >= 0;
     for (;;) {
+        /* Most cells of a row are plain decimals: read where they stand,
+         * the number's end found by reading it rather than by a search
+         * for the delimiter and a second pass over the digits. */
+        double v;
+        const char *ne = rows && s < end && *s != ' ' && *s != '\t'
+                             ? rt_csv_number_prefix(s, end, &v)
+                             : NULL;
+        if (ne && (ne == end || *ne == p->delim)) {
+            field(p, s, (size_t)(ne - s), &v);
+            if (ne == end)
+                break;
+            s = ne + 1;
+            continue;
+        }
         const char *d = memchr(s, p->delim, (size_t)(end - s));
         const char *fe = d ? d : end, *fs = s;
         while (fs < fe && (*fs == ' ' || (*fs == '\t' && p->delim != '\t')))
             fs++;
         while (fe > fs && (fe[-1] == ' ' || (fe[-1] == '\t' && p->delim != '\t')))
             fe--;
-        on_field((void *)fs, (size_t)(fe - fs), p);
+        field(p, fs, (size_t)(fe - fs), NULL);
         if (!d)
             break;
         s = d + 1;

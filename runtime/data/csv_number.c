@@ -17,9 +17,10 @@ static bool space(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
 }
 
-/* [+-]digits[.digits][(e|E)[+-]digits]: false when s is not that or does
- * not fit the fast path. */
-static bool fast(const char *s, const char *end, double *v)
+/* [+-]digits[.digits][(e|E)[+-]digits] at the start of s: the end of
+ * it, or NULL when s does not start with that or it does not fit the
+ * fast path. */
+const char *rt_csv_number_prefix(const char *s, const char *end, double *v)
 {
     bool neg = false;
     if (s < end && (*s == '+' || *s == '-'))
@@ -31,7 +32,7 @@ static bool fast(const char *s, const char *end, double *v)
     const char *start = s;
     for (; s < end && *s >= '0' && *s <= '9'; s++) {
         if (m >= cap)
-            return false;
+            return NULL;
         m = m * 10 + (uint64_t)(*s - '0');
     }
     bool whole = s > start;
@@ -39,13 +40,13 @@ static bool fast(const char *s, const char *end, double *v)
         const char *frac = ++s;
         for (; s < end && *s >= '0' && *s <= '9'; s++, scale--) {
             if (m >= cap)
-                return false;
+                return NULL;
             m = m * 10 + (uint64_t)(*s - '0');
         }
         whole |= s > frac;
     }
     if (!whole)
-        return false;
+        return NULL;
     if (s < end && (*s == 'e' || *s == 'E')) {
         s++;
         bool eneg = false;
@@ -56,15 +57,15 @@ static bool fast(const char *s, const char *end, double *v)
         for (; s < end && *s >= '0' && *s <= '9' && e < 10000; s++)
             e = e * 10 + (*s - '0');
         if (s == es)
-            return false;
+            return NULL;
         scale += eneg ? -e : e;
     }
-    if (s != end || scale < -22 || scale > 22)
-        return false;
+    if (scale < -22 || scale > 22)
+        return NULL;
     double d = (double)m;
     d = scale < 0 ? d / pow10[-scale] : d * pow10[scale];
     *v = neg ? -d : d;
-    return true;
+    return s;
 }
 
 bool rt_csv_number(const char *s, size_t len, double *v)
@@ -76,7 +77,7 @@ bool rt_csv_number(const char *s, size_t len, double *v)
         end--;
     if (s == end)
         return false;
-    if (fast(s, end, v))
+    if (rt_csv_number_prefix(s, end, v) == end)
         return true;
     /* strtod needs a terminated string. */
     size_t n = (size_t)(end - s);

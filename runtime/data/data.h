@@ -6,7 +6,8 @@
  *   linear.c   a synthetic regression set with a known answer (linreg)
  *   loader.c   sharding by rank, per-epoch shuffling from a seed, and a
  *              prefetch thread that gathers the next batch while the model
- *              computes on the current one
+ *              computes on the current one; shard.c: a rank's own part of
+ *              a file read in place, and its block shuffle
  *   devset.c   the loader's device side: a set copied to a device once,
  *              batches gathered there; where a set goes (the budget)
  *   stage.c    the device side of a set too large for that: pinned
@@ -176,6 +177,12 @@ typedef struct rt_data_source {
     const char *normalize;   /* "standard" (NULL), "minmax" or "none" */
     double test_split;       /* held out when no test_path (0: RT_DATA_SPLIT) */
     uint64_t seed;           /* draws the split */
+    /* The reader's shards (rt_loader_opts.shard), for a set read in place
+     * with normalize "none": only their samples are checked finite, so that
+     * a rank reads nothing of the file but its shards. Rank `rank` of
+     * `world` reading global batches of `batch` (training) and `test_batch`
+     * (evaluation); world 0: the whole set is checked. */
+    int rank, world, batch, test_batch;
 } rt_data_source;
 
 /* The fraction held out for testing when neither a test file nor a split
@@ -187,7 +194,8 @@ typedef struct rt_data_source {
  * else from its name (.csv, .tsv): samples converted to float, labels
  * (integers or names: classes) or float targets, normalised by statistics
  * of the training set alone (the same on every worker, which all read the
- * whole file), `about` saying what was read. Errors name the file and what
+ * whole file; but see rt_data_source.world), `about` saying what was
+ * read. Errors name the file and what
  * is wrong where (line and column, sample, byte counts); FERRY_ECORRUPT,
  * FERRY_ENOENT, FERRY_EINVAL, FERRY_ENOMEM, FERRY_ECANCELED. */
 int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
@@ -197,8 +205,10 @@ int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
  * and normalised from a mapped file. */
 void rt_dataset_row(const rt_dataset *ds, size_t i, float *out);
 
-/* Whether `path` names a regular file (a user's set) rather than a
- * directory (Fashion-MNIST's) or nothing. */
+/* Whether `path` names a user's file rather than a directory
+ * (Fashion-MNIST's) or nothing: anything there but a directory, or a
+ * missing path whose name has an extension ("x.npy"), which its reader
+ * then refuses with the path and the reason. */
 bool rt_data_is_file(const char *path);
 
 struct proto_train_spec;
@@ -276,6 +286,10 @@ typedef struct rt_loader_opts {
     /* Batches carry their positions only (x, labels, targets NULL): the
      * samples are gathered elsewhere, from a copy of the set (rt_devset). */
     bool index_only;
+    /* Each rank reads only its shard of the set (rt_loader below): for a
+     * set read in place from its file, whose pages then stay the rank's
+     * own. */
+    bool shard;
     /* Where the batches' host buffers come from (NULL: rt_data_alloc and
      * free()): a stager's page-locked memory (rt_stager_loader_opts). The
      * allocator must outlive the loader. */
@@ -289,7 +303,16 @@ typedef struct rt_loader_opts {
  * on every rank); rank r of W takes the r-th of W nearly equal, contiguous
  * slices of it (the first (size % W) slices one sample larger). So W ranks
  * together see exactly what one rank sees with the same global batch. The
- * last, short global batch is kept. */
+ * last, short global batch is kept.
+ *
+ * With `shard`, the slices keep their sizes but rank r draws its own from
+ * its shard: the contiguous run of samples its slices of an epoch add up
+ * to (nothing padded, nothing dropped; every rank agrees on every
+ * boundary), read in a block shuffle of (seed, rank, epoch) (shard.c). A
+ * global batch is still the union of the ranks' slices, and an epoch
+ * still every sample once, but which samples share a batch depends on W:
+ * W ranks no longer see what one rank sees. The batches' perm is then the
+ * shard's order (perm_n: the shard's size). */
 typedef struct rt_loader rt_loader;
 
 /* Makes a loader over `ds` (borrowed: it must outlive the loader) and

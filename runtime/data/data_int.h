@@ -15,6 +15,29 @@
  * released with free(); NULL when out of memory. */
 void *rt_data_alloc(size_t n);
 
+/* ---- a rank's shard (shard.c) ------------------------------------------------- */
+
+/* Rank r's part of a global batch of `size`: W nearly equal contiguous
+ * slices, the first (size % W) one larger. */
+void rt_rank_slice(size_t size, int rank, int world, size_t *start, size_t *len);
+/* Rank r's shard of n samples read in global batches of `batch`: the
+ * samples [lo, lo + len) its slices of an epoch's batches add up to. The
+ * shards of the W ranks cover [0, n) once, in rank order. */
+void rt_shard_of(size_t n, size_t batch, int rank, int world, size_t *lo, size_t *len);
+/* 256 KiB runs of the file, 16 of them shuffled together: 4 MiB a window. */
+#define RT_SHARD_BLOCK_BYTES   ((size_t)256 << 10)
+#define RT_SHARD_WINDOW_BLOCKS 16
+/* Samples a block holds when a sample takes row_bytes of its file. */
+size_t rt_shard_block_rows(size_t row_bytes);
+/* Blocks of a shard of len samples (the scratch rt_shard_order needs). */
+size_t rt_shard_blocks(size_t len, size_t block_rows);
+/* Writes perm[0..len) with the samples lo..lo+len-1 in epoch `epoch`'s
+ * order for `rank`: a block shuffle drawn from (seed, rank, epoch), or
+ * the file's order when not shuffled. order: rt_shard_blocks() entries
+ * of scratch. */
+void rt_shard_order(uint32_t *perm, uint32_t *order, size_t lo, size_t len,
+                    size_t block_rows, bool shuffled, uint64_t seed, int rank, int epoch);
+
 /* ---- arrays as files hold them ---------------------------------------------- */
 
 /* The element types a data file may hold (NumPy's u1 i1 i2 i4 i8 f2 f4 f8,
@@ -132,6 +155,10 @@ void rt_csv_free(rt_csv *c);
 /* A cell's number (spaces around it allowed), as strtod reads it, only
  * faster for plain decimals. */
 bool rt_csv_number(const char *s, size_t len, double *v);
+/* The plain decimal at the start of s[0, end) (no spaces), as
+ * rt_csv_number reads it: where it ends, or NULL when s does not start
+ * with one rt_csv_number's fast path reads. */
+const char *rt_csv_number_prefix(const char *s, const char *end, double *v);
 
 /* ---- the readers -------------------------------------------------------------- */
 
@@ -179,6 +206,12 @@ size_t rt_raw_count(const rt_raw *r);
  * set whose class names a test set's must be among. */
 int rt_raw_to_set(const rt_raw *r, const uint32_t *rows, size_t n,
                   const rt_dataset *classes_of, rt_dataset *ds, char *err, size_t errlen);
+
+/* Refuses (FERRY_ECORRUPT, naming `path`, the count and the first sample
+ * and number) NaN or infinite values among samples [lo, lo + n) of a set
+ * read in place (a set in memory was checked as it was read: 0). */
+int rt_dataset_check_finite(const rt_dataset *ds, size_t lo, size_t n, const char *path,
+                            char *err, size_t errlen);
 
 /* Computes `how` ("standard", "minmax", "none") from train, stores it in
  * train and applies it to both (test may be NULL). 0, FERRY_EINVAL for an

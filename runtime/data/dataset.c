@@ -14,8 +14,15 @@
 
 bool rt_data_is_file(const char *path)
 {
+    if (!path || !path[0])
+        return false;
     struct stat st;
-    return path && path[0] && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    if (stat(path, &st) == 0)
+        return !S_ISDIR(st.st_mode);
+    /* Missing: "x.npy" was meant as a file, and its reader's error (the
+     * path and why) says more than Fashion-MNIST's missing directory. */
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    return strchr(base, '.') != NULL && base[0] != '.';
 }
 
 /* A user's file named where Fashion-MNIST's directory would be: both sets

@@ -81,6 +81,28 @@ static int from_split(const rt_data_source *s, const rt_raw *raw, rt_dataset *tr
     return rc;
 }
 
+/* A set read in place is checked finite before anything reads it as
+ * numbers: all of it, or with normalize "none" and shards given only the
+ * reader's shards (normalising reads every sample anyway). */
+static int check_finite(const rt_data_source *s, const rt_dataset *train,
+                        const rt_dataset *test, char *err, size_t errlen)
+{
+    bool shards = s->world > 0 && s->rank >= 0 && s->rank < s->world && s->batch > 0 &&
+                  s->test_batch > 0 && s->normalize && strcmp(s->normalize, "none") == 0;
+    const rt_dataset *sets[] = {train, test};
+    const char *paths[] = {s->path, s->test_path && s->test_path[0] ? s->test_path : s->path};
+    for (int k = 0; k < 2; k++) {
+        size_t lo = 0, n = sets[k]->n;
+        if (shards)
+            rt_shard_of(sets[k]->n, (size_t)(k ? s->test_batch : s->batch), s->rank,
+                        s->world, &lo, &n);
+        int rc = rt_dataset_check_finite(sets[k], lo, n, paths[k], err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
                         rt_dataset *train, rt_dataset *test, char *err, size_t errlen)
 {
@@ -104,6 +126,8 @@ int rt_data_source_load(const rt_data_source *s, const rt_data_cancel *cancel,
     } else {
         rc = from_split(s, &raw, train, test, err, errlen);
     }
+    if (rc == 0)
+        rc = check_finite(s, train, test, err, errlen);
     if (rc == 0)
         rc = rt_normalize(train, test, s->normalize, err, errlen);
     if (rc == 0)

@@ -11,7 +11,11 @@
  * nobody has started: a thread starved of CPU (a busy machine, BLAS threads
  * on every core) then costs no more than loading without prefetch, never a
  * wait on the scheduler. rt_loader_begin writes the permutation itself,
- * once no gather of the old epoch is in flight. */
+ * once no gather of the old epoch is in flight.
+ *
+ * A sharded loader (shard.c) permutes its rank's shard only; a step's
+ * slice is then the next run of that order, not a part of a global
+ * permutation. */
 #include "data_int.h"
 
 #include <errno.h>
@@ -39,6 +43,10 @@ struct rt_loader {
     size_t rows_max; /* the largest slice a rank can get */
     slot slots[LOADER_SLOTS];
     uint32_t *perm; /* written by rt_loader_begin while no gather runs */
+    /* A sharded loader's shard [lo, lo + len), its slice of a full global
+     * batch, and its block shuffle's blocks and scratch. */
+    size_t lo, len, slice_full, block_rows;
+    uint32_t *blocks;
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -54,18 +62,13 @@ struct rt_loader {
     size_t ready[LOADER_SLOTS]; /* step + 1 whose gather into the slot ended */
 };
 
-/* Rank r's part of a global batch of `size`: W nearly equal contiguous
- * slices, the first (size % W) one larger. */
-static void rank_slice(size_t size, int rank, int world, size_t *start, size_t *len)
-{
-    size_t w = (size_t)world, r = (size_t)rank;
-    size_t base = size / w, extra = size % w;
-    *start = r * base + (r < extra ? r : extra);
-    *len = base + (r < extra ? 1 : 0);
-}
-
 static void make_perm(rt_loader *l, int epoch)
 {
+    if (l->o.shard) {
+        rt_shard_order(l->perm, l->blocks, l->lo, l->len, l->block_rows, l->o.shuffle,
+                       l->o.seed, l->o.rank, epoch);
+        return;
+    }
     size_t n = l->ds->n;
     for (size_t i = 0; i < n; i++)
         l->perm[i] = (uint32_t)i;
@@ -88,12 +91,15 @@ static void gather(rt_loader *l, size_t step, slot *s)
     size_t gsize =
         ds->n - gstart < (size_t)l->o.batch ? ds->n - gstart : (size_t)l->o.batch;
     size_t start, len;
-    rank_slice(gsize, l->o.rank, l->o.world, &start, &len);
+    rt_rank_slice(gsize, l->o.rank, l->o.world, &start, &len);
+    /* Every step before the last is a full batch: in a shard, this step's
+     * slice follows theirs. */
+    size_t pos = l->o.shard ? step * l->slice_full : gstart + start;
     s->batch.n = (int)len;
-    s->batch.pos = gstart + start;
+    s->batch.pos = pos;
     if (l->o.index_only)
         return;
-    const uint32_t *idx = l->perm + gstart + start;
+    const uint32_t *idx = l->perm + pos;
     size_t f = (size_t)ds->features, out = (size_t)ds->outputs;
     if (ds->x)
         for (size_t i = 0; i < len; i++)
@@ -150,6 +156,14 @@ static int check(const rt_dataset *ds, const rt_loader_opts *o)
     return 0;
 }
 
+/* A sample's bytes in its file (as floats for a set in memory): the unit
+ * of a shard's blocks. */
+static size_t row_bytes(const rt_dataset *ds)
+{
+    size_t elem = ds->mapped ? rt_dtype_size(ds->mapped->type) : sizeof(float);
+    return (size_t)ds->features * elem;
+}
+
 /* The slots' memory: the caller's allocator (a stager's pinned memory) or
  * the data folder's own. */
 static void *slot_alloc(rt_loader *l, size_t bytes)
@@ -175,6 +189,7 @@ static void free_loader(rt_loader *l)
         slot_free(l, l->slots[i].targets);
     }
     free(l->perm);
+    free(l->blocks);
     free(l);
 }
 
@@ -182,14 +197,20 @@ static int alloc_slots(rt_loader *l)
 {
     const rt_dataset *ds = l->ds;
     size_t rows = l->rows_max ? l->rows_max : 1;
-    l->perm = malloc((ds->n ? ds->n : 1) * sizeof *l->perm);
+    size_t perm_n = l->o.shard ? l->len : ds->n;
+    l->perm = malloc((perm_n ? perm_n : 1) * sizeof *l->perm);
     if (!l->perm)
         return FERRY_ENOMEM;
+    if (l->o.shard) {
+        size_t blocks = rt_shard_blocks(l->len, l->block_rows);
+        if (!(l->blocks = malloc((blocks ? blocks : 1) * sizeof *l->blocks)))
+            return FERRY_ENOMEM;
+    }
     for (int i = 0; i < LOADER_SLOTS; i++) {
         slot *s = &l->slots[i];
         s->batch.set = ds;
         s->batch.perm = l->perm;
-        s->batch.perm_n = ds->n;
+        s->batch.perm_n = perm_n;
         if (l->o.index_only)
             continue;
         s->x = slot_alloc(l, rows * (size_t)ds->features * sizeof(float));
@@ -242,6 +263,12 @@ int rt_loader_create(const rt_dataset *ds, const rt_loader_opts *o, rt_loader **
     l->steps = (ds->n + (size_t)o->batch - 1) / (size_t)o->batch;
     size_t first = ds->n < (size_t)o->batch ? ds->n : (size_t)o->batch;
     l->rows_max = (first + (size_t)o->world - 1) / (size_t)o->world;
+    if (o->shard) {
+        size_t start;
+        rt_shard_of(ds->n, (size_t)o->batch, o->rank, o->world, &l->lo, &l->len);
+        rt_rank_slice((size_t)o->batch, o->rank, o->world, &start, &l->slice_full);
+        l->block_rows = rt_shard_block_rows(row_bytes(ds));
+    }
     if ((rc = alloc_slots(l)) != 0) {
         free_loader(l);
         return rc;

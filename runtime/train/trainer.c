@@ -48,8 +48,14 @@ static int load_sets(rt_trainer *t, char *err, size_t errlen)
         t->set[1] = t->o.test_set;
     } else if (t->o.data) {
         rt_data_cancel cancel = {t->o.cancelled, t->o.cancel_arg};
-        int rc = rt_data_source_load(t->o.data, &cancel, &t->own[0], &t->own[1], err,
-                                     errlen);
+        /* The shards its loaders will read (below), so that a set read in
+         * place is checked there only. */
+        rt_data_source src = *t->o.data;
+        src.rank = t->o.rank;
+        src.world = t->o.world;
+        src.batch = t->o.batch;
+        src.test_batch = t->o.eval_batch * t->o.world;
+        int rc = rt_data_source_load(&src, &cancel, &t->own[0], &t->own[1], err, errlen);
         if (rc)
             return rc;
         t->set[0] = &t->own[0];
@@ -244,12 +250,15 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     if (rc == 0)
         rc = place_sets(t, batch_max, err, errlen);
     rt_graph_plan_init(&t->graphs, rc == 0 && graphs_possible(t));
+    /* A set read in place from its file: each rank reads its shard only,
+     * so that its pages (and a shared file system's reads) are its own. */
     rt_loader_opts lo = {.batch = t->o.batch,
                          .rank = t->o.rank,
                          .world = t->o.world,
                          .seed = o->seed,
                          .shuffle = true,
-                         .index_only = t->dset[0] != NULL};
+                         .index_only = t->dset[0] != NULL,
+                         .shard = rc == 0 && t->set[0]->mapped};
     if (t->stager && !t->dset[0])
         rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[0], &lo, &t->train)))
@@ -261,7 +270,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
                           .rank = t->o.rank,
                           .world = t->o.world,
                           .seed = o->seed,
-                          .index_only = t->dset[1] != NULL};
+                          .index_only = t->dset[1] != NULL,
+                          .shard = rc == 0 && t->set[1]->mapped};
     if (t->stager && !t->dset[1])
         rt_stager_loader_opts(t->stager, &lo);
     if (rc == 0 && (rc = rt_loader_create(t->set[1], &lo, &t->test)))

@@ -73,7 +73,7 @@ void tcom_assert_no_leaks(void)
 #endif
 }
 
-long tcom_rss_kib(int pid)
+long tcom_status_kib(int pid, const char *field)
 {
     char path[64], line[256];
     if (pid > 0)
@@ -84,11 +84,18 @@ long tcom_rss_kib(int pid)
     if (!f)
         return -1;
     long kib = -1;
+    size_t n = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+        if (strncmp(line, field, n) == 0 && line[n] == ':' &&
+            sscanf(line + n + 1, " %ld kB", &kib) == 1)
             break;
     fclose(f);
     return kib;
+}
+
+long tcom_rss_kib(int pid)
+{
+    return tcom_status_kib(pid, "VmRSS");
 }
 
 void tcom_skip_missing(const char *package, const char *what)

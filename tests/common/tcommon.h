@@ -18,6 +18,8 @@ void tcom_rm_tree(const char *dir);
 /* The resident set of process `pid` (0: this one) in KiB, from
  * /proc/PID/status; -1 when it cannot be read. */
 long tcom_rss_kib(int pid);
+/* Any "Name: N kB" field of /proc/PID/status ("RssAnon"), as tcom_rss_kib. */
+long tcom_status_kib(int pid, const char *field);
 
 /* In sanitizer builds, fails the current test if LeakSanitizer finds a
  * leak in this process (report on stderr); elsewhere does nothing. Called

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/data/data_int.h"
+#include "tcommon.h"
 #include "tdata.h"
 #include "tfiles.h"
 
@@ -86,14 +87,8 @@ TD_TEST(mapped, an_npy_is_read_in_place_with_the_numbers_of_a_copy)
 
 static long rss_anon_kib(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    cr_assert(f);
-    char line[256];
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
+    long kib = tcom_status_kib(0, "RssAnon");
+    cr_assert(kib >= 0);
     return kib;
 }
 
