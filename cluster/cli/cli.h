@@ -122,6 +122,10 @@ int cli_running_open(cli_running *r, const home_paths *h, const char *cmd, bool 
                      bool orphans);
 void cli_running_close(cli_running *r);
 
+/* `ferry status --watch` (watch.c): the table every `interval` seconds until
+ * q, SIGINT or SIGTERM. Returns the exit status. */
+int cli_status_watch(cli_running *r, const home_paths *h, double interval);
+
 /* For `submit` and `predict` (`cmd`, which its errors name): opens the
  * running cluster into *r, checks the module of len bytes (called `shown`)
  * against its size limit, waits until every worker answers and ships the

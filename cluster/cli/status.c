@@ -1,7 +1,9 @@
 /* `ferry status`: one row per worker, from a Ping and a Stats call to each,
  * and from the supervisor's account of a worker that is down (a crash
  * loop). With no cluster, it names workers an earlier one left running. */
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 
 static const char usage[] =
     "usage: ferry status [--json]\n"
+    "       ferry status --watch [--interval S]\n"
     "\n"
     "Shows every worker of the cluster running under $FERRY_HOME: rank, address,\n"
     "pid, device, calls served, calls in flight, busy executor slots, uptime and\n"
@@ -22,10 +25,17 @@ static const char usage[] =
     "Exits 1 when no cluster runs (naming workers of an earlier cluster that\n"
     "still run) or a worker does not answer.\n"
     "\n"
+    "With --watch, a table redrawn every S seconds (default 1) until q or\n"
+    "Ctrl-C: each worker's health, what it runs, the epochs and steps it\n"
+    "trained and its samples a second over the last epoch, its busy slots, and\n"
+    "how long ago it last answered.\n"
+    "\n"
     "options:\n"
-    "      --json     one JSON object instead of the table\n"
-    "  -h, --help     this text\n"
-    "  -V, --version  ferry's version\n";
+    "      --json          one JSON object instead of the table\n"
+    "  -w, --watch         redraw until q or Ctrl-C\n"
+    "      --interval S    seconds between two tables (0.1 to 3600; default 1)\n"
+    "  -h, --help          this text\n"
+    "  -V, --version       ferry's version\n";
 
 static void format_uptime(double s, char *buf, size_t len)
 {
@@ -276,16 +286,61 @@ static void no_cluster(const home_paths *h, bool json)
     cli_err("status", "%s", why);
 }
 
-int cli_status(int argc, char **argv)
+typedef struct status_args {
+    bool json, watch;
+    double interval;
+} status_args;
+
+static int parse(int argc, char **argv, status_args *a)
 {
-    bool json;
-    int rc = cli_parse_json_flag(argc, argv, usage, &json);
-    if (rc)
-        return rc < 0 ? CLI_OK : rc;
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"watch", no_argument, NULL, 'w'},
+                                         {"interval", required_argument, NULL, 'i'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    *a = (status_args){.interval = 1.0};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "hw", opts, NULL)) != -1) {
+        char *end = NULL;
+        if (c == 'j') {
+            a->json = true;
+        } else if (c == 'w') {
+            a->watch = true;
+        } else if (c == 'i') {
+            a->interval = strtod(optarg, &end);
+            if (!end || *end || !(a->interval >= 0.1 && a->interval <= 3600)) {
+                cli_err("status",
+                        "--interval: expected seconds from 0.1 to 3600, got '%s'",
+                        optarg);
+                return CLI_USAGE;
+            }
+        } else if (c == 'h') {
+            fputs(usage, stdout);
+            return -1;
+        } else {
+            fputs(usage, stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (a->json && a->watch) {
+        cli_err("status", "--watch draws a table: it does not take --json");
+        return CLI_USAGE;
+    }
     if (optind < argc) {
         cli_err("status", "unexpected argument '%s'", argv[optind]);
         return CLI_USAGE;
     }
+    return 0;
+}
+
+int cli_status(int argc, char **argv)
+{
+    status_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    bool json = a.json;
     home_paths h;
     cli_running r;
     if (cli_home_init(&h, "status"))
@@ -294,6 +349,11 @@ int cli_status(int argc, char **argv)
         if (rc == FERRY_ENOENT)
             no_cluster(&h, json);
         return CLI_FAIL;
+    }
+    if (a.watch) {
+        rc = cli_status_watch(&r, &h, a.interval);
+        cli_running_close(&r);
+        return rc;
     }
     const cluster_worker *w = NULL;
     rc = cluster_survey(r.cl, true, &w);
