@@ -14,22 +14,13 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
-BUILD = os.environ["FERRY_TEST_BUILD"]
-FERRY = os.path.join(BUILD, "ferry")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "params"))
+from ptap import BUILD, FERRY, Tap, run  # noqa: E402  (the TAP lines tests/params prints)
+
+TAP = Tap()
+report = TAP.report
 MLP = os.path.join(BUILD, "tasks", "mlp.so")
 DATA = os.environ.get("FERRY_TEST_FMNIST", "/usr/share/datasets/fashion-mnist")
-PLAN = 8
-run = failed = 0
-
-
-def report(ok, name, why=""):
-    global run, failed
-    run += 1
-    failed += not ok
-    print(("ok" if ok else "not ok") + " %d - %s" % (run, name))
-    for line in ("" if ok else why).splitlines():
-        print("# " + line)
-    sys.stdout.flush()
 
 
 def free_ports(n):
@@ -152,9 +143,4 @@ def main():
 
 
 if __name__ == "__main__":
-    print("1..%d" % PLAN)
-    try:
-        main()
-    except Exception as e:  # a failure of the test itself is one more "not ok"
-        report(False, "the test ran to its end", repr(e))
-    sys.exit(1 if failed or run != PLAN else 0)
+    run(TAP, 8, main)
