@@ -71,8 +71,10 @@ static void data_block(FILE *f, int i, const runs_run *r)
 static void panel(FILE *f, const runs_run *runs, int n, int x, int y, int dashed,
                   const char *title, const char *xlabel, const char *ylabel)
 {
-    fprintf(f, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nplot ", title, xlabel,
-            ylabel);
+    /* loss falls and accuracy rises: the key goes where the curves are not */
+    fprintf(f,
+            "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset key %s right\nplot ",
+            title, xlabel, ylabel, dashed ? "top" : "bottom");
     for (int i = 0; i < n; i++) {
         fprintf(
             f,
@@ -93,8 +95,7 @@ static int write_script(FILE *f, const runs_run *runs, int n, const char *out,
     for (int i = 0; i < n; i++)
         for (size_t k = 0; k < runs[i].n; k++)
             accuracy |= !isnan(runs[i].points[k].test_accuracy);
-    fprintf(f, "set terminal %s\nset output '%s'\nset grid\nset key top right\n",
-            terminal, out);
+    fprintf(f, "set terminal %s\nset output '%s'\nset grid\n", terminal, out);
     for (int i = 0; i < n; i++)
         data_block(f, i, &runs[i]);
     fprintf(f, "set multiplot layout %d,2\n", accuracy ? 2 : 1);
