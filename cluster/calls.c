@@ -457,7 +457,8 @@ int cluster_open_call(cluster *cl, int rank, const char *method, const void *hea
     if (!c)
         return FERRY_ENOMEM;
     *c = (cluster_open){.cl = cl, .pending = 1};
-    rpc_channel_opts co = {.max_payload = cl->max_payload, .token = cl->token};
+    rpc_channel_opts co = {
+        .max_payload = cl->max_payload, .token = cl->token, .version = PROTO_VERSION};
     int rc = rpc_channel_create(cl->client, cl->nodes[rank].target, &co, &c->ch);
     if (rc == 0) {
         c->call.data = c;

@@ -22,7 +22,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ferry/version.h>
+
 /* ---- the Worker service's methods (proto/ferry.proto) ---------------------- */
+
+/* The wire's version: raised when a message changes so that a peer of the
+ * last one would misread it (a field's meaning; a field appended does not
+ * count). With ferry's own version, what every call says it speaks
+ * (rpc's RPC_VERSION_KEY) and a worker checks: peers of two builds never
+ * half understand each other. */
+#define PROTO_WIRE_VERSION 1
+#define PROTO_VERSION                                                                    \
+    "wire " PROTO_STR_(PROTO_WIRE_VERSION) ", ferry " FERRY_VERSION_STRING
+#define PROTO_STR_(x)  PROTO_STR__(x)
+#define PROTO_STR__(x) #x
 
 #define PROTO_METHOD_PING         "/ferry.Worker/Ping"
 #define PROTO_METHOD_LOAD_MODULE  "/ferry.Worker/LoadModule"

@@ -18,7 +18,8 @@ int pw_create(rpc_client *c, const pw_opts *opts, pw **out)
         free(p);
         return FERRY_ENOMEM;
     }
-    rpc_channel_opts co = {.max_payload = opts->max_payload, .token = opts->token};
+    rpc_channel_opts co = {
+        .max_payload = opts->max_payload, .token = opts->token, .version = PROTO_VERSION};
     int rc = rpc_channel_create(c, opts->target, &co, &p->ch);
     if (rc) {
         free(p->target);

@@ -159,12 +159,17 @@ int rpc_call_start(rpc_channel *ch, rpc_call *call, const char *method,
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    size_t n_md = 0;
     if (ch->token) {
-        op->token_md.key = grpc_slice_from_static_string(RPC_TOKEN_KEY);
-        op->token_md.value = grpc_slice_from_static_string(ch->token);
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = &op->token_md;
+        op->md[n_md].key = grpc_slice_from_static_string(RPC_TOKEN_KEY);
+        op->md[n_md++].value = grpc_slice_from_static_string(ch->token);
     }
+    if (ch->version) {
+        op->md[n_md].key = grpc_slice_from_static_string(RPC_VERSION_KEY);
+        op->md[n_md++].value = grpc_slice_from_static_string(ch->version);
+    }
+    ops[0].data.send_initial_metadata.count = n_md;
+    ops[0].data.send_initial_metadata.metadata = n_md ? op->md : NULL;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = op->send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;

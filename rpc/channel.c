@@ -23,7 +23,9 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
     ch->refs = 1;
     ch->target = base_strdup(target);
     ch->token = opts && opts->token ? base_strdup(opts->token) : NULL;
-    if (!ch->target || (opts && opts->token && !ch->token))
+    ch->version = opts && opts->version ? base_strdup(opts->version) : NULL;
+    if (!ch->target || (opts && opts->token && !ch->token) ||
+        (opts && opts->version && !ch->version))
         goto fail;
 
     grpc_arg args[] = {
@@ -57,6 +59,7 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
 fail:
     free(ch->target);
     free(ch->token);
+    free(ch->version);
     free(ch);
     return FERRY_ENOMEM;
 }
@@ -73,6 +76,7 @@ static void channel_free(rpc_channel *ch)
     }
     free(ch->target);
     free(ch->token);
+    free(ch->version);
     free(ch);
     rpc_client_channel_done(c);
 }

@@ -213,9 +213,15 @@ typedef struct rpc_channel_opts {
     size_t max_payload; /* 0: RPC_DEFAULT_MAX_PAYLOAD */
     /* Sent as metadata RPC_TOKEN_KEY with every call; NULL: none. Copied. */
     const char *token;
+    /* Sent as metadata RPC_VERSION_KEY with every call; NULL: none. Copied. */
+    const char *version;
 } rpc_channel_opts;
 
 #define RPC_TOKEN_KEY "ferry-token"
+/* What each side speaks ("wire 1, ferry 0.5.0"): sent by a channel made
+ * with rpc_channel_opts.version, checked by a server made with
+ * rpc_server_opts.version. */
+#define RPC_VERSION_KEY "ferry-version"
 
 /* Opens one HTTP/2 channel to `target` ("127.0.0.1:5000", "[::1]:5000",
  * "localhost:5000"). Connects lazily, on the first call. opts may be NULL. */
@@ -343,6 +349,11 @@ typedef struct rpc_server_opts {
      * message is read, decoded or decompressed; a call without it, or with
      * a wrong one, ends with UNAUTHENTICATED. Copied. */
     const char *token;
+    /* NULL: any caller. Otherwise a call whose metadata RPC_VERSION_KEY is
+     * another text ends at once, before its token is looked at, with
+     * UNIMPLEMENTED naming both versions; a call without it (another gRPC
+     * client) is served. Copied. */
+    const char *version;
     /* Where refusals are reported; NULL: nowhere. The first refusal after a
      * quiet interval gets a line of its own; the rest are counted and
      * summarised once per interval ("refused N calls ... in the last 10 s"). */

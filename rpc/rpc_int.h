@@ -86,6 +86,7 @@ struct rpc_channel {
     grpc_channel *gch;
     char *target;
     char *token;
+    char *version; /* RPC_VERSION_KEY's value, or NULL */
     size_t max_payload;
     rpc_method_reg *methods;
     rpc_op *ops; /* in flight, doubly linked */
@@ -100,7 +101,7 @@ struct rpc_op {
     grpc_call *gc;
     const char *method; /* the registration's copy */
     rpc_op *prev, *next;
-    grpc_metadata token_md;
+    grpc_metadata md[2]; /* the token and the version, those sent */
     grpc_metadata_array md_initial, md_trailing;
     grpc_byte_buffer *send, *recv;
     grpc_status_code status;
@@ -230,6 +231,7 @@ struct rpc_server {
     char host[256]; /* as listened on, without brackets; "" for any */
     char *token;    /* NULL: none needed */
     size_t token_len;
+    char *version; /* NULL: callers of any version served */
     rpc_log_fn log;
     void *log_arg;
     rpc_refusals refusals;

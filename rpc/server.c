@@ -264,6 +264,7 @@ static void server_free(rpc_server *s)
         explicit_bzero(s->token, s->token_len);
         free(s->token);
     }
+    free(s->version);
     uv_cond_destroy(&s->work.cond);
     uv_cond_destroy(&s->lane_work.cond);
     uv_cond_destroy(&s->drained);
@@ -393,6 +394,8 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
         if (!(s->token = strdup(opts->token)))
             goto fail;
     }
+    if (opts->version && !(s->version = strdup(opts->version)))
+        goto fail;
 
     s->n_methods = n_methods;
     s->methods = calloc(n_methods ? n_methods : 1, sizeof *s->methods);

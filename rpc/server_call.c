@@ -214,6 +214,23 @@ const char *rpc_srv_metadata(const rpc_srv_call *sc, const char *key, size_t *le
     return NULL;
 }
 
+/* A caller of another version is told so at its first call, both
+ * versions named, whatever it calls (Ping included). */
+static bool refuse_version(rpc_srv_call *sc)
+{
+    rpc_server *s = sc->srv;
+    size_t len = 0;
+    const char *theirs = s->version ? rpc_srv_metadata(sc, RPC_VERSION_KEY, &len) : NULL;
+    if (!theirs || (len == strlen(s->version) && !memcmp(theirs, s->version, len)))
+        return false;
+    rpc_server_refusal(s, sc, "another ferry version");
+    fail_now(sc, FERRY_ENOTSUP,
+             "this worker speaks %s; the caller speaks %.*s: run one ferry "
+             "on every host",
+             s->version, (int)(len > 100 ? 100 : len), theirs);
+    return true;
+}
+
 static void request_done(rpc_tag *tag, bool ok)
 {
     rpc_srv_call *sc =
@@ -257,6 +274,8 @@ static void request_done(rpc_tag *tag, bool ok)
         fail_now(sc, FERRY_ENOTSUP, "method %s is not served here", safe);
         return;
     }
+    if (refuse_version(sc))
+        return;
     if (rpc_srv_needs_token(s, sc->method)) {
         /* From the metadata alone: the message is not even read yet. */
         size_t len = 0;

@@ -231,6 +231,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         .handler_threads = opts->threads,
         .poller = w->poller,
         .token = opts->token,
+        .version = PROTO_VERSION,
         .log = log_line,
         .log_interval_ms = opts->log_interval_ms,
     };

@@ -266,7 +266,8 @@ static int open_channels(rt_comm *c, char *err, size_t errlen)
     if (!(c->to = calloc((size_t)c->world, sizeof *c->to)))
         return FERRY_ENOMEM;
     c->rounds = rt_exchange_rounds(c->world);
-    rpc_channel_opts co = {.max_payload = c->max_payload, .token = c->token};
+    rpc_channel_opts co = {
+        .max_payload = c->max_payload, .token = c->token, .version = PROTO_VERSION};
     for (int i = 0; i < c->world; i++) {
         bool partner = false;
         for (int k = 0; k < c->rounds; k++)

@@ -146,7 +146,7 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
         snprintf(err, errlen, "cannot create an rpc client: %s", ferry_strerror(rc));
         return rc;
     }
-    rpc_channel_opts co = {.token = o->token};
+    rpc_channel_opts co = {.token = o->token, .version = PROTO_VERSION};
     for (int sh = 0; rc == 0 && sh < c->shards; sh++) {
         int r = rt_ps_shard_rank(sh, c->world);
         if (!c->ch[r] && (rc = rpc_channel_create(c->rpc, c->peers[r], &co, &c->ch[r])))
