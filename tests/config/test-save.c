@@ -28,6 +28,7 @@ static void full(conf_cluster *c)
     c->log_max_bytes = 4096;
     c->log_keep = 100;
     c->wedge_grace_ms = 7;
+    c->metrics_port = 9100;
     c->supervisor_pid = 77;
     cr_assert_eq(conf_add_worker(c, "127.0.0.1:7100", NULL, 0), 0);
     cr_assert_eq(conf_add_worker(c, "[::1]:7101", NULL, 0), 0);
@@ -56,6 +57,7 @@ static void expect_same(const conf_cluster *a, const conf_cluster *b)
     cr_expect_eq(a->log_max_bytes, b->log_max_bytes);
     cr_expect_eq(a->log_keep, b->log_keep);
     cr_expect_eq(a->wedge_grace_ms, b->wedge_grace_ms);
+    cr_expect_eq(a->metrics_port, b->metrics_port);
     cr_expect_eq(a->supervisor_pid, b->supervisor_pid);
     cr_assert_eq(a->n_workers, b->n_workers);
     for (size_t i = 0; i < a->n_workers; i++) {
@@ -105,6 +107,7 @@ T_TEST(conf_save, every_setting_is_written_even_at_its_default)
     cr_expect_eq(back.max_module_bytes, c.max_module_bytes);
     cr_expect_eq(back.log_max_bytes, c.log_max_bytes);
     cr_expect_eq(back.log_keep, c.log_keep);
+    cr_expect_eq(back.metrics_port, 0);
     /* An unset token_file, no supervisor and no workers are left out, so
      * they do not override. */
     cr_expect_str_eq(back.token_file, "/var/lib/ferry/token");
