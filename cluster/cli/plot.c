@@ -49,10 +49,19 @@ static bool terminal_for(const plot_opts *o, char *buf, size_t len)
     return png || svg;
 }
 
-/* One run's epochs as a gnuplot data block: step, minutes, losses,
- * accuracy ("NaN" leaves a regressor's out). */
+/* One run's epochs as a gnuplot data block: step, seconds, losses,
+ * accuracy ("NaN" leaves a regressor's out); and its training loss through
+ * the epochs, where recorded, as a second: step, seconds, loss (the same
+ * columns as the first's). */
 static void data_block(FILE *f, int i, const runs_run *r)
 {
+    if (r->n_steps) {
+        fprintf(f, "$steps%d << EOD\n", i);
+        for (size_t k = 0; k < r->n_steps; k++)
+            fprintf(f, "%llu %.6g %.8g\n", (unsigned long long)r->steps[k].step,
+                    r->steps[k].wall_s, r->steps[k].loss);
+        fprintf(f, "EOD\n");
+    }
     fprintf(f, "$run%d << EOD\n", i);
     for (size_t k = 0; k < r->n; k++) {
         const runs_point *p = &r->points[k];
@@ -82,8 +91,8 @@ static void panel(FILE *f, const runs_run *runs, int n, int x, int y, int dashed
             i ? ", " : "", i, x, y, i + 1, runs[i].id, runs[i].mode ? runs[i].mode : "?",
             runs[i].workers);
         if (dashed)
-            fprintf(f, ", $run%d using %d:%d with lines lc %d dt 2 notitle", i, x, dashed,
-                    i + 1);
+            fprintf(f, ", $%s%d using %d:%d with lines lc %d dt 2 notitle",
+                    runs[i].n_steps ? "steps" : "run", i, x, dashed, i + 1);
     }
     fprintf(f, "\n");
 }

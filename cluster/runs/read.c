@@ -53,6 +53,46 @@ static int load_run_json(const char *dir, runs_run *r, json_int_t *pid, char *er
     return rc;
 }
 
+/* The epoch just added's loss curve, if it has one: each entry at the
+ * step it ends on, its time interpolated over the epoch's training time
+ * (which ends eval_s before the event was written). */
+static int add_curve(runs_run *r, json_t *ev, const char *path, int line, char *err,
+                     size_t errlen)
+{
+    json_t *curve = json_object_get(ev, "loss_curve"), *loss = NULL;
+    if (!curve)
+        return 0;
+    json_int_t every = 0;
+    double train_s = 0, eval_s = 0;
+    json_unpack(ev, "{s?F, s?F}", "train_s", &train_s, "eval_s", &eval_s);
+    if (json_unpack(curve, "{s:I, s:o}", "every", &every, "loss", &loss) != 0 ||
+        every < 1 || !json_is_array(loss))
+        return base_errf(err, errlen, FERRY_ECORRUPT,
+                         "%s: line %d: a loss_curve without its every and loss", path,
+                         line);
+    const runs_point *p = &r->points[r->n - 1];
+    uint64_t from = r->n > 1 ? r->points[r->n - 2].step : 0;
+    uint64_t steps = p->step > from ? p->step - from : 1;
+    double end = p->wall_s - eval_s, begin = end - train_s;
+    size_t k = json_array_size(loss);
+    runs_step *more = realloc(r->steps, (r->n_steps + k) * sizeof *more);
+    if (!more)
+        return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", path);
+    r->steps = more;
+    for (size_t i = 0; i < k; i++) {
+        json_t *v = json_array_get(loss, i);
+        if (!json_is_number(v))
+            continue; /* a loss that was not a number: no point */
+        uint64_t at =
+            (uint64_t)every * (i + 1) < steps ? (uint64_t)every * (i + 1) : steps;
+        r->steps[r->n_steps++] =
+            (runs_step){.step = from + at,
+                        .wall_s = begin + train_s * (double)at / (double)steps,
+                        .loss = json_number_value(v)};
+    }
+    return 0;
+}
+
 static int add_point(runs_run *r, json_t *ev, const char *path, int line, char *err,
                      size_t errlen)
 {
@@ -78,7 +118,7 @@ static int add_point(runs_run *r, json_t *ev, const char *path, int line, char *
         return base_errf(err, errlen, FERRY_ENOMEM, "%s: no memory", path);
     r->points = more;
     r->points[r->n++] = p;
-    return 0;
+    return add_curve(r, ev, path, line, err, errlen);
 }
 
 static int take_event(runs_run *r, json_t *ev, const char *path, int line, char *err,
@@ -168,6 +208,7 @@ void runs_run_fini(runs_run *r)
     free(r->device);
     free(r->why);
     free(r->points);
+    free(r->steps);
     memset(r, 0, sizeof *r);
 }
 

@@ -220,6 +220,14 @@ void runs_epoch(runs_log *l, const cluster_train_epoch *e)
                                       (json_int_t)e->staleness_max));
     for (size_t i = 0; i < e->n_metrics; i++)
         json_object_set_new(ev, e->metrics[i].name, number(e->metrics[i].value));
+    if (e->n_loss_curve) {
+        json_t *loss = json_array();
+        for (size_t i = 0; i < e->n_loss_curve; i++)
+            json_array_append_new(loss, number(e->loss_curve[i]));
+        json_object_set_new(
+            ev, "loss_curve",
+            json_pack("{s:i, s:o}", "every", (int)e->loss_curve_every, "loss", loss));
+    }
     emit(l, ev);
 }
 

@@ -50,6 +50,14 @@ typedef struct runs_point {
     double wall_s, train_loss, test_loss, test_accuracy, samples_per_s;
 } runs_point;
 
+/* The training loss through the epochs (single and sync mode), from each
+ * epoch's "loss_curve": a point every few steps, its time interpolated in
+ * the epoch's training time. */
+typedef struct runs_step {
+    uint64_t step;
+    double wall_s, loss;
+} runs_step;
+
 typedef struct runs_run {
     char id[RUNS_ID_MAX];
     char *module, *task, *mode, *device;
@@ -60,6 +68,8 @@ typedef struct runs_run {
     char *why;          /* a failed run's reason, or NULL */
     size_t n;
     runs_point *points;
+    size_t n_steps;
+    runs_step *steps;
 } runs_run;
 
 /* Reads the run in directory `dir` (whose last component is its id). A

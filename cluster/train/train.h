@@ -83,6 +83,12 @@ typedef struct cluster_train_epoch {
     int live_workers;
     size_t n_metrics; /* the model's own figures */
     cluster_train_metric metrics[FERRY_MODEL_METRICS_MAX];
+    /* Single and sync mode: the training loss through the epoch, each entry
+     * the mean over loss_curve_every steps (the last over what was left);
+     * borrowed for the callback. Async mode: none. */
+    const double *loss_curve;
+    size_t n_loss_curve;
+    unsigned loss_curve_every;
 } cluster_train_epoch;
 
 /* The run's callbacks, all called on the caller's thread during

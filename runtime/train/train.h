@@ -255,6 +255,21 @@ typedef struct rt_train_opts {
     int tau;     /* easgd; 0: 4 */
 } rt_train_opts;
 
+/* An epoch's training loss through its steps in at most RT_CURVE_MAX
+ * points: each the mean over `every` steps (the last over `last`, fewer or
+ * as many), `every` doubling (pairs merged) whenever the points would
+ * overflow, so that any number of steps fits and each point stands for
+ * as many steps as the others. */
+#define RT_CURVE_MAX 64
+typedef struct rt_loss_curve {
+    double loss[RT_CURVE_MAX];
+    int n;
+    uint32_t every, last; /* steps in each point, and in the last */
+} rt_loss_curve;
+
+/* Adds one step's loss. */
+void rt_loss_curve_add(rt_loss_curve *c, double loss);
+
 typedef struct rt_epoch_stats {
     int epoch;         /* 1-based: epochs done */
     double train_loss; /* mean over the epoch's samples on this rank */
@@ -286,6 +301,7 @@ typedef struct rt_epoch_stats {
     uint64_t steps, pushes;
     double ps_wait_s; /* in pulls and pushes, the staleness bound's wait included */
     rt_ps_shard_stats shard; /* what this rank's shards applied */
+    rt_loss_curve curve;     /* the training loss step by step, thinned */
 } rt_epoch_stats;
 
 typedef struct rt_trainer rt_trainer;

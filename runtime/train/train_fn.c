@@ -422,6 +422,9 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
                                      .value = st.metrics[i].value};
     r.n_metrics = (size_t)st.n_metrics;
     r.metrics = mm;
+    r.n_loss_curve = (size_t)st.curve.n;
+    r.loss_curve = st.curve.loss;
+    r.loss_curve_every = st.curve.every;
     proto_bytes b;
     return reply(ctx, proto_train_epoch_reply_pack(&r, &b), &b, out);
 }

@@ -319,6 +319,7 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
             break;
         r.loss_sum += (double)loss * (double)samples;
         r.samples += samples;
+        rt_loss_curve_add(&st->curve, loss);
         st->local_samples += (size_t)hb->n;
     }
     if (rc == 0 && md->epoch_end)

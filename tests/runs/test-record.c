@@ -30,13 +30,18 @@ static runs_log *open_one(const char *task, bool classifier)
 
 static void epoch(runs_log *l, unsigned n, double loss, double acc)
 {
+    /* 8 steps an epoch: a point every 2 */
+    static const double curve[] = {0.9, 0.8, 0.7, 0.65};
     cluster_train_epoch e = {.epoch = n,
                              .train_loss = loss + 0.1,
                              .test_loss = loss,
                              .test_accuracy = acc,
                              .samples = 1000,
                              .samples_per_s = 500,
-                             .train_s = 2};
+                             .train_s = 2,
+                             .loss_curve = curve,
+                             .n_loss_curve = 4,
+                             .loss_curve_every = 2};
     runs_epoch(l, &e);
 }
 
@@ -64,6 +69,15 @@ Test(runs_record, a_finished_run_reads_back_epoch_by_epoch_with_its_options)
     cr_assert_eq(r.points[1].step, 16);
     cr_assert_float_eq(r.points[1].test_loss, 0.4, 1e-9);
     cr_assert_float_eq(r.points[1].test_accuracy, 0.85, 1e-9);
+    /* the loss through the steps: each point at the step it ends on, its
+     * time within the epoch's 2 s of training */
+    cr_assert_eq(r.n_steps, 8);
+    cr_assert_eq(r.steps[0].step, 2);
+    cr_assert_eq(r.steps[3].step, 8);
+    cr_assert_eq(r.steps[4].step, 10);
+    cr_assert_float_eq(r.steps[1].loss, 0.8, 1e-9);
+    cr_assert_float_eq(r.steps[3].wall_s - r.steps[1].wall_s, 1.0, 1e-6);
+    cr_assert_float_eq(r.steps[7].wall_s, r.points[1].wall_s, 1e-6);
     runs_run_fini(&r);
 
     /* every option by its flag, defaults included */
