@@ -80,10 +80,12 @@ static void data_block(FILE *f, int i, const runs_run *r)
 static void panel(FILE *f, const runs_run *runs, int n, int x, int y, int dashed,
                   const char *title, const char *xlabel, const char *ylabel)
 {
-    /* loss falls and accuracy rises: the key goes where the curves are not */
+    /* loss falls and accuracy rises: the key goes where the curves are not;
+     * a loss falls by orders of magnitude in the first steps: a log scale */
     fprintf(f,
-            "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset key %s right\nplot ",
-            title, xlabel, ylabel, dashed ? "top" : "bottom");
+            "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset key %s right\n%s "
+            "logscale y\nplot ",
+            title, xlabel, ylabel, dashed ? "top" : "bottom", dashed ? "set" : "unset");
     for (int i = 0; i < n; i++) {
         fprintf(
             f,
