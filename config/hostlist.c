@@ -111,7 +111,7 @@ static int bracket(hl_parse *p, size_t *i, item *it, group *g)
     g->count = 0;
     for (;;) {
         size_t at = *i;
-        span sp;
+        span sp = {0};
         if (p->s[at] == '\0')
             return refuse(p, open, "this '[' is not closed");
         if (p->s[at] == '[')
