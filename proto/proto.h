@@ -98,7 +98,8 @@ typedef struct proto_ping_req {
     F(uint32_t, slots)    /* the worker's handler threads */                             \
     F(uint32_t, busy_slots)                                                              \
     F(uint32_t, stuck_calls)                                                             \
-    F(double, oldest_call_s)
+    F(double, oldest_call_s)                                                             \
+    F(uint64_t, clock_ns) /* the worker's monotonic clock as it replied */
 
 typedef struct proto_ping_reply {
     PROTO_PING_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
@@ -346,7 +347,11 @@ typedef struct proto_model_metric {
     REP(uint64_t, staleness) /* pushes applied, by staleness (last: that or more) */     \
     F(double, ps_wait_s)                                                                 \
     F(uint64_t, steps)                                                                   \
-    REP(proto_model_metric, metrics)
+    REP(proto_model_metric, metrics)                                                     \
+    REP(uint32_t, timeline_what) /* with a timeline: proto/timeline.h */                 \
+    REP(uint64_t, timeline_start_ns)                                                     \
+    REP(uint64_t, timeline_dur_ns)                                                       \
+    F(uint64_t, timeline_dropped)
 
 typedef struct proto_train_epoch_reply {
     PROTO_TRAIN_EPOCH_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)

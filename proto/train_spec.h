@@ -202,6 +202,11 @@ typedef enum proto_train_group {
     X(init_from, 0, "init-from", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                  \
       "start from the parameters saved in FILE (every\n"                                                \
       "tensor of the model, by name and shape)",                                                        \
+      TRAINING, LOCAL)                                                                                  \
+    X(timeline, 0, "timeline", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                    \
+      "write what every worker does, step by step, to\n"                                                \
+      "FILE as a trace (Chrome trace-event JSON: open it\n"                                             \
+      "in Perfetto or chrome://tracing)",                                                               \
       TRAINING, LOCAL)
 
 #define PROTO_TRAIN_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -287,6 +292,7 @@ typedef struct proto_train_begin_run {
     size_t n_peers;
     const char *const *peers; /* every rank's address */
     proto_tensors init; /* parameters to start from (--init-from), or none */
+    bool timeline;      /* record the rank's timeline (--timeline) */
 } proto_train_begin_run;
 
 /* Packs a rank's TrainBegin into out->data (malloc'd): the options of `s`
