@@ -207,6 +207,10 @@ void rt_sync_grad_ready(void *arg, int tensor)
 int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
                      bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
 {
+    /* Each bucket's wait is timed from the end of the one before (the
+     * first from here, with the starts of the buckets left): together they
+     * are the step's all-reduce time. */
+    double t0 = s->tl ? rt_timeline_now() : 0;
     if (computed) {
         s->red[0] = loss * s->weight;
         launch_ready(s, true);
@@ -223,10 +227,9 @@ int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
     for (int k = 0; k < s->nb; k++) {
         if (!s->b[k].op)
             continue;
-        double t0 = rt_timeline_now();
         int rc = rt_comm_wait(s->comm, s->b[k].op, cancelled, arg, first ? NULL : why,
                               sizeof why);
-        rt_timeline_since(s->tl, PROTO_TL_BUCKET, (uint32_t)k, t0);
+        t0 = rt_timeline_since(s->tl, PROTO_TL_BUCKET, (uint32_t)k, t0);
         s->b[k].op = NULL;
         if (rc && !first)
             first = rc;

@@ -42,19 +42,20 @@ void rt_timeline_destroy(rt_timeline *tl)
     free(tl);
 }
 
-void rt_timeline_since(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, double t0)
+double rt_timeline_since(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, double t0)
 {
     if (!tl)
-        return;
+        return t0;
     uint64_t now = uv_hrtime(), start = (uint64_t)(t0 * 1e9);
     size_t i = atomic_fetch_add_explicit(&tl->next, 1, memory_order_relaxed);
     if (i >= tl->cap) {
         atomic_fetch_add_explicit(&tl->dropped, 1, memory_order_relaxed);
-        return;
+        return (double)now / 1e9;
     }
     tl->what[i] = proto_tl_what(kind, arg);
     tl->start_ns[i] = start;
     tl->dur_ns[i] = now > start ? now - start : 0;
+    return (double)now / 1e9;
 }
 
 void rt_timeline_view(const rt_timeline *tl, rt_timeline_events *out)

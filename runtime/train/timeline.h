@@ -33,8 +33,9 @@ static inline double rt_timeline_now(void)
 }
 
 /* Records an event of `kind` about `arg` from `t0` (seconds on uv_hrtime's
- * clock, as rt_train_now gives) to now. */
-void rt_timeline_since(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, double t0);
+ * clock, as rt_train_now gives) to now, and returns its end (`t0` when `tl`
+ * is NULL). */
+double rt_timeline_since(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, double t0);
 
 /* The events so far, in the order recorded, valid until the next reset. */
 typedef struct rt_timeline_events {
