@@ -117,18 +117,27 @@ static void expect_processes(const seen *s)
     }
 }
 
-Test(e2e_timeline, a_sync_run_traces_both_workers_and_its_buckets_add_up)
+/* Trains the mlp on a new 2-worker cluster in `mode` for `epochs` with a
+ * timeline, asserted to succeed; the file read into *s (its JSON returned,
+ * to free), with a process for each worker. */
+static json_t *traced_run(e2e_run *r, const char *mode, const char *epochs, seen *s)
 {
     e2e_start(2);
-    const char *path = e2e_write_file("sync-timeline.json", "");
-    e2e_run r;
-    e2e_ferry(&r, 180000, "submit", e2e_task("mlp"), "--epochs", "2", "--json",
-              "--timeline", path, NULL);
-    E2E_EXPECT(&r, 0);
-    seen s;
+    const char *path = e2e_write_file("timeline.json", "");
+    e2e_ferry(r, 180000, "submit", e2e_task("mlp"), "--mode", mode, "--epochs", epochs,
+              "--json", "--timeline", path, NULL);
+    E2E_EXPECT(r, 0);
     json_t *root;
-    read_timeline(path, &s, &root);
-    expect_processes(&s);
+    read_timeline(path, s, &root);
+    expect_processes(s);
+    return root;
+}
+
+Test(e2e_timeline, a_sync_run_traces_both_workers_and_its_buckets_add_up)
+{
+    e2e_run r;
+    seen s;
+    json_t *root = traced_run(&r, "sync", "2", &s);
     /* 469 steps an epoch (60000 samples, batch 128): each with its
      * forward+backward, optimizer step, batch and bucket wait, on both. */
     for (int w = 0; w < 2; w++) {
@@ -161,16 +170,9 @@ Test(e2e_timeline, a_sync_run_traces_both_workers_and_its_buckets_add_up)
 
 Test(e2e_timeline, an_async_run_traces_pushes_and_pulls)
 {
-    e2e_start(2);
-    const char *path = e2e_write_file("async-timeline.json", "");
     e2e_run r;
-    e2e_ferry(&r, 180000, "submit", e2e_task("mlp"), "--mode", "async", "--epochs", "1",
-              "--json", "--timeline", path, NULL);
-    E2E_EXPECT(&r, 0);
     seen s;
-    json_t *root;
-    read_timeline(path, &s, &root);
-    expect_processes(&s);
+    json_t *root = traced_run(&r, "async", "1", &s);
     for (int w = 0; w < 2; w++) {
         cr_assert(s.events[w][5] > 100 && s.events[w][6] > 0 && s.events[w][0] > 100,
                   "worker %d: %d pushes, %d pulls, %d steps", w, s.events[w][5],
