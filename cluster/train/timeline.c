@@ -8,8 +8,11 @@
  * run begins, its offset to this process's clock is measured as NTP does:
  * a ping sent at t0 comes back at t3 with the worker's clock tw, taken to
  * be read halfway, so offset = tw - (t0 + t3) / 2, within half the round
- * trip; the ping of the smallest round trip out of a few wins, and that
- * half round trip is written into the file as the residual uncertainty. */
+ * trip; the ping of the smallest round trip out of a few wins. Two
+ * machines' clocks drift apart by some parts per million, so the offset is
+ * measured again after each epoch, and that epoch's events are moved by the
+ * mean of the offsets before and after it. The file says the worst
+ * uncertainty: half the round trip, plus half the drift over an epoch. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,14 +26,19 @@
 
 /* Pings per worker for its clock offset: the smallest round trip wins. */
 #define CLOCK_PINGS 8
+/* After each epoch, between two calls the workers wait for. */
+#define CLOCK_PINGS_AGAIN 4
 
 /* The tracks (threads) of a worker's process; a bucket's is BUCKET_TID + k. */
 enum { COMPUTE_TID = 1, DATA_TID, EVAL_TID, PUSH_TID, PULL_TID, BUCKET_TID = 100 };
 #define FIXED_TIDS 8
 
 typedef struct tl_rank {
-    int64_t offset_ns;    /* the worker's clock minus ours */
-    int64_t uncertain_ns; /* half the best round trip; < 0: not measured */
+    int64_t offset_ns;    /* the worker's clock minus ours, as last measured */
+    int64_t uncertain_ns; /* half that best round trip; < 0: not measured */
+    int64_t first_ns;     /* the offset before the run */
+    int64_t applied_ns;   /* moves the epoch's events being written */
+    int64_t worst_ns;     /* the largest uncertainty of an epoch; < 0: none */
     bool named[FIXED_TIDS];
     uint32_t buckets_named;
 } tl_rank;
@@ -40,6 +48,7 @@ struct ct_timeline {
     uint64_t base_ns; /* our clock at ts 0 */
     bool first;       /* no event written yet */
     uint64_t events, dropped;
+    uint32_t epoch; /* the epoch whose events are being written */
     tl_rank *rank;
 };
 
@@ -71,12 +80,14 @@ static void thread_name(ct_timeline *tl, int pid, int tid, const char *name)
             pid, tid, tid);
 }
 
-/* Each worker's offset, from the best of CLOCK_PINGS pings of them all. */
-static void measure_clocks(ct_run *run, ct_timeline *tl)
+/* Each worker's offset, from the best of `pings` pings of them all; a
+ * worker that does not answer keeps its last. */
+static void measure_clocks(ct_run *run, ct_timeline *tl, int pings)
 {
+    int64_t half_best[run->k];
     for (int r = 0; r < run->k; r++)
-        tl->rank[r].uncertain_ns = -1;
-    for (int i = 0; i < CLOCK_PINGS; i++) {
+        half_best[r] = -1;
+    for (int i = 0; i < pings; i++) {
         const cluster_worker *w = NULL;
         uint64_t t0 = uv_hrtime();
         cluster_survey(run->cl, false, &w);
@@ -87,9 +98,9 @@ static void measure_clocks(ct_run *run, ct_timeline *tl)
                 continue;
             tl_rank *tr = &tl->rank[r];
             int64_t half = (int64_t)(t3 - t0) / 2;
-            if (tr->uncertain_ns >= 0 && half >= tr->uncertain_ns)
+            if (half_best[r] >= 0 && half >= half_best[r])
                 continue;
-            tr->uncertain_ns = half;
+            half_best[r] = tr->uncertain_ns = half;
             tr->offset_ns = (int64_t)(w[j].ping->clock_ns - t0) - half;
         }
     }
@@ -113,7 +124,11 @@ int ct_timeline_open(ct_run *run)
         return FERRY_EIO;
     }
     run->tl = tl;
-    measure_clocks(run, tl);
+    for (int r = 0; r < run->k; r++)
+        tl->rank[r].uncertain_ns = tl->rank[r].worst_ns = -1;
+    measure_clocks(run, tl, CLOCK_PINGS);
+    for (int r = 0; r < run->k; r++)
+        tl->rank[r].first_ns = tl->rank[r].offset_ns;
     tl->base_ns = uv_hrtime();
     tl->first = true;
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", tl->f);
@@ -164,6 +179,32 @@ static int track(ct_timeline *tl, int r, proto_tl_kind kind, uint32_t arg)
     return tid;
 }
 
+/* Once an epoch, before its first rank's events: the offsets measured
+ * again, and the mean of each rank's two applied to its events. */
+static void epoch_clocks(ct_run *run, ct_timeline *tl, uint32_t epoch)
+{
+    if (epoch == tl->epoch)
+        return;
+    tl->epoch = epoch;
+    int64_t before[run->k], was[run->k];
+    for (int r = 0; r < run->k; r++) {
+        before[r] = tl->rank[r].offset_ns;
+        was[r] = tl->rank[r].uncertain_ns;
+    }
+    measure_clocks(run, tl, CLOCK_PINGS_AGAIN);
+    for (int r = 0; r < run->k; r++) {
+        tl_rank *tr = &tl->rank[r];
+        if (tr->uncertain_ns < 0)
+            continue;
+        int64_t drift = tr->offset_ns - before[r];
+        tr->applied_ns = before[r] + drift / 2;
+        int64_t u = (was[r] > tr->uncertain_ns ? was[r] : tr->uncertain_ns) +
+                    (drift < 0 ? -drift : drift) / 2;
+        if (u > tr->worst_ns)
+            tr->worst_ns = u;
+    }
+}
+
 void ct_timeline_take(ct_run *run, int r, const proto_train_epoch_reply *rep)
 {
     static const char *const names[PROTO_TL_KINDS] = {
@@ -178,6 +219,7 @@ void ct_timeline_take(ct_run *run, int r, const proto_train_epoch_reply *rep)
     ct_timeline *tl = run->tl;
     if (!tl || r < 0 || r >= run->k)
         return;
+    epoch_clocks(run, tl, rep->epoch);
     size_t n = rep->n_timeline_what;
     if (rep->n_timeline_start_ns < n)
         n = rep->n_timeline_start_ns;
@@ -194,7 +236,7 @@ void ct_timeline_take(ct_run *run, int r, const proto_train_epoch_reply *rep)
         }
         uint32_t arg = proto_tl_arg_of(what);
         int tid = track(tl, r, kind, arg);
-        int64_t at = (int64_t)(rep->timeline_start_ns[i] - tl->base_ns) - tr->offset_ns;
+        int64_t at = (int64_t)(rep->timeline_start_ns[i] - tl->base_ns) - tr->applied_ns;
         sep(tl);
         fprintf(tl->f,
                 "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
@@ -217,7 +259,8 @@ int ct_timeline_close(ct_run *run, int rc)
     FILE *f = tl->f;
     double worst = 0;
     fputs("\n],\"otherData\":{\"clock\":\"each worker's events moved onto the "
-          "submitter's clock by its offset, measured as NTP does before the run\"",
+          "submitter's clock by its offset, measured as NTP does before the run and "
+          "after each epoch\"",
           f);
     for (int r = 0; r < run->k; r++) {
         const tl_rank *tr = &tl->rank[r];
@@ -225,10 +268,14 @@ int ct_timeline_close(ct_run *run, int rc)
             fprintf(f, ",\"worker %d clock\":\"not measured (offset taken as 0)\"", r);
             continue;
         }
-        double u = (double)tr->uncertain_ns / 1e3;
+        double u = (double)(tr->worst_ns > tr->uncertain_ns ? tr->worst_ns
+                                                            : tr->uncertain_ns) /
+                   1e3;
         worst = u > worst ? u : worst;
-        fprintf(f, ",\"worker %d clock\":\"offset %+.1f us, within %.1f us\"", r,
-                (double)tr->offset_ns / 1e3, u);
+        fprintf(f,
+                ",\"worker %d clock\":\"offset %+.1f us before the run, %+.1f us after "
+                "its last epoch; events within %.1f us\"",
+                r, (double)tr->first_ns / 1e3, (double)tr->offset_ns / 1e3, u);
     }
     fprintf(f,
             ",\"clock_uncertainty_us\":%.1f,\"events\":%llu,\"dropped_events\":%llu,"
