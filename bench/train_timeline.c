@@ -89,7 +89,8 @@ static int run(const ferry_model_t *m, ferry_device_t *dev, const bench_tl_cfg *
     }
     int missed = -1;
     if (rc == 0) {
-        const char *p = "\"model\":\"mlp\",\"batch\":128,\"device\":\"cpu\",\"steps\":%zu";
+        const char *p =
+            "\"model\":\"mlp\",\"batch\":128,\"device\":\"cpu\",\"steps\":%zu";
         size_t steps = rt_trainer_steps(t[0]);
         bench_summary off = bench_summarize(ms[0], (size_t)rounds);
         bench_summary on = bench_summarize(ms[1], (size_t)rounds);

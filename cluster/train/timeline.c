@@ -75,8 +75,9 @@ static void thread_name(ct_timeline *tl, int pid, int tid, const char *name)
             "{\"name\":",
             pid, tid);
     put_str(tl->f, name);
-    fprintf(tl->f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,"
-                   "\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+    fprintf(tl->f,
+            "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,"
+            "\"tid\":%d,\"args\":{\"sort_index\":%d}}",
             pid, tid, tid);
 }
 
@@ -141,8 +142,9 @@ int ct_timeline_open(ct_run *run)
                 "{\"name\":",
                 r);
         put_str(tl->f, name);
-        fprintf(tl->f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
-                       "\"tid\":0,\"args\":{\"sort_index\":%d}}",
+        fprintf(tl->f,
+                "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
+                "\"tid\":0,\"args\":{\"sort_index\":%d}}",
                 r, r);
     }
     return 0;
@@ -268,9 +270,9 @@ int ct_timeline_close(ct_run *run, int rc)
             fprintf(f, ",\"worker %d clock\":\"not measured (offset taken as 0)\"", r);
             continue;
         }
-        double u = (double)(tr->worst_ns > tr->uncertain_ns ? tr->worst_ns
-                                                            : tr->uncertain_ns) /
-                   1e3;
+        double u =
+            (double)(tr->worst_ns > tr->uncertain_ns ? tr->worst_ns : tr->uncertain_ns) /
+            1e3;
         worst = u > worst ? u : worst;
         fprintf(f,
                 ",\"worker %d clock\":\"offset %+.1f us before the run, %+.1f us after "

@@ -228,8 +228,9 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     t->tl = o->timeline ? rt_timeline_create(0) : NULL;
     int local = (t->o.batch + t->o.world - 1) / t->o.world;
     int batch_max = local > t->o.eval_batch ? local : t->o.eval_batch;
-    int rc = o->timeline && !t->tl ? FERRY_ENOMEM
-                                   : rt_device_ext(dev)->set_precision(dev, o->precision, err, errlen);
+    int rc = o->timeline && !t->tl
+                 ? FERRY_ENOMEM
+                 : rt_device_ext(dev)->set_precision(dev, o->precision, err, errlen);
     /* A model that takes its shape from the data is given it first. */
     bool from_data = rt_model_from_data(m);
     if (rc == 0 && from_data && (rc = load_sets(t, err, errlen)) == 0)

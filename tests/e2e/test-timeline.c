@@ -32,9 +32,14 @@ typedef struct seen {
     double last_us;        /* the latest event's end */
 } seen;
 
-static const char *const kinds[] = {"forward+backward", "optimizer step",
-                                    "waiting for a batch", "evaluation",
-                                    "bucket sum wait", "push", "pull", NULL};
+static const char *const kinds[] = {"forward+backward",
+                                    "optimizer step",
+                                    "waiting for a batch",
+                                    "evaluation",
+                                    "bucket sum wait",
+                                    "push",
+                                    "pull",
+                                    NULL};
 
 static int kind_of(const char *name)
 {
@@ -55,7 +60,8 @@ static void one_event(json_t *e, seen *s)
     int p = (int)json_integer_value(pid);
     cr_assert(p == 0 || p == 1, "pid %d: the run had 2 workers", p);
     if (strcmp(ph, "M") == 0) {
-        const char *arg = json_string_value(json_object_get(json_object_get(e, "args"), "name"));
+        const char *arg =
+            json_string_value(json_object_get(json_object_get(e, "args"), "name"));
         if (strcmp(name, "process_name") == 0) {
             cr_assert(arg, "process_name without its name");
             snprintf(s->process[p], sizeof s->process[p], "%s", arg);
