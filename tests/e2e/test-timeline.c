@@ -4,6 +4,7 @@
  * reported all-reduce share; an async run's has pushes and pulls; a file
  * that cannot be written is refused before anything trains. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,9 @@ typedef struct seen {
     bool bucket_track[2];  /* "all-reduce bucket 0" */
     int events[2][8];      /* X events by kind, in `kinds` order */
     double bucket_s[2];    /* the bucket waits' total */
-    double last_us;        /* the latest event's end */
+    double *bucket_end[2]; /* each bucket wait's end, in us (malloc'd) */
+    size_t n_ends[2];
+    double last_us; /* the latest event's end */
 } seen;
 
 static const char *const kinds[] = {"forward+backward",
@@ -84,8 +87,12 @@ static void one_event(json_t *e, seen *s)
     int k = kind_of(name);
     cr_assert(k >= 0, "an event of an unknown kind: %s", name);
     s->events[p][k]++;
-    if (strcmp(name, "bucket sum wait") == 0)
+    if (strcmp(name, "bucket sum wait") == 0) {
         s->bucket_s[p] += d / 1e6;
+        s->bucket_end[p] = realloc(s->bucket_end[p], (s->n_ends[p] + 1) * sizeof(double));
+        cr_assert(s->bucket_end[p]);
+        s->bucket_end[p][s->n_ends[p]++] = t + d;
+    }
 }
 
 /* Reads and checks the file at `path`; *root its JSON (to free). */
@@ -123,12 +130,31 @@ static void expect_processes(const seen *s)
     }
 }
 
-/* Trains the mlp on a new 2-worker cluster in `mode` for `epochs` with a
- * timeline, asserted to succeed; the file read into *s (its JSON returned,
- * to free), with a process for each worker. */
-static json_t *traced_run(e2e_run *r, const char *mode, const char *epochs, seen *s)
+static void seen_free(seen *s)
 {
+    free(s->bucket_end[0]);
+    free(s->bucket_end[1]);
+}
+
+/* Trains the mlp on a new 2-worker cluster (its workers started with
+ * `preload`'s shim, NULL: none) in `mode` for `epochs` with a timeline,
+ * asserted to succeed; the file read into *s (its JSON returned, to free),
+ * with a process for each worker. */
+static json_t *traced_run(e2e_run *r, const char *preload, const char *mode,
+                          const char *epochs, seen *s)
+{
+    if (preload) {
+        /* Preloaded before ASan's runtime, which would refuse that
+         * otherwise (as test-hardening-ops does). */
+        char asan[512];
+        const char *was = getenv("ASAN_OPTIONS");
+        snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "",
+                 was && *was ? ":" : "");
+        setenv("ASAN_OPTIONS", asan, 1);
+        setenv("LD_PRELOAD", e2e_local_module(preload), 1);
+    }
     e2e_start(2);
+    unsetenv("LD_PRELOAD");
     const char *path = e2e_write_file("timeline.json", "");
     e2e_ferry(r, 180000, "submit", e2e_task("mlp"), "--mode", mode, "--epochs", epochs,
               "--json", "--timeline", path, NULL);
@@ -143,7 +169,7 @@ Test(e2e_timeline, a_sync_run_traces_both_workers_and_its_buckets_add_up)
 {
     e2e_run r;
     seen s;
-    json_t *root = traced_run(&r, "sync", "2", &s);
+    json_t *root = traced_run(&r, NULL, "sync", "2", &s);
     /* 469 steps an epoch (60000 samples, batch 128): each with its
      * forward+backward, optimizer step, batch and bucket wait, on both. */
     for (int w = 0; w < 2; w++) {
@@ -171,6 +197,7 @@ Test(e2e_timeline, a_sync_run_traces_both_workers_and_its_buckets_add_up)
               "an event ends %.3f s into a run of %.3f s", s.last_us / 1e6,
               e2e_json_number(r.out, "wall_s"));
     json_decref(root);
+    seen_free(&s);
     e2e_run_fini(&r);
 }
 
@@ -178,7 +205,7 @@ Test(e2e_timeline, an_async_run_traces_pushes_and_pulls)
 {
     e2e_run r;
     seen s;
-    json_t *root = traced_run(&r, "async", "1", &s);
+    json_t *root = traced_run(&r, NULL, "async", "1", &s);
     for (int w = 0; w < 2; w++) {
         cr_assert(s.events[w][5] > 100 && s.events[w][6] > 0 && s.events[w][0] > 100,
                   "worker %d: %d pushes, %d pulls, %d steps", w, s.events[w][5],
@@ -186,6 +213,54 @@ Test(e2e_timeline, an_async_run_traces_pushes_and_pulls)
         cr_assert(!s.bucket_track[w] && s.events[w][4] == 0, "buckets in async mode");
     }
     json_decref(root);
+    seen_free(&s);
+    e2e_run_fini(&r);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Workers whose clocks read 1000 and 1003 s ahead of the submitter's: each
+ * is measured and its events moved onto the submitter's time line, where
+ * the two ranks' waits for the same step's sum end together. */
+Test(e2e_timeline, workers_clocks_apart_from_the_submitters_are_aligned)
+{
+    e2e_run r;
+    seen s;
+    json_t *root = traced_run(&r, "shiftclock.so", "sync", "1", &s);
+    json_t *other = json_object_get(root, "otherData");
+    const char *c0 = json_string_value(json_object_get(other, "worker 0 clock"));
+    const char *c1 = json_string_value(json_object_get(other, "worker 1 clock"));
+    cr_assert(c0 && c1, "no clocks in otherData");
+    /* 1000 s and 1003 s, in us, give or take the measurement. */
+    double o0 = 0, o1 = 0;
+    cr_assert(sscanf(c0, "offset %lf us", &o0) == 1 &&
+                  sscanf(c1, "offset %lf us", &o1) == 1,
+              "%s; %s", c0, c1);
+    cr_assert(fabs(o0 - 1000e6) < 10e3 && fabs(o1 - 1003e6) < 10e3,
+              "the offsets measured: %s; %s", c0, c1);
+    cr_assert(s.last_us / 1e6 <= e2e_json_number(r.out, "wall_s") + 1.0,
+              "an event ends %.3f s into a run of %.3f s", s.last_us / 1e6,
+              e2e_json_number(r.out, "wall_s"));
+    cr_assert(s.n_ends[0] == s.n_ends[1] && s.n_ends[0] >= 469,
+              "%zu and %zu bucket waits", s.n_ends[0], s.n_ends[1]);
+    size_t n = s.n_ends[0];
+    double *gap = malloc(n * sizeof *gap);
+    cr_assert(gap);
+    for (size_t i = 0; i < n; i++)
+        gap[i] = fabs(s.bucket_end[0][i] - s.bucket_end[1][i]);
+    qsort(gap, n, sizeof *gap, by_value);
+    double median_ms = gap[n / 2] / 1e3;
+    free(gap);
+    cr_log_info("timeline: ranks' bucket waits end %.3f ms apart (median)", median_ms);
+    /* Unaligned, they would be 3 s apart; a step here is a few ms. */
+    cr_assert(median_ms < 20, "the ranks' waits for one sum end %.3f ms apart",
+              median_ms);
+    json_decref(root);
+    seen_free(&s);
     e2e_run_fini(&r);
 }
 
