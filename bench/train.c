@@ -34,6 +34,7 @@
 #include "train_nn.h"
 #include "train_run.h"
 #include "train_sync.h"
+#include "train_timeline.h"
 
 #define BATCH 128
 
@@ -63,6 +64,7 @@ typedef struct bench_cfg {
     bench_run_opts mlp, cnn;
     bool cnn_on, torch_on, submit_on, sync, async;
     bool nn_only; /* --nn: the layer lists against the hand-written models */
+    bool timeline; /* --timeline: a step's cost of recording a timeline */
     int period_ms; /* --async: the straggler's duty-cycle period */
     int epochs;    /* --epochs, 0: the default */
     const char *device; /* --device: NULL (the cpu benchmark) or "cuda[:N]" */
@@ -75,8 +77,9 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: train [--quick] [--sync | --async [--period-ms MS] | --device cuda | --nn]\n"
-        "             [--epochs N]\n"
+        "usage: train [--quick] [--sync | --async [--period-ms MS] | --device cuda | "
+        "--nn]\n"
+        "             [--timeline] [--epochs N]\n"
         "             [--no-cnn] [--no-pytorch] [--python PATH] [--help]\n"
         "\n"
         "Trains ferry's tasks/mlp (784-256-128-10) on Fashion-MNIST in this process\n"
@@ -115,6 +118,9 @@ static void usage(FILE *f)
         "  --nn          instead: only the layer lists against the hand-written\n"
         "                models: 6 rounds of an MLP epoch each and 4 of a CNN epoch on\n"
         "                6,000 samples (with --quick: 2 rounds, fewer samples)\n"
+        "  --timeline    instead: an MLP step's time with a timeline recorded\n"
+        "                against without, epoch about in this process (target:\n"
+        "                at most 3%% slower; with --quick: fewer, shorter rounds)\n"
         "  --period-ms MS  the straggler's duty-cycle period (default 30)\n"
         "  --epochs N    MLP and CNN epochs (default 5; --async: 3)\n"
         "  --no-cnn      skip the CNN\n"
@@ -140,6 +146,8 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
                 bench_die("--device takes cpu, cuda or cuda:N");
         } else if (strcmp(a, "--nn") == 0) {
             c->nn_only = true;
+        } else if (strcmp(a, "--timeline") == 0) {
+            c->timeline = true;
         } else if (strcmp(a, "--async") == 0) {
             c->async = true;
         } else if (strcmp(a, "--period-ms") == 0 && i + 1 < argc) {
@@ -403,6 +411,13 @@ int main(int argc, char **argv)
                        .cnn_threads = ncores > 0 ? (int)ncores : 1,
                        .mlp_so = c.mlp_so, .mlp_hand_so = c.mlp_hand_so,
                        .cnn_so = c.cnn_so, .cnn_hand_so = c.cnn_hand_so};
+    if (c.timeline) {
+        int n =
+            bench_train_timeline(&(bench_tl_cfg){.quick = c.quick, .mlp_so = c.mlp_so});
+        bench_log("bench/train --timeline: %d target(s) missed; %.1f s", n,
+                  (double)(bench_now_ns() - t_start) * 1e-9);
+        return n < 0;
+    }
     if (c.nn_only) {
         int n = bench_train_nn(&nc);
         bench_log("bench/train --nn: %d target(s) missed; %.1f s", n,

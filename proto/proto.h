@@ -111,7 +111,8 @@ typedef struct proto_ping_req {
     F(uint32_t, slots)    /* the worker's handler threads */                             \
     F(uint32_t, busy_slots)                                                              \
     F(uint32_t, stuck_calls)                                                             \
-    F(double, oldest_call_s)
+    F(double, oldest_call_s)                                                             \
+    F(uint64_t, clock_ns) /* the worker's monotonic clock as it replied */
 
 typedef struct proto_ping_reply {
     PROTO_PING_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
@@ -360,6 +361,10 @@ typedef struct proto_model_metric {
     F(double, ps_wait_s)                                                                 \
     F(uint64_t, steps)                                                                   \
     REP(proto_model_metric, metrics)                                                     \
+    REP(uint32_t, timeline_what) /* with a timeline: proto/timeline.h */                 \
+    REP(uint64_t, timeline_start_ns)                                                     \
+    REP(uint64_t, timeline_dur_ns)                                                       \
+    F(uint64_t, timeline_dropped)                                                        \
     REP(double, loss_curve)       /* the training loss through the epoch */              \
     F(uint32_t, loss_curve_every) /* steps an entry (the last: what was left) */
 

@@ -53,6 +53,7 @@ void rt_ping_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
         .last_crash = id ? (char *)id->last_crash : "",
         .crash_id = id ? id->crash_id : 0,
         .restarts = id ? id->restarts : 0,
+        .clock_ns = uv_hrtime(),
     };
     rpc_slots_info slots;
     rpc_srv_slots(sc, &slots);

@@ -47,7 +47,8 @@ static int pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec
                                 .rank = (uint32_t)r,
                                 .world = (uint32_t)run->k,
                                 .n_peers = (size_t)run->k,
-                                .peers = peers};
+                                .peers = peers,
+                                .timeline = run->tl != NULL};
     const cluster_tensors *init = run->o->init;
     if (init)
         rb.init = *init;

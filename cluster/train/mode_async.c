@@ -100,6 +100,7 @@ static void gather(ct_run *run, int e, epoch_calls *c, proto_train_epoch_reply *
             continue;
         }
         add(sum, rep, run);
+        ct_timeline_take(run, r, rep);
         ct_scores_add(&run->scores, rep);
         run->steps[r] += rep->steps;
         proto_free(rep);

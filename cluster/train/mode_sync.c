@@ -22,6 +22,8 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
                 cluster_error(run->cl));
         return rc;
     }
+    for (int r = 0; r < k; r++)
+        ct_timeline_take(run, r, rep[r]);
     proto_free(run->reply);
     run->reply = rep[0];
     rep[0] = NULL;

@@ -246,7 +246,8 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
     } else {
         for (int r = 0; r < run.k; r++)
             run.alive[r] = true;
-        rc = train(&run, res);
+        if ((rc = ct_timeline_open(&run)) == 0)
+            rc = ct_timeline_close(&run, train(&run, res));
     }
     proto_free(run.reply);
     free(run.alive);

@@ -18,6 +18,7 @@ typedef struct ct_scores {
 } ct_scores;
 
 struct ct_mode;
+typedef struct ct_timeline ct_timeline;
 
 /* One run, as its files share it. */
 typedef struct ct_run {
@@ -39,6 +40,7 @@ typedef struct ct_run {
     ct_scores scores;               /* async: the last epoch's */
     proto_train_epoch_reply *reply; /* sync: the last epoch's, rank 0's */
     cluster_open **holds;           /* two a rank (hold.c); NULL: none */
+    ct_timeline *tl;                /* --timeline's (timeline.c); NULL: none */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -118,6 +120,19 @@ void ct_hold(ct_run *run, const uint8_t *secret, size_t len);
 /* Lets go of the holds (each ended by its session's end already, or
  * cancelled here). */
 void ct_unhold(ct_run *run);
+
+/* ---- timeline.c ---- */
+
+/* With --timeline: opens its file (refused, said, when it cannot be
+ * written) and measures each rank's clock against ours, before the run
+ * begins. 0 without one. */
+int ct_timeline_open(ct_run *run);
+/* Writes rank r's events of an epoch (its reply's) into the file. */
+void ct_timeline_take(ct_run *run, int r, const proto_train_epoch_reply *rep);
+/* Ends the file, with the clocks' uncertainty, whatever the run came to
+ * (`rc`); returns rc, or FERRY_EIO (said) when the file could not be
+ * written after a run that succeeded. */
+int ct_timeline_close(ct_run *run, int rc);
 
 /* ---- scores.c ---- */
 

@@ -56,6 +56,7 @@ struct rt_async {
     float alpha;
     uint64_t target; /* the samples that end the running epoch */
     uint64_t run;    /* the samples of the whole run (easgd's schedule) */
+    rt_timeline *tl; /* the trainer's */
 };
 
 static void *host_floats(size_t n)
@@ -76,6 +77,7 @@ static int async_begin(rt_trainer *t, const float *init, char *err, size_t errle
         return FERRY_ENOMEM;
     t->ms = a;
     a->store = o->ps_store;
+    a->tl = t->tl;
     a->session = o->session;
     a->algo = o->algo;
     a->push_every = o->push_every > 0 ? o->push_every : 1;
@@ -198,6 +200,7 @@ static int trip_done(rt_async *a, int rc, double t0, const char *what, uint64_t 
                      const rt_ps_seen *seen, const char *why, rt_epoch_run *r)
 {
     r->st->ps_wait_s += rt_train_now() - t0;
+    rt_timeline_since(a->tl, strcmp(what, "push") ? PROTO_TL_PULL : PROTO_TL_PUSH, 0, t0);
     if (rc) {
         snprintf(r->err, r->errlen, "%s at local step %llu: %s", what,
                  (unsigned long long)step, why);
@@ -328,7 +331,9 @@ static int async_next(rt_trainer *t, rt_epoch_run *r, const rt_batch_host **hb)
             if (a->seen >= a->target)
                 return 0;
         }
+        double t0 = rt_train_now();
         const rt_batch_host *b = next_batch(t, a, &rc);
+        rt_timeline_since(t->tl, PROTO_TL_DATA, 0, t0);
         if (!b) {
             snprintf(r->err, r->errlen, "epoch %d: no training batch: %s", r->epoch,
                      ferry_strerror(rc));
@@ -352,7 +357,9 @@ static int async_apply(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb)
     a->acc_samples += (uint64_t)hb->n;
     if (a->algo == RT_PS_EASGD) {
         rt_optim_set_lr(t->opt, rt_trainer_lr_at(t, (double)a->seen / (double)a->run));
+        double t0 = rt_train_now();
         rt_optim_step(t->opt, t->params, t->grad);
+        rt_timeline_since(t->tl, PROTO_TL_OPTIM, 0, t0);
     } else {
         if ((rc = gather(t, a, hb)))
             return rc;

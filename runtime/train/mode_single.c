@@ -18,7 +18,9 @@ int rt_single_epoch_begin(rt_trainer *t, rt_epoch_run *r)
 int rt_single_next(rt_trainer *t, rt_epoch_run *r, const rt_batch_host **hb,
                    bool with_empty)
 {
-    while ((*hb = rt_loader_next(t->train))) {
+    for (double t0 = rt_train_now(); (*hb = rt_loader_next(t->train));
+         t0 = rt_train_now()) {
+        rt_timeline_since(t->tl, PROTO_TL_DATA, 0, t0);
         r->step++;
         int rc = rt_trainer_check_cancel(t, r);
         if (rc)
@@ -42,7 +44,9 @@ int rt_single_apply(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb)
         double total = (double)rt_loader_steps(t->train) * t->o.epochs;
         rt_optim_set_lr(t->opt, rt_trainer_lr_at(t, (double)t->steps_done / total));
     }
+    double t0 = rt_train_now();
     rt_optim_step(t->opt, t->params, t->grad);
+    rt_timeline_since(t->tl, PROTO_TL_OPTIM, 0, t0);
     t->steps_done++;
     return 0;
 }

@@ -20,6 +20,7 @@ static int sync_prepare(rt_trainer *t, char *err, size_t errlen)
     t->buckets = rt_sync_buckets(s);
     t->grad = rt_sync_model_grad(s);
     t->grad_borrowed = t->grad != NULL;
+    rt_sync_set_timeline(s, t->tl);
     t->mc.grad_ready = rt_sync_grad_ready;
     t->mc.grad_ready_arg = s;
     return 0;

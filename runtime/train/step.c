@@ -176,6 +176,7 @@ int rt_trainer_step(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb, flo
         }
     }
     r->st->compute_s += rt_train_now() - t0;
+    rt_timeline_since(t->tl, PROTO_TL_COMPUTE, 0, t0);
     if (md->step_end && (rc = md->step_end(t, r, hb, loss)))
         return rc;
     if (!isfinite(*loss)) {

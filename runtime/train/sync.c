@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "timeline.h"
 #include "train.h"
 
 #define SLOT 16 /* floats in front of the gradient: [0] the loss, the rest 0 */
@@ -52,6 +53,7 @@ struct rt_sync {
     int nb, next;     /* buckets; the next to start */
     int *bucket_of;   /* tensor -> bucket */
     int failed;       /* a start failed: the rest wait for the error */
+    rt_timeline *tl;  /* the trainer's (NULL: none) */
 };
 
 static bool has_host_alloc(const rt_device_ext_t *e)
@@ -205,6 +207,10 @@ void rt_sync_grad_ready(void *arg, int tensor)
 int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
                      bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
 {
+    /* Each bucket's wait is timed from the end of the one before (the
+     * first from here, with the starts of the buckets left): together they
+     * are the step's all-reduce time. */
+    double t0 = s->tl ? rt_timeline_now() : 0;
     if (computed) {
         s->red[0] = loss * s->weight;
         launch_ready(s, true);
@@ -223,6 +229,7 @@ int rt_sync_step_end(rt_sync *s, float loss, bool computed, float *global_loss,
             continue;
         int rc = rt_comm_wait(s->comm, s->b[k].op, cancelled, arg, first ? NULL : why,
                               sizeof why);
+        t0 = rt_timeline_since(s->tl, PROTO_TL_BUCKET, (uint32_t)k, t0);
         s->b[k].op = NULL;
         if (rc && !first)
             first = rc;
@@ -280,6 +287,11 @@ int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void
     if (rc == 0 && !s->red_on_dev)
         rc = s->dev->ops->upload(s->dev, params, host, s->plen * sizeof(float));
     return rc;
+}
+
+void rt_sync_set_timeline(rt_sync *s, rt_timeline *tl)
+{
+    s->tl = tl;
 }
 
 int rt_sync_sum(rt_sync *s, float *host, size_t n, char *err, size_t errlen)

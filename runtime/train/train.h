@@ -125,6 +125,9 @@ int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void
                       char *err, size_t errlen);
 /* Sums `n` host floats across the ranks, in place. */
 int rt_sync_sum(rt_sync *s, float *host, size_t n, char *err, size_t errlen);
+/* Where the waits for each bucket's sum are recorded (NULL: nowhere). */
+struct rt_timeline;
+void rt_sync_set_timeline(rt_sync *s, struct rt_timeline *tl);
 
 /* ---- step graphs (graph.c): when a step is captured and replayed ------------------ */
 
@@ -253,6 +256,9 @@ typedef struct rt_train_opts {
     rt_ps_algo algo;
     float alpha; /* easgd; 0: 0.9 / world */
     int tau;     /* easgd; 0: 4 */
+    /* Record a timeline of the steps (timeline.h), which each epoch's
+     * caller reads through rt_trainer_timeline. */
+    bool timeline;
 } rt_train_opts;
 
 /* An epoch's training loss through its steps in at most RT_CURVE_MAX
@@ -378,6 +384,9 @@ void rt_predict_saved_data(const ferry_model_t *m, const rt_dataset *train, cons
 
 /* The sets it trains and evaluates on. */
 const rt_dataset *rt_trainer_dataset(const rt_trainer *t, bool train);
+/* The trainer's timeline (opts.timeline), holding the last epoch's events
+ * until the next epoch begins; NULL without one. */
+struct rt_timeline *rt_trainer_timeline(rt_trainer *t);
 void rt_trainer_destroy(rt_trainer *t);
 
 #endif

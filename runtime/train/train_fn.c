@@ -28,6 +28,7 @@
 #include "proto/proto.h"
 #include "session.h"
 #include "tensors.h"
+#include "timeline.h"
 
 #define FN_BEGIN "ferry.train.begin"
 #define FN_EPOCH "ferry.train.epoch"
@@ -124,6 +125,7 @@ static int parse_trainer(ferry_ctx_t *ctx, const proto_train_begin *m, begin_arg
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown precision '%s' (fp32, tf32 or bf16)", sp->precision);
     o->cosine = strcmp(sp->schedule, "cosine") == 0;
+    o->timeline = m->run.timeline;
     if (sp->schedule[0] && !o->cosine && strcmp(sp->schedule, "constant") != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown schedule '%s' (constant or cosine)", sp->schedule);
@@ -375,6 +377,16 @@ static void count_epoch(rt_stats *s, const rt_epoch_stats *st, size_t steps)
     atomic_store(&s->train_rate_bits, bits);
 }
 
+/* The epoch's timeline events into its reply (none without a timeline). */
+static void put_timeline(proto_train_epoch_reply *r, const rt_timeline_events *tv)
+{
+    r->n_timeline_what = r->n_timeline_start_ns = r->n_timeline_dur_ns = tv->n;
+    r->timeline_what = (uint32_t *)tv->what;
+    r->timeline_start_ns = (uint64_t *)tv->start_ns;
+    r->timeline_dur_ns = (uint64_t *)tv->dur_ns;
+    r->timeline_dropped = tv->dropped;
+}
+
 static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
     proto_train_epoch *a;
@@ -392,6 +404,8 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rc = rt_trainer_epoch(s->t, &st, rt_holder_cancelled, &hc, err, sizeof err);
     size_t steps =
         st.steps ? st.steps : rt_trainer_steps(s->t); /* async counts its own */
+    rt_timeline_events tv = {0};
+    void *tl_copy = rc ? NULL : rt_timeline_copy(rt_trainer_timeline(s->t), &tv);
     rt_session_give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
@@ -425,8 +439,11 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     r.n_loss_curve = (size_t)st.curve.n;
     r.loss_curve = st.curve.loss;
     r.loss_curve_every = st.curve.every;
+    put_timeline(&r, &tv);
     proto_bytes b;
-    return reply(ctx, proto_train_epoch_reply_pack(&r, &b), &b, out);
+    rc = reply(ctx, proto_train_epoch_reply_pack(&r, &b), &b, out);
+    free(tl_copy);
+    return rc;
 }
 
 static int train_end(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t *out)

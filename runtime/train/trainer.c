@@ -225,9 +225,12 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
               : t->o.world > 1 && t->o.ps_store ? &rt_mode_async
                                                 : &rt_mode_single;
     rt_optim_defaults(&t->o.optim);
+    t->tl = o->timeline ? rt_timeline_create(0) : NULL;
     int local = (t->o.batch + t->o.world - 1) / t->o.world;
     int batch_max = local > t->o.eval_batch ? local : t->o.eval_batch;
-    int rc = rt_device_ext(dev)->set_precision(dev, o->precision, err, errlen);
+    int rc = o->timeline && !t->tl
+                 ? FERRY_ENOMEM
+                 : rt_device_ext(dev)->set_precision(dev, o->precision, err, errlen);
     /* A model that takes its shape from the data is given it first. */
     bool from_data = rt_model_from_data(m);
     if (rc == 0 && from_data && (rc = load_sets(t, err, errlen)) == 0)
@@ -308,6 +311,7 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
                       .arg = arg,
                       .err = err,
                       .errlen = errlen};
+    rt_timeline_reset(t->tl);
     double t0 = rt_train_now();
     int rc = md->epoch_begin(t, &r);
     const rt_batch_host *hb = NULL;
@@ -341,6 +345,7 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
     if ((rc = md->evaluate(t, &r)))
         return rc;
     st->eval_s = rt_train_now() - t1;
+    rt_timeline_since(t->tl, PROTO_TL_EVAL, 0, t1);
     return 0;
 }
 
@@ -400,6 +405,7 @@ void rt_trainer_destroy(rt_trainer *t)
         ops->free(t->dev, t->targets);
     }
     rt_model_ctx_free(&t->mc);
+    rt_timeline_destroy(t->tl);
     rt_dataset_free(&t->own[0]);
     rt_dataset_free(&t->own[1]);
     free(t);

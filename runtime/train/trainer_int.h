@@ -11,6 +11,7 @@
 
 #include <uv.h>
 
+#include "timeline.h"
 #include "train.h"
 
 typedef struct rt_mode rt_mode;
@@ -47,6 +48,7 @@ struct rt_trainer {
     int buckets;        /* all-reduce buckets a step (sync mode) */
     int epoch;
     uint64_t steps_done; /* optimizer steps, for the schedule */
+    rt_timeline *tl;     /* with --timeline (NULL: none) */
 };
 
 /* One epoch as it runs: what the driver, the mode and the shared step

@@ -1,0 +1,19 @@
+/* bench/train --timeline — what recording a timeline (`ferry submit
+ * --timeline`) costs a step: tasks/mlp trained in this process by two
+ * trainers, one recording and one not, epoch about, against the target of
+ * at most 3% slower. */
+#ifndef FERRY_BENCH_TRAIN_TIMELINE_H
+#define FERRY_BENCH_TRAIN_TIMELINE_H
+
+#include <stdbool.h>
+
+typedef struct bench_tl_cfg {
+    bool quick;
+    const char *mlp_so; /* build/tasks/mlp.so */
+} bench_tl_cfg;
+
+/* Prints the step times, their ratio and the target's line. Returns the
+ * number of targets missed (0 or 1), or -1 when it could not run. */
+int bench_train_timeline(const bench_tl_cfg *c);
+
+#endif
