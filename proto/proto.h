@@ -343,7 +343,8 @@ typedef struct proto_model_metric {
     REP(uint64_t, staleness) /* pushes applied, by staleness (last: that or more) */     \
     F(double, ps_wait_s)                                                                 \
     F(uint64_t, steps)                                                                   \
-    REP(proto_model_metric, metrics)
+    REP(proto_model_metric, metrics)                                                     \
+    F(char *, checkpoint) /* rank 0's newest checkpoint file, "" if none this epoch */
 
 typedef struct proto_train_epoch_reply {
     PROTO_TRAIN_EPOCH_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)

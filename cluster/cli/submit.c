@@ -84,6 +84,19 @@ static int check_combinations(cluster_train_opts *o, int async_only, bool lr_giv
                 o->alpha != 0 ? "--alpha" : "--tau");
         return CLI_USAGE;
     }
+    bool ckpt =
+        (o->checkpoint_dir && o->checkpoint_dir[0]) || (o->resume && o->resume[0]);
+    if (async && ckpt) {
+        cli_err("submit",
+                "--%s: checkpoints are written and resumed in sync and single "
+                "mode only, not in async mode",
+                o->resume && o->resume[0] ? "resume" : "checkpoint-dir");
+        return CLI_USAGE;
+    }
+    if (o->checkpoint_every && o->checkpoint_every[0] && !ckpt) {
+        cli_err("submit", "--checkpoint-every applies with --checkpoint-dir or --resume");
+        return CLI_USAGE;
+    }
     if (!lr_given)
         o->lr = strcmp(o->optimizer, "adam") == 0 ? 0.001 : 0.05;
     return -1;
@@ -180,6 +193,7 @@ typedef struct submitting {
     void *bytes;     /* the module file */
     size_t len;
     char *abs; /* its absolute path */
+    char resume[4160]; /* --resume's chosen checkpoint */
     cli_module_info info;
     home_paths h;
 } submitting;
@@ -344,7 +358,10 @@ int cli_submit(int argc, char **argv)
     s.shown = cli_base_name(s.path);
     if (cli_home_init(&s.h, "submit"))
         status = CLI_FAIL;
-    else if ((status = read_and_inspect(&s)) < 0 && (status = check_kind(&s)) < 0)
+    else if ((status = read_and_inspect(&s)) < 0 && (status = check_kind(&s)) < 0 &&
+             (!s.topts.resume || !s.topts.resume[0] ||
+              (status = cli_resume_pick(&s.topts, &s.info, s.resume, sizeof s.resume)) ==
+                  CLI_OK))
         status = s.info.driver ? run_driver(&s) : train_here(&s);
     cli_err_preface(NULL, NULL);
     free(s.abs);

@@ -20,6 +20,7 @@ typedef struct teller {
     runs_log *record; /* $FERRY_HOME/runs/<id>, or NULL */
     char run_id[RUNS_ID_MAX];
     char why[512]; /* the run's first error, for its record */
+    char checkpoint[4160]; /* the newest checkpoint written ("": none) */
 } teller;
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
@@ -147,6 +148,10 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
                     e->train_s > 0 ? 100.0 * e->allreduce_s / e->train_s : 0.0);
         fputc('\n', f);
     }
+    if (e->checkpoint && e->checkpoint[0]) {
+        fprintf(f, "checkpoint written: %s\n", e->checkpoint);
+        snprintf(t->checkpoint, sizeof t->checkpoint, "%s", e->checkpoint);
+    }
     fflush(f);
 }
 
@@ -264,6 +269,11 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     rc = cluster_train_run(cl, m, module, &ro, &ev, &res);
     params_file_free(&init);
     runs_close(t.record, rc, t.why[0] ? t.why : ferry_strerror(rc));
+    if (rc && t.checkpoint[0])
+        fprintf(stderr,
+                "the last checkpoint is %s: `ferry submit %s --resume %s` continues "
+                "from it\n",
+                t.checkpoint, module, o->checkpoint_dir);
     if (rc)
         return rc;
     if (o->json) {

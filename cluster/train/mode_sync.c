@@ -40,7 +40,8 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
                                  .compute_s = r->compute_s,
                                  .ps_wait_s = r->ps_wait_s,
                                  .pushes = r->pushes,
-                                 .live_workers = k};
+                                 .live_workers = k,
+                                 .checkpoint = r->checkpoint ? r->checkpoint : ""};
     for (size_t i = 0; i < r->n_metrics && i < FERRY_MODEL_METRICS_MAX; i++)
         out->metrics[out->n_metrics++] = (cluster_train_metric){
             .name = r->metrics[i].name, .value = r->metrics[i].value};

@@ -26,6 +26,7 @@
 #include <openssl/crypto.h>
 
 #include "proto/proto.h"
+#include "checkpoint.h"
 #include "session.h"
 #include "tensors.h"
 
@@ -123,6 +124,10 @@ static int parse_trainer(ferry_ctx_t *ctx, const proto_train_begin *m, begin_arg
     if (sp->precision[0] && rt_precision_parse(sp->precision, &o->precision) != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown precision '%s' (fp32, tf32 or bf16)", sp->precision);
+    o->ckpt_dir = sp->checkpoint_dir[0] ? sp->checkpoint_dir : NULL;
+    o->ckpt_every = sp->checkpoint_every[0] ? sp->checkpoint_every : NULL;
+    o->ckpt_keep = (int)(sp->keep > 1000000 ? 1000000 : sp->keep);
+    o->resume = sp->resume[0] ? sp->resume : NULL;
     o->cosine = strcmp(sp->schedule, "cosine") == 0;
     if (sp->schedule[0] && !o->cosine && strcmp(sp->schedule, "constant") != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
@@ -157,6 +162,10 @@ static int parse_ranks(ferry_ctx_t *ctx, const proto_train_begin *m, begin_args 
     if (rc == 0 && sp->mode[0] && !ba->async && strcmp(sp->mode, "sync") != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)",
                             sp->mode);
+    if (rc == 0 && ba->async && (sp->checkpoint_dir[0] || sp->resume[0]))
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "checkpoints are written and resumed in sync and single mode "
+                            "only, not in async mode");
     ba->algo = rt_ps_algo_parse(sp->algo);
     if (rc == 0 && ba->async && ba->algo < 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
@@ -283,6 +292,7 @@ static int begin_trainer(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, 
     if (rc)
         return rc;
     rt_holder_check hc = {ctx, s};
+    ba->o.ckpt_model = s->m->task->name;
     ba->o.cancelled = rt_holder_cancelled;
     ba->o.cancel_arg = &hc;
     rc = rt_trainer_create(s->m->task->model, ctx->device, &ba->o, &s->t, err, errlen);
@@ -392,6 +402,8 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     rc = rt_trainer_epoch(s->t, &st, rt_holder_cancelled, &hc, err, sizeof err);
     size_t steps =
         st.steps ? st.steps : rt_trainer_steps(s->t); /* async counts its own */
+    char written[4160];
+    rt_ckpt_take_written(s->t, written, sizeof written);
     rt_session_give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
@@ -422,6 +434,7 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
                                      .value = st.metrics[i].value};
     r.n_metrics = (size_t)st.n_metrics;
     r.metrics = mm;
+    r.checkpoint = written;
     proto_bytes b;
     return reply(ctx, proto_train_epoch_reply_pack(&r, &b), &b, out);
 }

@@ -1,0 +1,70 @@
+/* `ferry submit ... --resume DIR`: the newest checkpoint of DIR that is
+ * whole, unaltered and this model's, chosen before anything is shipped;
+ * every newer one that is not is named with why it was skipped. The
+ * workers read the chosen file themselves, as they read --data. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_plugin.h"
+#include "runtime/train/ckpt_file.h"
+
+/* Why `f` cannot be this run's start, into why; false when it can. */
+static bool foreign(const rt_ckpt_file *f, const cli_module_info *info, char *why,
+                    size_t len)
+{
+    if (strcmp(f->h.model, info->task) != 0)
+        snprintf(why, len, "it is task '%s''s, not '%s''s", f->h.model, info->task);
+    else if (info->params && f->h.params != info->params)
+        snprintf(why, len, "it holds %" PRIu64 " parameters, the model has %" PRIu64,
+                 f->h.params, info->params);
+    else
+        return false;
+    return true;
+}
+
+int cli_resume_pick(cluster_train_opts *o, const cli_module_info *info, char *file,
+                    size_t len)
+{
+    static char dir[PATH_MAX];
+    if (!realpath(o->resume, dir)) {
+        cli_err("submit", "--resume %s: %s", o->resume, strerror(errno));
+        return CLI_FAIL;
+    }
+    char **names;
+    int n = rt_ckpt_list(dir, &names);
+    if (n < 0) {
+        cli_err("submit", "--resume %s: %s", o->resume, strerror(-n));
+        return CLI_FAIL;
+    }
+    int status = CLI_FAIL;
+    for (int i = 0; i < n && status != CLI_OK; i++) {
+        char why[512];
+        rt_ckpt_file f;
+        snprintf(file, len, "%s/%s", dir, names[i]);
+        int rc = rt_ckpt_read(file, &f, why, sizeof why);
+        if (rc == 0 && !foreign(&f, info, why, sizeof why)) {
+            o->resume = file;
+            o->first_epoch = (int)f.h.epoch + 1;
+            if (!o->checkpoint_dir || !o->checkpoint_dir[0])
+                o->checkpoint_dir = dir; /* the run goes on writing there */
+            fprintf(stderr,
+                    "continuing from %s: %" PRIu64 " epochs and %" PRIu64 " steps done\n",
+                    file, f.h.epoch, f.h.steps);
+            status = CLI_OK;
+        } else {
+            fprintf(stderr, "ferry submit: warning: skipping checkpoint %s: %s\n", file,
+                    why);
+        }
+        rt_ckpt_file_free(&f);
+    }
+    rt_ckpt_names_free(names, n);
+    if (status != CLI_OK)
+        cli_err("submit", "--resume %s: no valid checkpoint of task '%s' there (%s)",
+                o->resume, info->task, n ? "each one above was skipped" : "none at all");
+    return status;
+}
