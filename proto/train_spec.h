@@ -59,167 +59,165 @@ typedef enum proto_train_group {
  * Types: INT (long, low..high), U64 (uint64_t, low..high), DOUBLE
  * (low..high), NAME (one of `names`, NULL-terminated), TEXT (any string).
  * A default of 0 or NULL sends 0 or "": the workers' own default. */
-#define PROTO_TRAIN_SPEC(X)                                                              \
-    X(epochs, 'e', "epochs", INT, 5, 1, 100000, NULL,                                    \
-      "a number of epochs from 1 to 100000", "E", "epochs (default 5)", TRAINING,        \
-      ALWAYS)                                                                            \
-    X(batch, 'b', "batch", INT, 128, 1, 1 << 20, NULL, "a batch size from 1 to 1048576", \
-      "B", "samples a step (default 128)", TRAINING, ALWAYS)                             \
-    X(optimizer, 0, "optimizer", NAME, "sgd", 0, 0, PROTO_TRAIN_NAMES("sgd", "adam"),    \
-      "sgd or adam", "NAME", "sgd or adam (default sgd)", TRAINING, ALWAYS)              \
-    X(lr, 0, "lr", DOUBLE, 0, 1e-12, 1e6, NULL,                                          \
-      "a positive learning rate from 1e-12 to 1e6", "LR",                                \
-      "learning rate (default 0.05 for sgd, 0.001 for adam)", TRAINING, ALWAYS)          \
-    X(schedule, 0, "schedule", NAME, "cosine", 0, 0,                                     \
-      PROTO_TRAIN_NAMES("cosine", "constant"), "cosine or constant", "NAME",             \
-      "cosine (the learning rate decays to 0 over the run;\nthe default) or constant",   \
-      TRAINING, ALWAYS)                                                                  \
-    X(momentum, 0, "momentum", DOUBLE, 0.9, 0, 0.999999, NULL, "a momentum in [0, 1)",   \
-      "M", "sgd momentum (default 0.9)", TRAINING, ALWAYS)                               \
-    X(weight_decay, 0, "weight-decay", DOUBLE, 0, 0, 1e6, NULL,                          \
-      "a weight decay from 0 to 1e6", "WD", "L2 weight decay (default 0)", TRAINING,     \
-      ALWAYS)                                                                            \
-    X(seed, 0, "seed", U64, 1, 0, LONG_MAX, NULL,                                        \
-      "a seed from 0 to 9223372036854775807", "S",                                       \
-      "seeds the parameters and the shuffle (default 1)", TRAINING, ALWAYS)              \
-    X(data_dir, 0, "data", TEXT, NULL, 0, 0, NULL, NULL, "PATH",                         \
-      "the training data: a file of your own (.npy,\n"                                   \
-      ".npz, CSV, TSV, IDX, HDF5), or the directory\n"                                   \
-      "where the workers find Fashion-MNIST (default\n"                                  \
-      "/usr/share/datasets/fashion-mnist); a relative\n"                                 \
-      "PATH is taken from the current directory",                                        \
-      TRAINING, ALWAYS)                                                                  \
-    X(precision, 0, "precision", NAME, "fp32", 0, 0,                                     \
-      PROTO_TRAIN_NAMES("fp32", "tf32", "bf16"), "fp32, tf32 or bf16", "P",              \
-      "fp32 (the default), tf32 (a GPU's TF32 tensor\n"                                  \
-      "cores) or bf16; the cpu takes fp32 only",                                         \
-      TRAINING, ALWAYS)                                                                  \
-    X(mode, 0, "mode", NAME, NULL, 0, 0, PROTO_TRAIN_NAMES("sync", "async", "single"),   \
-      "sync, async or single", "MODE",                                                   \
-      "sync: synchronous data parallelism, each worker\n"                                \
-      "computing the gradient of its slice of every\n"                                   \
-      "global batch, summed by a ring all-reduce between\n"                              \
-      "the workers (the default with more than one\n"                                    \
-      "worker); async: a parameter server sharded over\n"                                \
-      "the workers, each worker pulling, computing and\n"                                \
-      "pushing without waiting for the others; single:\n"                                \
-      "worker 0 alone",                                                                  \
-      DISTRIBUTED, PEERS)                                                                \
-    X(workers, 0, "workers", INT, 0, 1, PROTO_TRAIN_MAX_WORKERS, NULL,                   \
-      "a number of workers from 1 to 256 (a cluster's most)", "K",                       \
-      "train on the first K workers (default: all)", DISTRIBUTED, LOCAL)                 \
-    X(grad_compression, 0, "grad-compression", NAME, "none", 0, 0,                       \
-      PROTO_TRAIN_NAMES("none", "lz4", "fp16"), "none, lz4 or fp16", "C",                \
-      "none (default), lz4 (chunks that compress),\n"                                    \
-      "or fp16 (gradients travel as half floats)",                                       \
-      DISTRIBUTED, PEERS)                                                                \
-    X(chunk_bytes, 0, "chunk-bytes", INT, 0, PROTO_TRAIN_MIN_CHUNK_BYTES, 256L << 20,    \
-      NULL,                                                                              \
-      "a chunk size from 16384 bytes (16 KiB) to 256 MiB: each chunk is one call "       \
-      "between workers, and smaller chunks make every step thousands of calls",          \
-      "N",                                                                               \
-      "all-reduce chunk, each one call between workers\n"                                \
-      "(default " PROTO_TRAIN_STR(                                                       \
-          PROTO_TRAIN_WORKER_CHUNK_BYTES) ", at "                                        \
-                                          "least"                                        \
-                                          " " PROTO_TRAIN_STR(                           \
-                                              PROTO_TRAIN_MIN_CHUNK_BYTES) ")",          \
-      DISTRIBUTED, PEERS)                                                                \
-    X(bucket_bytes, 0, "bucket-bytes", INT, 0, 64, 1L << 30, NULL,                       \
-      "a bucket size from 64 bytes to 1 GiB", "N",                                       \
-      "gradient bucket started while backward runs\n"                                    \
-      "(default " PROTO_TRAIN_STR(PROTO_TRAIN_WORKER_BUCKET_BYTES) ", DDP's 25 MiB)",    \
-      DISTRIBUTED, PEERS)                                                                \
-    X(timeout_ms, 0, "timeout-ms", INT, 0, 100, 24L * 3600 * 1000, NULL,                 \
-      "a timeout from 100 ms to a day", "N",                                             \
-      "a worker silent this long mid-step fails the step\n"                              \
-      "(default " PROTO_TRAIN_STR(PROTO_TRAIN_WORKER_TIMEOUT_MS) ")",                    \
-      DISTRIBUTED, PEERS)                                                                \
-    X(algo, 0, "algo", NAME, "downpour", 0, 0,                                           \
-      PROTO_TRAIN_NAMES("downpour", "dynsgd", "easgd"), "downpour, dynsgd or easgd",     \
-      "NAME",                                                                            \
-      "downpour (default: gradients pushed to the shards,\n"                             \
-      "which step the optimizer), dynsgd (the same, each\n"                              \
-      "step divided by its staleness + 1) or easgd\n"                                    \
-      "(elastic averaging with the shards' centre)",                                     \
-      ASYNC, PEERS)                                                                      \
-    X(staleness, 0, "staleness", INT, -1, 0, 1L << 30, NULL,                             \
-      "a number of steps from 0 to 1073741824", "K",                                     \
-      "a worker more than K of its steps ahead of the\n"                                 \
-      "slowest waits (0: lock-step; default unbounded)",                                 \
-      ASYNC, PEERS)                                                                      \
-    X(ps_shards, 0, "ps-shards", INT, 0, 1, 4096, NULL,                                  \
-      "a number of shards from 1 to 4096", "S",                                          \
-      "parameter shards, held by worker s mod K (default:\n"                             \
-      "one per worker)",                                                                 \
-      ASYNC, PEERS)                                                                      \
-    X(push_every, 0, "push-every", INT, 0, 1, 1L << 20, NULL,                            \
-      "a number of steps from 1 to 1048576", "N",                                        \
-      "gradients of N batches summed into one push\n"                                    \
-      "(default 1)",                                                                     \
-      ASYNC, PEERS)                                                                      \
-    X(pull_every, 0, "pull-every", INT, 0, 1, 1L << 20, NULL,                            \
-      "a number of steps from 1 to 1048576", "N", "steps between pulls (default 1)",     \
-      ASYNC, PEERS)                                                                      \
-    X(alpha, 0, "alpha", DOUBLE, 0, 1e-9, 0.999999, NULL,                                \
-      "an elastic coefficient in (0, 1)", "A",                                           \
-      "easgd's elastic coefficient (default 0.9 / workers)", ASYNC, PEERS)               \
-    X(tau, 0, "tau", INT, 0, 1, 1L << 20, NULL, "a number of steps from 1 to 1048576",   \
-      "T",                                                                               \
-      "easgd's steps between exchanges (default " PROTO_TRAIN_STR(                       \
-          PROTO_TRAIN_WORKER_TAU) ")",                                                   \
-      ASYNC, PEERS)                                                                      \
-    X(test_data, 0, "test-data", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                   \
-      "the test set, a file as --data's (default: a\n"                                   \
-      "held-out part of --data)",                                                        \
-      TRAINING, ALWAYS)                                                                  \
-    X(test_split, 0, "test-split", DOUBLE, 0, 0.001, 0.9, NULL,                          \
-      "a fraction from 0.001 to 0.9", "F",                                               \
-      "the fraction of --data held out for testing,\n"                                   \
-      "drawn by --seed (default 0.1)",                                                   \
-      TRAINING, ALWAYS)                                                                  \
-    X(labels, 0, "labels", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                         \
-      "the labels of an .npy or IDX --data", TRAINING, ALWAYS)                           \
-    X(test_labels, 0, "test-labels", TEXT, NULL, 0, 0, NULL, NULL, "FILE",               \
-      "the labels of an .npy or IDX --test-data", TRAINING, ALWAYS)                      \
-    X(x_key, 0, "x-key", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                           \
-      "the samples' array in an .npz or HDF5 file\n(default x)", TRAINING, ALWAYS)       \
-    X(y_key, 0, "y-key", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                           \
-      "the labels' array in an .npz or HDF5 file\n(default y)", TRAINING, ALWAYS)        \
-    X(label, 0, "label", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                           \
-      "a CSV's label column (default: label, target,\n"                                  \
-      "class or y, else the last)",                                                      \
-      TRAINING, ALWAYS)                                                                  \
-    X(normalize, 0, "normalize", NAME, "standard", 0, 0,                                 \
-      PROTO_TRAIN_NAMES("standard", "minmax", "none"), "standard, minmax or none",       \
-      "HOW",                                                                             \
-      "standard (zero mean, unit variance; the default),\n"                              \
-      "minmax (onto [0, 1]) or none, per channel of an\n"                                \
-      "image, else per feature, from the training set",                                  \
-      TRAINING, ALWAYS)                                                                  \
-    X(save, 0, "save", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                             \
-      "write the final parameters to FILE as safetensors\n"                              \
-      "(named float32 tensors, read by numpy and PyTorch)",                              \
-      TRAINING, LOCAL)                                                                   \
-    X(init_from, 0, "init-from", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                   \
-      "start from the parameters saved in FILE (every\n"                                 \
-      "tensor of the model, by name and shape)",                                         \
-      TRAINING, LOCAL)                                                                   \
-    X(checkpoint_dir, 0, "checkpoint-dir", TEXT, NULL, 0, 0, NULL, NULL, "DIR",          \
-      "write checkpoints into DIR (every worker's path\n"                                \
-      "to it, as --data's; a relative DIR is taken from\n"                               \
-      "the current directory)",                                                          \
-      TRAINING, ALWAYS)                                                                  \
-    X(checkpoint_every, 0, "checkpoint-every", TEXT, NULL, 0, 0, NULL, NULL, "N",        \
-      "a checkpoint every N steps, or every N seconds\n"                                 \
-      "with Ns (default: at each epoch's end)",                                          \
-      TRAINING, ALWAYS)                                                                  \
-    X(keep, 0, "keep", INT, 2, 1, 1000000, NULL,                                         \
-      "a number of checkpoints from 1 to 1000000", "K",                                  \
-      "keep the newest K checkpoints (default 2)", TRAINING, ALWAYS)                     \
-    X(resume, 0, "resume", TEXT, NULL, 0, 0, NULL, NULL, "DIR",                          \
-      "continue from the newest valid checkpoint in DIR\n"                               \
-      "(the others are skipped, each with a warning)",                                   \
+#define PROTO_TRAIN_SPEC(X)                                                                             \
+    X(epochs, 'e', "epochs", INT, 5, 1, 100000, NULL,                                                   \
+      "a number of epochs from 1 to 100000", "E", "epochs (default 5)", TRAINING,                       \
+      ALWAYS)                                                                                           \
+    X(batch, 'b', "batch", INT, 128, 1, 1 << 20, NULL, "a batch size from 1 to 1048576",                \
+      "B", "samples a step (default 128)", TRAINING, ALWAYS)                                            \
+    X(optimizer, 0, "optimizer", NAME, "sgd", 0, 0, PROTO_TRAIN_NAMES("sgd", "adam"),                   \
+      "sgd or adam", "NAME", "sgd or adam (default sgd)", TRAINING, ALWAYS)                             \
+    X(lr, 0, "lr", DOUBLE, 0, 1e-12, 1e6, NULL,                                                         \
+      "a positive learning rate from 1e-12 to 1e6", "LR",                                               \
+      "learning rate (default 0.05 for sgd, 0.001 for adam)", TRAINING, ALWAYS)                         \
+    X(schedule, 0, "schedule", NAME, "cosine", 0, 0,                                                    \
+      PROTO_TRAIN_NAMES("cosine", "constant"), "cosine or constant", "NAME",                            \
+      "cosine (the learning rate decays to 0 over the run;\nthe default) or constant",                  \
+      TRAINING, ALWAYS)                                                                                 \
+    X(momentum, 0, "momentum", DOUBLE, 0.9, 0, 0.999999, NULL, "a momentum in [0, 1)",                  \
+      "M", "sgd momentum (default 0.9)", TRAINING, ALWAYS)                                              \
+    X(weight_decay, 0, "weight-decay", DOUBLE, 0, 0, 1e6, NULL,                                         \
+      "a weight decay from 0 to 1e6", "WD", "L2 weight decay (default 0)", TRAINING,                    \
+      ALWAYS)                                                                                           \
+    X(seed, 0, "seed", U64, 1, 0, LONG_MAX, NULL,                                                       \
+      "a seed from 0 to 9223372036854775807", "S",                                                      \
+      "seeds the parameters and the shuffle (default 1)", TRAINING, ALWAYS)                             \
+    X(data_dir, 0, "data", TEXT, NULL, 0, 0, NULL, NULL, "PATH",                                        \
+      "the training data: a file of your own (.npy,\n"                                                  \
+      ".npz, CSV, TSV, IDX, HDF5), or the directory\n"                                                  \
+      "where the workers find Fashion-MNIST (default\n"                                                 \
+      "/usr/share/datasets/fashion-mnist); a relative\n"                                                \
+      "PATH is taken from the current directory",                                                       \
+      TRAINING, ALWAYS)                                                                                 \
+    X(precision, 0, "precision", NAME, "fp32", 0, 0,                                                    \
+      PROTO_TRAIN_NAMES("fp32", "tf32", "bf16"), "fp32, tf32 or bf16", "P",                             \
+      "fp32 (the default), tf32 (a GPU's TF32 tensor\n"                                                 \
+      "cores) or bf16; the cpu takes fp32 only",                                                        \
+      TRAINING, ALWAYS)                                                                                 \
+    X(mode, 0, "mode", NAME, NULL, 0, 0, PROTO_TRAIN_NAMES("sync", "async", "single"),                  \
+      "sync, async or single", "MODE",                                                                  \
+      "sync: synchronous data parallelism, each worker\n"                                               \
+      "computing the gradient of its slice of every\n"                                                  \
+      "global batch, summed by a ring all-reduce between\n"                                             \
+      "the workers (the default with more than one\n"                                                   \
+      "worker); async: a parameter server sharded over\n"                                               \
+      "the workers, each worker pulling, computing and\n"                                               \
+      "pushing without waiting for the others; single:\n"                                               \
+      "worker 0 alone",                                                                                 \
+      DISTRIBUTED, PEERS)                                                                               \
+    X(workers, 0, "workers", INT, 0, 1, PROTO_TRAIN_MAX_WORKERS, NULL,                                  \
+      "a number of workers from 1 to 256 (a cluster's most)", "K",                                      \
+      "train on the first K workers (default: all)", DISTRIBUTED, LOCAL)                                \
+    X(grad_compression, 0, "grad-compression", NAME, "none", 0, 0,                                      \
+      PROTO_TRAIN_NAMES("none", "lz4", "fp16"), "none, lz4 or fp16", "C",                               \
+      "none (default), lz4 (chunks that compress),\n"                                                   \
+      "or fp16 (gradients travel as half floats)",                                                      \
+      DISTRIBUTED, PEERS)                                                                               \
+    X(chunk_bytes, 0, "chunk-bytes", INT, 0, PROTO_TRAIN_MIN_CHUNK_BYTES, 256L << 20,                   \
+      NULL,                                                                                             \
+      "a chunk size from 16384 bytes (16 KiB) to 256 MiB: each chunk is one call "                      \
+      "between workers, and smaller chunks make every step thousands of calls",                         \
+      "N",                                                                                              \
+      "all-reduce chunk, each one call between workers\n"                                               \
+      "(default " PROTO_TRAIN_STR(PROTO_TRAIN_WORKER_CHUNK_BYTES) ", at "                               \
+                                                                  "least"                               \
+                                                                  " " PROTO_TRAIN_STR(                  \
+                                                                      PROTO_TRAIN_MIN_CHUNK_BYTES) ")", \
+      DISTRIBUTED, PEERS)                                                                               \
+    X(bucket_bytes, 0, "bucket-bytes", INT, 0, 64, 1L << 30, NULL,                                      \
+      "a bucket size from 64 bytes to 1 GiB", "N",                                                      \
+      "gradient bucket started while backward runs\n"                                                   \
+      "(default " PROTO_TRAIN_STR(PROTO_TRAIN_WORKER_BUCKET_BYTES) ", DDP's 25 MiB)",                   \
+      DISTRIBUTED, PEERS)                                                                               \
+    X(timeout_ms, 0, "timeout-ms", INT, 0, 100, 24L * 3600 * 1000, NULL,                                \
+      "a timeout from 100 ms to a day", "N",                                                            \
+      "a worker silent this long mid-step fails the step\n"                                             \
+      "(default " PROTO_TRAIN_STR(PROTO_TRAIN_WORKER_TIMEOUT_MS) ")",                                   \
+      DISTRIBUTED, PEERS)                                                                               \
+    X(algo, 0, "algo", NAME, "downpour", 0, 0,                                                          \
+      PROTO_TRAIN_NAMES("downpour", "dynsgd", "easgd"), "downpour, dynsgd or easgd",                    \
+      "NAME",                                                                                           \
+      "downpour (default: gradients pushed to the shards,\n"                                            \
+      "which step the optimizer), dynsgd (the same, each\n"                                             \
+      "step divided by its staleness + 1) or easgd\n"                                                   \
+      "(elastic averaging with the shards' centre)",                                                    \
+      ASYNC, PEERS)                                                                                     \
+    X(staleness, 0, "staleness", INT, -1, 0, 1L << 30, NULL,                                            \
+      "a number of steps from 0 to 1073741824", "K",                                                    \
+      "a worker more than K of its steps ahead of the\n"                                                \
+      "slowest waits (0: lock-step; default unbounded)",                                                \
+      ASYNC, PEERS)                                                                                     \
+    X(ps_shards, 0, "ps-shards", INT, 0, 1, 4096, NULL,                                                 \
+      "a number of shards from 1 to 4096", "S",                                                         \
+      "parameter shards, held by worker s mod K (default:\n"                                            \
+      "one per worker)",                                                                                \
+      ASYNC, PEERS)                                                                                     \
+    X(push_every, 0, "push-every", INT, 0, 1, 1L << 20, NULL,                                           \
+      "a number of steps from 1 to 1048576", "N",                                                       \
+      "gradients of N batches summed into one push\n"                                                   \
+      "(default 1)",                                                                                    \
+      ASYNC, PEERS)                                                                                     \
+    X(pull_every, 0, "pull-every", INT, 0, 1, 1L << 20, NULL,                                           \
+      "a number of steps from 1 to 1048576", "N", "steps between pulls (default 1)",                    \
+      ASYNC, PEERS)                                                                                     \
+    X(alpha, 0, "alpha", DOUBLE, 0, 1e-9, 0.999999, NULL,                                               \
+      "an elastic coefficient in (0, 1)", "A",                                                          \
+      "easgd's elastic coefficient (default 0.9 / workers)", ASYNC, PEERS)                              \
+    X(tau, 0, "tau", INT, 0, 1, 1L << 20, NULL, "a number of steps from 1 to 1048576",                  \
+      "T",                                                                                              \
+      "easgd's steps between exchanges (default " PROTO_TRAIN_STR(                                      \
+          PROTO_TRAIN_WORKER_TAU) ")",                                                                  \
+      ASYNC, PEERS)                                                                                     \
+    X(test_data, 0, "test-data", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                  \
+      "the test set, a file as --data's (default: a\n"                                                  \
+      "held-out part of --data)",                                                                       \
+      TRAINING, ALWAYS)                                                                                 \
+    X(test_split, 0, "test-split", DOUBLE, 0, 0.001, 0.9, NULL,                                         \
+      "a fraction from 0.001 to 0.9", "F",                                                              \
+      "the fraction of --data held out for testing,\n"                                                  \
+      "drawn by --seed (default 0.1)",                                                                  \
+      TRAINING, ALWAYS)                                                                                 \
+    X(labels, 0, "labels", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                        \
+      "the labels of an .npy or IDX --data", TRAINING, ALWAYS)                                          \
+    X(test_labels, 0, "test-labels", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                              \
+      "the labels of an .npy or IDX --test-data", TRAINING, ALWAYS)                                     \
+    X(x_key, 0, "x-key", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                                          \
+      "the samples' array in an .npz or HDF5 file\n(default x)", TRAINING, ALWAYS)                      \
+    X(y_key, 0, "y-key", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                                          \
+      "the labels' array in an .npz or HDF5 file\n(default y)", TRAINING, ALWAYS)                       \
+    X(label, 0, "label", TEXT, NULL, 0, 0, NULL, NULL, "NAME",                                          \
+      "a CSV's label column (default: label, target,\n"                                                 \
+      "class or y, else the last)",                                                                     \
+      TRAINING, ALWAYS)                                                                                 \
+    X(normalize, 0, "normalize", NAME, "standard", 0, 0,                                                \
+      PROTO_TRAIN_NAMES("standard", "minmax", "none"), "standard, minmax or none", "HOW",               \
+      "standard (zero mean, unit variance; the default),\n"                                             \
+      "minmax (onto [0, 1]) or none, per channel of an\n"                                               \
+      "image, else per feature, from the training set",                                                \
+      TRAINING, ALWAYS)                                                                                 \
+    X(save, 0, "save", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                            \
+      "write the final parameters to FILE as safetensors\n"                                             \
+      "(named float32 tensors, read by numpy and PyTorch)",                                             \
+      TRAINING, LOCAL)                                                                                  \
+    X(init_from, 0, "init-from", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                                  \
+      "start from the parameters saved in FILE (every\n"                                                \
+      "tensor of the model, by name and shape)",                                                        \
+      TRAINING, LOCAL)                                                                                  \
+    X(checkpoint_dir, 0, "checkpoint-dir", TEXT, NULL, 0, 0, NULL, NULL, "DIR",                         \
+      "write checkpoints into DIR (every worker's path\n"                                               \
+      "to it, as --data's; a relative DIR is taken from\n"                                              \
+      "the current directory)",                                                                         \
+      TRAINING, ALWAYS)                                                                                 \
+    X(checkpoint_every, 0, "checkpoint-every", TEXT, NULL, 0, 0, NULL, NULL, "N",                       \
+      "a checkpoint every N steps, or every N seconds\n"                                                \
+      "with Ns (default: at each epoch's end)",                                                         \
+      TRAINING, ALWAYS)                                                                                 \
+    X(keep, 0, "keep", INT, 2, 1, 1000000, NULL,                                                        \
+      "a number of checkpoints from 1 to 1000000", "K",                                                 \
+      "keep the newest K checkpoints (default 2)", TRAINING, ALWAYS)                                    \
+    X(resume, 0, "resume", TEXT, NULL, 0, 0, NULL, NULL, "DIR",                                         \
+      "continue from the newest valid checkpoint in DIR\n"                                              \
+      "(the others are skipped, each with a warning)",                                                  \
       TRAINING, ALWAYS)
 
 #define PROTO_TRAIN_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})

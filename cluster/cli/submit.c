@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "cli_plugin.h"
+#include "runtime/train/ckpt_file.h"
 
 static const char usage[] =
     "usage: ferry submit MODULE.so [OPTIONS] [-- ARGS...]\n"
@@ -91,6 +92,13 @@ static int check_combinations(cluster_train_opts *o, int async_only, bool lr_giv
                 "--%s: checkpoints are written and resumed in sync and single "
                 "mode only, not in async mode",
                 o->resume && o->resume[0] ? "resume" : "checkpoint-dir");
+        return CLI_USAGE;
+    }
+    uint64_t steps;
+    double secs;
+    if (rt_ckpt_parse_every(o->checkpoint_every, &steps, &secs) != 0) {
+        cli_err("submit", "--checkpoint-every: %s, got '%s'", RT_CKPT_EVERY_EXPECTED,
+                o->checkpoint_every);
         return CLI_USAGE;
     }
     if (o->checkpoint_every && o->checkpoint_every[0] && !ckpt) {

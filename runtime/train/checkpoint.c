@@ -33,28 +33,6 @@ struct rt_ckpt {
     char written[4160];
 };
 
-/* "N" steps or "Ns" seconds; "" each epoch. */
-static int parse_every(const char *s, rt_ckpt *c, char *err, size_t errlen)
-{
-    if (!s || !*s)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    bool secs = end && strcmp(end, "s") == 0;
-    if (errno || end == s || (*end && !secs) || !(v >= 1) || v > 1e9 ||
-        (!secs && v != (double)(uint64_t)v))
-        return base_errf(err, errlen, FERRY_EINVAL,
-                         "--checkpoint-every '%s': expected a number of steps N or of "
-                         "seconds Ns, from 1 to 1e9",
-                         s);
-    if (secs)
-        c->every_s = v;
-    else
-        c->every_steps = (uint64_t)v;
-    return 0;
-}
-
 /* The state as --save writes it: an 8-byte little-endian header length,
  * the JSON header (padded with spaces to 8 bytes), the float32 values. */
 static int safetensors(const rt_tensors *ts, const char *model, uint8_t **out,
@@ -366,8 +344,9 @@ int rt_ckpt_setup(rt_trainer *t, char *err, size_t errlen)
     c->model = strdup(t->o.ckpt_model && *t->o.ckpt_model ? t->o.ckpt_model : "model");
     if (!c->dir || !c->model)
         return FERRY_ENOMEM;
-    if ((rc = parse_every(t->o.ckpt_every, c, err, errlen)))
-        return rc;
+    if (rt_ckpt_parse_every(t->o.ckpt_every, &c->every_steps, &c->every_s) != 0)
+        return base_errf(err, errlen, FERRY_EINVAL, "--checkpoint-every '%s': %s",
+                         t->o.ckpt_every, RT_CKPT_EVERY_EXPECTED);
     if (mkdir(c->dir, 0777) != 0 && errno != EEXIST)
         return base_errf(err, errlen, FERRY_EIO,
                          "cannot make the checkpoint directory %s: %s", c->dir,

@@ -233,6 +233,26 @@ void rt_ckpt_file_free(rt_ckpt_file *f)
     memset(f, 0, sizeof *f);
 }
 
+int rt_ckpt_parse_every(const char *s, uint64_t *steps, double *secs)
+{
+    *steps = 0;
+    *secs = 0;
+    if (!s || !*s)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    bool in_s = end && strcmp(end, "s") == 0;
+    if (errno || end == s || (*end && !in_s) || !(v >= 1) || v > 1e9 ||
+        (!in_s && v != (double)(uint64_t)v))
+        return FERRY_EINVAL;
+    if (in_s)
+        *secs = v;
+    else
+        *steps = (uint64_t)v;
+    return 0;
+}
+
 void rt_ckpt_name(uint64_t steps, char *buf, size_t len)
 {
     snprintf(buf, len, RT_CKPT_PREFIX "%012" PRIu64 RT_CKPT_SUFFIX, steps);

@@ -97,6 +97,13 @@ typedef struct rt_ckpt_file {
 int rt_ckpt_read(const char *path, rt_ckpt_file *f, char *why, size_t whylen);
 void rt_ckpt_file_free(rt_ckpt_file *f);
 
+/* --checkpoint-every's value: "N" steps into *steps or "Ns" seconds into
+ * *secs (the other 0); NULL or "": both 0, each epoch's end. Returns 0, or
+ * FERRY_EINVAL for anything else (RT_CKPT_EVERY_EXPECTED says what). */
+#define RT_CKPT_EVERY_EXPECTED                                                           \
+    "expected a number of steps N or of seconds Ns, from 1 to 1e9"
+int rt_ckpt_parse_every(const char *s, uint64_t *steps, double *secs);
+
 /* "checkpoint-%012llu.ckpt" for `steps`: names sort as their steps do. */
 void rt_ckpt_name(uint64_t steps, char *buf, size_t len);
 /* Whether `name` is a checkpoint's file name (not a leftover temporary). */
