@@ -212,8 +212,8 @@ typedef enum proto_train_group {
       "a checkpoint every N steps, or every N seconds\n"                                                \
       "with Ns (default: at each epoch's end)",                                                         \
       TRAINING, ALWAYS)                                                                                 \
-    X(keep, 0, "keep", INT, 2, 1, 1000000, NULL,                                                        \
-      "a number of checkpoints from 1 to 1000000", "K",                                                 \
+    X(keep, 0, "keep", INT, 2, 1, 10000, NULL,                                                          \
+      "a number of checkpoints from 1 to 10000", "K",                                                   \
       "keep the newest K checkpoints (default 2)", TRAINING, ALWAYS)                                    \
     X(resume, 0, "resume", TEXT, NULL, 0, 0, NULL, NULL, "DIR",                                         \
       "continue from the newest valid checkpoint in DIR\n"                                              \

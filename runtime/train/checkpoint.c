@@ -28,6 +28,8 @@ struct rt_ckpt {
     uint64_t every_steps; /* 0: not by steps */
     double every_s;       /* 0: not by time */
     int keep;
+    char (*mine)[64]; /* the names this run wrote, the last `keep` */
+    uint64_t n_mine;
     double last_t;
     bool due; /* at the last step of an epoch: written at its end */
     char written[4160];
@@ -133,18 +135,27 @@ static void fill_head(const rt_trainer *t, rt_ckpt_head *h, uint64_t epoch_step)
     };
 }
 
-/* Removes all but the newest `keep` checkpoints, and the temporary files
- * of writes that never finished (a writer killed mid-write). */
-static void prune(const rt_ckpt *c)
+/* Removes this run's checkpoints but the newest `keep`, and every older
+ * one (a run continued in its own directory replaces the ones before it),
+ * and the temporary files of writes that never finished (a writer killed
+ * mid-write). Files newer than the ones this run wrote are not its own:
+ * left as they are. */
+static void prune(rt_ckpt *c, const char *just)
 {
-    char **names;
-    int n = rt_ckpt_list(c->dir, &names);
+    snprintf(c->mine[c->n_mine++ % (uint64_t)c->keep], sizeof c->mine[0], "%s", just);
     char path[4600];
-    for (int i = c->keep; i < n; i++) {
-        snprintf(path, sizeof path, "%s/%s", c->dir, names[i]);
-        unlink(path);
+    if (c->n_mine >= (uint64_t)c->keep) {
+        const char *oldest = c->mine[c->n_mine % (uint64_t)c->keep];
+        char **names;
+        int n = rt_ckpt_list(c->dir, &names);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(names[i], oldest) >= 0)
+                continue;
+            snprintf(path, sizeof path, "%s/%s", c->dir, names[i]);
+            unlink(path);
+        }
+        rt_ckpt_names_free(names, n);
     }
-    rt_ckpt_names_free(names, n);
     DIR *d = opendir(c->dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (strncmp(e->d_name, RT_CKPT_PREFIX, strlen(RT_CKPT_PREFIX)) == 0 &&
@@ -193,7 +204,7 @@ static int write_one(rt_trainer *t, uint64_t epoch_step, char *err, size_t errle
                          rc < 0 ? strerror(-rc) : ferry_strerror(rc));
     snprintf(c->written, sizeof c->written, "%s", path);
     c->last_t = rt_train_now();
-    prune(c);
+    prune(c, name);
     return 0;
 }
 
@@ -342,7 +353,8 @@ int rt_ckpt_setup(rt_trainer *t, char *err, size_t errlen)
     c->last_t = rt_train_now();
     c->dir = strdup(t->o.ckpt_dir);
     c->model = strdup(t->o.ckpt_model && *t->o.ckpt_model ? t->o.ckpt_model : "model");
-    if (!c->dir || !c->model)
+    c->mine = calloc((size_t)c->keep, sizeof *c->mine);
+    if (!c->dir || !c->model || !c->mine)
         return FERRY_ENOMEM;
     if (rt_ckpt_parse_every(t->o.ckpt_every, &c->every_steps, &c->every_s) != 0)
         return base_errf(err, errlen, FERRY_EINVAL, "--checkpoint-every '%s': %s",
@@ -370,6 +382,7 @@ void rt_ckpt_free(rt_trainer *t)
         return;
     free(t->ck->dir);
     free(t->ck->model);
+    free(t->ck->mine);
     free(t->ck);
     t->ck = NULL;
 }

@@ -126,7 +126,7 @@ static int parse_trainer(ferry_ctx_t *ctx, const proto_train_begin *m, begin_arg
                             "unknown precision '%s' (fp32, tf32 or bf16)", sp->precision);
     o->ckpt_dir = sp->checkpoint_dir[0] ? sp->checkpoint_dir : NULL;
     o->ckpt_every = sp->checkpoint_every[0] ? sp->checkpoint_every : NULL;
-    o->ckpt_keep = (int)(sp->keep > 1000000 ? 1000000 : sp->keep);
+    o->ckpt_keep = (int)(sp->keep > 10000 ? 10000 : sp->keep);
     o->resume = sp->resume[0] ? sp->resume : NULL;
     o->cosine = strcmp(sp->schedule, "cosine") == 0;
     if (sp->schedule[0] && !o->cosine && strcmp(sp->schedule, "constant") != 0)
