@@ -65,6 +65,10 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
  * was given; each newer file skipped is warned of with why. Returns CLI_OK,
  * or CLI_FAIL (said) when there is none. */
 struct cli_module_info;
+/* A run that does not continue (no --resume) into a --checkpoint-dir that
+ * holds checkpoints already: refused (said, CLI_USAGE), since --resume
+ * would later take the newest of either run. CLI_OK otherwise. */
+int cli_checkpoint_dir_fresh(const cluster_train_opts *o);
 int cli_resume_pick(cluster_train_opts *o, const struct cli_module_info *info, char *file,
                     size_t len);
 

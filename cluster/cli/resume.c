@@ -68,3 +68,20 @@ int cli_resume_pick(cluster_train_opts *o, const cli_module_info *info, char *fi
                 o->resume, info->task, n ? "each one above was skipped" : "none at all");
     return status;
 }
+
+int cli_checkpoint_dir_fresh(const cluster_train_opts *o)
+{
+    if (!o->checkpoint_dir || !o->checkpoint_dir[0] || (o->resume && o->resume[0]))
+        return CLI_OK;
+    char **names;
+    int n = rt_ckpt_list(o->checkpoint_dir, &names);
+    rt_ckpt_names_free(names, n > 0 ? n : 0);
+    if (n <= 0) /* none, or no directory yet: rank 0 makes it */
+        return CLI_OK;
+    cli_err("submit",
+            "--checkpoint-dir %s already holds %d checkpoint%s: continue from %s with "
+            "--resume %s, or name another directory",
+            o->checkpoint_dir, n, n == 1 ? "" : "s", n == 1 ? "it" : "the newest",
+            o->checkpoint_dir);
+    return CLI_USAGE;
+}

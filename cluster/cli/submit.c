@@ -366,6 +366,8 @@ int cli_submit(int argc, char **argv)
     s.shown = cli_base_name(s.path);
     if (cli_home_init(&s.h, "submit"))
         status = CLI_FAIL;
+    else if ((status = cli_checkpoint_dir_fresh(&s.topts)) != CLI_OK)
+        ;
     else if ((status = read_and_inspect(&s)) < 0 && (status = check_kind(&s)) < 0 &&
              (!s.topts.resume || !s.topts.resume[0] ||
               (status = cli_resume_pick(&s.topts, &s.info, s.resume, sizeof s.resume)) ==

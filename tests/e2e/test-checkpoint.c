@@ -259,6 +259,15 @@ Test(e2e_checkpoint, keep_leaves_the_newest_k)
         }
         rt_ckpt_names_free(names, n);
     }
+    /* A run that does not continue from them is not mixed in with them. */
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--checkpoint-dir",
+              dir_of("keep3"), NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(e2e_has(r.err, "already holds 3 checkpoints: continue from the newest with "
+                             "--resume"),
+              "%s", r.err);
+    e2e_run_fini(&r);
 }
 
 Test(e2e_checkpoint, show_prints_the_header_of_a_whole_file_only)
