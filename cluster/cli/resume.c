@@ -47,6 +47,16 @@ int cli_resume_pick(cluster_train_opts *o, const cli_module_info *info, char *fi
         rt_ckpt_file f;
         snprintf(file, len, "%s/%s", dir, names[i]);
         int rc = rt_ckpt_read(file, &f, why, sizeof why);
+        if (rc == 0 && !foreign(&f, info, why, sizeof why) &&
+            f.h.epoch >= (uint64_t)o->epochs) {
+            cli_err("submit",
+                    "--resume %s: %s has finished %" PRIu64 " epochs, and the run is of "
+                    "%ld: give --epochs more than %" PRIu64 " to train on",
+                    o->resume, file, f.h.epoch, o->epochs, f.h.epoch);
+            rt_ckpt_file_free(&f);
+            rt_ckpt_names_free(names, n);
+            return CLI_USAGE;
+        }
         if (rc == 0 && !foreign(&f, info, why, sizeof why)) {
             o->resume = file;
             o->first_epoch = (int)f.h.epoch + 1;

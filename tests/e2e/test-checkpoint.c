@@ -134,6 +134,15 @@ static void expect_bit_identical(const char *workers, const char *optimizer)
     resumed_run(workers, "3", optimizer, from, again, &r);
     cr_assert(e2e_has(r.err, "epoch 3/3") && !e2e_has(r.err, "epoch 2/3"), "%s", r.err);
     e2e_run_fini(&r);
+    /* The continued run wrote its own there: its run is over. */
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--workers", workers,
+              "--epochs", "3", "--seed", "7", "--optimizer", optimizer, "--resume", from,
+              NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(e2e_has(r.err, "has finished 3 epochs, and the run is of 3: give --epochs "
+                             "more than 3"),
+              "%s", r.err);
+    e2e_run_fini(&r);
     cr_assert_str_eq(again, full, "continued from step 128 on %s worker(s)", workers);
 }
 
