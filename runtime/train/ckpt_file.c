@@ -299,7 +299,8 @@ int rt_ckpt_list(const char *dir, char ***names)
         rt_ckpt_names_free(v, n);
         return -ENOMEM;
     }
-    qsort(v, (size_t)n, sizeof *v, newest_first);
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof *v, newest_first);
     *names = v;
     return n;
 }
