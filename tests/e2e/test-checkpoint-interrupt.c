@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "e2e.h"
+#include "e2e_ckpt.h"
 #include "runtime/train/ckpt_file.h"
 
 TestSuite(e2e_checkpoint_interrupt, .init = e2e_setup, .fini = e2e_teardown,
@@ -79,26 +80,5 @@ Test(e2e_checkpoint_interrupt,
     cr_assert(e2e_has(err, want) && e2e_has(err, "--resume"), "%s", err);
     free(err);
     /* Every one left is whole; the newest is where the run goes on. */
-    n = rt_ckpt_list(dir, &names);
-    cr_assert(n >= 1);
-    uint64_t epoch = 0;
-    for (int i = 0; i < n; i++) {
-        char path[1300], why[256];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        rt_ckpt_file f;
-        cr_assert_eq(rt_ckpt_read(path, &f, why, sizeof why), 0, "%s: %s", path, why);
-        if (i == 0)
-            epoch = f.h.epoch;
-        rt_ckpt_file_free(&f);
-    }
-    rt_ckpt_names_free(names, n);
-    char epochs[32];
-    snprintf(epochs, sizeof epochs, "%llu", (unsigned long long)epoch + 1);
-    e2e_run r;
-    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", epochs, "--resume",
-              dir, NULL);
-    E2E_EXPECT(&r, 0);
-    cr_assert(e2e_has(r.err, "continuing from ") && !e2e_has(r.err, "warning"), "%s",
-              r.err);
-    e2e_run_fini(&r);
+    e2e_ckpt_expect_resumes(dir, e2e_ckpt_expect_whole(dir, "after SIGINT"));
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "e2e.h"
+#include "e2e_ckpt.h"
 #include "runtime/train/ckpt_file.h"
 
 TestSuite(e2e_checkpoint_kill, .init = e2e_setup, .fini = e2e_teardown, .timeout = 400);
@@ -27,27 +28,6 @@ static int leftovers(const char *dir)
     if (d)
         closedir(d);
     return n;
-}
-
-/* Every checkpoint in `dir` reads back whole; returns the newest's epoch. */
-static uint64_t expect_all_whole(const char *dir, int round)
-{
-    char **names;
-    int n = rt_ckpt_list(dir, &names);
-    cr_assert(n >= 1, "round %d: no checkpoint left in %s", round, dir);
-    uint64_t epoch = 0;
-    for (int i = 0; i < n; i++) {
-        char path[1024], why[256];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        rt_ckpt_file f;
-        cr_assert_eq(rt_ckpt_read(path, &f, why, sizeof why), 0, "round %d: %s: %s",
-                     round, path, why);
-        if (i == 0)
-            epoch = f.h.epoch;
-        rt_ckpt_file_free(&f);
-    }
-    rt_ckpt_names_free(names, n);
-    return epoch;
 }
 
 Test(e2e_checkpoint_kill, the_writer_killed_at_any_moment_leaves_whole_checkpoints)
@@ -89,17 +69,11 @@ Test(e2e_checkpoint_kill, the_writer_killed_at_any_moment_leaves_whole_checkpoin
         cr_assert_eq(kill(w, SIGKILL), 0);
         cr_assert(e2e_wait_gone(sub, 60000), "round %d: submit still runs", round);
         cut += leftovers(dir);
-        epoch = expect_all_whole(dir, round);
+        char what[32];
+        snprintf(what, sizeof what, "round %d", round);
+        epoch = e2e_ckpt_expect_whole(dir, what);
         cr_assert(e2e_wait_new_worker(0, w, 30000) > 0, "round %d: no worker 0", round);
     }
     cr_log_info("%d of %d kills left a write unfinished", cut, ROUNDS);
-    char epochs[32];
-    snprintf(epochs, sizeof epochs, "%llu", (unsigned long long)epoch + 1);
-    e2e_run r;
-    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", epochs, "--resume",
-              dir, NULL);
-    E2E_EXPECT(&r, 0);
-    cr_assert(e2e_has(r.err, "continuing from ") && !e2e_has(r.err, "warning"), "%s",
-              r.err);
-    e2e_run_fini(&r);
+    e2e_ckpt_expect_resumes(dir, epoch);
 }
