@@ -320,3 +320,18 @@ Test(e2e_checkpoint, async_mode_refuses_checkpoints_saying_so)
               r.err);
     e2e_run_fini(&r);
 }
+
+Test(e2e_checkpoint, a_checkpoint_that_cannot_be_written_fails_the_run_naming_it)
+{
+    e2e_start(1);
+    /* A file where the directory should be. */
+    const char *d = e2e_write_file("not-a-dir", "x");
+    e2e_run r;
+    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "2",
+              "--checkpoint-dir", d, NULL);
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    char want[800];
+    snprintf(want, sizeof want, "cannot write checkpoint %s/checkpoint-", d);
+    cr_assert(e2e_has(r.err, want) && e2e_has(r.err, "Not a directory"), "%s", r.err);
+    e2e_run_fini(&r);
+}
