@@ -177,7 +177,7 @@ static int write_one(rt_trainer *t, uint64_t epoch_step, char *err, size_t errle
     rt_tensors ts = {0};
     uint8_t *state = NULL, *file = NULL;
     size_t len = 0;
-    int rc = host ? rt_trainer_params(t, host) : FERRY_ENOMEM;
+    int rc = host ? t->mode->params(t, host, NULL, NULL) : FERRY_ENOMEM;
     if (rc == 0)
         rc = rt_trainer_tensors(t, host, &ts);
     h.state_floats = ts.floats;
@@ -256,7 +256,7 @@ static int restore_state(rt_trainer *t, const rt_ckpt_file *f, char *err, size_t
                          f->h.state_floats);
     float *host = malloc(t->plen * sizeof *host), *flat = NULL;
     rt_tensors ts = {0};
-    int rc = host ? rt_trainer_params(t, host) : FERRY_ENOMEM;
+    int rc = host ? t->mode->params(t, host, NULL, NULL) : FERRY_ENOMEM;
     if (rc == 0)
         rc = rt_trainer_tensors(t, host, &ts); /* the model's names and shapes */
     if (rc == 0 && ts.floats != f->h.state_floats)
