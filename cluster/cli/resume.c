@@ -27,6 +27,36 @@ static bool foreign(const rt_ckpt_file *f, const cli_module_info *info, char *wh
     return true;
 }
 
+/* The options the checkpoint's run trained with that differ from this
+ * run's: the run continues, but is not the one it continues, bit for bit
+ * (a longer --epochs stretches the cosine schedule, for one). */
+static void say_differences(const rt_ckpt_file *f, const cluster_train_opts *o)
+{
+    char d[512] = "";
+    size_t n = 0;
+#define DIFF(cond, ...)                                                                  \
+    if ((cond) && n < sizeof d)                                                          \
+        n += (size_t)snprintf(d + n, sizeof d - n, __VA_ARGS__);
+    DIFF(f->h.seed != o->seed, " --seed %" PRIu64 ",", f->h.seed)
+    DIFF(f->h.batch != o->batch, " --batch %" PRId64 ",", f->h.batch)
+    DIFF(f->h.epochs != o->epochs, " --epochs %" PRId64 ",", f->h.epochs)
+    DIFF(strcmp(f->h.optimizer, o->optimizer) != 0, " --optimizer %s,", f->h.optimizer)
+    DIFF((float)f->h.lr != (float)o->lr, " --lr %g,", f->h.lr)
+    DIFF((float)f->h.momentum != (float)o->momentum, " --momentum %g,", f->h.momentum)
+    DIFF((float)f->h.weight_decay != (float)o->weight_decay, " --weight-decay %g,",
+         f->h.weight_decay)
+    DIFF((f->h.cosine != 0) != (strcmp(o->schedule, "cosine") == 0), " --schedule %s,",
+         f->h.cosine ? "cosine" : "constant")
+#undef DIFF
+    if (n && n < sizeof d) {
+        d[n - 1] = '\0';
+        fprintf(stderr,
+                "ferry submit: note: the checkpoint's run had%s: this run continues from "
+                "its state with its own options\n",
+                d);
+    }
+}
+
 int cli_resume_pick(cluster_train_opts *o, const cli_module_info *info, char *file,
                     size_t len)
 {
@@ -58,6 +88,7 @@ int cli_resume_pick(cluster_train_opts *o, const cli_module_info *info, char *fi
             return CLI_USAGE;
         }
         if (rc == 0 && !foreign(&f, info, why, sizeof why)) {
+            say_differences(&f, o);
             o->resume = file;
             o->first_epoch = (int)f.h.epoch + 1;
             if (!o->checkpoint_dir || !o->checkpoint_dir[0])

@@ -34,5 +34,9 @@ void e2e_ckpt_expect_resumes(const char *dir, uint64_t epoch)
     E2E_EXPECT(&r, 0);
     cr_assert(e2e_has(r.err, "continuing from ") && !e2e_has(r.err, "warning"), "%s",
               r.err);
+    /* Shorter than the run it continues: said. */
+    cr_assert(e2e_has(r.err, "note: the checkpoint's run had --epochs 100000: this run "
+                             "continues from its state with its own options"),
+              "%s", r.err);
     e2e_run_fini(&r);
 }

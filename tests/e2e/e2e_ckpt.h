@@ -9,8 +9,9 @@
  * whole (`what` names the moment in a failure). The newest's epochs. */
 uint64_t e2e_ckpt_expect_whole(const char *dir, const char *what);
 
-/* `ferry submit linreg --resume dir` for one epoch past `epoch`: asserted
- * to continue from a checkpoint of dir with no warning, and to finish. */
+/* `ferry submit linreg --resume dir` for one epoch past `epoch`, of a run
+ * of --epochs 100000: asserted to continue from a checkpoint of dir with no
+ * warning, to note the --epochs that differ, and to finish. */
 void e2e_ckpt_expect_resumes(const char *dir, uint64_t epoch);
 
 #endif
