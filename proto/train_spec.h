@@ -205,6 +205,22 @@ typedef enum proto_train_group {
       "start from the parameters saved in FILE (every\n"                                 \
       "tensor of the model, by name and shape)",                                         \
       TRAINING, LOCAL)                                                                   \
+    X(checkpoint_dir, 0, "checkpoint-dir", TEXT, NULL, 0, 0, NULL, NULL, "DIR",          \
+      "write checkpoints into DIR (every worker's path\n"                                \
+      "to it, as --data's; a relative DIR is taken from\n"                               \
+      "the current directory)",                                                          \
+      TRAINING, ALWAYS)                                                                  \
+    X(checkpoint_every, 0, "checkpoint-every", TEXT, NULL, 0, 0, NULL, NULL, "N",        \
+      "a checkpoint every N steps, or every N seconds\n"                                 \
+      "with Ns (default: at each epoch's end)",                                          \
+      TRAINING, ALWAYS)                                                                  \
+    X(keep, 0, "keep", INT, 2, 1, 10000, NULL,                                           \
+      "a number of checkpoints from 1 to 10000", "K",                                    \
+      "keep the newest K checkpoints (default 2)", TRAINING, ALWAYS)                     \
+    X(resume, 0, "resume", TEXT, NULL, 0, 0, NULL, NULL, "DIR",                          \
+      "continue from the newest valid checkpoint in DIR\n"                               \
+      "(the others are skipped, each with a warning)",                                   \
+      TRAINING, ALWAYS)                                                                  \
     X(timeline, 0, "timeline", TEXT, NULL, 0, 0, NULL, NULL, "FILE",                     \
       "write what every worker does, step by step, to\n"                                 \
       "FILE as a trace (Chrome trace-event JSON: open it\n"                              \

@@ -46,6 +46,7 @@ int cli_predict(int argc, char **argv);
 int cli_runs(int argc, char **argv);
 int cli_plot(int argc, char **argv);
 int cli_check(int argc, char **argv); /* check.c */
+int cli_checkpoint(int argc, char **argv); /* checkpoint.c */
 
 /* ---- training (train.c) ---------------------------------------------------- */
 
@@ -58,6 +59,19 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
 
 /* --init-from: the file `o` names read into *f (zeroed when none), or
  * FERRY_E* with the error printed. Free it with params_file_free(). */
+/* --resume DIR (resume.c): the newest valid checkpoint there, this
+ * model's, into `file` (len bytes), with o->resume pointing at it, its
+ * next epoch o->first_epoch, and DIR the checkpoint directory unless one
+ * was given; each newer file skipped is warned of with why. Returns CLI_OK,
+ * or CLI_FAIL (said) when there is none. */
+struct cli_module_info;
+/* A run that does not continue (no --resume) into a --checkpoint-dir that
+ * holds checkpoints already: refused (said, CLI_USAGE), since --resume
+ * would later take the newest of either run. CLI_OK otherwise. */
+int cli_checkpoint_dir_fresh(const cluster_train_opts *o);
+int cli_resume_pick(cluster_train_opts *o, const struct cli_module_info *info, char *file,
+                    size_t len);
+
 int cli_params_init(const cluster_train_opts *o, params_file *f);
 
 /* --save: the result's tensors written to the file `o` names, with the

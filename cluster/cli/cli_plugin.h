@@ -13,6 +13,7 @@
 typedef struct cli_module_info {
     char task[128];
     bool driver, model, classifier;
+    uint64_t params;     /* the model's (0: known once it has the data's shape) */
     char functions[512]; /* comma-separated, "(none)" */
 } cli_module_info;
 

@@ -21,6 +21,7 @@
 
 #include "cli_plugin.h"
 #include "runtime/runtime.h"
+#include "runtime/train/train.h"
 
 typedef struct record {
     int rc;
@@ -39,6 +40,8 @@ static void child(const char *path, const char *shown, int fd)
         rec.info.driver = t->driver != NULL;
         rec.info.model = t->model != NULL;
         rec.info.classifier = t->model && t->model->kind == FERRY_MODEL_CLASSIFIER;
+        if (t->model && !rt_model_from_data(t->model))
+            rec.info.params = rt_model_param_count(t->model);
         rt_module_list(&m, rec.info.functions, sizeof rec.info.functions);
     }
     /* No dlclose, no exit(): destructors are plugin code too, and this

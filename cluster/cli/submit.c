@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "cli_plugin.h"
+#include "runtime/train/ckpt_file.h"
 
 static const char usage[] =
     "usage: ferry submit MODULE.so [OPTIONS] [-- ARGS...]\n"
@@ -82,6 +83,26 @@ static int check_combinations(cluster_train_opts *o, int async_only, bool lr_giv
     if (async && (o->alpha != 0 || o->tau != 0) && strcmp(o->algo, "easgd") != 0) {
         cli_err("submit", "%s applies to --algo easgd only",
                 o->alpha != 0 ? "--alpha" : "--tau");
+        return CLI_USAGE;
+    }
+    bool ckpt =
+        (o->checkpoint_dir && o->checkpoint_dir[0]) || (o->resume && o->resume[0]);
+    if (async && ckpt) {
+        cli_err("submit",
+                "--%s: checkpoints are written and resumed in sync and single "
+                "mode only, not in async mode",
+                o->resume && o->resume[0] ? "resume" : "checkpoint-dir");
+        return CLI_USAGE;
+    }
+    uint64_t steps;
+    double secs;
+    if (rt_ckpt_parse_every(o->checkpoint_every, &steps, &secs) != 0) {
+        cli_err("submit", "--checkpoint-every: %s, got '%s'", RT_CKPT_EVERY_EXPECTED,
+                o->checkpoint_every);
+        return CLI_USAGE;
+    }
+    if (o->checkpoint_every && o->checkpoint_every[0] && !ckpt) {
+        cli_err("submit", "--checkpoint-every applies with --checkpoint-dir or --resume");
         return CLI_USAGE;
     }
     if (!lr_given)
@@ -180,6 +201,7 @@ typedef struct submitting {
     void *bytes;     /* the module file */
     size_t len;
     char *abs; /* its absolute path */
+    char resume[4160]; /* --resume's chosen checkpoint */
     cli_module_info info;
     home_paths h;
 } submitting;
@@ -344,7 +366,12 @@ int cli_submit(int argc, char **argv)
     s.shown = cli_base_name(s.path);
     if (cli_home_init(&s.h, "submit"))
         status = CLI_FAIL;
-    else if ((status = read_and_inspect(&s)) < 0 && (status = check_kind(&s)) < 0)
+    else if ((status = cli_checkpoint_dir_fresh(&s.topts)) != CLI_OK)
+        ;
+    else if ((status = read_and_inspect(&s)) < 0 && (status = check_kind(&s)) < 0 &&
+             (!s.topts.resume || !s.topts.resume[0] ||
+              (status = cli_resume_pick(&s.topts, &s.info, s.resume, sizeof s.resume)) ==
+                  CLI_OK))
         status = s.info.driver ? run_driver(&s) : train_here(&s);
     cli_err_preface(NULL, NULL);
     free(s.abs);

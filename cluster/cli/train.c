@@ -2,8 +2,10 @@
  * cluster/train, told as it happens: a line before, a progress line an
  * epoch, and a summary (or, with --json, one JSON object on stdout and the
  * lines on stderr). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cluster/runs/runs.h"
@@ -20,6 +22,7 @@ typedef struct teller {
     runs_log *record; /* $FERRY_HOME/runs/<id>, or NULL */
     char run_id[RUNS_ID_MAX];
     char why[512]; /* the run's first error, for its record */
+    char checkpoint[4160]; /* the newest checkpoint written ("": none) */
 } teller;
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
@@ -147,6 +150,10 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
                     e->train_s > 0 ? 100.0 * e->allreduce_s / e->train_s : 0.0);
         fputc('\n', f);
     }
+    if (e->checkpoint && e->checkpoint[0]) {
+        fprintf(f, "checkpoint written: %s\n", e->checkpoint);
+        snprintf(t->checkpoint, sizeof t->checkpoint, "%s", e->checkpoint);
+    }
     fflush(f);
 }
 
@@ -242,6 +249,45 @@ static void open_record(teller *t, const char *module, const char *task)
     }
 }
 
+/* Interrupted (SIGINT, SIGTERM) while checkpoints are written: where
+ * they are and how to continue, said before the signal does what it does.
+ * The workers see their caller gone and drop the run between two steps; a
+ * checkpoint being written then is written whole or not at all. */
+static char interrupted_text[8600];
+static size_t interrupted_len;
+
+static void interrupted(int sig)
+{
+    ssize_t w = write(STDERR_FILENO, interrupted_text, interrupted_len);
+    (void)w;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void say_where_on_interrupt(const char *module, const cluster_train_opts *o,
+                                   bool on)
+{
+    if (!o->checkpoint_dir || !o->checkpoint_dir[0])
+        return;
+    if (!on) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        return;
+    }
+    char cwd[4096] = "";
+    bool rel = o->checkpoint_dir[0] != '/' && getcwd(cwd, sizeof cwd);
+    int n = snprintf(interrupted_text, sizeof interrupted_text,
+                     "\nferry submit: interrupted; the checkpoints are in %s%s%s: `ferry "
+                     "submit %s --resume %s%s%s` continues from the newest\n",
+                     rel ? cwd : "", rel ? "/" : "", o->checkpoint_dir, module,
+                     rel ? cwd : "", rel ? "/" : "", o->checkpoint_dir);
+    interrupted_len = n > 0 && (size_t)n < sizeof interrupted_text ? (size_t)n : 0;
+    struct sigaction sa = {.sa_handler = interrupted};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
               const cluster_train_opts *o)
 {
@@ -261,9 +307,16 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     ro.with_params = o->save && o->save[0];
     open_record(&t, module, task);
     cluster_train_result res;
+    say_where_on_interrupt(module, o, true);
     rc = cluster_train_run(cl, m, module, &ro, &ev, &res);
+    say_where_on_interrupt(module, o, false);
     params_file_free(&init);
     runs_close(t.record, rc, t.why[0] ? t.why : ferry_strerror(rc));
+    if (rc && t.checkpoint[0])
+        fprintf(stderr,
+                "the last checkpoint is %s: `ferry submit %s --resume %s` continues "
+                "from it\n",
+                t.checkpoint, module, o->checkpoint_dir);
     if (rc)
         return rc;
     if (o->json) {

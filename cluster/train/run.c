@@ -69,7 +69,7 @@ static int absolute(ct_run *run, const char *flag, const char **path, char *buf,
 /* The run's options with the files it names made absolute: each worker
  * reads them itself, from another working directory. */
 static int absolute_paths(ct_run *run, proto_train_spec *spec,
-                          char bufs[4][DATA_PATH_MAX])
+                          char bufs[5][DATA_PATH_MAX])
 {
     *spec = run->o->spec;
     int rc = absolute(run, "data", &spec->data_dir, bufs[0], DATA_PATH_MAX);
@@ -79,13 +79,17 @@ static int absolute_paths(ct_run *run, proto_train_spec *spec,
         rc = absolute(run, "labels", &spec->labels, bufs[2], DATA_PATH_MAX);
     if (rc == 0)
         rc = absolute(run, "test-labels", &spec->test_labels, bufs[3], DATA_PATH_MAX);
+    if (rc == 0)
+        rc = absolute(run, "checkpoint-dir", &spec->checkpoint_dir, bufs[4],
+                      DATA_PATH_MAX);
     return rc;
 }
 
 /* Every epoch, each an event; the totals and the last one into *res. */
 static int epochs(ct_run *run, cluster_train_result *res)
 {
-    for (int e = 1; e <= run->o->epochs; e++) {
+    for (int e = run->o->first_epoch > 0 ? run->o->first_epoch : 1; e <= run->o->epochs;
+         e++) {
         cluster_train_epoch ep;
         int rc = run->mode->epoch(run, e, &ep);
         if (rc)
@@ -191,7 +195,7 @@ static int finish(ct_run *run, cluster_train_result *res)
 
 static int train(ct_run *run, cluster_train_result *res)
 {
-    char paths[4][DATA_PATH_MAX];
+    char paths[5][DATA_PATH_MAX];
     proto_train_spec spec;
     int rc = absolute_paths(run, &spec, paths);
     if (rc)

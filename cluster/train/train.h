@@ -46,6 +46,10 @@ typedef struct cluster_train_opts {
      * workers refuse tensors that are not the model's); NULL: none. */
     const cluster_tensors *init;
     bool with_params; /* bring the final parameters back (result.tensors) */
+    /* A run continued from a checkpoint (the spec's resume names it, as
+     * the workers read it): its first epoch, the one after the
+     * checkpoint's (0: 1). */
+    int first_epoch;
 } cluster_train_opts;
 
 /* What the workers said when the run began (rank 0's reply). */
@@ -89,6 +93,7 @@ typedef struct cluster_train_epoch {
     const double *loss_curve;
     size_t n_loss_curve;
     unsigned loss_curve_every;
+    const char *checkpoint; /* written in this epoch and durable ("": none) */
 } cluster_train_epoch;
 
 /* The run's callbacks, all called on the caller's thread during

@@ -100,3 +100,13 @@ void rt_optim_destroy(rt_optim *opt)
     opt->dev->ops->free(opt->dev, opt->v);
     free(opt);
 }
+
+void rt_optim_state_of(rt_optim *opt, rt_optim_state *s)
+{
+    *s = (rt_optim_state){.m = opt->m, .v = opt->v, .n = opt->n, .t = opt->t};
+}
+
+void rt_optim_set_steps(rt_optim *opt, int t)
+{
+    opt->t = t;
+}

@@ -37,4 +37,16 @@ void rt_optim_set_lr(rt_optim *opt, float lr);
 void rt_optim_step(rt_optim *opt, float *params, const float *grad);
 void rt_optim_destroy(rt_optim *opt);
 
+/* What a checkpoint keeps of an optimizer: its moments (on its device,
+ * NULL when it keeps none: m for sgd, v for sgd without momentum), their
+ * length, and its steps (Adam's bias correction). */
+typedef struct rt_optim_state {
+    float *m, *v;
+    size_t n;
+    int t;
+} rt_optim_state;
+void rt_optim_state_of(rt_optim *opt, rt_optim_state *s);
+/* Sets the steps taken, for a run continued from a checkpoint. */
+void rt_optim_set_steps(rt_optim *opt, int t);
+
 #endif

@@ -223,6 +223,14 @@ typedef struct rt_train_opts {
      * tensor (--init-from): laid out once the model has its shape, refused
      * naming the tensor when they are not its own. Not owned; NULL: init. */
     const struct proto_tensors *init_tensors;
+    /* Checkpoints (checkpoint.c, sync and single mode): rank 0 writes them
+     * into `ckpt_dir` (NULL: none) every `ckpt_every` ("N" steps, "Ns"
+     * seconds; NULL: each epoch's end), keeping the newest `ckpt_keep` (0:
+     * 2), with `ckpt_model` (the task's name) in their header. `resume`: a
+     * checkpoint file every rank continues from (NULL: none). Strings are
+     * copied by rt_trainer_create. */
+    const char *ckpt_dir, *ckpt_every, *ckpt_model, *resume;
+    int ckpt_keep;
     /* What products and convolutions compute in (RT_PREC_FP32, the zero
      * value, by default); a device that cannot is an error saying why. */
     rt_precision precision;

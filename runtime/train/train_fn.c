@@ -26,6 +26,7 @@
 #include <openssl/crypto.h>
 
 #include "proto/proto.h"
+#include "checkpoint.h"
 #include "session.h"
 #include "tensors.h"
 #include "timeline.h"
@@ -124,6 +125,10 @@ static int parse_trainer(ferry_ctx_t *ctx, const proto_train_begin *m, begin_arg
     if (sp->precision[0] && rt_precision_parse(sp->precision, &o->precision) != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
                             "unknown precision '%s' (fp32, tf32 or bf16)", sp->precision);
+    o->ckpt_dir = sp->checkpoint_dir[0] ? sp->checkpoint_dir : NULL;
+    o->ckpt_every = sp->checkpoint_every[0] ? sp->checkpoint_every : NULL;
+    o->ckpt_keep = (int)(sp->keep > 10000 ? 10000 : sp->keep);
+    o->resume = sp->resume[0] ? sp->resume : NULL;
     o->cosine = strcmp(sp->schedule, "cosine") == 0;
     o->timeline = m->run.timeline;
     if (sp->schedule[0] && !o->cosine && strcmp(sp->schedule, "constant") != 0)
@@ -159,6 +164,10 @@ static int parse_ranks(ferry_ctx_t *ctx, const proto_train_begin *m, begin_args 
     if (rc == 0 && sp->mode[0] && !ba->async && strcmp(sp->mode, "sync") != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)",
                             sp->mode);
+    if (rc == 0 && ba->async && (sp->checkpoint_dir[0] || sp->resume[0]))
+        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
+                            "checkpoints are written and resumed in sync and single mode "
+                            "only, not in async mode");
     ba->algo = rt_ps_algo_parse(sp->algo);
     if (rc == 0 && ba->async && ba->algo < 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,
@@ -285,6 +294,7 @@ static int begin_trainer(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, 
     if (rc)
         return rc;
     rt_holder_check hc = {ctx, s};
+    ba->o.ckpt_model = s->m->task->name;
     ba->o.cancelled = rt_holder_cancelled;
     ba->o.cancel_arg = &hc;
     rc = rt_trainer_create(s->m->task->model, ctx->device, &ba->o, &s->t, err, errlen);
@@ -406,6 +416,8 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
         st.steps ? st.steps : rt_trainer_steps(s->t); /* async counts its own */
     rt_timeline_events tv = {0};
     void *tl_copy = rc ? NULL : rt_timeline_copy(rt_trainer_timeline(s->t), &tv);
+    char written[4160];
+    rt_ckpt_take_written(s->t, written, sizeof written);
     rt_session_give_back(ctx, s, rc != 0);
     if (rc)
         return ctx->ops->fail(ctx, as_function_error(rc), "%s", err);
@@ -440,6 +452,7 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     r.loss_curve = st.curve.loss;
     r.loss_curve_every = st.curve.every;
     put_timeline(&r, &tv);
+    r.checkpoint = written;
     proto_bytes b;
     rc = reply(ctx, proto_train_epoch_reply_pack(&r, &b), &b, out);
     free(tl_copy);

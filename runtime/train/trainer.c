@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "tensors.h"
 #include "trainer_int.h"
 
@@ -251,6 +252,8 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
         snprintf(err, errlen, "cannot create the %s optimizer: %s",
                  rt_optim_name(t->o.optim.kind), ferry_strerror(rc));
     if (rc == 0)
+        rc = rt_ckpt_setup(t, err, errlen);
+    if (rc == 0)
         rc = place_sets(t, batch_max, err, errlen);
     rt_graph_plan_init(&t->graphs, rc == 0 && graphs_possible(t));
     /* A set read in place from its file: each rank reads its shard only,
@@ -284,6 +287,7 @@ int rt_trainer_create(const ferry_model_t *m, ferry_device_t *dev, const rt_trai
     t->o.cancelled = NULL;
     t->o.cancel_arg = NULL;
     t->o.data = NULL;
+    t->o.ckpt_dir = t->o.ckpt_every = t->o.ckpt_model = t->o.resume = NULL;
     if (rc) {
         if (!err[0])
             snprintf(err, errlen, "%s", ferry_strerror(rc));
@@ -315,11 +319,15 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
     double t0 = rt_train_now();
     int rc = md->epoch_begin(t, &r);
     const rt_batch_host *hb = NULL;
+    /* A run continued from a checkpoint written mid-epoch: its steps. */
+    for (uint64_t skip = rt_ckpt_take_skip(t);
+         rc == 0 && r.step < skip && (rc = md->next(t, &r, &hb)) == 0 && hb;)
+        ;
     while (rc == 0 && (rc = md->next(t, &r, &hb)) == 0 && hb) {
         float loss = 0;
         size_t samples = 0;
         if ((rc = rt_trainer_step(t, &r, hb, &loss, &samples)) ||
-            (rc = md->apply(t, &r, hb)))
+            (rc = md->apply(t, &r, hb)) || (rc = rt_ckpt_after_step(t, &r)))
             break;
         r.loss_sum += (double)loss * (double)samples;
         r.samples += samples;
@@ -346,7 +354,7 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
         return rc;
     st->eval_s = rt_train_now() - t1;
     rt_timeline_since(t->tl, PROTO_TL_EVAL, 0, t1);
-    return 0;
+    return rt_ckpt_after_epoch(t, err, errlen);
 }
 
 int rt_trainer_buckets(const rt_trainer *t)
@@ -393,6 +401,7 @@ void rt_trainer_destroy(rt_trainer *t)
             rt_device_ext(t->dev)->graph_destroy(t->dev, rt_graph_forget(&t->graphs, i));
     rt_stager_destroy(t->stager);
     rt_optim_destroy(t->opt);
+    rt_ckpt_free(t);
     if (t->mode && t->mode->destroy)
         t->mode->destroy(t);
     if (t->dev) {

@@ -15,6 +15,7 @@
 #include "train.h"
 
 typedef struct rt_mode rt_mode;
+typedef struct rt_ckpt rt_ckpt;
 
 struct rt_trainer {
     const ferry_model_t *m;
@@ -49,6 +50,8 @@ struct rt_trainer {
     int epoch;
     uint64_t steps_done; /* optimizer steps, for the schedule */
     rt_timeline *tl;     /* with --timeline (NULL: none) */
+    rt_ckpt *ck;         /* rank 0 writing checkpoints (NULL: not) */
+    uint64_t ckpt_skip;  /* steps of the next epoch a checkpoint had taken */
 };
 
 /* One epoch as it runs: what the driver, the mode and the shared step
