@@ -79,6 +79,77 @@ int wm_usage_error(const char *fmt, const char *arg)
 static int check(const wm_options *o);
 
 /* Returns -1 to go on, else the exit status. */
+/* An option whose value is checked: -1 once taken, the exit status of a
+ * bad value (said), or -2 for an option that is not one of these. */
+static int take_value(int c, const char *arg, wm_options *o)
+{
+    long v;
+    switch (c) {
+    case 'r':
+        if (!base_parse_long(arg, -1, INT_MAX, &v))
+            return wm_usage_error("--rank: expected a number from -1 up, got '%s'", arg);
+        o->rank = (int)v;
+        return -1;
+    case 't':
+        if (!base_parse_long(arg, 0, 1024, &v))
+            return wm_usage_error("--threads: expected a number from 0 to 1024, got '%s'",
+                                  arg);
+        o->threads = (int)v;
+        return -1;
+    case 'd':
+        if (!rt_device_name_ok(arg))
+            return wm_usage_error(
+                "--device: expected cpu, cuda, cuda:N or auto, got '%s'", arg);
+        o->device = arg;
+        return -1;
+    case 'R':
+        if (!base_parse_long(arg, 0, UINT32_MAX, &v))
+            return wm_usage_error("--restarts: expected a number from 0 up, got '%s'",
+                                  arg);
+        o->restarts = (uint32_t)v;
+        return -1;
+    case 'W':
+        if (!base_parse_long(arg, 0, 24L * 3600 * 1000, &o->wedge_grace_ms))
+            return wm_usage_error(
+                "--wedge-grace-ms: expected a time from 0 to a day, got '%s'", arg);
+        return -1;
+    case 'P':
+        if (!base_parse_long(arg, 1, INT32_MAX, &o->parent_pid))
+            return wm_usage_error("--parent-pid: expected a process id, got '%s'", arg);
+        return -1;
+    case 'M':
+        if (!base_parse_long(arg, CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT,
+                             &o->max_message_bytes))
+            return wm_usage_error(
+                "--max-message-bytes: expected 65536 to 2146435072, got '%s'", arg);
+        return -1;
+    case 'O':
+        if (!base_parse_long(arg, 4096, CONF_MAX_BYTES_LIMIT, &o->max_module_bytes))
+            return wm_usage_error(
+                "--max-module-bytes: expected 4096 to 2146435072, got '%s'", arg);
+        return -1;
+    case 'T': {
+        char host[256];
+        int port;
+        if (conf_split_address(arg, host, sizeof host, &port) != 0)
+            return wm_usage_error(
+                "--metrics: expected an address such as 127.0.0.1:9100, got '%s'", arg);
+        o->metrics = arg;
+        return -1;
+    }
+    case 'C': {
+        cpu_set_t set;
+        if (conf_cpus_parse(arg, &set) != 0)
+            return wm_usage_error("--cpus: expected a CPU list such as 0-3,8, got '%s'",
+                                  arg);
+        o->cpus = arg;
+        return -1;
+    }
+    default:
+        return -2;
+    }
+}
+
 int wm_parse(int argc, char **argv, wm_options *o)
 {
     static const struct option longs[] = {
@@ -106,8 +177,13 @@ int wm_parse(int argc, char **argv, wm_options *o)
     optind = 0; /* GNU: start afresh, whatever parsed argv before */
     opterr = 0;
     int c;
-    long v;
     while ((c = getopt_long(argc, argv, ":l:s:k:r:t:d:p:hV", longs, NULL)) != -1) {
+        int taken = take_value(c, optarg, o);
+        if (taken != -2) {
+            if (taken != -1)
+                return taken;
+            continue;
+        }
         switch (c) {
         case 'l':
             o->listen = optarg;
@@ -121,72 +197,6 @@ int wm_parse(int argc, char **argv, wm_options *o)
         case 'p':
             o->port_file = optarg;
             break;
-        case 'r':
-            if (!base_parse_long(optarg, -1, INT_MAX, &v))
-                return wm_usage_error("--rank: expected a number from -1 up, got '%s'",
-                                      optarg);
-            o->rank = (int)v;
-            break;
-        case 't':
-            if (!base_parse_long(optarg, 0, 1024, &v))
-                return wm_usage_error(
-                    "--threads: expected a number from 0 to 1024, got '%s'", optarg);
-            o->threads = (int)v;
-            break;
-        case 'd':
-            if (!rt_device_name_ok(optarg))
-                return wm_usage_error(
-                    "--device: expected cpu, cuda, cuda:N or auto, got '%s'", optarg);
-            o->device = optarg;
-            break;
-        case 'R':
-            if (!base_parse_long(optarg, 0, UINT32_MAX, &v))
-                return wm_usage_error("--restarts: expected a number from 0 up, got '%s'",
-                                      optarg);
-            o->restarts = (uint32_t)v;
-            break;
-        case 'W':
-            if (!base_parse_long(optarg, 0, 24L * 3600 * 1000, &o->wedge_grace_ms))
-                return wm_usage_error(
-                    "--wedge-grace-ms: expected a time from 0 to a day, got '%s'",
-                    optarg);
-            break;
-        case 'P':
-            if (!base_parse_long(optarg, 1, INT32_MAX, &o->parent_pid))
-                return wm_usage_error("--parent-pid: expected a process id, got '%s'",
-                                      optarg);
-            break;
-        case 'M':
-            if (!base_parse_long(optarg, CONF_MIN_BYTES_LIMIT, CONF_MAX_BYTES_LIMIT,
-                                 &o->max_message_bytes))
-                return wm_usage_error(
-                    "--max-message-bytes: expected 65536 to 2146435072, got '%s'",
-                    optarg);
-            break;
-        case 'O':
-            if (!base_parse_long(optarg, 4096, CONF_MAX_BYTES_LIMIT,
-                                 &o->max_module_bytes))
-                return wm_usage_error(
-                    "--max-module-bytes: expected 4096 to 2146435072, got '%s'", optarg);
-            break;
-        case 'T': {
-            char host[256];
-            int port;
-            if (conf_split_address(optarg, host, sizeof host, &port) != 0)
-                return wm_usage_error(
-                    "--metrics: expected an address such as 127.0.0.1:9100, got '%s'",
-                    optarg);
-            o->metrics = optarg;
-            break;
-        }
-        case 'C': {
-            cpu_set_t set;
-            if (conf_cpus_parse(optarg, &set) != 0)
-                return wm_usage_error(
-                    "--cpus: expected a CPU list such as 0-3,8, got '%s'", optarg);
-            o->cpus = optarg;
-            break;
-        }
         case 'E':
             o->from_env = true;
             break;
