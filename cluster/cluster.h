@@ -171,6 +171,11 @@ void cluster_run_until(cluster *cl, int64_t ms, bool (*done)(void *arg), void *a
  * Every open call is closed before cluster_destroy. NULL: 0. */
 int cluster_close_call(cluster_open *c);
 
+/* Asks worker 0, rank 0 of a launcher's world, who has joined its
+ * rendezvous: *out (proto_free) holds rank r's address at r, "" for a
+ * rank not there yet. FERRY_EBUSY: the worker keeps no world. */
+int cluster_rendezvous_ask(cluster *cl, proto_rendezvous_reply **out);
+
 /* Frees bytes returned by the calls above; zeroes *b. */
 void cluster_free_bytes(ferry_bytes_t *b);
 

@@ -42,3 +42,6 @@ PROTO_REP_VIEW(predict_reply, predict_reply, PROTO_PREDICT_REPLY_FIELDS)
 
 /* TrainHold: a master's hold on its session, for as long as its run. */
 PROTO_VIEW(train_hold_req, train_hold_request, PROTO_TRAIN_HOLD_REQ_FIELDS)
+/* Rendezvous: workers started by an engine, and their submitter, meet at rank 0. */
+PROTO_VIEW(rendezvous_req, rendezvous_request, PROTO_RENDEZVOUS_REQ_FIELDS)
+PROTO_VIEW(rendezvous_reply, rendezvous_reply, PROTO_RENDEZVOUS_REPLY_FIELDS)

@@ -46,6 +46,7 @@
 #define PROTO_METHOD_PUSH         "/ferry.Worker/Push"
 #define PROTO_METHOD_PULL         "/ferry.Worker/Pull"
 #define PROTO_METHOD_TRAIN_HOLD   "/ferry.Worker/TrainHold"
+#define PROTO_METHOD_RENDEZVOUS   "/ferry.Worker/Rendezvous"
 
 /* ---- packed heads ----------------------------------------------------------- */
 
@@ -464,5 +465,32 @@ typedef struct proto_train_hold_req {
 
 int proto_train_hold_req_pack(const proto_train_hold_req *in, proto_bytes *out);
 int proto_train_hold_req_unpack(const void *buf, size_t len, proto_train_hold_req **out);
+
+/* ---- Rendezvous ----------------------------------------------------------------- */
+
+/* A worker joining rank 0's world, or a submitter asking who has joined. */
+#define PROTO_RENDEZVOUS_REQ_FIELDS(F, LIST)                                             \
+    F(bool, join)                                                                        \
+    F(int32_t, rank)                                                                     \
+    F(int32_t, world_size)                                                               \
+    F(char *, address) /* "host:port"; a wildcard host: the caller's */
+
+typedef struct proto_rendezvous_req {
+    PROTO_RENDEZVOUS_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_rendezvous_req;
+
+#define PROTO_RENDEZVOUS_REPLY_FIELDS(F, LIST)                                           \
+    F(int32_t, world_size)                                                               \
+    LIST(addresses) /* rank r's at r; "" not joined yet */
+
+typedef struct proto_rendezvous_reply {
+    PROTO_RENDEZVOUS_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_rendezvous_reply;
+
+int proto_rendezvous_req_pack(const proto_rendezvous_req *in, proto_bytes *out);
+int proto_rendezvous_req_unpack(const void *buf, size_t len, proto_rendezvous_req **out);
+int proto_rendezvous_reply_pack(const proto_rendezvous_reply *in, proto_bytes *out);
+int proto_rendezvous_reply_unpack(const void *buf, size_t len,
+                                  proto_rendezvous_reply **out);
 
 #endif

@@ -55,6 +55,9 @@ int pw_stats(pw *p, rpc_call *call, int64_t timeout_ms, rpc_call_cb cb);
 int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
                 rpc_call_cb cb);
 
+/* Asks rank 0 of a launcher's world who has joined its rendezvous. */
+int pw_rendezvous(pw *p, rpc_call *call, int64_t timeout_ms, rpc_call_cb cb);
+
 /* Replies of completed, successful calls, as proto/'s views. Each returns
  * 0 with a view to free with proto_free(), FERRY_EINVAL when the call has
  * not completed or failed, or FERRY_ECORRUPT when its head is not the
@@ -62,6 +65,7 @@ int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
 int pw_ping_result(const rpc_call *call, proto_ping_reply **out);
 int pw_load_module_result(const rpc_call *call, proto_load_module_reply **out);
 int pw_stats_result(const rpc_call *call, proto_stats_reply **out);
+int pw_rendezvous_result(const rpc_call *call, proto_rendezvous_reply **out);
 
 /* Takes a Call's result bytes out of the reply: *out to free with
  * rpc_buf_free() (NULL with *len 0 when empty). */

@@ -79,3 +79,13 @@ int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
     return start(p, call, PROTO_METHOD_SHUTDOWN, proto_shutdown_req_pack(&req, &head),
                  &head, (rpc_msg_out){0}, timeout_ms, cb);
 }
+
+int pw_rendezvous(pw *p, rpc_call *call, int64_t timeout_ms, rpc_call_cb cb)
+{
+    if (!p)
+        return FERRY_EINVAL;
+    proto_rendezvous_req req = {.join = false};
+    proto_bytes head;
+    return start(p, call, PROTO_METHOD_RENDEZVOUS, proto_rendezvous_req_pack(&req, &head),
+                 &head, (rpc_msg_out){0}, timeout_ms, cb);
+}

@@ -124,6 +124,11 @@ typedef struct rt_worker_opts {
     /* How often refusals (calls without the token) are summarised in the
      * log; 0: every 10 s. */
     int log_interval_ms;
+    /* Rank 0 of a launcher's world (`ferry worker --from-env`) keeps its
+     * rendezvous: the world's size, and where the launcher says rank 0 is
+     * (host:port). 0 and NULL: none. */
+    int world_size;
+    const char *rendezvous;
 } rt_worker_opts;
 
 typedef struct rt_worker rt_worker;

@@ -59,8 +59,12 @@ typedef struct rt_stats {
 #define RT_MODULE_NAME_MAX 160
 
 /* Methods that need the token (rpc checks it before reading the request). */
-/* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull, TrainHold */
-#define RT_GUARDED_METHODS 8
+/* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull, TrainHold,
+ * Rendezvous */
+#define RT_GUARDED_METHODS 9
+
+/* rendezvous.c: the world rank 0 of a launcher's workers keeps. */
+typedef struct rt_rendezvous rt_rendezvous;
 
 struct rt_worker {
     /* Drains the server's queue and the collective sessions' calls: one
@@ -86,6 +90,7 @@ struct rt_worker {
     /* Built-in function sets Call consults (rt_call_register). */
     const struct rt_builtins *builtins[RT_BUILTIN_SETS];
     int n_builtins;
+    rt_rendezvous *rendezvous; /* rank 0 of a launcher's world; else NULL */
 };
 
 /* rt_worker_wait() that also returns once `fd` is readable (-1: none), for
@@ -116,6 +121,14 @@ static inline void rt_reply_packed(rpc_srv_call *sc, int rc, proto_bytes *head,
     rpc_srv_reply(sc, &reply);
     proto_bytes_fini(head);
 }
+
+/* ---- rendezvous.c ------------------------------------------------------------ */
+/* A world of `world_size` ranks whose rank 0 is reached at `self`
+ * (host:port, as the launcher says). Returns 0 or FERRY_ENOMEM. */
+int rt_rendezvous_create(int world_size, const char *self, rt_rendezvous **out);
+void rt_rendezvous_free(rt_rendezvous *rv); /* NULL: no-op */
+/* Rendezvous's handler; `data` is the rt_worker. Inline: never blocks. */
+void rt_rendezvous_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
 
 /* ---- built-in functions ---------------------------------------------------- */
 /* A set of functions the runtime itself provides to the modules it serves,

@@ -132,6 +132,7 @@ static void worker_free(rt_worker *w)
     rpc_poller_destroy(w->poller);
     rt_device_close(w->device);
     rt_modcache_destroy(w->cache);
+    rt_rendezvous_free(w->rendezvous);
     pthread_mutex_destroy(&w->train_lock);
     for (int i = 0; i < 2; i++)
         if (w->stop_pipe[i] >= 0)
@@ -189,6 +190,9 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
     if ((rc = rt_modcache_create(cache, &w->cache)) || (rc = rpc_poller_create(&w->poller)) ||
         (rc = rt_hub_create(w->poller, &w->hub)) || (rc = rt_ps_store_create(&w->ps)))
         goto fail;
+    if (opts->rank == 0 && opts->world_size > 0 && opts->rendezvous &&
+        (rc = rt_rendezvous_create(opts->world_size, opts->rendezvous, &w->rendezvous)))
+        goto fail;
 
     /* LoadModule writes a file and dlopens, so it stays on the pool and,
      * like Call, queues behind Calls that occupy every pool thread. Every
@@ -211,6 +215,7 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
         /* Parked for a run, returning at once: on the pool, whose calls
          * learn when their caller goes. */
         {PROTO_METHOD_TRAIN_HOLD, rt_train_hold_handler, 0},
+        {PROTO_METHOD_RENDEZVOUS, rt_rendezvous_handler, RPC_METHOD_INLINE},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
         {PROTO_METHOD_PING, rt_ping_handler, &w->id,

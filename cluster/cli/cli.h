@@ -136,6 +136,27 @@ int cli_running_open(cli_running *r, const home_paths *h, const char *cmd, bool 
                      bool orphans);
 void cli_running_close(cli_running *r);
 
+/* ---- remote.c: --rendezvous, workers an engine started -------------------- */
+
+/* What --help says of the two options below. */
+#define CLI_REMOTE_HELP                                                                  \
+    "      --rendezvous HOST:PORT  the workers an engine (srun, mpirun, Kubernetes)\n"   \
+    "                     started with `ferry worker --from-env`, found through\n"       \
+    "                     rank 0 at HOST:PORT instead of $FERRY_HOME's cluster\n"        \
+    "      --token-file F with --rendezvous: the cluster token (default\n"               \
+    "                     $FERRY_HOME/token)\n"
+
+/* Takes --rendezvous and --token-file out of argv (before any "--"), for
+ * `cmd`. Returns CLI_OK, or CLI_USAGE (printed). */
+int cli_remote_take(int *argc, char **argv, const char *cmd);
+/* Whether --rendezvous was given: cli_running_open goes through rank 0. */
+bool cli_remote_given(void);
+/* cli_running_open for --rendezvous: waits until rank 0 answers and every
+ * rank has joined (saying what it waits for), then connects to them all. */
+int cli_remote_open(cli_running *r, const home_paths *h, const char *cmd);
+/* `ferry shutdown --rendezvous`: Shutdown to every worker of the world. */
+int cli_remote_shutdown(long grace_ms);
+
 /* `ferry status --watch` (watch.c): the table every `interval` seconds until
  * q, SIGINT or SIGTERM. Returns the exit status. */
 int cli_status_watch(cli_running *r, const home_paths *h, double interval);

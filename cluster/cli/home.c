@@ -45,6 +45,8 @@ int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartb
 int cli_running_open(cli_running *r, const home_paths *h, const char *cmd, bool quiet,
                      bool orphans)
 {
+    if (cli_remote_given())
+        return cli_remote_open(r, h, cmd);
     memset(r, 0, sizeof *r);
     conf_defaults(&r->conf);
     /* The lock is the truth: a cluster.ini left by a crashed supervisor

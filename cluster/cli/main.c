@@ -32,12 +32,13 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(int argc, char **argv);
+        bool remote; /* takes --rendezvous */
     } cmds[] = {
-        {"start", cli_start},       {"status", cli_status},
-        {"submit", cli_submit},     {"check", cli_check},
-        {"predict", cli_predict},   {"shutdown", cli_shutdown},
-        {"runs", cli_runs},         {"plot", cli_plot},
-        {"worker", rt_worker_main}, {"checkpoint", cli_checkpoint},
+        {"start", cli_start, false},       {"status", cli_status, true},
+        {"submit", cli_submit, true},      {"check", cli_check, false},
+        {"predict", cli_predict, true},    {"shutdown", cli_shutdown, true},
+        {"runs", cli_runs, false},         {"plot", cli_plot, false},
+        {"worker", rt_worker_main, false}, {"checkpoint", cli_checkpoint, false},
     };
     if (argc < 2) {
         fputs(usage, stderr);
@@ -61,7 +62,10 @@ int main(int argc, char **argv)
                     return CLI_OK;
                 }
             }
-            return cmds[i].run(argc - 1, argv + 1);
+            int sub_argc = argc - 1;
+            if (cmds[i].remote && cli_remote_take(&sub_argc, argv + 1, cmd) != CLI_OK)
+                return CLI_USAGE;
+            return cmds[i].run(sub_argc, argv + 1);
         }
     }
     fprintf(stderr, "ferry: unknown command '%s'\n\n%s", cmd, usage);

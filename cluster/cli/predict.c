@@ -53,7 +53,7 @@ static const char usage[] =
     "      --local             run here, on the cpu, without a cluster (the\n"
     "                          module runs in this process)\n"
     "      --json              one JSON object on stdout at the end (the lines\n"
-    "                          then need --out)\n"
+    "                          then need --out)\n" CLI_REMOTE_HELP
     "  -h, --help              this text\n"
     "\n"
     "A FILE saved by an earlier ferry, which does not say how the run\n"

@@ -25,8 +25,8 @@ static const char usage[] =
     "\n"
     "options:\n"
     "      --grace-ms MS  time calls in flight get before they are cancelled\n"
-    "                     (default: the cluster's shutdown_grace_ms, 5000)\n"
-    "  -h, --help         this text\n"
+    "                     (default: the cluster's shutdown_grace_ms, "
+    "5000)\n" CLI_REMOTE_HELP "  -h, --help         this text\n"
     "  -V, --version      ferry's version\n";
 
 static void clean_state(const home_paths *h, const conf_cluster *conf)
@@ -65,6 +65,8 @@ int cli_shutdown(int argc, char **argv)
         cli_err("shutdown", "unexpected argument '%s'", argv[optind]);
         return CLI_USAGE;
     }
+    if (cli_remote_given())
+        return cli_remote_shutdown(grace);
     home_paths h;
     if (cli_home_init(&h, "shutdown"))
         return CLI_FAIL;

@@ -33,8 +33,8 @@ static const char usage[] =
     "options:\n"
     "      --json          one JSON object instead of the table\n"
     "  -w, --watch         redraw until q or Ctrl-C\n"
-    "      --interval S    seconds between two tables (0.1 to 3600; default 1)\n"
-    "  -h, --help          this text\n"
+    "      --interval S    seconds between two tables (0.1 to 3600; default "
+    "1)\n" CLI_REMOTE_HELP "  -h, --help          this text\n"
     "  -V, --version       ferry's version\n";
 
 static void format_uptime(double s, char *buf, size_t len)

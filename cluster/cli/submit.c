@@ -33,8 +33,8 @@ static const char usage[] =
     "                          (shown on stderr as \"[rank R] ...\", a burst of\n"
     "                          50 lines, then at most 20 a second per worker)\n"
     "      --load-timeout-ms MS  how long loading the module here to check it\n"
-    "                          may take, constructors included (default 10000)\n"
-    "  -h, --help              this text\n"
+    "                          may take, constructors included (default "
+    "10000)\n" CLI_REMOTE_HELP "  -h, --help              this text\n"
     "  -V, --version           ferry's version\n";
 
 _Static_assert(PROTO_TRAIN_MAX_WORKERS == CONF_MAX_WORKERS,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "config/config.h"
 #include "launch/launch.h"
 #include "wm_int.h"
 
@@ -30,5 +31,8 @@ int wm_from_env(wm_options *o, char *const *envp)
     char line[512];
     fprintf(stderr, "ferry worker: %s\n", launch_describe(&li, line, sizeof line));
     o->rank = li.rank;
+    o->world_size = li.world_size;
+    if (li.port > 0)
+        conf_format_address(o->rendezvous, sizeof o->rendezvous, li.host, li.port);
     return -1;
 }

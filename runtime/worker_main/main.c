@@ -120,6 +120,8 @@ static int start(const wm_options *o, int port, const char *state_dir, char *tok
         .device = o->device,
         .max_payload = (size_t)o->max_message_bytes,
         .max_module = (size_t)o->max_module_bytes,
+        .world_size = o->world_size,
+        .rendezvous = o->rendezvous[0] ? o->rendezvous : NULL,
     };
     rc = rt_worker_create(&wo, out);
     explicit_bzero(token, CONF_TOKEN_LEN + 1);
@@ -194,10 +196,23 @@ static int serve(const wm_options *o, rt_worker *w, const char *state_dir,
     }
     static wm_watch wt;
     wm_watch_start(&wt, w, o->wedge_grace_ms);
+    /* Ranks past 0 of a launcher's world tell rank 0 where they serve. */
+    wm_join join = {.w = w,
+                    .who = who,
+                    .rendezvous = o->rendezvous,
+                    .address = where,
+                    .token = w->token,
+                    .rank = o->rank,
+                    .world_size = o->world_size,
+                    .timeout_ms = JOIN_TIMEOUT_MS};
+    if (o->rank > 0 && o->rendezvous[0] && wm_join_start(&join) != 0)
+        fprintf(stderr, "%s: cannot join the rendezvous at %s: out of threads\n", who,
+                o->rendezvous);
     /* A signal that came during start-up left its byte: this returns at
      * once. */
     if (rt_worker_wait_or(w, wm_stop_signal_fd()))
         fprintf(stderr, "%s: stopping on a signal\n", who);
+    bool joined = wm_join_stop(&join);
     bool deaf = wm_watch_stop(&wt);
     if (!deaf)
         write_stopped(state_dir);
@@ -209,7 +224,7 @@ static int serve(const wm_options *o, rt_worker *w, const char *state_dir,
     if (orphans)
         fprintf(stderr, "%s: killed %d process(es) its tasks left\n", who, orphans);
     fprintf(stderr, "%s stopped\n", who);
-    return deaf ? EXIT_DEAF : EXIT_OK;
+    return deaf ? EXIT_DEAF : joined ? EXIT_OK : EXIT_FAIL;
 }
 
 int rt_worker_main(int argc, char **argv)

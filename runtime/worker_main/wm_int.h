@@ -5,7 +5,8 @@
  *   from_env.c  --from-env: the rank from the launcher that started the worker
  *   signals.c   SIGTERM and SIGINT through a pipe that outlives the worker
  *   process.c   resource limits and CPU binding, set before any thread starts
- *   watchdog.c  the listener's and the executor's watch, and the stop's deadline */
+ *   watchdog.c  the listener's and the executor's watch, and the stop's deadline
+ *   join.c      a rank > 0 started by an engine joining rank 0's rendezvous */
 #ifndef FERRY_RUNTIME_WM_INT_H
 #define FERRY_RUNTIME_WM_INT_H
 
@@ -33,6 +34,10 @@ enum {
  * default grace would. */
 #define STOP_GRACE_MS 5000
 
+/* A rank past 0 started by an engine waits this long for rank 0 to answer
+ * its join: engines start a world's tasks within minutes of each other. */
+#define JOIN_TIMEOUT_MS (10 * 60 * 1000)
+
 /* ---- options.c ---- */
 
 typedef struct wm_options {
@@ -45,6 +50,10 @@ typedef struct wm_options {
     long max_message_bytes;
     long max_module_bytes;
     bool from_env, print;
+    /* From --from-env: the launcher's world size (0: none) and where it
+     * says rank 0 is ("" when it does not). */
+    int world_size;
+    char rendezvous[300];
 } wm_options;
 
 /* Parses argv into o. Returns -1 to go on, else the exit status (--help,
@@ -107,5 +116,26 @@ bool wm_watch_stop(wm_watch *wt);
  * margin from now: the last word against a function that ignores
  * cancellation. */
 void wm_stop_deadline(long long grace_ms);
+
+/* ---- join.c ---- */
+
+/* Rank `rank` of a launcher's world joining rank 0's rendezvous. */
+typedef struct wm_join {
+    rt_worker *w;           /* stopped when the join fails */
+    const char *who;        /* "ferry worker rank 2", for its lines */
+    const char *rendezvous; /* rank 0's host:port */
+    const char *address;    /* where this rank serves: host:port */
+    const char *token;
+    int rank, world_size;
+    int64_t timeout_ms; /* rank 0 not answering this long fails the join */
+    pthread_t thread;
+    bool started;
+    atomic_bool quit, failed;
+} wm_join;
+
+/* Joins from a thread of its own, retrying while rank 0 is not there. */
+int wm_join_start(wm_join *j);
+/* Stops and joins the thread. Returns false when the join failed. */
+bool wm_join_stop(wm_join *j);
 
 #endif
