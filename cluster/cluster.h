@@ -176,6 +176,15 @@ int cluster_close_call(cluster_open *c);
  * rank not there yet. FERRY_EBUSY: the worker keeps no world. */
 int cluster_rendezvous_ask(cluster *cl, proto_rendezvous_reply **out);
 
+/* Sends the `size` bytes of file `fd`, named `name` (a base name: the
+ * workers keep it, and their readers know a format by it), to every worker
+ * that does not hold them already, in chunks under the message limit.
+ * *sent_to says to how many; `ref` gets what a training names the file by
+ * on the workers ("ferry-data:<sha256>/<name>"). Returns 0 or the first
+ * failure (cluster_error says which worker and why). */
+int cluster_ship_fd(cluster *cl, int fd, uint64_t size, const char *name, char *ref,
+                    size_t reflen, size_t *sent_to);
+
 /* Frees bytes returned by the calls above; zeroes *b. */
 void cluster_free_bytes(ferry_bytes_t *b);
 

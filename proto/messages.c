@@ -45,3 +45,6 @@ PROTO_VIEW(train_hold_req, train_hold_request, PROTO_TRAIN_HOLD_REQ_FIELDS)
 /* Rendezvous: workers started by an engine, and their submitter, meet at rank 0. */
 PROTO_VIEW(rendezvous_req, rendezvous_request, PROTO_RENDEZVOUS_REQ_FIELDS)
 PROTO_VIEW(rendezvous_reply, rendezvous_reply, PROTO_RENDEZVOUS_REPLY_FIELDS)
+/* PutData: a data file shipped to a worker that lacks it. */
+PROTO_VIEW(put_data_req, put_data_request, PROTO_PUT_DATA_REQ_FIELDS)
+PROTO_VIEW(put_data_reply, put_data_reply, PROTO_PUT_DATA_REPLY_FIELDS)

@@ -47,6 +47,7 @@
 #define PROTO_METHOD_PULL         "/ferry.Worker/Pull"
 #define PROTO_METHOD_TRAIN_HOLD   "/ferry.Worker/TrainHold"
 #define PROTO_METHOD_RENDEZVOUS   "/ferry.Worker/Rendezvous"
+#define PROTO_METHOD_PUT_DATA     "/ferry.Worker/PutData"
 
 /* ---- packed heads ----------------------------------------------------------- */
 
@@ -492,5 +493,34 @@ int proto_rendezvous_req_unpack(const void *buf, size_t len, proto_rendezvous_re
 int proto_rendezvous_reply_pack(const proto_rendezvous_reply *in, proto_bytes *out);
 int proto_rendezvous_reply_unpack(const void *buf, size_t len,
                                   proto_rendezvous_reply **out);
+
+/* ---- PutData ------------------------------------------------------------------ */
+
+/* A data file's chunk (the payload), or, without one, whether the worker
+ * has the file. A training names a file a worker holds so:
+ * "ferry-data:<sha256>/<name>". */
+#define PROTO_DATA_REF_PREFIX "ferry-data:"
+#define PROTO_PUT_DATA_REQ_FIELDS(F, LIST)                                               \
+    F(char *, sha256)                                                                    \
+    F(char *, name)                                                                      \
+    F(uint64_t, size)                                                                    \
+    F(uint64_t, offset)
+
+typedef struct proto_put_data_req {
+    PROTO_PUT_DATA_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_put_data_req;
+
+#define PROTO_PUT_DATA_REPLY_FIELDS(F, LIST)                                             \
+    F(bool, have)                                                                        \
+    F(uint64_t, received)
+
+typedef struct proto_put_data_reply {
+    PROTO_PUT_DATA_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+} proto_put_data_reply;
+
+int proto_put_data_req_pack(const proto_put_data_req *in, proto_bytes *out);
+int proto_put_data_req_unpack(const void *buf, size_t len, proto_put_data_req **out);
+int proto_put_data_reply_pack(const proto_put_data_reply *in, proto_bytes *out);
+int proto_put_data_reply_unpack(const void *buf, size_t len, proto_put_data_reply **out);
 
 #endif

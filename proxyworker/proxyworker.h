@@ -58,6 +58,13 @@ int pw_shutdown(pw *p, rpc_call *call, uint32_t grace_ms, int64_t timeout_ms,
 /* Asks rank 0 of a launcher's world who has joined its rendezvous. */
 int pw_rendezvous(pw *p, rpc_call *call, int64_t timeout_ms, rpc_call_cb cb);
 
+/* Sends bytes offset..offset+len of data file `sha256` (hex) of `size`
+ * bytes, kept as `name`; `chunk` NULL (len 0) asks whether the worker has
+ * it. `chunk` is copied by the start. */
+int pw_put_data(pw *p, rpc_call *call, const char *sha256, const char *name,
+                uint64_t size, uint64_t offset, const void *chunk, size_t len,
+                int64_t timeout_ms, rpc_call_cb cb);
+
 /* Replies of completed, successful calls, as proto/'s views. Each returns
  * 0 with a view to free with proto_free(), FERRY_EINVAL when the call has
  * not completed or failed, or FERRY_ECORRUPT when its head is not the
@@ -66,6 +73,7 @@ int pw_ping_result(const rpc_call *call, proto_ping_reply **out);
 int pw_load_module_result(const rpc_call *call, proto_load_module_reply **out);
 int pw_stats_result(const rpc_call *call, proto_stats_reply **out);
 int pw_rendezvous_result(const rpc_call *call, proto_rendezvous_reply **out);
+int pw_put_data_result(const rpc_call *call, proto_put_data_reply **out);
 
 /* Takes a Call's result bytes out of the reply: *out to free with
  * rpc_buf_free() (NULL with *len 0 when empty). */

@@ -48,6 +48,15 @@ int pw_rendezvous_result(const rpc_call *call, proto_rendezvous_reply **out)
     return rc ? rc : proto_rendezvous_reply_unpack(buf, len, out);
 }
 
+int pw_put_data_result(const rpc_call *call, proto_put_data_reply **out)
+{
+    const void *buf;
+    size_t len;
+    *out = NULL;
+    int rc = head_of(call, &buf, &len);
+    return rc ? rc : proto_put_data_reply_unpack(buf, len, out);
+}
+
 void pw_call_result(rpc_call *call, void **out, size_t *len)
 {
     size_t n = 0;

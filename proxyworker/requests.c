@@ -89,3 +89,19 @@ int pw_rendezvous(pw *p, rpc_call *call, int64_t timeout_ms, rpc_call_cb cb)
     return start(p, call, PROTO_METHOD_RENDEZVOUS, proto_rendezvous_req_pack(&req, &head),
                  &head, (rpc_msg_out){0}, timeout_ms, cb);
 }
+
+int pw_put_data(pw *p, rpc_call *call, const char *sha256, const char *name,
+                uint64_t size, uint64_t offset, const void *chunk, size_t len,
+                int64_t timeout_ms, rpc_call_cb cb)
+{
+    if (!p || !sha256 || !name || (!chunk && len))
+        return FERRY_EINVAL;
+    proto_put_data_req req = {
+        .sha256 = (char *)sha256, .name = (char *)name, .size = size, .offset = offset};
+    proto_bytes head;
+    /* Data files are numbers as often as not: AUTO sends what does not
+     * compress raw after a sample. */
+    rpc_msg_out m = {.payload = chunk, .payload_len = len, .codec = RPC_CODEC_AUTO};
+    return start(p, call, PROTO_METHOD_PUT_DATA, proto_put_data_req_pack(&req, &head),
+                 &head, m, timeout_ms, cb);
+}

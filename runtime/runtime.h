@@ -129,6 +129,8 @@ typedef struct rt_worker_opts {
      * (host:port). 0 and NULL: none. */
     int world_size;
     const char *rendezvous;
+    /* The data cache's cap in bytes (`--data-cache-bytes`); 0: 10 GiB. */
+    uint64_t data_cache_bytes;
 } rt_worker_opts;
 
 typedef struct rt_worker rt_worker;

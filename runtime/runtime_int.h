@@ -60,8 +60,17 @@ typedef struct rt_stats {
 
 /* Methods that need the token (rpc checks it before reading the request). */
 /* LoadModule, Call, Stats, Shutdown, ReduceChunk, Push, Pull, TrainHold,
- * Rendezvous */
-#define RT_GUARDED_METHODS 9
+ * Rendezvous, PutData */
+#define RT_GUARDED_METHODS 10
+
+/* datacache.c: the data files shipped to this worker. */
+typedef struct rt_datacache rt_datacache;
+#define RT_DATACACHE_DEFAULT_CAP (10ull << 30)
+/* How a training names a shipped file: "ferry-data:<sha256>/<name>". */
+#define RT_DATA_REF_PREFIX PROTO_DATA_REF_PREFIX
+/* A shipped directory is the file of this name listing its files, one
+ * "<sha256> <name>" a line: its reference resolves to a directory. */
+#define RT_DATA_DIR_LISTING ".ferry-dir"
 
 /* rendezvous.c: the world rank 0 of a launcher's workers keeps. */
 typedef struct rt_rendezvous rt_rendezvous;
@@ -91,6 +100,7 @@ struct rt_worker {
     const struct rt_builtins *builtins[RT_BUILTIN_SETS];
     int n_builtins;
     rt_rendezvous *rendezvous; /* rank 0 of a launcher's world; else NULL */
+    rt_datacache *datacache;   /* <state_dir>/data */
 };
 
 /* rt_worker_wait() that also returns once `fd` is readable (-1: none), for
@@ -129,6 +139,18 @@ int rt_rendezvous_create(int world_size, const char *self, rt_rendezvous **out);
 void rt_rendezvous_free(rt_rendezvous *rv); /* NULL: no-op */
 /* Rendezvous's handler; `data` is the rt_worker. Inline: never blocks. */
 void rt_rendezvous_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+
+/* ---- datacache.c --------------------------------------------------------------- */
+/* The cache in `dir` (created), holding at most `cap` bytes (0: the
+ * default), the least recently used going first. */
+int rt_datacache_create(const char *dir, uint64_t cap, rt_datacache **out);
+void rt_datacache_destroy(rt_datacache *c); /* NULL: no-op */
+/* PutData's handler; `data` is the rt_worker. On the pool: it writes. */
+void rt_put_data_handler(rpc_srv_call *sc, rpc_msg *req, void *data);
+/* The path in the cache of `ref` ("ferry-data:<sha256>/<name>"), marked
+ * used; FERRY_ENOENT, with `why`, when the cache does not hold it. */
+int rt_datacache_resolve(rt_datacache *c, const char *ref, char *out, size_t len,
+                         char *why, size_t whylen);
 
 /* ---- built-in functions ---------------------------------------------------- */
 /* A set of functions the runtime itself provides to the modules it serves,

@@ -133,6 +133,7 @@ static void worker_free(rt_worker *w)
     rt_device_close(w->device);
     rt_modcache_destroy(w->cache);
     rt_rendezvous_free(w->rendezvous);
+    rt_datacache_destroy(w->datacache);
     pthread_mutex_destroy(&w->train_lock);
     for (int i = 0; i < 2; i++)
         if (w->stop_pipe[i] >= 0)
@@ -150,9 +151,10 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
     if (!opts || !opts->listen || !opts->state_dir || !opts->state_dir[0] ||
         !opts->token || !opts->token[0])
         return FERRY_EINVAL;
-    char crash[4096], cache[4096];
+    char crash[4096], cache[4096], data[4096];
     if (conf_home_path(crash, sizeof crash, opts->state_dir, "crash") ||
-        conf_home_path(cache, sizeof cache, opts->state_dir, "cache"))
+        conf_home_path(cache, sizeof cache, opts->state_dir, "cache") ||
+        conf_home_path(data, sizeof data, opts->state_dir, "data"))
         return FERRY_ERANGE;
     int rc = conf_mkdirs(opts->state_dir, 0700);
     if (rc)
@@ -190,6 +192,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
     if ((rc = rt_modcache_create(cache, &w->cache)) || (rc = rpc_poller_create(&w->poller)) ||
         (rc = rt_hub_create(w->poller, &w->hub)) || (rc = rt_ps_store_create(&w->ps)))
         goto fail;
+    if ((rc = rt_datacache_create(data, opts->data_cache_bytes, &w->datacache)))
+        goto fail;
     if (opts->rank == 0 && opts->world_size > 0 && opts->rendezvous &&
         (rc = rt_rendezvous_create(opts->world_size, opts->rendezvous, &w->rendezvous)))
         goto fail;
@@ -216,6 +220,8 @@ int rt_worker_create(const rt_worker_opts *opts, rt_worker **out)
          * learn when their caller goes. */
         {PROTO_METHOD_TRAIN_HOLD, rt_train_hold_handler, 0},
         {PROTO_METHOD_RENDEZVOUS, rt_rendezvous_handler, RPC_METHOD_INLINE},
+        /* Writes and hashes files: the pool. */
+        {PROTO_METHOD_PUT_DATA, rt_put_data_handler, 0},
     };
     rpc_method methods[1 + RT_GUARDED_METHODS] = {
         {PROTO_METHOD_PING, rt_ping_handler, &w->id,

@@ -136,6 +136,12 @@ int cli_running_open(cli_running *r, const home_paths *h, const char *cmd, bool 
                      bool orphans);
 void cli_running_close(cli_running *r);
 
+/* ---- ship.c: --ship-data ----------------------------------------------------- */
+
+/* Ships the files o's data options name to the workers of `cl` that lack
+ * them and points the options at their copies. Errors printed. */
+int cli_ship_data(cluster *cl, cluster_train_opts *o, bool quiet);
+
 /* ---- remote.c: --rendezvous, workers an engine started -------------------- */
 
 /* What --help says of the two options below. */

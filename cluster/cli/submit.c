@@ -12,6 +12,7 @@
 #include <ferry/ferry.h>
 
 #include "cli.h"
+#include "runtime/data/data.h"
 #include "cli_plugin.h"
 #include "runtime/train/ckpt_file.h"
 
@@ -34,7 +35,12 @@ static const char usage[] =
     "                          50 lines, then at most 20 a second per worker)\n"
     "      --load-timeout-ms MS  how long loading the module here to check it\n"
     "                          may take, constructors included (default "
-    "10000)\n" CLI_REMOTE_HELP "  -h, --help              this text\n"
+    "10000)\n"
+    "      --ship-data         send the files --data, --test-data, --labels and\n"
+    "                          --test-labels name to the workers that lack them\n"
+    "                          (no shared disk needed); each keeps them in its\n"
+    "                          data cache, by content\n" CLI_REMOTE_HELP
+    "  -h, --help              this text\n"
     "  -V, --version           ferry's version\n";
 
 _Static_assert(PROTO_TRAIN_MAX_WORKERS == CONF_MAX_WORKERS,
@@ -42,6 +48,7 @@ _Static_assert(PROTO_TRAIN_MAX_WORKERS == CONF_MAX_WORKERS,
 
 enum {
     OPT_LOAD_TIMEOUT = 254,
+    OPT_SHIP_DATA = 253,
     /* The spec's options without a letter: their index from here. */
     OPT_SPEC = 256,
 };
@@ -94,6 +101,14 @@ static int check_combinations(cluster_train_opts *o, int async_only, bool lr_giv
                 o->resume && o->resume[0] ? "resume" : "checkpoint-dir");
         return CLI_USAGE;
     }
+    if (o->ship_data && (!o->data_dir || !o->data_dir[0])) {
+        cli_err(
+            "submit",
+            "--ship-data sends what --data (and --test-data, --labels, --test-labels) "
+            "name: name the data (this host's Fashion-MNIST is --data %s)",
+            RT_FMNIST_DIR);
+        return CLI_USAGE;
+    }
     uint64_t steps;
     double secs;
     if (rt_ckpt_parse_every(o->checkpoint_every, &steps, &secs) != 0) {
@@ -117,6 +132,7 @@ static void long_options(struct option *longs)
         {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},
         {"load-timeout-ms", required_argument, NULL, OPT_LOAD_TIMEOUT},
+        {"ship-data", no_argument, NULL, OPT_SHIP_DATA},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
     };
@@ -136,7 +152,7 @@ static void long_options(struct option *longs)
 static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
                  long *load_ms, bool *quiet)
 {
-    struct option longs[5 + PROTO_TRAIN_OPTIONS + 1];
+    struct option longs[6 + PROTO_TRAIN_OPTIONS + 1];
     long_options(longs);
     *o = (cluster_train_opts){0};
     proto_train_spec_defaults(&o->spec);
@@ -155,6 +171,8 @@ static int parse(int argc, char **argv, cluster_train_opts *o, bool *trained,
             o->json = true;
         } else if (c == 'q') {
             *quiet = true;
+        } else if (c == OPT_SHIP_DATA) {
+            o->ship_data = true;
         } else if (c == OPT_LOAD_TIMEOUT) {
             snprintf(name, sizeof name, "--load-timeout-ms");
             if (!base_parse_long(optarg, 100, 3600L * 1000, load_ms))
@@ -341,8 +359,11 @@ static int train_here(submitting *s)
          * peer gone, a ping unanswered): the shutdown is said before it. */
         cli_shutdown_watch watch = {.h = &s->h, .cmd = "submit", .since_ms = s->began};
         cli_shutdown_explain_first(&watch);
-        status =
-            cli_train(r.cl, &m, s->shown, s->info.task, &s->topts) ? CLI_FAIL : CLI_OK;
+        if (s->topts.ship_data && cli_ship_data(r.cl, &s->topts, s->quiet))
+            status = CLI_FAIL;
+        else
+            status = cli_train(r.cl, &m, s->shown, s->info.task, &s->topts) ? CLI_FAIL
+                                                                            : CLI_OK;
     }
     cluster_module_fini(&m);
     if (r.cl && status != CLI_OK)

@@ -50,13 +50,15 @@ static int choose_workers(ct_run *run)
 }
 
 /* A relative data directory names one where the caller is, not where the
- * supervisor (and so every worker) was started: sent absolute. */
+ * supervisor (and so every worker) was started: sent absolute. A file
+ * shipped to the workers' data caches is named as they hold it. */
 static int absolute(ct_run *run, const char *flag, const char **path, char *buf,
                     size_t len)
 {
     char cwd[DATA_PATH_MAX];
     const char *p = *path;
-    if (!p || !p[0] || p[0] == '/')
+    if (!p || !p[0] || p[0] == '/' ||
+        strncmp(p, PROTO_DATA_REF_PREFIX, strlen(PROTO_DATA_REF_PREFIX)) == 0)
         return 0;
     if (!getcwd(cwd, sizeof cwd) || (size_t)snprintf(buf, len, "%s/%s", cwd, p) >= len) {
         ct_fail(run, "--%s %s: cannot make it an absolute path", flag, p);

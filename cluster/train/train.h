@@ -41,6 +41,7 @@ typedef struct cluster_train_opts {
         };
     };
     bool json;
+    bool ship_data;  /* the command line's --ship-data: the data files go first */
     bool classifier; /* the model's kind: reports accuracy */
     /* Parameters to start from instead of the model's initialisation (the
      * workers refuse tensors that are not the model's); NULL: none. */

@@ -85,6 +85,7 @@ typedef struct begin_args {
     rt_train_opts o;
     rt_comm_opts co;
     char data_dir[4096];
+    char shipped[4][4096]; /* the data files --ship-data sent, where they are here */
     rt_data_source src; /* a user's own files: borrows msg's strings */
     /* The master's secret for the run's chunks or pushes and pulls, wiped
      * in one place (train_begin) once the collective session or the shards
@@ -206,6 +207,27 @@ static int parse_ranks(ferry_ctx_t *ctx, const proto_train_begin *m, begin_args 
     return rc;
 }
 
+/* The data options that name files shipped to this worker's data cache
+ * ("ferry-data:..."), pointed at where they are. A file the cache no
+ * longer holds fails the call. */
+static int resolve_shipped(ferry_ctx_t *ctx, proto_train_spec *sp, begin_args *ba)
+{
+    const char **paths[] = {&sp->data_dir, &sp->labels, &sp->test_data, &sp->test_labels};
+    rt_datacache *cache = rt_call_worker(ctx)->datacache;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const char *p = *paths[i];
+        if (!p || strncmp(p, RT_DATA_REF_PREFIX, strlen(RT_DATA_REF_PREFIX)) != 0)
+            continue;
+        char why[512];
+        int rc = rt_datacache_resolve(cache, p, ba->shipped[i], sizeof ba->shipped[i],
+                                      why, sizeof why);
+        if (rc)
+            return ctx->ops->fail(ctx, rc, "%s", why);
+        *paths[i] = ba->shipped[i];
+    }
+    return 0;
+}
+
 /* Unpacks and checks a TrainBegin into `ba` (zeroed first). A wrong
  * argument fails the call. */
 static int parse_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, begin_args *ba)
@@ -213,9 +235,12 @@ static int parse_begin(ferry_ctx_t *ctx, const ferry_bytes_t *in, begin_args *ba
     memset(ba, 0, sizeof *ba);
     if (proto_train_begin_unpack(in->data, in->len, &ba->msg))
         return bad_argument(ctx, "TrainBegin");
+    int rc = resolve_shipped(ctx, &ba->msg->spec, ba);
+    if (rc)
+        return rc;
     const proto_train_begin *a = ba->msg;
     ba->id = a->run.session;
-    int rc = parse_trainer(ctx, a, ba);
+    rc = parse_trainer(ctx, a, ba);
     rc = parse_ranks(ctx, a, ba, rc);
     if (!ba->o.optim.kind)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown optimizer '%s' (sgd or adam)",

@@ -122,6 +122,7 @@ static int start(const wm_options *o, int port, const char *state_dir, char *tok
         .max_module = (size_t)o->max_module_bytes,
         .world_size = o->world_size,
         .rendezvous = o->rendezvous[0] ? o->rendezvous : NULL,
+        .data_cache_bytes = o->data_cache_bytes,
     };
     rc = rt_worker_create(&wo, out);
     explicit_bzero(token, CONF_TOKEN_LEN + 1);

@@ -43,6 +43,9 @@ static const char usage[] =
     "      --max-message-bytes N  largest payload of one call (default 1 GiB)\n"
     "      --max-module-bytes N   largest module LoadModule takes (default: the\n"
     "                         message limit)\n"
+    "      --data-cache-bytes N  most bytes the data files shipped to it (ferry\n"
+    "                         submit --ship-data) may take; the least recently\n"
+    "                         used go first (default 10 GiB)\n"
     "      --cpus LIST        run on these CPUs only (taskset -c's form: 0-3,8);\n"
     "                         every thread the worker starts inherits it\n"
     "      --metrics ADDR     serve Prometheus metrics at http://ADDR/metrics\n"
@@ -128,6 +131,13 @@ static int take_value(int c, const char *arg, wm_options *o)
             return wm_usage_error(
                 "--max-module-bytes: expected 4096 to 2146435072, got '%s'", arg);
         return -1;
+    case 'D':
+        if (!base_parse_long(arg, 1 << 20, LONG_MAX, &v))
+            return wm_usage_error(
+                "--data-cache-bytes: expected a size from 1048576 bytes up, got '%s'",
+                arg);
+        o->data_cache_bytes = (uint64_t)v;
+        return -1;
     case 'T': {
         char host[256];
         int port;
@@ -166,6 +176,7 @@ int wm_parse(int argc, char **argv, wm_options *o)
         {"max-message-bytes", required_argument, NULL, 'M'},
         {"max-module-bytes", required_argument, NULL, 'O'},
         {"cpus", required_argument, NULL, 'C'},
+        {"data-cache-bytes", required_argument, NULL, 'D'},
         {"metrics", required_argument, NULL, 'T'},
         {"from-env", no_argument, NULL, 'E'},
         {"print", no_argument, NULL, 'J'},

@@ -54,6 +54,7 @@ typedef struct wm_options {
      * says rank 0 is ("" when it does not). */
     int world_size;
     char rendezvous[300];
+    uint64_t data_cache_bytes; /* 0: the default */
 } wm_options;
 
 /* Parses argv into o. Returns -1 to go on, else the exit status (--help,
