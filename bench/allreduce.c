@@ -221,33 +221,20 @@ static size_t chunk_of(const cfg *c)
     return c->chunk_bytes ? c->chunk_bytes : RT_COMM_DEFAULT_CHUNK;
 }
 
-/* Half of ferry's repetitions of every size (the first half rounded up):
- * one half runs before the baselines and one after, so that a machine that
- * speeds up or slows down meanwhile moves both sides. */
+/* Half of ferry's repetitions (allreduce_ranks.h): one half runs before the
+ * baselines and one after. */
 static void run_ferry_half(cfg *c, int ri, int half,
                            double secs[AR_MAX_SIZES][AR_MAX_REPS])
 {
-    ar_plan part = c->plan;
-    int at[AR_MAX_SIZES];
-    for (int s = 0; s < part.n; s++) {
-        int first = (c->plan.step[s].reps + 1) / 2;
-        at[s] = half ? first : 0;
-        /* May be 0 (a size of one repetition): then only its warm-up runs. */
-        part.step[s].reps = half ? c->plan.step[s].reps - first : first;
-    }
     ar_ferry_opts o = {
         .world = c->ranks[ri],
         .chunk_bytes = c->chunk_bytes,
         .timeout_ms = 20000,
         .deadline_s = c->deadline_s,
     };
-    static double got[AR_MAX_SIZES][AR_MAX_REPS];
     char err[512] = "";
-    if (ar_ferry_run(&part, &o, got, err, sizeof err) != 0)
+    if (ar_ferry_half(&c->plan, &o, half, secs, err, sizeof err) != 0)
         bench_die("ferry on %d ranks failed: %s", o.world, err);
-    for (int s = 0; s < part.n; s++)
-        for (int r = 0; r < part.step[s].reps; r++)
-            secs[s][at[s] + r] = got[s][r];
 }
 
 static void report_ferry(cfg *c, int ri, double secs[AR_MAX_SIZES][AR_MAX_REPS])

@@ -129,8 +129,14 @@ static void start_worker(int rank, const mhc_flags *flags)
     snprintf(out, sizeof out, "%s/out", home);
     snprintf(err, sizeof err, "%s/err", home);
     snprintf(henv, sizeof henv, "FERRY_HOME=%s", home);
-    const char *cmd[32] = {need_env("FERRY_TEST_BIN"), "worker", "--listen", listen,
-                           "--token-file", token, "--state-dir", state};
+    const char *cmd[32] = {need_env("FERRY_TEST_BIN"),
+                           "worker",
+                           "--listen",
+                           listen,
+                           "--token-file",
+                           token,
+                           "--state-dir",
+                           state};
     size_t n = 8;
     for (size_t i = 0; flags->worker[i] && n < 31; i++)
         cmd[n++] = flags->worker[i];

@@ -57,13 +57,15 @@ typedef struct mhc_run {
 
 /* Runs `ferry <args...>` (NULL-terminated) on the submitter's host and
  * waits at most timeout_ms. */
-void mhc_ferry(mhc_run *r, int timeout_ms, const char *arg, ...) __attribute__((sentinel));
+void mhc_ferry(mhc_run *r, int timeout_ms, const char *arg, ...)
+    __attribute__((sentinel));
 void mhc_run_fini(mhc_run *r);
 
 /* Asserts an exit status, printing both outputs and every worker's log. */
 #define MHC_EXPECT(r, want)                                                              \
-    cr_assert((r)->status == (want), "exit %d, expected %d\nstdout:\n%s\nstderr:\n%s\n%s", \
-              (r)->status, (want), (r)->out, (r)->err, mhc_logs())
+    cr_assert((r)->status == (want),                                                     \
+              "exit %d, expected %d\nstdout:\n%s\nstderr:\n%s\n%s", (r)->status, (want), \
+              (r)->out, (r)->err, mhc_logs())
 
 /* The end of every worker's output, each headed by its host (a static
  * buffer, rewritten by each call). */

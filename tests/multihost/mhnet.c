@@ -44,7 +44,8 @@ mh_lack mh_unavailable(char *why, size_t len)
 {
     char p[256];
     if (geteuid() != 0) {
-        snprintf(why, len, "not root: network namespaces, veth pairs and tc netem need root");
+        snprintf(why, len,
+                 "not root: network namespaces, veth pairs and tc netem need root");
         return MH_NOT_ROOT;
     }
     if (!find_tool("ip", p, sizeof p) || !find_tool("tc", p, sizeof p)) {
@@ -372,14 +373,15 @@ int mh_sh(const mh_net *net, char *err, size_t len, const char *fmt, ...)
 static int plumb(mh_net *net, char *err, size_t len)
 {
     char s[8192];
-    size_t n = (size_t)snprintf(s, sizeof s,
-                                "set -e\n"
-                                "ip=%s\n"
-                                "$ip netns add %s\n"
-                                "$ip -n %s link set lo up\n"
-                                "$ip -n %s link add br0 type bridge\n"
-                                "$ip -n %s link set br0 up\n",
-                                net->ip, net->bridge, net->bridge, net->bridge, net->bridge);
+    size_t n =
+        (size_t)snprintf(s, sizeof s,
+                         "set -e\n"
+                         "ip=%s\n"
+                         "$ip netns add %s\n"
+                         "$ip -n %s link set lo up\n"
+                         "$ip -n %s link add br0 type bridge\n"
+                         "$ip -n %s link set br0 up\n",
+                         net->ip, net->bridge, net->bridge, net->bridge, net->bridge);
     for (int i = 0; i < net->n && n < sizeof s; i++)
         n += (size_t)snprintf(s + n, sizeof s - n,
                               "$ip netns add %s\n"
@@ -452,8 +454,9 @@ int mh_netem(const mh_net *net, int host, const char *spec, char *err, size_t le
         return 0;
     /* tc's words for a qdisc the kernel was built without */
     if (strstr(err, "qdisc kind is unknown")) {
-        snprintf(err, len, "this kernel has no netem qdisc (built without "
-                           "CONFIG_NET_SCH_NETEM, and no module for it)");
+        snprintf(err, len,
+                 "this kernel has no netem qdisc (built without "
+                 "CONFIG_NET_SCH_NETEM, and no module for it)");
         return -ENOTSUP;
     }
     return -1;
@@ -534,7 +537,8 @@ bool mh_netns_held(unsigned long ino)
         snprintf(proc, sizeof proc, "/proc/%.32s", e->d_name);
         char ns[80];
         snprintf(ns, sizeof ns, "%s/ns", proc);
-        held = link_is(ns, "net", want) || fds_hold(proc, want) || mounts_hold(proc, want);
+        held =
+            link_is(ns, "net", want) || fds_hold(proc, want) || mounts_hold(proc, want);
     }
     if (d)
         closedir(d);

@@ -39,10 +39,10 @@ typedef struct mh_net {
     pid_t keeper; /* our child; its death ends everything below */
     pid_t init;   /* PID 1 of the hosts' PID namespace, as we number it */
     int n;
-    char prefix[32];                 /* "ferry-<our pid>-" */
-    char bridge[48];                 /* the namespace holding the bridge */
-    char ns[MH_MAX_HOSTS][48];       /* host i's network namespace */
-    char addr[MH_MAX_HOSTS][16];     /* host i's address */
+    char prefix[32];                  /* "ferry-<our pid>-" */
+    char bridge[48];                  /* the namespace holding the bridge */
+    char ns[MH_MAX_HOSTS][48];        /* host i's network namespace */
+    char addr[MH_MAX_HOSTS][16];      /* host i's address */
     char ip[64], tc[64], nsenter[64]; /* the tools, as found */
 } mh_net;
 

@@ -137,7 +137,8 @@ Test(multihost_hosts, the_hosts_reach_each_other_and_the_machine_gets_nothing)
     char which[128];
     cr_assert(!machine_has_host_address(which, sizeof which),
               "the machine's own namespace has a host's address: %s", which);
-    cr_assert(!machine_names(net.prefix), "/run/netns names the hosts (%s...)", net.prefix);
+    cr_assert(!machine_names(net.prefix), "/run/netns names the hosts (%s...)",
+              net.prefix);
     /* And each host has exactly its own address. */
     char err[512];
     for (int h = 0; h < 3; h++)
@@ -188,8 +189,9 @@ Test(multihost_hosts, killing_the_process_that_made_them_removes_every_host)
             if (held)
                 usleep(20000);
         } while (held && t.tv_sec - t0.tv_sec < 10);
-        cr_assert(!held, "host %d's namespace (net:[%lu]) is still held 10 s after its maker "
-                         "was killed",
+        cr_assert(!held,
+                  "host %d's namespace (net:[%lu]) is still held 10 s after its maker "
+                  "was killed",
                   h, ino[h]);
     }
 }

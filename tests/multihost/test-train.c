@@ -101,7 +101,8 @@ static double connect_ms(int w)
         clock_gettime(CLOCK_MONOTONIC, &t0);
         if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0) {
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+            ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                 (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
         }
         _exit(write(p[1], &ms, sizeof ms) == sizeof ms ? 0 : 1);
     }
@@ -127,7 +128,8 @@ Test(multihost, sync_training_across_a_link_with_5ms_delay_and_1_percent_loss)
     /* The delay is on the path: every connection to that worker waits for
      * its SYN-ACK, which leaves through the netem queue. */
     double ms = connect_ms(NETEM_HOST);
-    cr_assert(ms >= 5.0, "a connection to worker %d opened in %.2f ms, under netem's 5 ms",
+    cr_assert(ms >= 5.0,
+              "a connection to worker %d opened in %.2f ms, under netem's 5 ms",
               NETEM_HOST, ms);
 
     /* Fewer, larger steps: each one's all-reduce crosses the slow link. */
