@@ -197,19 +197,9 @@ static void build_path(char *out, const char *rel)
     snprintf(out, PATH_MAX, "%.3800s/%s", dirname(dirname(self)), rel);
 }
 
-/* A reason made safe to print inside a JSON string. */
-static void json_safe(char *dst, size_t len, const char *src)
-{
-    size_t n = 0;
-    for (; src[n] && n + 1 < len; n++)
-        dst[n] = src[n] == '"' || src[n] == '\\' || (unsigned char)src[n] < 0x20 ? '\''
-                                                                                 : src[n];
-    dst[n] = '\0';
-}
-
 static void skip_line(cfg *c, int impl, int ri, const char *why)
 {
-    json_safe(c->skipped[impl][ri], sizeof c->skipped[impl][ri], why);
+    ar_json_safe(c->skipped[impl][ri], sizeof c->skipped[impl][ri], why);
     bench_emit("busbw", NAN, "GB/s", NULL,
                "\"impl\":\"%s\",\"ranks\":%d,\"skipped\":\"%s\"", impl_name[impl],
                c->ranks[ri], c->skipped[impl][ri]);
@@ -267,8 +257,7 @@ static void run_mpi(cfg *c, int ri)
     }
     char np[16], plan[512];
     ext_args(c, ri, np, plan);
-    /* TCP on the loopback interface only, and the ob1 point-to-point layer:
-     * no shared memory (vader), which ferry's ranks do not use either. */
+    /* TCP on the loopback interface only. */
     char *argv[] = {(char *)c->mpirun,
                     "--allow-run-as-root",
                     "--oversubscribe",
@@ -276,18 +265,7 @@ static void run_mpi(cfg *c, int ri)
                     "none",
                     "-np",
                     np,
-                    "--mca",
-                    "pml",
-                    "ob1",
-                    "--mca",
-                    "btl",
-                    "tcp,self",
-                    "--mca",
-                    "btl_tcp_if_include",
-                    "lo",
-                    "--mca",
-                    "oob_tcp_if_include",
-                    "lo",
+                    AR_MPI_TCP_ARGS("lo"),
                     c->mpi_bin,
                     "--plan",
                     plan,

@@ -50,19 +50,10 @@ static bool has_target(size_t bytes)
     return bytes == 16 * MiB || bytes == 64 * MiB;
 }
 
-static void json_safe(char *dst, size_t len, const char *src)
-{
-    size_t n = 0;
-    for (; src[n] && n + 1 < len; n++)
-        dst[n] = src[n] == '"' || src[n] == '\\' || (unsigned char)src[n] < 0x20 ? '\''
-                                                                                 : src[n];
-    dst[n] = '\0';
-}
-
 static void skip(const char *impl, const link_kind *l, const char *why)
 {
     char safe[512];
-    json_safe(safe, sizeof safe, why);
+    ar_json_safe(safe, sizeof safe, why);
     bench_emit("busbw", NAN, "GB/s", NULL,
                "\"impl\":\"%s\",\"ranks\":%d,\"link\":\"%s\",\"skipped\":\"%s\"", impl,
                MHB_RANKS, l->name, safe);
@@ -114,7 +105,7 @@ static void run_mpi(mhb_ctx *c, const link_kind *l, const ar_plan *plan,
     snprintf(np, sizeof np, "%d", MHB_RANKS);
     ar_plan_format(plan, spec, sizeof spec);
     snprintf(extra, sizeof extra, "\"link\":\"%s\"", l->name);
-    /* TCP between the hosts' addresses, ob1 as bench/allreduce has it; every
+    /* TCP between the hosts' addresses, as bench/allreduce has it; every
      * daemon started from mpirun's host (no tree of remote shells). The
      * "hosts" share this machine's cores, as --oversubscribe would have
      * them: a rank waiting yields its core (as ferry's threads sleep)
@@ -136,18 +127,7 @@ static void run_mpi(mhb_ctx *c, const link_kind *l, const ar_plan *plan,
                          "--mca",
                          "mpi_yield_when_idle",
                          "1",
-                         "--mca",
-                         "pml",
-                         "ob1",
-                         "--mca",
-                         "btl",
-                         "tcp,self",
-                         "--mca",
-                         "btl_tcp_if_include",
-                         MH_SUBNET ".0/24",
-                         "--mca",
-                         "oob_tcp_if_include",
-                         MH_SUBNET ".0/24",
+                         AR_MPI_TCP_ARGS(MH_SUBNET ".0/24"),
                          bin,
                          "--plan",
                          spec,

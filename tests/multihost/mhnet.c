@@ -85,30 +85,22 @@ typedef struct keeper_msg {
     char what[64];
 } keeper_msg;
 
-static bool put_all(int fd, const void *p, size_t n)
+/* The keeper's messages are a few bytes, under PIPE_BUF: each is written,
+ * and read, whole by one call. */
+static bool put_msg(int fd, const void *p, size_t n)
 {
-    for (const char *c = p; n > 0;) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        c += w, n -= (size_t)w;
-    }
-    return true;
+    ssize_t w;
+    while ((w = write(fd, p, n)) < 0 && errno == EINTR)
+        ;
+    return w == (ssize_t)n;
 }
 
-static bool get_all(int fd, void *p, size_t n)
+static bool get_msg(int fd, void *p, size_t n)
 {
-    for (char *c = p; n > 0;) {
-        ssize_t r = read(fd, c, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return false;
-        c += r, n -= (size_t)r;
-    }
-    return true;
+    ssize_t r;
+    while ((r = read(fd, p, n)) < 0 && errno == EINTR)
+        ;
+    return r == (ssize_t)n;
 }
 
 /* PID 1 of the hosts' PID namespace: a /proc of its own namespace (so that
@@ -119,7 +111,7 @@ static _Noreturn void init_main(int up)
     int32_t e = 0;
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
         e = errno;
-    put_all(up, &e, sizeof e);
+    put_msg(up, &e, sizeof e);
     close(up);
     if (e)
         _exit(1);
@@ -132,7 +124,7 @@ static _Noreturn void keeper_fail(int up, keeper_msg *m, const char *what)
 {
     m->err = errno ? errno : EIO;
     snprintf(m->what, sizeof m->what, "%s", what);
-    put_all(up, m, sizeof *m);
+    put_msg(up, m, sizeof *m);
     _exit(1);
 }
 
@@ -171,13 +163,13 @@ static _Noreturn void keeper_main(int up, pid_t parent)
     }
     close(q[1]);
     int32_t e = 0;
-    if (!get_all(q[0], &e, sizeof e))
+    if (!get_msg(q[0], &e, sizeof e))
         e = ECHILD;
     close(q[0]);
     m.err = e;
     m.init = init;
     snprintf(m.what, sizeof m.what, "mounting /proc in the new PID namespace");
-    put_all(up, &m, sizeof m);
+    put_msg(up, &m, sizeof m);
     close(up);
     if (e)
         _exit(1);
@@ -209,7 +201,7 @@ static int start_keeper(mh_net *net, char *err, size_t len)
     close(p[1]);
     net->keeper = pid;
     keeper_msg m;
-    bool got = get_all(p[0], &m, sizeof m);
+    bool got = get_msg(p[0], &m, sizeof m);
     close(p[0]);
     if (!got) {
         snprintf(err, len, "the namespaces' keeper died at its start");
