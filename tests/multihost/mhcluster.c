@@ -18,8 +18,9 @@
 
 #include "tcommon.h"
 
-/* A worker listening on an address other than loopback, in plain text:
- * nothing to add. */
+/* Workers listening on their hosts' addresses in plain text: nothing to
+ * add, until a worker warns about that without a flag that says it is
+ * meant; the flag goes here. */
 const mhc_flags mhc_plain = {{NULL}, {NULL}};
 
 mh_net mhc_net;

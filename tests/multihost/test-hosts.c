@@ -147,6 +147,7 @@ Test(multihost_hosts, the_hosts_reach_each_other_and_the_machine_gets_nothing)
                         " { %s -n %s -4 -o addr >&2; exit 1; }",
                         net.ip, net.ns[h], net.addr[h], net.ip, net.ns[h]) == 0,
                   "host %d: %s", h, err);
+    tcom_assert_no_leaks();
 }
 
 Test(multihost_hosts, killing_the_process_that_made_them_removes_every_host)

@@ -20,6 +20,7 @@
 
 #include "mhcluster.h"
 #include "tchild.h"
+#include "tcommon.h"
 
 /* netem on the link of worker NETEM_HOST: its outgoing packets. */
 #define NETEM_HOST 1
@@ -80,6 +81,7 @@ Test(multihost, sync_and_async_training_across_three_hosts_then_status_and_shutd
     cr_assert_eq(r.status, 1, "status after shutdown:\n%s\n%s", r.out, r.err);
     cr_assert(mhc_has(r.err, "no cluster is running"), "%s", r.err);
     mhc_run_fini(&r);
+    tcom_assert_no_leaks();
 }
 
 /* The time a TCP connection from the submitter's host to worker `w`'s
@@ -141,4 +143,5 @@ Test(multihost, sync_training_across_a_link_with_5ms_delay_and_1_percent_loss)
     mhc_run_fini(&r);
 
     cr_assert(mh_netem(&mhc_net, NETEM_HOST, NULL, err, sizeof err) == 0, "%s", err);
+    tcom_assert_no_leaks();
 }
