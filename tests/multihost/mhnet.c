@@ -480,7 +480,7 @@ unsigned long mh_netns_inode(const mh_net *net, int host)
 static bool link_is(const char *dir, const char *name, const char *want)
 {
     char path[512], got[64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, sizeof path, "%.300s/%.64s", dir, name);
     ssize_t n = readlink(path, got, sizeof got - 1);
     if (n <= 0)
         return false;
