@@ -197,19 +197,9 @@ static void build_path(char *out, const char *rel)
     snprintf(out, PATH_MAX, "%.3800s/%s", dirname(dirname(self)), rel);
 }
 
-/* A reason made safe to print inside a JSON string. */
-static void json_safe(char *dst, size_t len, const char *src)
-{
-    size_t n = 0;
-    for (; src[n] && n + 1 < len; n++)
-        dst[n] = src[n] == '"' || src[n] == '\\' || (unsigned char)src[n] < 0x20 ? '\''
-                                                                                 : src[n];
-    dst[n] = '\0';
-}
-
 static void skip_line(cfg *c, int impl, int ri, const char *why)
 {
-    json_safe(c->skipped[impl][ri], sizeof c->skipped[impl][ri], why);
+    ar_json_safe(c->skipped[impl][ri], sizeof c->skipped[impl][ri], why);
     bench_emit("busbw", NAN, "GB/s", NULL,
                "\"impl\":\"%s\",\"ranks\":%d,\"skipped\":\"%s\"", impl_name[impl],
                c->ranks[ri], c->skipped[impl][ri]);
@@ -221,33 +211,20 @@ static size_t chunk_of(const cfg *c)
     return c->chunk_bytes ? c->chunk_bytes : RT_COMM_DEFAULT_CHUNK;
 }
 
-/* Half of ferry's repetitions of every size (the first half rounded up):
- * one half runs before the baselines and one after, so that a machine that
- * speeds up or slows down meanwhile moves both sides. */
+/* Half of ferry's repetitions (allreduce_ranks.h): one half runs before the
+ * baselines and one after. */
 static void run_ferry_half(cfg *c, int ri, int half,
                            double secs[AR_MAX_SIZES][AR_MAX_REPS])
 {
-    ar_plan part = c->plan;
-    int at[AR_MAX_SIZES];
-    for (int s = 0; s < part.n; s++) {
-        int first = (c->plan.step[s].reps + 1) / 2;
-        at[s] = half ? first : 0;
-        /* May be 0 (a size of one repetition): then only its warm-up runs. */
-        part.step[s].reps = half ? c->plan.step[s].reps - first : first;
-    }
     ar_ferry_opts o = {
         .world = c->ranks[ri],
         .chunk_bytes = c->chunk_bytes,
         .timeout_ms = 20000,
         .deadline_s = c->deadline_s,
     };
-    static double got[AR_MAX_SIZES][AR_MAX_REPS];
     char err[512] = "";
-    if (ar_ferry_run(&part, &o, got, err, sizeof err) != 0)
+    if (ar_ferry_half(&c->plan, &o, half, secs, err, sizeof err) != 0)
         bench_die("ferry on %d ranks failed: %s", o.world, err);
-    for (int s = 0; s < part.n; s++)
-        for (int r = 0; r < part.step[s].reps; r++)
-            secs[s][at[s] + r] = got[s][r];
 }
 
 static void report_ferry(cfg *c, int ri, double secs[AR_MAX_SIZES][AR_MAX_REPS])
@@ -280,8 +257,7 @@ static void run_mpi(cfg *c, int ri)
     }
     char np[16], plan[512];
     ext_args(c, ri, np, plan);
-    /* TCP on the loopback interface only, and the ob1 point-to-point layer:
-     * no shared memory (vader), which ferry's ranks do not use either. */
+    /* TCP on the loopback interface only. */
     char *argv[] = {(char *)c->mpirun,
                     "--allow-run-as-root",
                     "--oversubscribe",
@@ -289,18 +265,7 @@ static void run_mpi(cfg *c, int ri)
                     "none",
                     "-np",
                     np,
-                    "--mca",
-                    "pml",
-                    "ob1",
-                    "--mca",
-                    "btl",
-                    "tcp,self",
-                    "--mca",
-                    "btl_tcp_if_include",
-                    "lo",
-                    "--mca",
-                    "oob_tcp_if_include",
-                    "lo",
+                    AR_MPI_TCP_ARGS("lo"),
                     c->mpi_bin,
                     "--plan",
                     plan,

@@ -75,3 +75,12 @@ int ar_ext_run(char *const argv[], const char *const *env, int deadline_s,
     }
     return 0;
 }
+
+void ar_json_safe(char *dst, size_t len, const char *src)
+{
+    size_t n = 0;
+    for (; src[n] && n + 1 < len; n++)
+        dst[n] = src[n] == '"' || src[n] == '\\' || (unsigned char)src[n] < 0x20 ? '\''
+                                                                                 : src[n];
+    dst[n] = '\0';
+}

@@ -18,4 +18,15 @@
 int ar_ext_run(char *const argv[], const char *const *env, int deadline_s,
                const ar_plan *plan, double busbw[AR_MAX_SIZES], char *why, size_t len);
 
+/* `src` made safe to print inside a JSON string (a skip line's reason):
+ * quotes, backslashes and control characters become '. */
+void ar_json_safe(char *dst, size_t len, const char *src);
+
+/* Open MPI's options for TCP between the addresses `ifaces` names (an
+ * interface or a subnet), through the ob1 point-to-point layer: no shared
+ * memory (vader), which ferry's ranks do not use either. */
+#define AR_MPI_TCP_ARGS(ifaces)                                                          \
+    "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include",    \
+        ifaces, "--mca", "oob_tcp_if_include", ifaces
+
 #endif

@@ -94,7 +94,10 @@ static void start_server(rank *k)
                           RT_REDUCE_CHUNK_FLAGS, 0};
     /* The largest chunk is a whole segment at most; rpc's default limit
      * (1 GiB) covers every size of the plan. */
-    rpc_server_opts so = {.listen = "127.0.0.1:0", .poller = k->poller, .token = TOKEN};
+    char listen[64];
+    snprintf(listen, sizeof listen, "%s:0",
+             k->o->host ? k->o->host[k->rank] : "127.0.0.1");
+    rpc_server_opts so = {.listen = listen, .poller = k->poller, .token = TOKEN};
     rc = rpc_server_create(&so, &m, 1, &k->server);
     if (rc)
         fail(k, false, rc, "rpc_server_create: %s", ferry_strerror(rc));
@@ -107,10 +110,11 @@ static void open_comm(rank *k)
     if (!put(k->up, &port, sizeof port) ||
         !get(k->down, ports, sizeof ports[0] * (size_t)k->world))
         fail(k, false, FERRY_EPROTO, "lost the parent while exchanging ports");
-    char addr[AR_MAX_RANKS][32];
+    char addr[AR_MAX_RANKS][80];
     const char *peers[AR_MAX_RANKS];
     for (int i = 0; i < k->world; i++) {
-        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", (int)ports[i]);
+        snprintf(addr[i], sizeof addr[i], "%s:%d",
+                 k->o->host ? k->o->host[i] : "127.0.0.1", (int)ports[i]);
         peers[i] = addr[i];
     }
     rt_comm_opts co = {

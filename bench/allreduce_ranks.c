@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,6 +52,10 @@ static int fork_rank(ranks *g, int r, const ar_plan *plan, const ar_ferry_opts *
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the benchmark */
         if (getppid() != parent)
             _exit(1);
+        if (o->netns && setns(o->netns[r], CLONE_NEWNET) != 0) {
+            dprintf(2, "bench/allreduce: rank %d: setns: %s\n", r, strerror(errno));
+            _exit(1);
+        }
         signal(SIGPIPE, SIG_IGN);
         ar_rank_main(r, plan, o, u[1], d[0]);
     }
@@ -209,4 +214,24 @@ fail:
     end_ranks(&g, true);
     free(res);
     return -1;
+}
+
+int ar_ferry_half(const ar_plan *plan, const ar_ferry_opts *o, int half,
+                  double secs[AR_MAX_SIZES][AR_MAX_REPS], char *err, size_t errlen)
+{
+    ar_plan part = *plan;
+    int at[AR_MAX_SIZES];
+    for (int s = 0; s < part.n; s++) {
+        int first = (plan->step[s].reps + 1) / 2;
+        at[s] = half ? first : 0;
+        /* May be 0 (a size of one repetition): then only its warm-up runs. */
+        part.step[s].reps = half ? plan->step[s].reps - first : first;
+    }
+    static double got[AR_MAX_SIZES][AR_MAX_REPS];
+    if (ar_ferry_run(&part, o, got, err, errlen) != 0)
+        return -1;
+    for (int s = 0; s < part.n; s++)
+        for (int r = 0; r < part.step[s].reps; r++)
+            secs[s][at[s] + r] = got[s][r];
+    return 0;
 }

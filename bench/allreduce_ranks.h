@@ -19,6 +19,11 @@ typedef struct ar_ferry_opts {
     size_t chunk_bytes; /* 0: the runtime's default */
     int64_t timeout_ms; /* a collective making no progress this long fails */
     int deadline_s;     /* the whole run: past it the ranks are killed */
+    /* Where the ranks run (NULL: all on 127.0.0.1 here): rank r listens on
+     * host[r], in the network namespace netns[r] (a descriptor for setns;
+     * netns NULL: this one) that it joins before it starts. */
+    const char *const *host;
+    const int *netns;
 } ar_ferry_opts;
 
 /* Runs `plan` on o->world ranks. secs[s][r] is repetition r of step s: the
@@ -26,6 +31,13 @@ typedef struct ar_ferry_opts {
  * which rank failed and why; no rank outlives the call. */
 int ar_ferry_run(const ar_plan *plan, const ar_ferry_opts *o,
                  double secs[AR_MAX_SIZES][AR_MAX_REPS], char *err, size_t errlen);
+
+/* Half of each step's repetitions (half 0: the first, rounded up; 1: the
+ * rest) into their places in secs, as ar_ferry_run() times them: two calls
+ * around the baselines, so that a machine that speeds up or slows down
+ * meanwhile moves both sides. Returns 0 or -1 with `err`. */
+int ar_ferry_half(const ar_plan *plan, const ar_ferry_opts *o, int half,
+                  double secs[AR_MAX_SIZES][AR_MAX_REPS], char *err, size_t errlen);
 
 /* ---- between the parent and a rank (allreduce_rank.c) ---- */
 

@@ -3,9 +3,11 @@
  * are timed (allreduce_plan.h), the same lines printed by rank 0.
  *
  *   mpirun -np N [--mca ...] build/bench/mpi_allreduce --plan BYTES:REPS:ITERS,...
+ *          [--name BENCH] [--extra JSON-MEMBERS]
  *
  * bench/allreduce runs it over TCP loopback (btl tcp,self on lo). */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +47,24 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     bench_set_name("allreduce");
     ar_plan plan;
-    if (argc != 3 || strcmp(argv[1], "--plan") != 0 ||
-        ar_plan_parse(argv[2], &plan) != 0) {
+    /* --name and --extra label the lines for another benchmark (bench/multihost:
+     * its name, and which links the run crossed). */
+    char extra[512] = "\"transport\":\"tcp\"";
+    bool ok =
+        argc >= 3 && strcmp(argv[1], "--plan") == 0 && ar_plan_parse(argv[2], &plan) == 0;
+    for (int i = 3; ok && i < argc; i += 2) {
+        if (i + 1 < argc && strcmp(argv[i], "--name") == 0)
+            bench_set_name(argv[i + 1]);
+        else if (i + 1 < argc && strcmp(argv[i], "--extra") == 0)
+            snprintf(extra, sizeof extra, "\"transport\":\"tcp\",%.400s", argv[i + 1]);
+        else
+            ok = false;
+    }
+    if (!ok) {
         if (rank == 0)
             fprintf(stderr,
-                    "usage: mpirun -np N mpi_allreduce --plan BYTES:REPS:ITERS,...\n");
+                    "usage: mpirun -np N mpi_allreduce --plan BYTES:REPS:ITERS,... "
+                    "[--name BENCH] [--extra JSON-MEMBERS]\n");
         MPI_Finalize();
         return 2;
     }
@@ -57,7 +72,7 @@ int main(int argc, char **argv)
     if (!buf)
         MPI_Abort(MPI_COMM_WORLD, 1);
     ar_runner run = {.impl = "openmpi",
-                     .extra = "\"transport\":\"tcp\"",
+                     .extra = extra,
                      .rank = rank,
                      .world = world,
                      .buf = buf,

@@ -1,0 +1,40 @@
+/* bench/multihost — what running across hosts costs, on hosts that are
+ * network namespaces of this machine (tests/multihost/mhnet.h): MHB_RANKS
+ * hosts that run one rank each, and one more, MHB_LAUNCHER, that runs the
+ * launchers (mpirun), all joined by veth pairs through a bridge.
+ *
+ * The benchmark is a table of sections (multihost.c); each prints its own
+ * JSON lines, a skip line with the reason for what cannot run, and its
+ * targets through mhb_target(). */
+#ifndef FERRY_BENCH_MULTIHOST_H
+#define FERRY_BENCH_MULTIHOST_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+#include "mhnet.h"
+
+#define MHB_RANKS    3
+#define MHB_LAUNCHER MHB_RANKS
+/* The slow link: netem on this rank's host, as its packets leave it. */
+#define MHB_NETEM_HOST 1
+#define MHB_NETEM      "delay 5ms loss 1%"
+
+typedef struct mhb_ctx {
+    bool quick;
+    const char *why;        /* set: the hosts could not be made, and this says why */
+    mh_net net;             /* up unless `why` */
+    char bin_dir[PATH_MAX]; /* build/bench: the helpers' programs */
+    char tmp[256];          /* a directory for this run's files */
+    int missed;             /* targets missed, every section */
+} mhb_ctx;
+
+/* Prints a target line: metric = v (a ratio) against target_min `want`,
+ * with `params` (JSON members); counts a miss. */
+void mhb_target(mhb_ctx *c, const char *metric, double v, double want,
+                const char *params);
+
+/* The sections. */
+void mhb_allreduce(mhb_ctx *c);
+
+#endif
