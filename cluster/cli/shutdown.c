@@ -137,7 +137,8 @@ int cli_shutdown(int argc, char **argv)
     pid_t sup = r.conf.supervisor_pid;
     /* The supervisor exits once its workers have; one with none waits for a
      * signal. */
-    bool gone = cli_stop_supervisor(&h, sup, n_local ? (double)grace + 3000 : 0);
+    bool step = cli_slurm_step_running(&h); /* its daemon exits with the step */
+    bool gone = cli_stop_supervisor(&h, sup, n_local || step ? (double)grace + 3000 : 0);
     for (size_t i = 0; i < n; i++) {
         double end = base_mono_ms() + 2000;
         while (home_pid_alive(pids[i]) && base_mono_ms() < end)
