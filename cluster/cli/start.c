@@ -125,6 +125,18 @@ typedef struct start_args {
     long attach;       /* --attach N; -1: not given */
 } start_args;
 
+/* Workers an engine starts say where they are: options that place them
+ * do not apply. */
+static bool engine_mixed(const start_args *a)
+{
+    if (!(a->slurm || a->attach > 0) ||
+        !(a->config || a->listen || a->base_port >= 0 || (a->slurm && a->attach > 0)))
+        return false;
+    cli_err("start", "--slurm and --attach take no --config, --listen or --base-port, "
+                     "nor each other: the workers say where they are");
+    return true;
+}
+
 static int parse(int argc, char **argv, start_args *a)
 {
     static const struct option opts[] = {
@@ -234,12 +246,8 @@ static int parse(int argc, char **argv, start_args *a)
         cli_err("start", "unexpected argument '%s'", argv[optind]);
         return CLI_USAGE;
     }
-    if ((a->slurm || a->attach > 0) &&
-        (a->config || a->listen || a->base_port >= 0 || (a->slurm && a->attach > 0))) {
-        cli_err("start", "--slurm and --attach take no --config, --listen or "
-                         "--base-port, nor each other: the workers say where they are");
+    if (engine_mixed(a))
         return CLI_USAGE;
-    }
     if (a->n < 0 && !a->config && !a->slurm && a->attach < 0) {
         cli_err("start", "how many workers? `ferry start N` (or --config FILE)");
         return CLI_USAGE;
