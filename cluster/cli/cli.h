@@ -82,6 +82,12 @@ int cli_slurm_wait(const home_paths *h, conf_cluster *conf, pid_t *sup, double d
  * (argv: "start" "--slurm-task" THREADS DEVICE). Returns only on failure. */
 int cli_slurm_task(int argc, char **argv);
 
+/* In a daemon just forked: its own session (a terminal's hang-up or
+ * Ctrl-C does not reach it), stdin from /dev/null, stdout and stderr
+ * appended to `log`, and no descriptor of the caller's (a pipe a test
+ * reads to its end) kept open. */
+void cli_daemon_io(const char *log);
+
 /* Whether a step of workers runs for the cluster under h. */
 bool cli_slurm_step_running(const home_paths *h);
 

@@ -398,21 +398,9 @@ static pid_t fork_supervisor(const sv_opts *so)
      * reach it, and no descriptor of the caller's (a pipe a test reads to
      * its end) kept open. */
     default_interrupts();
-    setsid();
     char log[CLI_FILE_MAX];
     snprintf(log, sizeof log, "%s/supervisor.log", so->home->logs);
-    int null = open("/dev/null", O_RDONLY);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (null >= 0)
-        dup2(null, 0);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    if (null > 2)
-        close(null);
-    if (fd > 2)
-        close(fd);
+    cli_daemon_io(log);
     _exit(sv_supervise(so));
 }
 

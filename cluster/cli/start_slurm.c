@@ -151,6 +151,23 @@ int cli_slurm_plan(conf_cluster *conf, long n, bool slurm, char **addrs)
     return 0;
 }
 
+void cli_daemon_io(const char *log)
+{
+    setsid();
+    int null = open("/dev/null", O_RDONLY);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (null >= 0)
+        dup2(null, 0);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    if (null > 2)
+        close(null);
+    if (fd > 2)
+        close(fd);
+}
+
 /* ---- the daemon that runs the step ---------------------------------------- */
 
 static volatile sig_atomic_t stop_asked;
@@ -273,21 +290,9 @@ pid_t cli_slurm_launch(const home_paths *h, const cli_slurm_launch_opts *o)
         return pid;
     /* As the supervisor: its own session, its output in a log, the lock
      * (inherited) held until the step ends. */
-    setsid();
     char log[CLI_FILE_MAX];
     snprintf(log, sizeof log, "%s/slurm.log", h->logs);
-    int null = open("/dev/null", O_RDONLY);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (null >= 0)
-        dup2(null, 0);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    if (null > 2)
-        close(null);
-    if (fd > 2)
-        close(fd);
+    cli_daemon_io(log);
     _exit(run_daemon(h, o));
 }
 
