@@ -414,8 +414,8 @@ int cli_slurm_wait(const home_paths *h, conf_cluster *conf, pid_t *sup, double d
         if (*sup > 0 && waitpid(*sup, NULL, WNOHANG) == *sup) {
             *sup = 0;
             cli_err("start",
-                    "the workers' step ended before every worker listened (see "
-                    "%s/slurm.log and worker-<rank>.log there)",
+                    "the workers' srun step (or supervisor) ended before every "
+                    "worker listened (see the logs in %s)",
                     h->logs);
             return FERRY_EUNAVAIL;
         }
