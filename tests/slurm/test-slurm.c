@@ -89,3 +89,22 @@ Test(slurm, a_worker_that_cannot_start_fails_start_and_ends_the_step)
     cr_expect(ts_has(out, "steps left: []"), "%s", out);
     free(out);
 }
+
+Test(slurm, shutdown_cancels_a_step_whose_workers_do_not_stop)
+{
+    ts_up();
+    /* Stopped workers answer no Shutdown: the step is cancelled instead. */
+    char *out =
+        ts_batch(4,
+                 "$FERRY start --slurm --timeout-ms 120000 > start.out\n"
+                 "cat start.out\n"
+                 "kill -STOP $(sed -n 's/.*  pid \\([0-9]*\\) .*/\\1/p' start.out)\n"
+                 "$FERRY shutdown --grace-ms 0; echo \"shutdown: $?\"\n" STEPS_LEFT
+                 "\ncat $FERRY_HOME/logs/slurm.log\n",
+                 240);
+    cr_assert(ts_has(out, "4 worker(s) ready"), "%s", out);
+    cr_expect(ts_has(out, "shutdown: 0"), "%s", out);
+    cr_expect(ts_has(out, "cancelling step"), "%s", out);
+    cr_expect(ts_has(out, "steps left: []"), "%s", out);
+    free(out);
+}
