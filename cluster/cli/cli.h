@@ -7,6 +7,8 @@
  *                 cluster's state
  *   start.c       `ferry start`: token, supervisor (cluster/supervisor/), wait
  *                 until every worker answers
+ *   start_slurm.c `ferry start --slurm` (an srun step of workers) and
+ *                 `--attach N` (workers an engine such as mpirun started)
  *   stopped_by.c  a submit whose cluster was shut down under it says so
  *   leftovers.c   workers an earlier cluster left running
  *   procs.c       stopping a supervisor with everything it started
@@ -24,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -47,6 +50,46 @@ int cli_runs(int argc, char **argv);
 int cli_plot(int argc, char **argv);
 int cli_check(int argc, char **argv); /* check.c */
 int cli_checkpoint(int argc, char **argv); /* checkpoint.c */
+
+/* ---- workers an engine starts (start_slurm.c) ------------------------------ */
+
+/* Adds n workers (n < 0 with `slurm`: the allocation's tasks) that record
+ * where they listen, as attached, placeholder addresses; with `slurm`,
+ * checks that this runs in an allocation and sets *addrs to its nodes'
+ * addresses ("n1=10.0.0.1,...", to free). Returns 0 or the exit status
+ * (said). */
+int cli_slurm_plan(conf_cluster *conf, long n, bool slurm, char **addrs);
+
+typedef struct cli_slurm_launch_opts {
+    const char *exe, *addrs, *device;
+    size_t n;
+    int threads;
+} cli_slurm_launch_opts;
+
+/* Forks the daemon that runs the workers' srun step and holds the
+ * inherited cluster lock until the step ends; SIGTERM cancels the step.
+ * Returns its pid, or -1. */
+pid_t cli_slurm_launch(const home_paths *h, const cli_slurm_launch_opts *o);
+
+/* Waits until every worker of conf has recorded its host and port
+ * (FERRY_HOME/workers/<rank>/), and puts them in conf. Fails early when
+ * *sup exits (then reaped, *sup = 0) or *interrupted is set. Returns 0 or
+ * FERRY_E* (said). */
+int cli_slurm_wait(const home_paths *h, conf_cluster *conf, pid_t *sup, double deadline,
+                   volatile sig_atomic_t *interrupted);
+
+/* One task of the step: its node's address, then `ferry worker --from-env`
+ * (argv: "start" "--slurm-task" THREADS DEVICE). Returns only on failure. */
+int cli_slurm_task(int argc, char **argv);
+
+/* In a daemon just forked: its own session (a terminal's hang-up or
+ * Ctrl-C does not reach it), stdin from /dev/null, stdout and stderr
+ * appended to `log`, and no descriptor of the caller's (a pipe a test
+ * reads to its end) kept open. */
+void cli_daemon_io(const char *log);
+
+/* Whether a step of workers runs for the cluster under h. */
+bool cli_slurm_step_running(const home_paths *h);
 
 /* ---- training (train.c) ---------------------------------------------------- */
 

@@ -38,6 +38,14 @@ static void clean_state(const home_paths *h, const conf_cluster *conf)
         unlink(h->token);
 }
 
+/* How long the supervisor gets to exit on its own: it exits once its
+ * workers have (a Slurm step's daemon, once the step has); one with none
+ * waits for a signal. */
+static double supervisor_wait(const home_paths *h, size_t n_local, long grace)
+{
+    return n_local || cli_slurm_step_running(h) ? (double)grace + 3000 : 0;
+}
+
 int cli_shutdown(int argc, char **argv)
 {
     static const struct option opts[] = {{"grace-ms", required_argument, NULL, 'g'},
@@ -137,9 +145,7 @@ int cli_shutdown(int argc, char **argv)
         fprintf(stderr, "ferry shutdown: %s; stopping the rest by signal\n",
                 cluster_error(r.cl));
     pid_t sup = r.conf.supervisor_pid;
-    /* The supervisor exits once its workers have; one with none waits for a
-     * signal. */
-    bool gone = cli_stop_supervisor(&h, sup, n_local ? (double)grace + 3000 : 0);
+    bool gone = cli_stop_supervisor(&h, sup, supervisor_wait(&h, n_local, grace));
     for (size_t i = 0; i < n; i++) {
         double end = base_mono_ms() + 2000;
         while (home_pid_alive(pids[i]) && base_mono_ms() < end)

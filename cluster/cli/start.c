@@ -50,6 +50,14 @@ static const char usage[] =
     "                        binds ranks (round robin when workers outnumber\n"
     "                        CPUs): faster, but a worker whose CPUs stall\n"
     "                        cannot move\n"
+    "      --slurm           inside a Slurm allocation (sbatch, salloc): one\n"
+    "                        worker a task of the allocation (N: that many),\n"
+    "                        started with srun on its node's address; they end\n"
+    "                        with the job. FERRY_HOME must be on a disk every\n"
+    "                        node sees\n"
+    "      --attach N        wait for N workers an engine started with\n"
+    "                        `ferry worker --from-env` (mpirun) to record where\n"
+    "                        they listen in FERRY_HOME, then run them as a cluster\n"
     "      --metrics-port P  worker i serves Prometheus metrics at\n"
     "                        http://HOST:P+i/metrics, HOST the one workers\n"
     "                        listen on (default 0: none)\n"
@@ -113,7 +121,21 @@ typedef struct start_args {
     const char *device;
     bool bind_cores; /* --bind-to core */
     long metrics_port; /* -1: not given */
+    bool slurm;        /* --slurm */
+    long attach;       /* --attach N; -1: not given */
 } start_args;
+
+/* Workers an engine starts say where they are: options that place them
+ * do not apply. */
+static bool engine_mixed(const start_args *a)
+{
+    if (!(a->slurm || a->attach > 0) ||
+        !(a->config || a->listen || a->base_port >= 0 || (a->slurm && a->attach > 0)))
+        return false;
+    cli_err("start", "--slurm and --attach take no --config, --listen or --base-port, "
+                     "nor each other: the workers say where they are");
+    return true;
+}
 
 static int parse(int argc, char **argv, start_args *a)
 {
@@ -126,11 +148,17 @@ static int parse(int argc, char **argv, start_args *a)
         {"timeout-ms", required_argument, NULL, 'T'},
         {"bind-to", required_argument, NULL, 'B'},
         {"metrics-port", required_argument, NULL, 'M'},
+        {"slurm", no_argument, NULL, 'S'},
+        {"attach", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *a = (start_args){
-        .n = -1, .base_port = -1, .threads = -1, .timeout_ms = -1, .metrics_port = -1};
+    *a = (start_args){.n = -1,
+                      .base_port = -1,
+                      .threads = -1,
+                      .timeout_ms = -1,
+                      .metrics_port = -1,
+                      .attach = -1};
     /* "-1" is a number given as N, not an option: say so. */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         long ignored;
@@ -184,6 +212,14 @@ static int parse(int argc, char **argv, start_args *a)
                 bad = "core or none";
             a->bind_cores = strcmp(optarg, "core") == 0;
             break;
+        case 'S':
+            a->slurm = true;
+            break;
+        case 'A':
+            name = "--attach";
+            if (!base_parse_long(optarg, 1, CONF_MAX_WORKERS, &a->attach))
+                bad = "a number of workers 1..256";
+            break;
         case 'h':
             fputs(usage, stdout);
             return -1;
@@ -210,7 +246,9 @@ static int parse(int argc, char **argv, start_args *a)
         cli_err("start", "unexpected argument '%s'", argv[optind]);
         return CLI_USAGE;
     }
-    if (a->n < 0 && !a->config) {
+    if (engine_mixed(a))
+        return CLI_USAGE;
+    if (a->n < 0 && !a->config && !a->slurm && a->attach < 0) {
         cli_err("start", "how many workers? `ferry start N` (or --config FILE)");
         return CLI_USAGE;
     }
@@ -360,21 +398,9 @@ static pid_t fork_supervisor(const sv_opts *so)
      * reach it, and no descriptor of the caller's (a pipe a test reads to
      * its end) kept open. */
     default_interrupts();
-    setsid();
     char log[CLI_FILE_MAX];
     snprintf(log, sizeof log, "%s/supervisor.log", so->home->logs);
-    int null = open("/dev/null", O_RDONLY);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (null >= 0)
-        dup2(null, 0);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    if (null > 2)
-        close(null);
-    if (fd > 2)
-        close(fd);
+    cli_daemon_io(log);
     _exit(sv_supervise(so));
 }
 
@@ -496,6 +522,7 @@ typedef struct starting {
     bool forked;
     cluster *cl;
     char token[CONF_TOKEN_LEN + 1];
+    char *addrs; /* --slurm: the nodes' addresses */
 } starting;
 
 /* The cluster's configuration: the file's, the options over it, and the
@@ -522,7 +549,11 @@ static int configure(starting *s)
         conf->start_timeout_ms = a->timeout_ms;
     if (a->metrics_port >= 0)
         conf->metrics_port = (int)a->metrics_port;
-    if ((rc = plan_workers(conf, a, &s->local, &s->n_local)))
+    if (a->slurm || a->attach > 0)
+        rc = cli_slurm_plan(conf, a->slurm ? a->n : a->attach, a->slurm, &s->addrs);
+    else
+        rc = plan_workers(conf, a, &s->local, &s->n_local);
+    if (rc)
         return rc;
     if (conf->metrics_port && conf->metrics_port + (long)conf->n_workers - 1 > 65535) {
         cli_err("start", "--metrics-port %d: ports %d..%ld do not fit below 65536",
@@ -581,6 +612,10 @@ static int take_token(starting *s)
     conf_cluster *conf = &s->conf;
     char err[CONF_ERR_LEN] = "";
     int rc;
+    /* Workers an engine started already read this home's token. */
+    if (s->a.attach > 0 && !conf->token_file && access(s->h.token, F_OK) == 0 &&
+        !(conf->token_file = strdup(s->h.token)))
+        return -1;
     const char *token_file = conf->token_file ? conf->token_file : s->h.token;
     if (!conf->token_file || access(token_file, F_OK) != 0) {
         if ((rc = conf_token_create(token_file))) {
@@ -618,7 +653,12 @@ static int launch(starting *s)
                   .bind_cores = s->a.bind_cores,
                   .lock_fd = s->lock,
                   .conf = &s->conf};
-    s->sup = fork_supervisor(&so);
+    cli_slurm_launch_opts sl = {.exe = exe,
+                                .addrs = s->addrs,
+                                .device = so.device,
+                                .n = s->conf.n_workers,
+                                .threads = s->conf.threads};
+    s->sup = s->a.slurm ? cli_slurm_launch(&s->h, &sl) : fork_supervisor(&so);
     if (s->sup < 0) {
         cli_err("start", "cannot fork the supervisor: %s", strerror(errno));
         s->sup = 0;
@@ -640,6 +680,9 @@ static int come_up(starting *s, double t0)
     conf_cluster *conf = &s->conf;
     int rc;
     double deadline = t0 + (double)conf->start_timeout_ms;
+    if ((s->a.slurm || s->a.attach > 0) &&
+        cli_slurm_wait(&s->h, conf, &s->sup, deadline, &interrupted))
+        return -1;
     if (wait_ports(&s->h, conf, s->local, s->n_local, &s->sup, deadline))
         return -1;
     conf->supervisor_pid = (int)s->sup;
@@ -659,6 +702,8 @@ static int come_up(starting *s, double t0)
 int cli_start(int argc, char **argv)
 {
     double t0 = (double)uv_hrtime() / 1e6;
+    if (argc == 4 && strcmp(argv[1], "--slurm-task") == 0)
+        return cli_slurm_task(argc, argv);
     starting s;
     memset(&s, 0, sizeof s);
     int rc = parse(argc, argv, &s.a);
@@ -687,6 +732,7 @@ int cli_start(int argc, char **argv)
     if (s.lock >= 0)
         close(s.lock);
     free(s.local);
+    free(s.addrs);
     conf_fini(&s.conf);
     explicit_bzero(s.token, sizeof s.token);
     fflush(stdout);
