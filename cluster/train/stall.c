@@ -230,7 +230,10 @@ static void judge(ct_stall *st)
     st->reported = true;
     if (ending) {
         free(st->report);
-        st->report = report;
+        st->report = base_asprintf("stalled past the abort threshold of %.1f s, the run "
+                                   "is ended: %s",
+                                   (double)st->abort_ms / 1e3, report);
+        free(report);
         stall_abort(st);
         return;
     }
