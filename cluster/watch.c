@@ -22,7 +22,7 @@ struct cl_watch {
     cluster_watch_fn fn;
     cluster_stats_cb stats_cb;
     void *data;
-    unsigned gen; /* changes with each cluster_watch(): older replies are dropped */
+    unsigned gen;       /* changes with each cluster_watch(): older replies are dropped */
     cl_watch_ask *asks; /* by rank */
 };
 

@@ -22,12 +22,12 @@
 typedef struct rt_where_info {
     char module[64];
     char function[64];
-    char phase[96];    /* "" before the first hook */
-    long epoch;        /* 0: not training */
-    uint64_t step;     /* the step within the epoch, 1-based; 0: none */
-    int waits_for;     /* the rank this call waits for; -1: none known */
-    double idle_s;     /* since its last progress */
-    double running_s;  /* since it entered */
+    char phase[96];   /* "" before the first hook */
+    long epoch;       /* 0: not training */
+    uint64_t step;    /* the step within the epoch, 1-based; 0: none */
+    int waits_for;    /* the rank this call waits for; -1: none known */
+    double idle_s;    /* since its last progress */
+    double running_s; /* since it entered */
 } rt_where_info;
 
 /* The calling thread runs `function` of `module` until rt_where_leave(). */

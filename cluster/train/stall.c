@@ -62,24 +62,30 @@ int ct_stall_parse(const char *text, int64_t *ms)
     return 0;
 }
 
-/* Appends to the malloc'd *s; on failure *s is freed and NULL. */
-static void append(char **s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void append(char **s, const char *fmt, ...)
+/* A report as it is written: a buffer sized for every rank's line. */
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
 {
+    if (t->len + 1 >= t->cap)
+        return;
     va_list ap;
     va_start(ap, fmt);
-    char *more = base_vasprintf(fmt, ap);
+    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
     va_end(ap);
-    char *joined = more ? base_asprintf("%s%s", *s ? *s : "", more) : NULL;
-    free(more);
-    free(*s);
-    *s = joined;
+    if (n > 0)
+        t->len = t->len + (size_t)n < t->cap ? t->len + (size_t)n : t->cap - 1;
 }
 
 /* What a worker's process is doing, read from /proc when it runs here. */
 static void process_state(const char *target, int32_t pid, char *buf, size_t len)
 {
-    bool local = strncmp(target, "127.", 4) == 0 || strncmp(target, "localhost:", 10) == 0 ||
+    bool local = strncmp(target, "127.", 4) == 0 ||
+                 strncmp(target, "localhost:", 10) == 0 ||
                  strncmp(target, "[::1]:", 6) == 0;
     buf[0] = 0;
     if (!local || pid <= 0)
@@ -109,8 +115,9 @@ static void process_state(const char *target, int32_t pid, char *buf, size_t len
 static void take_where(rank_seen *s, const proto_stats_reply *rep)
 {
     size_t n = rep->n_where_module;
-    if (rep->n_where_function != n || rep->n_where_phase != n || rep->n_where_epoch != n ||
-        rep->n_where_step != n || rep->n_where_waits_for != n || rep->n_where_idle_s != n)
+    if (rep->n_where_function != n || rep->n_where_phase != n ||
+        rep->n_where_epoch != n || rep->n_where_step != n ||
+        rep->n_where_waits_for != n || rep->n_where_idle_s != n)
         n = 0;
     snprintf(s->doing, sizeof s->doing, "no training call running");
     for (size_t i = 0; i < n; i++) {
@@ -153,19 +160,23 @@ static bool not_arrived(const ct_stall *st, int r)
     return st->seen[r].silent;
 }
 
+/* The report, malloc'd; NULL when out of memory. */
 static char *build_report(ct_stall *st, double worst_ms, uint64_t now)
 {
     ct_run *run = st->run;
-    char *text = NULL;
-    append(&text, "no progress for %.1f s; not arrived:", worst_ms / 1e3);
+    text t = {.cap = 256 + (size_t)run->k * 640};
+    if (!(t.buf = malloc(t.cap)))
+        return NULL;
+    t.buf[0] = 0;
+    put(&t, "no progress for %.1f s; not arrived:", worst_ms / 1e3);
     bool any = false;
     for (int r = 0; r < run->k; r++)
         if (run->alive[r] && not_arrived(st, r)) {
-            append(&text, "%s rank %d", any ? "," : "", r);
+            put(&t, "%s rank %d", any ? "," : "", r);
             any = true;
         }
     if (!any)
-        append(&text, " none known");
+        put(&t, " none known");
     for (int r = 0; r < run->k; r++) {
         if (!run->alive[r])
             continue;
@@ -174,20 +185,21 @@ static char *build_report(ct_stall *st, double worst_ms, uint64_t now)
         if (s->silent) {
             char state[128];
             process_state(target, cluster_worker_pid(run->cl, r), state, sizeof state);
-            append(&text, "\n  rank %d (%s): no answer for %.1f s%s%s%s", r, target,
-                           (double)(now - s->answered_ns) / 1e9, state,
-                           state[0] ? "" : " (", state[0] ? "" : s->why);
-            if (!state[0])
-                append(&text, ")");
+            put(&t, "\n  rank %d (%s): no answer for %.1f s", r, target,
+                (double)(now - s->answered_ns) / 1e9);
+            if (state[0])
+                put(&t, "%s", state);
+            else
+                put(&t, " (%s)", s->why);
             continue;
         }
-        append(&text, "\n  rank %d (%s): %s", r, target, s->doing);
+        put(&t, "\n  rank %d (%s): %s", r, target, s->doing);
         if (s->waiting && s->waits_for >= 0)
-            append(&text, ", waiting for rank %d", s->waits_for);
+            put(&t, ", waiting for rank %d", s->waits_for);
         if (s->waiting || s->idle_s > 0)
-            append(&text, ", %.1f s since its last progress", s->idle_s);
+            put(&t, ", %.1f s since its last progress", s->idle_s);
     }
-    return text;
+    return t.buf;
 }
 
 static void stall_abort(ct_stall *st)
@@ -201,7 +213,8 @@ static void stall_abort(ct_stall *st)
             run->alive[r] = false;
     }
     st->aborted = true;
-    cluster_abort_calls(run->cl, down, "ended by the stall inspector: it does not answer");
+    cluster_abort_calls(run->cl, down,
+                        "ended by the stall inspector: it does not answer");
 }
 
 /* A round's answers are in: a stall is said once, and ended past the
@@ -295,7 +308,8 @@ static int threshold(ct_run *run, const char *flag, const char *text, int64_t fi
 int ct_stall_start(ct_run *run)
 {
     int64_t warn, abort_ms;
-    int rc = threshold(run, "stall-warn", run->o->stall_warn, run->o->stall_warn_ms, &warn);
+    int rc =
+        threshold(run, "stall-warn", run->o->stall_warn, run->o->stall_warn_ms, &warn);
     if (rc == 0)
         rc = threshold(run, "stall-abort", run->o->stall_abort, run->o->stall_abort_ms,
                        &abort_ms);

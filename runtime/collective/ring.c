@@ -796,8 +796,9 @@ int rt_ring_waits_for(const rt_comm *c, const rt_comm_op *op)
 {
     int ph = recv_phase(op);
     if (op->recv_done[ph] < op->recv_expected[ph])
-        return ph == RT_PHASE_EX ? rt_partner(c, (uint32_t)(ex_missing(op) / op->ex_chunks))
-                                 : rt_left(c);
+        return ph == RT_PHASE_EX
+                   ? rt_partner(c, (uint32_t)(ex_missing(op) / op->ex_chunks))
+                   : rt_left(c);
     for (const rt_send *s = c->sends; s; s = s->next)
         if (s->op == op)
             return s->to;

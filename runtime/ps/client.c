@@ -317,7 +317,8 @@ static void say_where(const rt_ps_client *c, bool pull)
     for (int s = 0; s < c->shards; s++)
         if (c->started[s] && !c->calls[s].done) {
             char phase[48];
-            snprintf(phase, sizeof phase, "%s shard %d", pull ? "pull from" : "push to", s);
+            snprintf(phase, sizeof phase, "%s shard %d", pull ? "pull from" : "push to",
+                     s);
             rt_where_waiting(phase, rt_ps_shard_rank(s, c->world));
             return;
         }
