@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "cluster/train/train_int.h"
+#include "runtime/where.h"
 
 /* The warning threshold of these runs, and how much later than it the
  * report may come on two loaded cores: a poll period and a Stats timeout
@@ -270,4 +272,55 @@ Test(stall_run, bad_flag_refused_before_training)
     cr_expect(r.status != 0, "accepted:\n%s\n%s", r.out, r.err);
     cr_expect(strstr(r.err, "--stall-warn soon: expected a duration"), "%s", r.err);
     e2e_run_fini(&r);
+}
+
+/* A thread's record: entered, moved through a step, listed, left. */
+static size_t seen_by_other;
+
+static void *other_thread(void *arg)
+{
+    (void)arg;
+    rt_where_phase("not in any call", 3); /* no record: nothing happens */
+    rt_where_enter("b.so", "g");
+    rt_where_step(1, 1, "forward and backward");
+    rt_where_info w[RT_WHERE_MAX];
+    seen_by_other = rt_where_list(w, RT_WHERE_MAX);
+    rt_where_leave();
+    return NULL;
+}
+
+Test(stall, where_records_follow_their_thread)
+{
+    rt_where_info w[RT_WHERE_MAX];
+    size_t base = rt_where_list(w, RT_WHERE_MAX);
+    rt_where_enter("a.so", "ferry.train.epoch");
+    rt_where_step(2, 7, "forward and backward");
+    rt_where_waiting("all-reduce", 1);
+    usleep(30000);
+    rt_where_waiting("all-reduce", 1); /* the same wait: no progress */
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, other_thread, NULL) == 0);
+    pthread_join(th, NULL);
+    cr_expect_eq(seen_by_other, base + 2);
+    size_t n = rt_where_list(w, RT_WHERE_MAX);
+    cr_assert_eq(n, base + 1);
+    const rt_where_info *a = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(w[i].module, "a.so") == 0)
+            a = &w[i];
+    cr_assert(a);
+    cr_expect_str_eq(a->function, "ferry.train.epoch");
+    cr_expect_str_eq(a->phase, "all-reduce");
+    cr_expect_eq(a->epoch, 2);
+    cr_expect_eq(a->step, 7);
+    cr_expect_eq(a->waits_for, 1);
+    cr_expect(a->idle_s >= 0.025, "idle %.3f s", a->idle_s);
+    rt_where_waiting("all-reduce", 2); /* another peer: progress */
+    n = rt_where_list(w, RT_WHERE_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(w[i].module, "a.so") == 0)
+            cr_expect(w[i].idle_s < 0.025 && w[i].waits_for == 2, "idle %.3f s",
+                      w[i].idle_s);
+    rt_where_leave();
+    cr_expect_eq(rt_where_list(w, RT_WHERE_MAX), base);
 }
