@@ -47,11 +47,14 @@ void rt_where_leave(void)
     mine = -1;
 }
 
-/* Sets the calling thread's phase; progress when `progress`. */
+/* Sets the calling thread's phase; progress when `progress`. A copy, not
+ * snprintf: this runs several times a step. */
 static void set(const char *phase, int waits_for, bool progress)
 {
     row *r = &rows[mine];
-    snprintf(r->info.phase, sizeof r->info.phase, "%s", phase);
+    size_t len = strnlen(phase, sizeof r->info.phase - 1);
+    memcpy(r->info.phase, phase, len);
+    r->info.phase[len] = 0;
     r->info.waits_for = waits_for;
     if (progress)
         r->progress_ns = uv_hrtime();
@@ -83,7 +86,8 @@ void rt_where_waiting(const char *phase, int waits_for)
         return;
     pthread_mutex_lock(&mu);
     const rt_where_info *w = &rows[mine].info;
-    set(phase, waits_for, w->waits_for != waits_for || strcmp(w->phase, phase) != 0);
+    if (w->waits_for != waits_for || strcmp(w->phase, phase) != 0)
+        set(phase, waits_for, true);
     pthread_mutex_unlock(&mu);
 }
 
