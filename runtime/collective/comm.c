@@ -509,6 +509,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
             pthread_mutex_lock(&c->mu);
         }
     }
+    rt_where_waiting(rt_op_name(op), -1); /* done waiting: an evaluation may follow */
     int rc = op->result;
     if (rc && err)
         snprintf(err, errlen, "%s", c->errmsg);

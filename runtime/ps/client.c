@@ -397,6 +397,7 @@ static int trip_run(rt_ps_client *c, trip t, float *params, const float *values,
     }
     uv_close((uv_handle_t *)&tick, NULL);
     uv_run(&c->loop, UV_RUN_NOWAIT);
+    rt_where_phase(pull ? "pulled from the shards" : "pushed to the shards", -1);
     wait_lent(c);
     return rc;
 }
