@@ -99,8 +99,10 @@ void cluster_destroy(cluster *cl)
         cl_health_close(cl);
     uv_close((uv_handle_t *)&cl->wait_timer, NULL);
     uv_close((uv_handle_t *)&cl->gather_timer, NULL);
+    cl_watch_close(cl);
     rpc_client_close(cl->client);
     uv_run(&cl->loop, UV_RUN_DEFAULT);
+    cl_watch_free(cl);
     int rc = uv_loop_close(&cl->loop);
     if (rc)
         fprintf(stderr, "ferry: cluster: loop still busy at close: %s\n",

@@ -203,4 +203,25 @@ int cluster_run_driver(cluster *cl, const cluster_module *m, const ferry_task_t 
  * dropped. NULL (the default) shows none. */
 void cluster_show_task_logs(cluster *cl, FILE *to);
 
+/* A watcher of long calls (the stall inspector): fn(data) runs on the loop
+ * every `period_ms` while a blocking function of this cluster waits, and
+ * must not block; each reply to cluster_stats_start() goes to
+ * stats_cb(data, rank, reply or NULL, NULL or why not), on the loop too.
+ * fn NULL or period 0 stops it: replies still on their way are dropped. */
+typedef void (*cluster_watch_fn)(void *data);
+typedef void (*cluster_stats_cb)(void *data, int rank, const proto_stats_reply *rep,
+                                 const char *err);
+int cluster_watch(cluster *cl, int64_t period_ms, cluster_watch_fn fn,
+                  cluster_stats_cb stats_cb, void *data);
+/* Asks worker `rank` for its Stats without waiting (from the watcher's fn).
+ * Returns 0 (stats_cb will run), FERRY_EBUSY while its last is on its way,
+ * or FERRY_E* with nothing started. */
+int cluster_stats_start(cluster *cl, int rank, int64_t timeout_ms);
+/* The process id worker `rank` gave in its last ping; 0: none seen. */
+int32_t cluster_worker_pid(const cluster *cl, int rank);
+/* Ends every call in flight (from the watcher's fn): the workers where
+ * down[r] are marked dead with `why` (their calls, and later ones, fail
+ * with it), the others' calls are cancelled. */
+void cluster_abort_calls(cluster *cl, const bool *down, const char *why);
+
 #endif

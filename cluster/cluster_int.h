@@ -110,6 +110,7 @@ typedef struct cl_stored {
 } cl_stored;
 
 typedef struct cl_tasklog cl_tasklog;
+typedef struct cl_watch cl_watch;
 
 struct cluster {
     uv_loop_t loop;
@@ -132,6 +133,7 @@ struct cluster {
     cl_stored *modules;
     cluster_worker *survey;
     cl_tasklog *tasklog; /* tasklog.c's; NULL: task log lines not shown */
+    cl_watch *watch;     /* watch.c's; NULL: nobody watches */
 };
 
 /* ---- core.c: texts and requests; calls nothing else here ------------------ */
@@ -245,5 +247,11 @@ void cl_survey_free(cluster *cl);
  * those a failed one sent with its error (rpc_call.detail). */
 void cl_tasklog_show(cluster *cl, const cl_node *node, const rpc_call *call);
 void cl_tasklog_free(cluster *cl);
+
+/* ---- watch.c: a watcher's timer and Stats requests -------------------------- */
+
+/* Closes the timer (before the loop's last run); frees after it. */
+void cl_watch_close(cluster *cl);
+void cl_watch_free(cluster *cl);
 
 #endif

@@ -26,6 +26,8 @@ void conf_defaults(conf_cluster *c)
     c->log_max_bytes = (int64_t)10 << 20;
     c->log_keep = 3;
     c->wedge_grace_ms = 60000;
+    c->stall_warn_ms = 60000;
+    c->stall_abort_ms = 0;
 }
 
 static void worker_fini(conf_worker *w)

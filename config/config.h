@@ -25,6 +25,9 @@
  *                                 ; 0: never
  *     metrics_port = 0            ; worker r serves Prometheus metrics on this
  *                                 ; port + r, on `listen`'s host; 0: none
+ *     stall_warn_ms = 60000       ; a training that makes no progress this long
+ *                                 ; is reported, rank by rank; 0: never
+ *     stall_abort_ms = 0          ; ... and ended this long; 0: never
  *
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
@@ -79,6 +82,8 @@ typedef struct conf_cluster {
     int log_keep;
     int64_t wedge_grace_ms; /* 0: a wedged worker is left running */
     int metrics_port;       /* worker r's metrics on metrics_port + r; 0: none */
+    int64_t stall_warn_ms;  /* a stalled training reported; 0: never */
+    int64_t stall_abort_ms; /* ... and ended; 0: never */
     conf_worker *workers; /* rank order */
     size_t n_workers;
     int supervisor_pid; /* [state]; 0 when absent */

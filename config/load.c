@@ -69,6 +69,10 @@ static const key KEYS[] = {
     {"cluster", "wedge_grace_ms", K_I64, FIELD(wedge_grace_ms), 0, WEDGE_MS_MAX,
      "a whole number of milliseconds up to a day"},
     {"cluster", "metrics_port", K_INT, FIELD(metrics_port), 0, 65535, "a port number"},
+    {"cluster", "stall_warn_ms", K_I64, FIELD(stall_warn_ms), 0, WEDGE_MS_MAX,
+     "a whole number of milliseconds up to a day"},
+    {"cluster", "stall_abort_ms", K_I64, FIELD(stall_abort_ms), 0, WEDGE_MS_MAX,
+     "a whole number of milliseconds up to a day"},
     {"state", "supervisor_pid", K_INT, FIELD(supervisor_pid), 1, INT32_MAX,
      "a process id"},
 };

@@ -73,6 +73,8 @@ static int format(const conf_cluster *c, char **text, size_t *len)
     fprintf(f, "log_keep = %d\n", c->log_keep);
     fprintf(f, "wedge_grace_ms = %" PRId64 "\n", c->wedge_grace_ms);
     fprintf(f, "metrics_port = %d\n", c->metrics_port);
+    fprintf(f, "stall_warn_ms = %" PRId64 "\n", c->stall_warn_ms);
+    fprintf(f, "stall_abort_ms = %" PRId64 "\n", c->stall_abort_ms);
     fprintf(f, "\n[workers]\n");
     for (size_t i = 0; i < c->n_workers; i++)
         fprintf(f, "%s = %s\n", c->workers[i].attach ? "attach" : "worker",

@@ -15,7 +15,7 @@ PROTO_VIEW(call_req, call_request, PROTO_CALL_REQ_FIELDS)
 PROTO_VIEW(call_reply, call_reply, PROTO_CALL_REPLY_FIELDS)
 
 /* Stats: the worker's counters and what holds its handler slots. */
-PROTO_VIEW(stats_reply, stats_reply, PROTO_STATS_REPLY_FIELDS)
+PROTO_REP_VIEW(stats_reply, stats_reply, PROTO_STATS_REPLY_FIELDS)
 
 /* Shutdown: the worker exits, giving its calls a grace period. */
 PROTO_VIEW(shutdown_req, shutdown_request, PROTO_SHUTDOWN_REQ_FIELDS)

@@ -178,7 +178,7 @@ int proto_call_reply_unpack(const void *buf, size_t len, proto_call_reply **out)
 
 /* ---- Stats (its request is empty) --------------------------------------------- */
 
-#define PROTO_STATS_REPLY_FIELDS(F, LIST)                                                \
+#define PROTO_STATS_REPLY_FIELDS(F, LIST, REP)                                           \
     F(uint64_t, calls_served) /* Call requests ended, failed ones included */            \
     F(uint32_t, in_flight)    /* Call requests running now */                            \
     F(uint32_t, modules_loaded)                                                          \
@@ -195,10 +195,17 @@ int proto_call_reply_unpack(const void *buf, size_t len, proto_call_reply **out)
     F(uint32_t, queued_calls)                                                            \
     F(uint64_t, train_epochs) /* training: epochs finished here */                       \
     F(uint64_t, train_steps)                                                             \
-    F(double, train_samples_per_s) /* over the last epoch */
+    F(double, train_samples_per_s) /* over the last epoch */                             \
+    LIST(where_module) /* each running call: see StatsReply.where_* */                   \
+    LIST(where_function)                                                                 \
+    LIST(where_phase)                                                                    \
+    REP(int64_t, where_epoch)                                                            \
+    REP(uint64_t, where_step)                                                            \
+    REP(int32_t, where_waits_for)                                                        \
+    REP(double, where_idle_s)
 
 typedef struct proto_stats_reply {
-    PROTO_STATS_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)
+    PROTO_STATS_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)
 } proto_stats_reply;
 
 int proto_stats_reply_pack(const proto_stats_reply *in, proto_bytes *out);

@@ -225,7 +225,18 @@ typedef enum proto_train_group {
       "write what every worker does, step by step, to\n"                                 \
       "FILE as a trace (Chrome trace-event JSON: open it\n"                              \
       "in Perfetto or chrome://tracing)",                                                \
-      TRAINING, LOCAL)
+      TRAINING, LOCAL)                                                                   \
+    X(stall_warn, 0, "stall-warn", TEXT, NULL, 0, 0, NULL, NULL, "DURATION",             \
+      "report which workers hold the others up once the\n"                               \
+      "training makes no progress this long (500ms, 30s,\n"                              \
+      "2m; 0: never; default: the cluster file's\n"                                      \
+      "stall_warn_ms, 60 s)",                                                            \
+      DISTRIBUTED, LOCAL)                                                                \
+    X(stall_abort, 0, "stall-abort", TEXT, NULL, 0, 0, NULL, NULL, "DURATION",           \
+      "end the run with that report as its error once no\n"                              \
+      "progress lasts this long (default: the cluster\n"                                 \
+      "file's stall_abort_ms, off)",                                                     \
+      DISTRIBUTED, LOCAL)
 
 #define PROTO_TRAIN_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
 

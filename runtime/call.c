@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "runtime_int.h"
+#include "where.h"
 
 #define SCRATCH_ALIGN 64
 
@@ -257,7 +258,9 @@ static void run(rt_worker *w, rpc_srv_call *sc, rpc_msg *req,
                      base_escape(fname, sizeof fname, in->function, strlen(in->function)));
     rt_crash_mark(m->name, in->function);
     rt_tasklog_bind(&c.log);
+    rt_where_enter(m->name, in->function);
     int rc = fn(&c.pub, &arg, &out);
+    rt_where_leave();
     rt_tasklog_bind(NULL);
     rt_crash_mark(NULL, NULL);
     double elapsed = (double)(uv_hrtime() - t0) / 1e9;

@@ -26,6 +26,7 @@
 #include "config/config.h"
 #include "runtime/device/device.h"
 #include "runtime_int.h"
+#include "where.h"
 
 /* One line to stderr in one write(2), taking no stdio lock. */
 static void say(const char *fmt, ...)
@@ -97,6 +98,8 @@ static void stats_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     out.train_steps = atomic_load(&w->stats.train_steps);
     uint64_t bits = atomic_load(&w->stats.train_rate_bits);
     memcpy(&out.train_samples_per_s, &bits, sizeof bits);
+    rt_where_stats where;
+    rt_where_to_stats(&where, &out);
     proto_bytes head;
     rt_reply_packed(sc, proto_stats_reply_pack(&out, &head), &head, "Stats");
 }

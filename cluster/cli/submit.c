@@ -355,6 +355,8 @@ static int train_here(submitting *s)
         free(s->bytes);
         s->bytes = NULL;
         s->topts.classifier = s->info.classifier;
+        s->topts.stall_warn_ms = r.conf.stall_warn_ms;
+        s->topts.stall_abort_ms = r.conf.stall_abort_ms;
         /* A training's first error is what a shutdown looked like to it (a
          * peer gone, a ping unanswered): the shutdown is said before it. */
         cli_shutdown_watch watch = {.h = &s->h, .cmd = "submit", .since_ms = s->began};

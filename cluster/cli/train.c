@@ -167,6 +167,12 @@ static void on_worker_lost(void *data, int rank, const char *target, int epoch,
         rank, target, epoch, why, left, left == 1 ? "" : "s");
 }
 
+static void on_stall(void *data, const char *report)
+{
+    (void)data;
+    fprintf(stderr, "ferry submit: stalled: %s\n", report);
+}
+
 /* The fields only one kind of mode has: the all-reduce's, or async mode's
  * parameter server and staleness. */
 static void print_json_mode(const cluster_train_opts *o, const cluster_train_result *res)
@@ -297,7 +303,8 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                                .error = on_error,
                                .started = on_started,
                                .epoch = on_epoch,
-                               .worker_lost = on_worker_lost};
+                               .worker_lost = on_worker_lost,
+                               .stall = on_stall};
     params_file init;
     int rc = cli_params_init(o, &init);
     if (rc)

@@ -11,6 +11,12 @@ void ct_fail(ct_run *run, const char *fmt, ...)
 {
     if (!run->ev || !run->ev->error)
         return;
+    /* A run the stall inspector ended fails for what it found. */
+    const char *stalled = ct_stall_abort_report(run);
+    if (stalled) {
+        run->ev->error(run->ev->data, stalled);
+        return;
+    }
     va_list ap;
     va_start(ap, fmt);
     char *text = NULL;

@@ -200,7 +200,7 @@ static int train(ct_run *run, cluster_train_result *res)
     char paths[5][DATA_PATH_MAX];
     proto_train_spec spec;
     int rc = absolute_paths(run, &spec, paths);
-    if (rc)
+    if (rc || (rc = ct_stall_start(run)))
         return rc;
     cluster_set_call_timeout(run->cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
@@ -227,6 +227,7 @@ static int train(ct_run *run, cluster_train_result *res)
         res->begin = b[0];
         b[0] = NULL;
     }
+    ct_stall_stop(run);
     /* Frees the workers' sessions now; they would be replaced anyway. */
     if (rc)
         ct_discard(run);
@@ -254,6 +255,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
             run.alive[r] = true;
         if ((rc = ct_timeline_open(&run)) == 0)
             rc = ct_timeline_close(&run, train(&run, res));
+        ct_stall_stop(&run);
     }
     proto_free(run.reply);
     free(run.alive);

@@ -15,7 +15,8 @@
  *   hold.c        the master's hold on each rank's session for the run
  *   mode_sync.c   single and sync mode's epoch and end (rank 0 speaks for all)
  *   mode_async.c  async mode's epoch and end (every rank speaks for itself)
- *   scores.c      a model's own metrics, averaged over async mode's ranks */
+ *   scores.c      a model's own metrics, averaged over async mode's ranks
+ *   stall.c       the stall inspector: who holds the others up, and why */
 #ifndef FERRY_CLUSTER_TRAIN_H
 #define FERRY_CLUSTER_TRAIN_H
 
@@ -51,6 +52,9 @@ typedef struct cluster_train_opts {
      * the workers read it): its first epoch, the one after the
      * checkpoint's (0: 1). */
     int first_epoch;
+    /* The cluster file's stall thresholds (stall.c), in ms; the spec's
+     * stall_warn / stall_abort, when set, win. 0: never. */
+    int64_t stall_warn_ms, stall_abort_ms;
 } cluster_train_opts;
 
 /* What the workers said when the run began (rank 0's reply). */
@@ -109,6 +113,10 @@ typedef struct cluster_train_events {
      * and the run goes on with `left` workers. */
     void (*worker_lost)(void *data, int rank, const char *target, int epoch,
                         const char *why, int left);
+    /* The training has made no progress for the stall threshold: `report`
+     * names the ranks that have not arrived and what each rank is doing,
+     * one line each after the first. Said once a stall. */
+    void (*stall)(void *data, const char *report);
 } cluster_train_events;
 
 /* What a run that succeeded added up to. Strings are owned by it until

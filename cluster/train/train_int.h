@@ -19,6 +19,7 @@ typedef struct ct_scores {
 
 struct ct_mode;
 typedef struct ct_timeline ct_timeline;
+typedef struct ct_stall ct_stall;
 
 /* One run, as its files share it. */
 typedef struct ct_run {
@@ -41,6 +42,7 @@ typedef struct ct_run {
     proto_train_epoch_reply *reply; /* sync: the last epoch's, rank 0's */
     cluster_open **holds;           /* two a rank (hold.c); NULL: none */
     ct_timeline *tl;                /* --timeline's (timeline.c); NULL: none */
+    ct_stall *stall;                /* the stall inspector's (stall.c); NULL: none */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -133,6 +135,20 @@ void ct_timeline_take(ct_run *run, int r, const proto_train_epoch_reply *rep);
  * (`rc`); returns rc, or FERRY_EIO (said) when the file could not be
  * written after a run that succeeded. */
 int ct_timeline_close(ct_run *run, int rc);
+
+/* ---- stall.c ---- */
+
+/* Starts watching the run's calls for stalls (the thresholds refused,
+ * said, when they are not durations). Returns 0 or FERRY_E*. */
+int ct_stall_start(ct_run *run);
+/* Stops watching and frees. */
+void ct_stall_stop(ct_run *run);
+/* The report the run was ended with, once the abort threshold passed,
+ * the first time it is asked; NULL otherwise. */
+const char *ct_stall_abort_report(ct_run *run);
+/* Parses a duration ("500ms", "30s", "2m", "1h", or seconds) into *ms.
+ * Returns 0 or FERRY_EINVAL. */
+int ct_stall_parse(const char *text, int64_t *ms);
 
 /* ---- scores.c ---- */
 

@@ -269,6 +269,9 @@ const char *rt_op_name(const rt_comm_op *op);
 bool rt_ring_exchange(const rt_comm *c, const rt_comm_op *op);
 
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns);
+/* The rank `op` waits on now: the one whose chunk it misses first, or the
+ * one that has not acknowledged its send; -1 once complete. Under mu. */
+int rt_ring_waits_for(const rt_comm *c, const rt_comm_op *op);
 void rt_ring_retry_due(rt_comm *c, uint64_t now_ns);
 /* Marks ops done that are complete, or whose session failed and whose
  * sends have all ended, once gRPC has released all their bytes; updates

@@ -20,6 +20,7 @@
 
 #include "coll_int.h"
 #include "base/cond_wait.h"
+#include "runtime/where.h"
 
 #define TICK_MS 20
 
@@ -496,6 +497,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
         return FERRY_EINVAL;
     pthread_mutex_lock(&c->mu);
     while (!op->done) {
+        rt_where_waiting(rt_op_name(op), rt_ring_waits_for(c, op));
         base_cond_wait_ms(&c->cv, &c->mu, CLOCK_REALTIME, TICK_MS);
         if (!op->done && !c->error && cancelled && cancelled(arg)) {
             rt_comm_fail_locked(c, FERRY_ECANCELED,
@@ -507,6 +509,7 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
             pthread_mutex_lock(&c->mu);
         }
     }
+    rt_where_waiting(rt_op_name(op), -1); /* done waiting: an evaluation may follow */
     int rc = op->result;
     if (rc && err)
         snprintf(err, errlen, "%s", c->errmsg);

@@ -774,6 +774,37 @@ void rt_ring_released(rt_comm *c, rt_release *list)
     }
 }
 
+/* The phase whose chunks are not all in yet (the last when all are). */
+static int recv_phase(const rt_comm_op *op)
+{
+    int ph = 0;
+    while (ph + 1 < RT_PHASES && op->recv_done[ph] == op->recv_expected[ph])
+        ph++;
+    return ph;
+}
+
+/* The exchange phase's first chunk not in yet. */
+static size_t ex_missing(const rt_comm_op *op)
+{
+    size_t k = 0;
+    while (k + 1 < op->recv_expected[RT_PHASE_EX] && op->ex[k].got)
+        k++;
+    return k;
+}
+
+int rt_ring_waits_for(const rt_comm *c, const rt_comm_op *op)
+{
+    int ph = recv_phase(op);
+    if (op->recv_done[ph] < op->recv_expected[ph])
+        return ph == RT_PHASE_EX
+                   ? rt_partner(c, (uint32_t)(ex_missing(op) / op->ex_chunks))
+                   : rt_left(c);
+    for (const rt_send *s = c->sends; s; s = s->next)
+        if (s->op == op)
+            return s->to;
+    return complete(op) ? -1 : rt_left(c);
+}
+
 void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
 {
     uint64_t limit = (uint64_t)c->timeout_ms * 1000000ull;
@@ -788,17 +819,12 @@ void rt_ring_check_progress(rt_comm *c, uint64_t now_ns)
                 return;
             }
         double quiet = (double)(now_ns - op->progress_ns) / 1e9;
-        int ph = 0;
-        while (ph + 1 < RT_PHASES && op->recv_done[ph] == op->recv_expected[ph])
-            ph++;
+        int ph = recv_phase(op);
         if (op->recv_done[ph] < op->recv_expected[ph]) {
-            int from = rt_left(c);
+            int from = rt_ring_waits_for(c, op);
             char round[32] = "";
             if (ph == RT_PHASE_EX) { /* the partner of the first round not in */
-                size_t k = 0;
-                while (k + 1 < op->recv_expected[ph] && op->ex[k].got)
-                    k++;
-                from = rt_partner(c, (uint32_t)(k / op->ex_chunks));
+                size_t k = ex_missing(op);
                 if (c->rounds > 1)
                     snprintf(round, sizeof round, " round %zu", k / op->ex_chunks);
             }

@@ -19,6 +19,7 @@
 
 #include "proto/train_spec.h"
 #include "ps_int.h"
+#include "runtime/where.h"
 
 #define TICK_MS           20
 #define DEFAULT_TIMEOUT   PROTO_TRAIN_WORKER_TIMEOUT_MS
@@ -310,6 +311,19 @@ static int take(rt_ps_client *c, const trip *t, int s, float *params, rt_ps_seen
     return 0;
 }
 
+/* The first shard still not answered, for the stall inspector. */
+static void say_where(const rt_ps_client *c, bool pull)
+{
+    for (int s = 0; s < c->shards; s++)
+        if (c->started[s] && !c->calls[s].done) {
+            char phase[48];
+            snprintf(phase, sizeof phase, "%s shard %d", pull ? "pull from" : "push to",
+                     s);
+            rt_where_waiting(phase, rt_ps_shard_rank(s, c->world));
+            return;
+        }
+}
+
 static int trip_run(rt_ps_client *c, trip t, float *params, const float *values, int kind,
                     uint64_t step, rt_ps_seen *seen, char *err, size_t errlen)
 {
@@ -337,8 +351,10 @@ static int trip_run(rt_ps_client *c, trip t, float *params, const float *values,
                 t.running++;
             }
         }
-        while (t.running)
+        while (t.running) {
+            say_where(c, pull);
             uv_run(&c->loop, UV_RUN_ONCE);
+        }
         todo = 0;
         for (int s = 0; s < c->shards; s++) {
             if (!c->started[s])
@@ -381,6 +397,7 @@ static int trip_run(rt_ps_client *c, trip t, float *params, const float *values,
     }
     uv_close((uv_handle_t *)&tick, NULL);
     uv_run(&c->loop, UV_RUN_NOWAIT);
+    rt_where_phase(pull ? "pulled from the shards" : "pushed to the shards", -1);
     wait_lent(c);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/where.h"
 #include "trainer_int.h"
 
 int rt_trainer_to_device(rt_trainer *t, const rt_batch_host *hb, ferry_batch_t *b)
@@ -157,6 +158,7 @@ int rt_trainer_step(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb, flo
     where(t, r, at, sizeof at);
     *loss = 0;
     *samples = (size_t)hb->n;
+    rt_where_step(r->epoch, r->step, "forward and backward");
     if (md->step_begin)
         md->step_begin(t, r, hb, samples);
     double t0 = rt_train_now();
@@ -177,8 +179,10 @@ int rt_trainer_step(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb, flo
     }
     r->st->compute_s += rt_train_now() - t0;
     rt_timeline_since(t->tl, PROTO_TL_COMPUTE, 0, t0);
+    rt_where_phase("gradient exchange", -1);
     if (md->step_end && (rc = md->step_end(t, r, hb, loss)))
         return rc;
+    rt_where_phase("optimizer step", -1);
     if (!isfinite(*loss)) {
         snprintf(r->err, r->errlen, "loss is %s at %s: training stopped",
                  isnan(*loss) ? "nan" : "infinite", at);
