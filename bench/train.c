@@ -414,6 +414,8 @@ int main(int argc, char **argv)
     if (c.timeline) {
         int n =
             bench_train_timeline(&(bench_tl_cfg){.quick = c.quick, .mlp_so = c.mlp_so});
+        int e2e = bench_train_observe(c.ferry_bin, c.mlp_so, c.quick);
+        n = n < 0 || e2e < 0 ? -1 : n + e2e;
         bench_log("bench/train --timeline: %d target(s) missed; %.1f s", n,
                   (double)(bench_now_ns() - t_start) * 1e-9);
         return n < 0;
