@@ -16,8 +16,8 @@
  * comes through a pipe and its last line is kept there; without, its stdout
  * is our stderr (stdout is for JSON lines), and no pipe is left for the
  * worker processes `ferry start` leaves behind to hold open. */
-int bench_run_ferry(const char *ferry, const char *home, const char *const *args, char *last,
-                    size_t len)
+int bench_run_ferry(const char *ferry, const char *home, const char *const *args,
+                    char *last, size_t len)
 {
     char *argv[24] = {(char *)ferry};
     int n = 1;

@@ -54,8 +54,10 @@ static int free_pair(void)
 static double epoch_ms(const char *ferry, const char *so, const char *home,
                        const char *timeline)
 {
-    const char *args[] = {"submit", so, "--epochs", "1", "--batch", "128", "--json", "-q",
-                          timeline ? "--timeline" : NULL, timeline, NULL};
+    const char *args[] = {"submit", so,        "--epochs",
+                          "1",      "--batch", "128",
+                          "--json", "-q",      timeline ? "--timeline" : NULL,
+                          timeline, NULL};
     char json[8192] = "";
     int code = bench_run_ferry(ferry, home, args, json, sizeof json);
     double rate = bench_json_number(json, "samples_per_s");
@@ -78,7 +80,8 @@ int bench_train_observe(const char *ferry, const char *so, bool quick)
     snprintf(port, sizeof port, "%d", free_pair());
     snprintf(timeline, sizeof timeline, "%s/timeline.json", home[1]);
     const char *start_off[] = {"start", "2", "--base-port", "0", NULL};
-    const char *start_on[] = {"start", "2", "--base-port", "0", "--metrics-port", port, NULL};
+    const char *start_on[] = {"start",          "2",  "--base-port", "0",
+                              "--metrics-port", port, NULL};
     int rc = 0, missed = -1;
     if (bench_run_ferry(ferry, home[0], start_off, NULL, 0) != 0 ||
         bench_run_ferry(ferry, home[1], start_on, NULL, 0) != 0) {

@@ -17,7 +17,7 @@ typedef enum proto_tl_kind {
     PROTO_TL_PUSH,        /* async: a push to the shards (with a pull, both) */
     PROTO_TL_PULL,        /* async: a pull, the staleness bound's wait included */
     PROTO_TL_SEND,        /* a chunk's send, queued to acknowledged (arg: chunk) */
-    PROTO_TL_RECV,        /* the wait for a chunk since the collective last moved */
+    PROTO_TL_RECV,        /* a chunk's wait, from the collective's last move */
     PROTO_TL_REDUCE,      /* a received chunk added in place (arg: chunk) */
     PROTO_TL_WAIT,        /* a collective's start to its first chunk (arg: sender) */
     PROTO_TL_CKPT,        /* a checkpoint written */

@@ -74,11 +74,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "only GET\n",
                      MHD_RESPMEM_PERSISTENT);
     if (strcmp(url, "/") == 0)
-        return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)cli_dashboard_page,
-                     MHD_RESPMEM_PERSISTENT);
+        return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+                     (char *)cli_dashboard_page, MHD_RESPMEM_PERSISTENT);
     if (strcmp(url, "/state.json") != 0)
-        return reply(c, MHD_HTTP_NOT_FOUND, "text/plain", "ferry serves / and /state.json\n",
-                     MHD_RESPMEM_PERSISTENT);
+        return reply(c, MHD_HTTP_NOT_FOUND, "text/plain",
+                     "ferry serves / and /state.json\n", MHD_RESPMEM_PERSISTENT);
     pthread_mutex_lock(&b->mu);
     char *body = strdup(b->state ? b->state : "{}");
     pthread_mutex_unlock(&b->mu);
@@ -104,14 +104,15 @@ static json_t *workers_json(const cluster_worker *w, size_t n, const int64_t *la
                                   ? s->oldest_call
                                   : "idle";
         json_array_append_new(
-            a, json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o}", "rank", w[i].rank,
-                         "address", w[i].target, "health", w[i].ping ? "ok" : "down",
-                         "device", w[i].ping ? w[i].ping->device : "-", "running", running,
-                         "epochs", (json_int_t)(s ? s->train_epochs : 0), "steps",
-                         (json_int_t)(s ? s->train_steps : 0), "samples_per_s",
-                         number(s ? s->train_samples_per_s : NAN), "heartbeat_s_ago",
-                         last_ok[i] ? json_real((double)(now - last_ok[i]) / 1e3)
-                                    : json_null()));
+            a,
+            json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o}", "rank", w[i].rank,
+                      "address", w[i].target, "health", w[i].ping ? "ok" : "down",
+                      "device", w[i].ping ? w[i].ping->device : "-", "running", running,
+                      "epochs", (json_int_t)(s ? s->train_epochs : 0), "steps",
+                      (json_int_t)(s ? s->train_steps : 0), "samples_per_s",
+                      number(s ? s->train_samples_per_s : NAN), "heartbeat_s_ago",
+                      last_ok[i] ? json_real((double)(now - last_ok[i]) / 1e3)
+                                 : json_null()));
     }
     return a;
 }
@@ -130,11 +131,11 @@ static json_t *run_json(const char *home)
     for (size_t i = 0; i < r.n; i++) {
         const runs_point *p = &r.points[i];
         json_array_append_new(
-            epochs, json_pack("{s:i, s:I, s:o, s:o, s:o, s:o}", "epoch", (int)p->epoch,
-                              "step", (json_int_t)p->step, "wall_s", number(p->wall_s),
-                              "train_loss", number(p->train_loss), "test_loss",
-                              number(p->test_loss), "test_accuracy",
-                              number(p->test_accuracy)));
+            epochs,
+            json_pack("{s:i, s:I, s:o, s:o, s:o, s:o}", "epoch", (int)p->epoch, "step",
+                      (json_int_t)p->step, "wall_s", number(p->wall_s), "train_loss",
+                      number(p->train_loss), "test_loss", number(p->test_loss),
+                      "test_accuracy", number(p->test_accuracy)));
     }
     for (size_t i = 0; i < r.n_steps; i++)
         json_array_append_new(steps, json_pack("{s:I, s:o, s:o}", "step",
@@ -196,10 +197,9 @@ static void serve(board *b, cli_running *r, const home_paths *h)
         for (size_t i = 0; w && i < n; i++)
             if (w[i].ping)
                 last_ok[i] = now;
-        json_t *st = json_pack("{s:s, s:f, s:o, s:o}", "home", h->dir, "time",
-                               (double)now / 1e3,
-                               w ? workers_json(w, n, last_ok) : json_array(), "run",
-                               run_json(h->dir));
+        json_t *st = json_pack(
+            "{s:s, s:f, s:o, s:o}", "home", h->dir, "time", (double)now / 1e3,
+            w ? workers_json(w, n, last_ok) : json_array(), "run", run_json(h->dir));
         char *text = st ? json_dumps(st, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         json_decref(st);
         if (text) {
@@ -229,10 +229,11 @@ int cli_dashboard(int argc, char **argv)
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)port, NULL, NULL,
-        on_request, &b, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_LIMIT, 16u, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+                         (uint16_t)port, NULL, NULL, on_request, &b, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 16u,
+                         MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
     if (!d) {
         cli_err("dashboard", "cannot serve on 127.0.0.1:%d (in use?)", port);
         cli_running_close(&r);

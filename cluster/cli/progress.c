@@ -27,7 +27,7 @@ struct cli_progress {
     pthread_t ticker;
     bool ticking, stop, drawn;
     /* Under mu. */
-    long done;         /* epochs */
+    long done;          /* epochs */
     double t0, t_epoch; /* the run's start, the current epoch's */
     double last_epoch_s, rate;
 };
@@ -69,7 +69,8 @@ static void draw(cli_progress *p)
     if (p->rate > 0)
         snprintf(rate, sizeof rate, "%.0f samples/s", p->rate);
     if (p->last_epoch_s > 0)
-        clock_text((double)(p->epochs - p->done) * p->last_epoch_s - (part * p->last_epoch_s),
+        clock_text((double)(p->epochs - p->done) * p->last_epoch_s -
+                       (part * p->last_epoch_s),
                    eta, sizeof eta);
     clock_text(now - p->t0, spent, sizeof spent);
     long shown = p->done < p->epochs ? p->done + 1 : p->epochs;

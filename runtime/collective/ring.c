@@ -645,8 +645,9 @@ static void received(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 {
     bool first = !op->recv_done[RT_PHASE_RS] && !op->recv_done[RT_PHASE_EX] &&
                  !op->recv_done[RT_PHASE_AG] && !op->recv_done[RT_PHASE_BC];
-    rt_timeline_chunk(c->tl, first ? PROTO_TL_WAIT : PROTO_TL_RECV,
-                      first ? ch->h.from_rank : ch->h.chunk, op->seq, op->progress_ns);
+    if (first)
+        rt_timeline_chunk(c->tl, PROTO_TL_WAIT, ch->h.from_rank, op->seq, op->progress_ns);
+    rt_timeline_chunk(c->tl, PROTO_TL_RECV, ch->h.chunk, op->seq, op->progress_ns);
     op->recv_done[ch->h.phase]++;
     op->progress_ns = uv_hrtime();
     pthread_mutex_lock(&c->mu);

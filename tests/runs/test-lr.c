@@ -16,12 +16,13 @@ Test(runs_lr, the_record_has_the_cosine_schedules_rate_step_by_step)
 {
     e2e_start(2);
     e2e_run r;
-    e2e_ferry(&r, E2E_CMD_MS * 4, "submit", e2e_task("mlp"), "--epochs", "2", "--lr", "0.1",
-              "--schedule", "cosine", "-q", NULL);
+    e2e_ferry(&r, E2E_CMD_MS * 4, "submit", e2e_task("mlp"), "--epochs", "2", "--lr",
+              "0.1", "--schedule", "cosine", "-q", NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
     char dir[4200], err[512], path[4300];
-    cr_assert(runs_find(e2e_home, "last", dir, sizeof dir, err, sizeof err) == 0, "%s", err);
+    cr_assert(runs_find(e2e_home, "last", dir, sizeof dir, err, sizeof err) == 0, "%s",
+              err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     FILE *f = fopen(path, "r");
     cr_assert(f, "%s", path);
@@ -35,7 +36,8 @@ Test(runs_lr, the_record_has_the_cosine_schedules_rate_step_by_step)
             json_t *curve = json_object_get(ev, "loss_curve");
             json_t *lr = json_object_get(curve, "lr");
             cr_assert(json_is_array(lr) && json_array_size(lr) > 1 &&
-                          json_array_size(lr) == json_array_size(json_object_get(curve, "loss")),
+                          json_array_size(lr) ==
+                              json_array_size(json_object_get(curve, "loss")),
                       "an epoch without its learning rate by step: %s", line);
             for (size_t i = 0; i < json_array_size(lr); i++) {
                 double v = json_number_value(json_array_get(lr, i));
