@@ -198,7 +198,7 @@ static void serve(board *b, cli_running *r, const home_paths *h)
             if (w[i].ping)
                 last_ok[i] = now;
         json_t *st = json_pack(
-            "{s:s, s:f, s:o, s:o}", "home", h->dir, "time", (double)now / 1e3,
+            "{s:s, s:f, s:o, s:o}", "home", h->dir, "time", (double)now / 1e3, "workers",
             w ? workers_json(w, n, last_ok) : json_array(), "run", run_json(h->dir));
         char *text = st ? json_dumps(st, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         json_decref(st);

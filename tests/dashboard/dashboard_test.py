@@ -40,9 +40,10 @@ def state(url):
         return json.load(f)
 
 
-def epochs_recorded(url):
+def recorded(url, what="points"):
+    """The newest run's epochs (or loss curve's points) as the dashboard has them."""
     run_ = state(url).get("run") or {}
-    return len(run_.get("points") or [])
+    return len(run_.get(what) or [])
 
 
 def wait_for(cond, seconds):
@@ -93,10 +94,11 @@ def main():
         if not m:
             return
         url = m.group(0)
-        train = subprocess.Popen([FERRY, "submit", MLP, "--epochs", "4", "--data", DATA,
+        # Far more epochs than the test waits for: it is stopped once seen.
+        train = subprocess.Popen([FERRY, "submit", MLP, "--epochs", "100", "--data", DATA,
                                   "-q"], env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
-        if not wait_for(lambda: epochs_recorded(url) >= 1, 240):
+        if not wait_for(lambda: recorded(url) >= 1, 240):
             report(False, "the run's first epoch is recorded", json.dumps(state(url)))
             return
         first, rc, err = browse(url, profile)
@@ -104,10 +106,10 @@ def main():
         report(rc == 0 and ranks(first) == [0, 1] and "ferry dashboard" in first,
                "the page loads in chromium and shows both workers",
                "exit %d ranks %r\n%s\n%s" % (rc, ranks(first), err[-2000:], first[:3000]))
-        grown = wait_for(lambda: epochs_recorded(url) >= 3, 300)
+        grown = wait_for(lambda: recorded(url, "steps") > n1, 300)
         second, rc, err = browse(url, profile)
         n2 = loss_points(second)
-        report(grown and rc == 0 and 0 < n1 < n2,
+        report(grown and rc == 0 and 0 < n1 < n2 and "100 epochs, running" in second,
                "the loss curve grows while the run trains",
                "points %d then %d (exit %d)\n%s" % (n1, n2, rc, err[-2000:]))
         shot = os.path.join(home, "dashboard.png")
