@@ -158,16 +158,13 @@ static int parse(int argc, char **argv, int *port)
     *port = 0;
     optind = 1;
     int c;
+    long v;
     while ((c = getopt_long(argc, argv, "hp:", opts, NULL)) != -1) {
-        char *end = NULL;
-        if (c == 'p') {
-            long v = strtol(optarg, &end, 10);
-            if (!end || *end || v < 0 || v > 65535) {
-                cli_err("dashboard", "--port: expected a port from 0 to 65535, got '%s'",
-                        optarg);
-                return CLI_USAGE;
-            }
+        if (c == 'p' && base_parse_long(optarg, 0, 65535, &v)) {
             *port = (int)v;
+        } else if (c == 'p') {
+            cli_err("dashboard", "--port: expected a port from 0 to 65535, got '%s'", optarg);
+            return CLI_USAGE;
         } else if (c == 'h') {
             fputs(usage, stdout);
             return -1;

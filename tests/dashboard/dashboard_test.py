@@ -82,6 +82,11 @@ def main():
                                       text=True, timeout=300)
     board = train = None
     try:
+        bad, none = ferry("dashboard", "--port", "70000"), ferry("dashboard")
+        report(bad.returncode == 2 and "expected a port from 0 to 65535" in bad.stderr and
+               none.returncode == 1 and none.stderr,
+               "a port out of range, and no cluster to show, are refused",
+               bad.stderr + none.stderr)
         r = ferry("start", "2", "--base-port", "0")
         if r.returncode:
             report(False, "a cluster of 2 starts", r.stderr)
@@ -130,4 +135,4 @@ def main():
 
 
 if __name__ == "__main__":
-    run(TAP, 5, main)
+    run(TAP, 6, main)

@@ -5,15 +5,14 @@ last line, with the epoch lines above it; into a pipe, the plain lines and
 no bar. TAP."""
 import os
 import pty
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "params"))
 from ptap import BUILD, FERRY, Tap, run  # noqa: E402  (the TAP lines tests/params prints)
+from watch_test import read_until  # noqa: E402  (what a pseudo-terminal shows)
 
 TAP = Tap()
 report = TAP.report
@@ -27,20 +26,10 @@ def on_terminal(env, seconds):
     pid, fd = pty.fork()
     if pid == 0:
         os.execve(FERRY, [FERRY, *ARGS], env)
-    got, end = b"", time.time() + seconds
-    while time.time() < end:
-        r, _, _ = select.select([fd], [], [], 0.5)
-        if r:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            got += chunk
+    shown = read_until(fd, lambda text: False, seconds)  # until it closes the terminal
     _, status = os.waitpid(pid, 0)
     os.close(fd)
-    return got.decode(errors="replace"), os.waitstatus_to_exitcode(status)
+    return shown, os.waitstatus_to_exitcode(status)
 
 
 def main():
