@@ -561,5 +561,6 @@ void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out)
 
 void rt_comm_set_timeline(rt_comm *c, struct rt_timeline *tl)
 {
-    c->tl = tl;
+    if (c)
+        c->tl = tl;
 }
