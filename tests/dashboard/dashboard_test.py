@@ -10,12 +10,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "params"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "metrics"))
 from ptap import BUILD, FERRY, Tap, run  # noqa: E402  (the TAP lines tests/params prints)
+from watch_test import cluster_env  # noqa: E402  (a FERRY_HOME of its own)
 
 TAP = Tap()
 report = TAP.report
@@ -75,11 +76,8 @@ def stop(p):
 
 
 def main():
-    home = tempfile.mkdtemp(prefix="ferry-dashboard-")
+    home, env, ferry = cluster_env("ferry-dashboard-")
     profile = os.path.join(home, "chromium")
-    env = dict(os.environ, FERRY_HOME=home, OPENBLAS_NUM_THREADS="1")
-    ferry = lambda *a: subprocess.run([FERRY, *a], env=env, capture_output=True,  # noqa: E731
-                                      text=True, timeout=300)
     board = train = None
     try:
         bad, none = ferry("dashboard", "--port", "70000"), ferry("dashboard")

@@ -6,13 +6,11 @@ no bar. TAP."""
 import os
 import pty
 import shutil
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "params"))
 from ptap import BUILD, FERRY, Tap, run  # noqa: E402  (the TAP lines tests/params prints)
-from watch_test import read_until  # noqa: E402  (what a pseudo-terminal shows)
+from watch_test import cluster_env, read_until  # noqa: E402  (the watch test's helpers)
 
 TAP = Tap()
 report = TAP.report
@@ -33,10 +31,7 @@ def on_terminal(env, seconds):
 
 
 def main():
-    home = tempfile.mkdtemp(prefix="ferry-progress-")
-    env = dict(os.environ, FERRY_HOME=home, OPENBLAS_NUM_THREADS="1", TERM="xterm")
-    ferry = lambda *a: subprocess.run([FERRY, *a], env=env, capture_output=True,  # noqa: E731
-                                      text=True, timeout=300)
+    home, env, ferry = cluster_env("ferry-progress-")
     try:
         r = ferry("start", "2", "--base-port", "0")
         if r.returncode:
