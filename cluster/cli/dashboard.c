@@ -163,7 +163,8 @@ static int parse(int argc, char **argv, int *port)
         if (c == 'p' && base_parse_long(optarg, 0, 65535, &v)) {
             *port = (int)v;
         } else if (c == 'p') {
-            cli_err("dashboard", "--port: expected a port from 0 to 65535, got '%s'", optarg);
+            cli_err("dashboard", "--port: expected a port from 0 to 65535, got '%s'",
+                    optarg);
             return CLI_USAGE;
         } else if (c == 'h') {
             fputs(usage, stdout);

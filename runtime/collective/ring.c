@@ -646,7 +646,8 @@ static void received(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     bool first = !op->recv_done[RT_PHASE_RS] && !op->recv_done[RT_PHASE_EX] &&
                  !op->recv_done[RT_PHASE_AG] && !op->recv_done[RT_PHASE_BC];
     if (first)
-        rt_timeline_chunk(c->tl, PROTO_TL_WAIT, ch->h.from_rank, op->seq, op->progress_ns);
+        rt_timeline_chunk(c->tl, PROTO_TL_WAIT, ch->h.from_rank, op->seq,
+                          op->progress_ns);
     rt_timeline_chunk(c->tl, PROTO_TL_RECV, ch->h.chunk, op->seq, op->progress_ns);
     op->recv_done[ch->h.phase]++;
     op->progress_ns = uv_hrtime();
