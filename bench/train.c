@@ -120,7 +120,9 @@ static void usage(FILE *f)
         "                6,000 samples (with --quick: 2 rounds, fewer samples)\n"
         "  --timeline    instead: an MLP step's time with a timeline recorded\n"
         "                against without, epoch about in this process (target:\n"
-        "                at most 3%% slower; with --quick: fewer, shorter rounds)\n"
+        "                at most 3%% slower; with --quick: fewer, shorter rounds),\n"
+        "                then a 2-worker sync run's step with --timeline and the\n"
+        "                metrics endpoint on against both off, an epoch each in turn\n"
         "  --period-ms MS  the straggler's duty-cycle period (default 30)\n"
         "  --epochs N    MLP and CNN epochs (default 5; --async: 3)\n"
         "  --no-cnn      skip the CNN\n"
@@ -414,6 +416,8 @@ int main(int argc, char **argv)
     if (c.timeline) {
         int n =
             bench_train_timeline(&(bench_tl_cfg){.quick = c.quick, .mlp_so = c.mlp_so});
+        int e2e = bench_train_observe(c.ferry_bin, c.mlp_so, c.quick);
+        n = n < 0 || e2e < 0 ? -1 : n + e2e;
         bench_log("bench/train --timeline: %d target(s) missed; %.1f s", n,
                   (double)(bench_now_ns() - t_start) * 1e-9);
         return n < 0;

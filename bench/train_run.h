@@ -75,4 +75,10 @@ typedef struct bench_submit {
 int bench_submit_train(const char *ferry, const char *so, const bench_run_opts *o,
                        bench_submit *out);
 
+/* Runs `ferry args...` (NULL-terminated) under FERRY_HOME `home` and waits:
+ * the exit status. With `last`, its stdout's last line is kept there;
+ * without, its stdout goes to our stderr. */
+int bench_run_ferry(const char *ferry, const char *home, const char *const *args,
+                    char *last, size_t len);
+
 #endif

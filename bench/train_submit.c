@@ -16,8 +16,8 @@
  * comes through a pipe and its last line is kept there; without, its stdout
  * is our stderr (stdout is for JSON lines), and no pipe is left for the
  * worker processes `ferry start` leaves behind to hold open. */
-static int run_ferry(const char *ferry, const char *home, const char *const *args,
-                     char *last, size_t len)
+int bench_run_ferry(const char *ferry, const char *home, const char *const *args,
+                    char *last, size_t len)
 {
     char *argv[24] = {(char *)ferry};
     int n = 1;
@@ -67,7 +67,7 @@ int bench_submit_train(const char *ferry, const char *so, const bench_run_opts *
         return 0;
     }
     const char *start[] = {"start", "1", "--base-port", "0", NULL};
-    int code = run_ferry(ferry, home, start, NULL, 0);
+    int code = bench_run_ferry(ferry, home, start, NULL, 0);
     if (code != 0) {
         snprintf(out->skipped, sizeof out->skipped, "ferry start 1 exited %d", code);
         goto out;
@@ -83,7 +83,7 @@ int bench_submit_train(const char *ferry, const char *so, const bench_run_opts *
                             "--seed", seed,   "--json",   NULL};
     char json[8192] = "";
     uint64_t t0 = bench_now_ns();
-    code = run_ferry(ferry, home, submit, json, sizeof json);
+    code = bench_run_ferry(ferry, home, submit, json, sizeof json);
     out->command_s = (double)(bench_now_ns() - t0) / 1e9;
     out->samples_per_s = bench_json_number(json, "samples_per_s");
     out->train_s = bench_json_number(json, "train_s");
@@ -94,7 +94,7 @@ int bench_submit_train(const char *ferry, const char *so, const bench_run_opts *
         snprintf(out->skipped, sizeof out->skipped, "ferry submit exited %d%s", code,
                  code == 0 ? " without samples_per_s in its JSON" : "");
     const char *shutdown[] = {"shutdown", "--grace-ms", "2000", NULL};
-    run_ferry(ferry, home, shutdown, NULL, 0);
+    bench_run_ferry(ferry, home, shutdown, NULL, 0);
 out:
     bench_remove_tree(home);
     return 0;

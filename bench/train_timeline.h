@@ -16,4 +16,10 @@ typedef struct bench_tl_cfg {
  * number of targets missed (0 or 1), or -1 when it could not run. */
 int bench_train_timeline(const bench_tl_cfg *c);
 
+/* The same target end to end (train_timeline_e2e.c): a 2-worker sync run's
+ * step time with `--timeline` and the metrics endpoint on against both off,
+ * through `ferry` (build/ferry) and the task module at `so`. Returns as
+ * bench_train_timeline. */
+int bench_train_observe(const char *ferry, const char *so, bool quick);
+
 #endif

@@ -376,7 +376,8 @@ typedef struct proto_model_metric {
     F(uint64_t, timeline_dropped)                                                        \
     REP(double, loss_curve)       /* the training loss through the epoch */              \
     F(uint32_t, loss_curve_every) /* steps an entry (the last: what was left) */         \
-    F(char *, checkpoint) /* rank 0's newest checkpoint file, "" if none this epoch */
+    F(char *, checkpoint) /* rank 0's newest checkpoint file, "" if none this epoch */   \
+    REP(double, lr_curve) /* the learning rate over loss_curve's steps */
 
 typedef struct proto_train_epoch_reply {
     PROTO_TRAIN_EPOCH_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)

@@ -16,6 +16,11 @@ typedef enum proto_tl_kind {
     PROTO_TL_BUCKET,      /* sync: waiting for a bucket's sum (arg: bucket) */
     PROTO_TL_PUSH,        /* async: a push to the shards (with a pull, both) */
     PROTO_TL_PULL,        /* async: a pull, the staleness bound's wait included */
+    PROTO_TL_SEND,        /* a chunk's send, queued to acknowledged (arg: chunk) */
+    PROTO_TL_RECV,        /* a chunk's wait, from the collective's last move */
+    PROTO_TL_REDUCE,      /* a received chunk added in place (arg: chunk) */
+    PROTO_TL_WAIT,        /* a collective's start to its first chunk (arg: sender) */
+    PROTO_TL_CKPT,        /* a checkpoint written */
     PROTO_TL_KINDS
 } proto_tl_kind;
 

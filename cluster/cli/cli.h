@@ -50,6 +50,7 @@ int cli_runs(int argc, char **argv);
 int cli_plot(int argc, char **argv);
 int cli_check(int argc, char **argv); /* check.c */
 int cli_checkpoint(int argc, char **argv); /* checkpoint.c */
+int cli_dashboard(int argc, char **argv);  /* dashboard.c */
 
 /* ---- workers an engine starts (start_slurm.c) ------------------------------ */
 
@@ -209,6 +210,18 @@ int cli_remote_shutdown(long grace_ms);
 /* `ferry status --watch` (watch.c): the table every `interval` seconds until
  * q, SIGINT or SIGTERM. Returns the exit status. */
 int cli_status_watch(cli_running *r, const home_paths *h, double interval);
+
+/* The training's progress bar on a terminal (progress.c): NULL (no bar,
+ * every call a no-op) when `f` is not one. Lines printed while it runs go
+ * between hold and release, which wipe and redraw it; epoch (under hold)
+ * counts one done at `samples_per_s`. */
+typedef struct cli_progress cli_progress;
+cli_progress *cli_progress_create(FILE *f, long epochs);
+void cli_progress_begin(cli_progress *p);
+void cli_progress_hold(cli_progress *p);
+void cli_progress_epoch(cli_progress *p, long epoch, double samples_per_s);
+void cli_progress_release(cli_progress *p);
+void cli_progress_destroy(cli_progress *p);
 
 /* For `submit` and `predict` (`cmd`, which its errors name): opens the
  * running cluster into *r, checks the module of len bytes (called `shown`)

@@ -19,6 +19,7 @@ static const char usage[] =
     "  predict MODULE run a trained model (--params FILE) over a test set\n"
     "  runs           list the training runs recorded under $FERRY_HOME/runs\n"
     "  plot RUN...    draw runs' loss and accuracy curves (PNG or SVG, gnuplot)\n"
+    "  dashboard      serve a live status page of the cluster and its newest run\n"
     "  checkpoint     show FILE: check a training checkpoint and print its header\n"
     "  shutdown       stop every worker and the supervisor; clean the cluster state\n"
     "  worker         run one worker in the foreground (remote hosts, containers)\n"
@@ -39,6 +40,7 @@ int main(int argc, char **argv)
         {"predict", cli_predict, true},    {"shutdown", cli_shutdown, true},
         {"runs", cli_runs, false},         {"plot", cli_plot, false},
         {"worker", rt_worker_main, false}, {"checkpoint", cli_checkpoint, false},
+        {"dashboard", cli_dashboard, false},
     };
     if (argc < 2) {
         fputs(usage, stderr);

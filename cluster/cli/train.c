@@ -23,6 +23,7 @@ typedef struct teller {
     char run_id[RUNS_ID_MAX];
     char why[512]; /* the run's first error, for its record */
     char checkpoint[4160]; /* the newest checkpoint written ("": none) */
+    cli_progress *bar;     /* on a terminal, or NULL */
 } teller;
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
@@ -79,7 +80,9 @@ static void on_error(void *data, const char *message)
     teller *t = data;
     if (!t->why[0])
         snprintf(t->why, sizeof t->why, "%s", message);
+    cli_progress_hold(t->bar);
     cli_err("submit", "%s", message);
+    cli_progress_release(t->bar);
 }
 
 static void on_started(void *data, const cluster_train_started *s)
@@ -123,6 +126,7 @@ static void on_started(void *data, const cluster_train_started *s)
         (unsigned long long)s->test_samples, optim, o->batch, k > 1 ? " (global)" : "",
         (unsigned long long)o->seed);
     fflush(f);
+    cli_progress_begin(t->bar);
 }
 
 static void on_epoch(void *data, const cluster_train_epoch *e)
@@ -130,6 +134,8 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
     teller *t = data;
     FILE *f = t->progress;
     runs_epoch(t->record, e);
+    cli_progress_hold(t->bar);
+    cli_progress_epoch(t->bar, e->epoch, e->samples_per_s);
     fprintf(f, "epoch %u/%ld  loss %.4f  test_loss %.4f", e->epoch, t->o->epochs,
             e->train_loss, e->test_loss);
     scores_print(f, t->o, e);
@@ -155,16 +161,19 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
         snprintf(t->checkpoint, sizeof t->checkpoint, "%s", e->checkpoint);
     }
     fflush(f);
+    cli_progress_release(t->bar);
 }
 
 static void on_worker_lost(void *data, int rank, const char *target, int epoch,
                            const char *why, int left)
 {
     teller *t = data;
+    cli_progress_hold(t->bar);
     fprintf(
         t->progress,
         "worker %d (%s) lost in epoch %d: %s; async training goes on with %d worker%s\n",
         rank, target, epoch, why, left, left == 1 ? "" : "s");
+    cli_progress_release(t->bar);
 }
 
 static void on_stall(void *data, const char *report)
@@ -315,7 +324,9 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     open_record(&t, module, task);
     cluster_train_result res;
     say_where_on_interrupt(module, o, true);
+    t.bar = cli_progress_create(t.progress, o->epochs);
     rc = cluster_train_run(cl, m, module, &ro, &ev, &res);
+    cli_progress_destroy(t.bar);
     say_where_on_interrupt(module, o, false);
     params_file_free(&init);
     runs_close(t.record, rc, t.why[0] ? t.why : ferry_strerror(rc));

@@ -224,9 +224,16 @@ void runs_epoch(runs_log *l, const cluster_train_epoch *e)
         json_t *loss = json_array();
         for (size_t i = 0; i < e->n_loss_curve; i++)
             json_array_append_new(loss, number(e->loss_curve[i]));
-        json_object_set_new(
-            ev, "loss_curve",
-            json_pack("{s:i, s:o}", "every", (int)e->loss_curve_every, "loss", loss));
+        json_t *curve =
+            json_pack("{s:i, s:o}", "every", (int)e->loss_curve_every, "loss", loss);
+        if (e->lr_curve && curve) {
+            json_t *lr = json_array();
+            for (size_t i = 0; i < e->n_loss_curve; i++)
+                json_array_append_new(lr, number(e->lr_curve[i]));
+            json_object_set_new(curve, "lr", lr);
+            json_object_set_new(ev, "lr", number(e->lr_curve[e->n_loss_curve - 1]));
+        }
+        json_object_set_new(ev, "loss_curve", curve);
     }
     emit(l, ev);
 }

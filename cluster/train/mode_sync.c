@@ -47,6 +47,8 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
                                  .n_loss_curve = r->n_loss_curve,
                                  .loss_curve_every = r->loss_curve_every,
                                  .checkpoint = r->checkpoint ? r->checkpoint : ""};
+    if (r->n_lr_curve == r->n_loss_curve)
+        out->lr_curve = r->lr_curve;
     for (size_t i = 0; i < r->n_metrics && i < FERRY_MODEL_METRICS_MAX; i++)
         out->metrics[out->n_metrics++] = (cluster_train_metric){
             .name = r->metrics[i].name, .value = r->metrics[i].value};

@@ -2,7 +2,8 @@
  * epoch's replies bring them, written at once to FILE as Chrome trace-event
  * JSON (the format Perfetto and chrome://tracing open): one process a
  * worker, one thread a track, "X" events in microseconds on the
- * submitter's clock.
+ * submitter's clock. The collectives' chunk events are sampled (one
+ * collective in RT_TIMELINE_CHUNK_EVERY: runtime/train/timeline.h).
  *
  * Each worker stamps its events with its own monotonic clock. Before the
  * run begins, its offset to this process's clock is measured as NTP does:
@@ -30,8 +31,20 @@
 #define CLOCK_PINGS_AGAIN 4
 
 /* The tracks (threads) of a worker's process; a bucket's is BUCKET_TID + k. */
-enum { COMPUTE_TID = 1, DATA_TID, EVAL_TID, PUSH_TID, PULL_TID, BUCKET_TID = 100 };
-#define FIXED_TIDS 8
+enum {
+    COMPUTE_TID = 1,
+    DATA_TID,
+    EVAL_TID,
+    PUSH_TID,
+    PULL_TID,
+    CKPT_TID,
+    WAIT_TID,
+    SEND_TID,
+    RECV_TID,
+    REDUCE_TID,
+    BUCKET_TID = 100
+};
+#define FIXED_TIDS 12
 
 typedef struct tl_rank {
     int64_t offset_ns;    /* the worker's clock minus ours, as last measured */
@@ -163,6 +176,11 @@ static int track(ct_timeline *tl, int r, proto_tl_kind kind, uint32_t arg)
         [PROTO_TL_EVAL] = {EVAL_TID, "evaluation"},
         [PROTO_TL_PUSH] = {PUSH_TID, "parameter server: pushes"},
         [PROTO_TL_PULL] = {PULL_TID, "parameter server: pulls"},
+        [PROTO_TL_CKPT] = {CKPT_TID, "checkpoint writes"},
+        [PROTO_TL_WAIT] = {WAIT_TID, "waits on slower ranks"},
+        [PROTO_TL_SEND] = {SEND_TID, "all-reduce chunks: send"},
+        [PROTO_TL_RECV] = {RECV_TID, "all-reduce chunks: receive"},
+        [PROTO_TL_REDUCE] = {REDUCE_TID, "all-reduce chunks: reduce"},
     };
     tl_rank *tr = &tl->rank[r];
     if (kind == PROTO_TL_BUCKET) {
@@ -217,6 +235,11 @@ void ct_timeline_take(ct_run *run, int r, const proto_train_epoch_reply *rep)
         [PROTO_TL_BUCKET] = "bucket sum wait",
         [PROTO_TL_PUSH] = "push",
         [PROTO_TL_PULL] = "pull",
+        [PROTO_TL_SEND] = "send chunk",
+        [PROTO_TL_RECV] = "receive chunk",
+        [PROTO_TL_REDUCE] = "reduce chunk",
+        [PROTO_TL_WAIT] = "waiting on a rank",
+        [PROTO_TL_CKPT] = "checkpoint write",
     };
     ct_timeline *tl = run->tl;
     if (!tl || r < 0 || r >= run->k)
@@ -247,6 +270,10 @@ void ct_timeline_take(ct_run *run, int r, const proto_train_epoch_reply *rep)
                 (double)rep->timeline_dur_ns[i] / 1e3, rep->epoch);
         if (kind == PROTO_TL_BUCKET)
             fprintf(tl->f, ",\"bucket\":%u", arg);
+        else if (kind == PROTO_TL_WAIT)
+            fprintf(tl->f, ",\"rank\":%u", arg);
+        else if (kind >= PROTO_TL_SEND && kind <= PROTO_TL_REDUCE)
+            fprintf(tl->f, ",\"chunk\":%u", arg);
         fputs("}}", tl->f);
         tl->events++;
     }

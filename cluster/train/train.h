@@ -97,6 +97,7 @@ typedef struct cluster_train_epoch {
      * borrowed for the callback. Async mode: none. */
     const double *loss_curve;
     size_t n_loss_curve;
+    const double *lr_curve; /* the learning rate of the same steps (n_loss_curve) */
     unsigned loss_curve_every;
     const char *checkpoint; /* written in this epoch and durable ("": none) */
 } cluster_train_epoch;

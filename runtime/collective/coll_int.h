@@ -231,6 +231,7 @@ struct rt_comm {
     size_t wire_max;   /* start no more than this, unless none is out */
     bool failed_seen;  /* the sends of a failure are cancelled */
     rt_relbox *box;
+    struct rt_timeline *tl; /* chunk events go there (NULL: none); set before any op */
 };
 
 /* Something was filed for the session (a chunk, a release, an op, a

@@ -207,6 +207,12 @@ typedef struct rt_comm_stats {
 
 void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out);
 
+/* Records the chunks' sends, receives and reductions into `tl`
+ * (runtime/train/timeline.h), which must outlive the session (a training
+ * session destroys its comm before its trainer); between ops. */
+struct rt_timeline;
+void rt_comm_set_timeline(rt_comm *c, struct rt_timeline *tl);
+
 /* ---- fp16 --------------------------------------------------------------------- */
 
 /* IEEE binary16 <-> float32, round to nearest even; NaN and Inf survive. */

@@ -561,3 +561,9 @@ void rt_comm_get_stats(rt_comm *c, rt_comm_stats *out)
     *out = c->stats;
     pthread_mutex_unlock(&c->mu);
 }
+
+void rt_comm_set_timeline(rt_comm *c, struct rt_timeline *tl)
+{
+    if (c)
+        c->tl = tl;
+}

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "coll_int.h"
+#include "runtime/train/timeline.h"
 
 #define RETRY_FIRST_NS (2 * 1000000ull)
 #define RETRY_MAX_NS   (50 * 1000000ull)
@@ -376,6 +377,7 @@ static void send_done(rpc_call *call)
         if (s->h.phase == RT_PHASE_EX)
             ex_sent(c, op, s->h.ring_step, s->h.chunk);
         op->sends_done++;
+        rt_timeline_chunk(c->tl, PROTO_TL_SEND, s->h.chunk, op->seq, s->first_ns);
         op->progress_ns = now;
         pthread_mutex_lock(&c->mu);
         c->stats.chunks_sent++;
@@ -641,6 +643,12 @@ static void piece_half(float *dst, const void *src, size_t n, bool add_to)
 
 static void received(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 {
+    bool first = !op->recv_done[RT_PHASE_RS] && !op->recv_done[RT_PHASE_EX] &&
+                 !op->recv_done[RT_PHASE_AG] && !op->recv_done[RT_PHASE_BC];
+    if (first)
+        rt_timeline_chunk(c->tl, PROTO_TL_WAIT, ch->h.from_rank, op->seq,
+                          op->progress_ns);
+    rt_timeline_chunk(c->tl, PROTO_TL_RECV, ch->h.chunk, op->seq, op->progress_ns);
     op->recv_done[ch->h.phase]++;
     op->progress_ns = uv_hrtime();
     pthread_mutex_lock(&c->mu);
@@ -656,9 +664,11 @@ static void ex_add(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
 {
     uint32_t round = ch->h.ring_step;
     rt_span sp = rt_geo_chunk((rt_span){0, op->n}, c->chunk, ch->h.chunk);
+    received(c, op, ch);
+    uint64_t t0 = uv_hrtime();
     for_pieces(ch, sizeof(float), op->buf + sp.off, piece_ex_add,
                rt_partner(c, round) < c->rank);
-    received(c, op, ch);
+    rt_timeline_chunk(c->tl, PROTO_TL_REDUCE, ch->h.chunk, op->seq, t0);
     if ((int)round + 1 < c->rounds)
         send_chunk(c, op, RT_PHASE_EX, round + 1, ch->h.chunk, sp);
     rt_chunk_free(ch);
@@ -729,6 +739,8 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     }
     float *dst = op->buf + sp.off;
     bool f16 = h->elem == RT_ELEM_F16;
+    received(c, op, ch);
+    uint64_t t0 = uv_hrtime();
     if (h->phase == RT_PHASE_RS) {
         if (f16)
             for_pieces(ch, sizeof(uint16_t), dst, piece_half, true);
@@ -739,7 +751,8 @@ void rt_ring_consume(rt_comm *c, rt_comm_op *op, rt_chunk *ch)
     } else {
         for_pieces(ch, sizeof(float), dst, piece_copy, false);
     }
-    received(c, op, ch);
+    if (h->phase == RT_PHASE_RS)
+        rt_timeline_chunk(c->tl, PROTO_TL_REDUCE, h->chunk, op->seq, t0);
 
     int W = c->world;
     if (bc) {

@@ -79,6 +79,11 @@ void rt_optim_set_lr(rt_optim *opt, float lr)
     opt->o.lr = lr;
 }
 
+float rt_optim_lr(const rt_optim *opt)
+{
+    return opt->o.lr;
+}
+
 void rt_optim_step(rt_optim *opt, float *params, const float *grad)
 {
     const rt_optim_opts *o = &opt->o;

@@ -33,6 +33,8 @@ int rt_optim_create(ferry_device_t *dev, const rt_optim_opts *o, size_t n,
                     rt_optim **out);
 /* Sets the learning rate of the steps that follow (a schedule's). */
 void rt_optim_set_lr(rt_optim *opt, float lr);
+/* The learning rate of the next step. */
+float rt_optim_lr(const rt_optim *opt);
 /* One step of params from grad. */
 void rt_optim_step(rt_optim *opt, float *params, const float *grad);
 void rt_optim_destroy(rt_optim *opt);

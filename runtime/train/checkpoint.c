@@ -170,6 +170,7 @@ static void prune(rt_ckpt *c, const char *just)
 
 static int write_one(rt_trainer *t, uint64_t epoch_step, char *err, size_t errlen)
 {
+    double t0 = rt_timeline_now();
     rt_ckpt *c = t->ck;
     rt_ckpt_head h;
     fill_head(t, &h, epoch_step);
@@ -203,6 +204,7 @@ static int write_one(rt_trainer *t, uint64_t epoch_step, char *err, size_t errle
                          "cannot write checkpoint %s: %s", path,
                          rc < 0 ? strerror(-rc) : ferry_strerror(rc));
     snprintf(c->written, sizeof c->written, "%s", path);
+    rt_timeline_since(t->tl, PROTO_TL_CKPT, 0, t0);
     c->last_t = rt_train_now();
     prune(c, name);
     return 0;

@@ -292,6 +292,7 @@ int rt_sync_broadcast(rt_sync *s, float *params, bool (*cancelled)(void *), void
 void rt_sync_set_timeline(rt_sync *s, rt_timeline *tl)
 {
     s->tl = tl;
+    rt_comm_set_timeline(s->comm, tl);
 }
 
 int rt_sync_sum(rt_sync *s, float *host, size_t n, char *err, size_t errlen)

@@ -12,6 +12,7 @@ struct rt_timeline {
     size_t cap;
     atomic_size_t next;
     atomic_uint_least64_t dropped;
+    atomic_size_t chunks; /* chunk events this epoch */
     uint32_t *what;
     uint64_t *start_ns, *dur_ns;
 };
@@ -42,19 +43,37 @@ void rt_timeline_destroy(rt_timeline *tl)
     free(tl);
 }
 
+static void record(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, uint64_t start,
+                   uint64_t now)
+{
+    size_t i = atomic_fetch_add_explicit(&tl->next, 1, memory_order_relaxed);
+    if (i >= tl->cap) {
+        atomic_fetch_add_explicit(&tl->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    tl->what[i] = proto_tl_what(kind, arg);
+    tl->start_ns[i] = start;
+    tl->dur_ns[i] = now > start ? now - start : 0;
+}
+
+void rt_timeline_chunk(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, uint64_t seq,
+                       uint64_t start_ns)
+{
+    if (!tl || seq % RT_TIMELINE_CHUNK_EVERY || !start_ns)
+        return;
+    if (atomic_fetch_add_explicit(&tl->chunks, 1, memory_order_relaxed) >= tl->cap / 2) {
+        atomic_fetch_add_explicit(&tl->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    record(tl, kind, arg, start_ns, uv_hrtime());
+}
+
 double rt_timeline_since(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, double t0)
 {
     if (!tl)
         return t0;
     uint64_t now = uv_hrtime(), start = (uint64_t)(t0 * 1e9);
-    size_t i = atomic_fetch_add_explicit(&tl->next, 1, memory_order_relaxed);
-    if (i >= tl->cap) {
-        atomic_fetch_add_explicit(&tl->dropped, 1, memory_order_relaxed);
-        return (double)now / 1e9;
-    }
-    tl->what[i] = proto_tl_what(kind, arg);
-    tl->start_ns[i] = start;
-    tl->dur_ns[i] = now > start ? now - start : 0;
+    record(tl, kind, arg, start, now);
     return (double)now / 1e9;
 }
 
@@ -95,6 +114,7 @@ void rt_timeline_reset(rt_timeline *tl)
         return;
     atomic_store(&tl->next, 0);
     atomic_store(&tl->dropped, 0);
+    atomic_store(&tl->chunks, 0);
 }
 
 rt_timeline *rt_trainer_timeline(rt_trainer *t)

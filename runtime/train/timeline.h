@@ -37,6 +37,16 @@ static inline double rt_timeline_now(void)
  * is NULL). */
 double rt_timeline_since(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, double t0);
 
+/* The collectives' chunk events (send, receive, reduce, the wait for a
+ * slower rank), from `start_ns` (uv_hrtime) to now, for collective `seq`.
+ * They can be many (a step sends every chunk of every bucket), so they are
+ * sampled: only collectives whose seq is a multiple of
+ * RT_TIMELINE_CHUNK_EVERY record them, and at most half the buffer holds
+ * them; past that they are counted as dropped. Any thread. */
+#define RT_TIMELINE_CHUNK_EVERY 4
+void rt_timeline_chunk(rt_timeline *tl, proto_tl_kind kind, uint32_t arg, uint64_t seq,
+                       uint64_t start_ns);
+
 /* The events so far, in the order recorded, valid until the next reset. */
 typedef struct rt_timeline_events {
     size_t n;

@@ -316,6 +316,7 @@ typedef struct rt_epoch_stats {
     double ps_wait_s; /* in pulls and pushes, the staleness bound's wait included */
     rt_ps_shard_stats shard; /* what this rank's shards applied */
     rt_loss_curve curve;     /* the training loss step by step, thinned */
+    rt_loss_curve lr_curve;  /* the learning rate of the same steps */
 } rt_epoch_stats;
 
 typedef struct rt_trainer rt_trainer;

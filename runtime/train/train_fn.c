@@ -476,6 +476,8 @@ static int train_epoch(ferry_ctx_t *ctx, const ferry_bytes_t *in, ferry_bytes_t 
     r.n_loss_curve = (size_t)st.curve.n;
     r.loss_curve = st.curve.loss;
     r.loss_curve_every = st.curve.every;
+    r.n_lr_curve = (size_t)st.lr_curve.n;
+    r.lr_curve = st.lr_curve.loss;
     put_timeline(&r, &tv);
     r.checkpoint = written;
     proto_bytes b;

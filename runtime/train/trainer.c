@@ -332,6 +332,7 @@ int rt_trainer_epoch(rt_trainer *t, rt_epoch_stats *st, bool (*cancelled)(void *
         r.loss_sum += (double)loss * (double)samples;
         r.samples += samples;
         rt_loss_curve_add(&st->curve, loss);
+        rt_loss_curve_add(&st->lr_curve, t->opt ? rt_optim_lr(t->opt) : 0);
         st->local_samples += (size_t)hb->n;
     }
     if (rc == 0 && md->epoch_end)

@@ -1,8 +1,9 @@
 /* `ferry submit --timeline FILE` on 2-worker clusters: a sync run's file
  * is trace-event JSON with a process per worker and the compute, data,
  * evaluation and bucket tracks, whose bucket waits add up to the run's
- * reported all-reduce share; an async run's has pushes and pulls; a file
- * that cannot be written is refused before anything trains. */
+ * reported all-reduce share, the all-reduce's chunks sent, received and
+ * reduced, the waits on the other rank and the checkpoint writes; an async run's has
+ * pushes and pulls; a file that cannot be written is refused before anything trains. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@ typedef struct seen {
     int tracks[2];         /* thread_name events */
     bool compute_track[2]; /* a thread named "compute" */
     bool bucket_track[2];  /* "all-reduce bucket 0" */
-    int events[2][8];      /* X events by kind, in `kinds` order */
+    int events[2][16];     /* X events by kind, in `kinds` order */
     double bucket_s[2];    /* the bucket waits' total */
     double *bucket_end[2]; /* each bucket wait's end, in us (malloc'd) */
     size_t n_ends[2];
@@ -42,6 +43,11 @@ static const char *const kinds[] = {"forward+backward",
                                     "bucket sum wait",
                                     "push",
                                     "pull",
+                                    "send chunk",
+                                    "receive chunk",
+                                    "reduce chunk",
+                                    "waiting on a rank",
+                                    "checkpoint write",
                                     NULL};
 
 static int kind_of(const char *name)
@@ -156,8 +162,12 @@ static json_t *traced_run(e2e_run *r, const char *preload, const char *mode,
     e2e_start(2);
     unsetenv("LD_PRELOAD");
     const char *path = e2e_write_file("timeline.json", "");
+    char ckpt[4200];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", e2e_home);
+    /* Sync mode writes a checkpoint each epoch: its writes are traced. */
+    bool sync = strcmp(mode, "sync") == 0;
     e2e_ferry(r, 180000, "submit", e2e_task("mlp"), "--mode", mode, "--epochs", epochs,
-              "--json", "--timeline", path, NULL);
+              "--json", "--timeline", path, sync ? "--checkpoint-dir" : NULL, ckpt, NULL);
     E2E_EXPECT(r, 0);
     json_t *root;
     read_timeline(path, s, &root);
@@ -181,7 +191,14 @@ Test(e2e_timeline, a_sync_run_traces_both_workers_and_its_buckets_add_up)
                       s.events[w][k], kinds[k], want);
         }
         cr_assert(s.events[w][5] == 0 && s.events[w][6] == 0, "pushes in sync mode");
+        /* The chunks of one collective in 4 (sampled), and the rank 0's
+         * checkpoint of each epoch. */
+        for (int k = 7; k < 11; k++)
+            cr_assert(s.events[w][k] >= 469 / 4, "worker %d: %d %s events", w,
+                      s.events[w][k], kinds[k]);
     }
+    cr_assert(s.events[0][11] == 2, "rank 0 wrote %d checkpoints in 2 epochs",
+              s.events[0][11]);
     /* The run's all-reduce share is rank 0's wait over its train time. */
     double share = e2e_json_number(r.out, "allreduce_share");
     double train_s = e2e_json_number(r.out, "train_s");

@@ -22,6 +22,15 @@ MLP = os.path.join(BUILD, "tasks", "mlp.so")
 DATA = os.environ.get("FERRY_TEST_FMNIST", "/usr/share/datasets/fashion-mnist")
 
 
+def cluster_env(prefix):
+    """A new FERRY_HOME, the environment that names it, and `ferry` run there."""
+    home = tempfile.mkdtemp(prefix=prefix)
+    env = dict(os.environ, FERRY_HOME=home, OPENBLAS_NUM_THREADS="1", TERM="xterm")
+    ferry = lambda *a: subprocess.run([FERRY, *a], env=env, capture_output=True,  # noqa: E731
+                                      text=True, timeout=300)
+    return home, env, ferry
+
+
 def watch(env):
     """`ferry status --watch` on a new pseudo-terminal: (pid, fd)."""
     pid, fd = pty.fork()
@@ -62,10 +71,7 @@ def ended(pid, seconds):
 
 
 def main():
-    home = tempfile.mkdtemp(prefix="ferry-watch-")
-    env = dict(os.environ, FERRY_HOME=home, OPENBLAS_NUM_THREADS="1", TERM="xterm")
-    ferry = lambda *a: subprocess.run([FERRY, *a], env=env, capture_output=True,  # noqa: E731
-                                      text=True, timeout=300)
+    home, env, ferry = cluster_env("ferry-watch-")
     try:
         r = ferry("start", "2", "--base-port", "0")
         if r.returncode:
