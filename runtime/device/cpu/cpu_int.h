@@ -21,6 +21,19 @@
 #pragma GCC optimize("O3", "no-math-errno")
 #endif
 
+/* The loops every training step runs over every parameter and activation
+ * (the optimizer's, the bias and ReLU passes) are built twice, for the
+ * baseline x86-64 the project targets and for AVX2, and the loader picks
+ * the one the CPU runs: eight floats an instruction instead of four. The
+ * same operations in the same order either way (AVX2 alone has no fused
+ * multiply-add, and ISO C mode contracts nothing), so the results are the
+ * same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX2__)
+#define CPU_WIDE __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_WIDE
+#endif
+
 /* Behind ferry_device_t.impl. A device is used by one thread at a time, so
  * one scratch buffer per device (not per thread) serves every operation:
  * nothing is left behind in threads that used it once. */

@@ -6,8 +6,9 @@
 
 #include "cpu_int.h"
 
-void cpu_sgd_step(ferry_device_t *dev, float *restrict p, const float *restrict g,
-                  float *restrict v, size_t n, float lr, float mu, float wd)
+CPU_WIDE void cpu_sgd_step(ferry_device_t *dev, float *restrict p,
+                           const float *restrict g, float *restrict v, size_t n, float lr,
+                           float mu, float wd)
 {
     (void)dev;
     if (mu == 0.f || !v) {
@@ -24,9 +25,10 @@ void cpu_sgd_step(ferry_device_t *dev, float *restrict p, const float *restrict 
     }
 }
 
-void cpu_adam_step(ferry_device_t *dev, float *restrict p, const float *restrict g,
-                   float *restrict m, float *restrict v, size_t n, float lr, float b1,
-                   float b2, float eps, float wd, int t)
+CPU_WIDE void cpu_adam_step(ferry_device_t *dev, float *restrict p,
+                            const float *restrict g, float *restrict m, float *restrict v,
+                            size_t n, float lr, float b1, float b2, float eps, float wd,
+                            int t)
 {
     (void)dev;
     if (t < 1)

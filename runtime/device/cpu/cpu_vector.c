@@ -5,30 +5,30 @@
  * must not cover two names for the same memory. */
 #include "cpu_int.h"
 
-void cpu_fill(ferry_device_t *dev, float *restrict x, float value, size_t n)
+CPU_WIDE void cpu_fill(ferry_device_t *dev, float *restrict x, float value, size_t n)
 {
     (void)dev;
     for (size_t i = 0; i < n; i++)
         x[i] = value;
 }
 
-void cpu_scale(ferry_device_t *dev, float *restrict x, float a, size_t n)
+CPU_WIDE void cpu_scale(ferry_device_t *dev, float *restrict x, float a, size_t n)
 {
     (void)dev;
     for (size_t i = 0; i < n; i++)
         x[i] *= a;
 }
 
-void cpu_axpy(ferry_device_t *dev, float *restrict y, float a, const float *restrict x,
-              size_t n)
+CPU_WIDE void cpu_axpy(ferry_device_t *dev, float *restrict y, float a,
+                       const float *restrict x, size_t n)
 {
     (void)dev;
     for (size_t i = 0; i < n; i++)
         y[i] += a * x[i];
 }
 
-void cpu_bias_add(ferry_device_t *dev, float *restrict y, const float *restrict bias,
-                  int rows, int cols)
+CPU_WIDE void cpu_bias_add(ferry_device_t *dev, float *restrict y,
+                           const float *restrict bias, int rows, int cols)
 {
     (void)dev;
     for (int i = 0; i < rows; i++) {
@@ -39,8 +39,8 @@ void cpu_bias_add(ferry_device_t *dev, float *restrict y, const float *restrict 
 }
 
 /* bias_add then relu in one pass over y: the same sum, the same test. */
-void cpu_bias_relu(ferry_device_t *dev, float *restrict y, const float *restrict bias,
-                   int rows, int cols)
+CPU_WIDE void cpu_bias_relu(ferry_device_t *dev, float *restrict y,
+                            const float *restrict bias, int rows, int cols)
 {
     (void)dev;
     for (int i = 0; i < rows; i++) {
@@ -54,8 +54,8 @@ void cpu_bias_relu(ferry_device_t *dev, float *restrict y, const float *restrict
 
 /* Row by row, so that dy is read once, in order, and the sums vectorise
  * across columns. */
-void cpu_bias_grad(ferry_device_t *dev, float *restrict dbias, const float *restrict dy,
-                   int rows, int cols)
+CPU_WIDE void cpu_bias_grad(ferry_device_t *dev, float *restrict dbias,
+                            const float *restrict dy, int rows, int cols)
 {
     (void)dev;
     for (int j = 0; j < cols; j++)
@@ -75,7 +75,8 @@ static void relu_inplace(float *restrict x, size_t n)
         x[i] = x[i] <= 0.f ? 0.f : x[i];
 }
 
-void cpu_relu(ferry_device_t *dev, float *restrict y, const float *restrict x, size_t n)
+CPU_WIDE void cpu_relu(ferry_device_t *dev, float *restrict y, const float *restrict x,
+                       size_t n)
 {
     (void)dev;
     if ((const float *)y == x) {
@@ -92,8 +93,8 @@ static void relu_grad_inplace(float *restrict d, const float *restrict y, size_t
         d[i] = y[i] > 0.f ? d[i] : 0.f;
 }
 
-void cpu_relu_grad(ferry_device_t *dev, float *restrict dx, const float *restrict dy,
-                   const float *restrict y, size_t n)
+CPU_WIDE void cpu_relu_grad(ferry_device_t *dev, float *restrict dx,
+                            const float *restrict dy, const float *restrict y, size_t n)
 {
     (void)dev;
     if ((const float *)dx == dy) {
