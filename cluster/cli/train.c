@@ -167,6 +167,15 @@ static void on_worker_lost(void *data, int rank, const char *target, int epoch,
         rank, target, epoch, why, left, left == 1 ? "" : "s");
 }
 
+static void on_worker_restarted(void *data, int rank, int worker, const char *target,
+                                int pid, int epoch, const char *how, bool back, int left,
+                                const char *from, int restart, int max)
+{
+    teller *t = data;
+    cli_say_worker_restarted(t->progress, rank, worker, target, pid, epoch, how, back, left,
+                             from, restart, max);
+}
+
 /* The fields only one kind of mode has: the all-reduce's, or async mode's
  * parameter server and staleness. */
 static void print_json_mode(const cluster_train_opts *o, const cluster_train_result *res)
@@ -297,7 +306,8 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                                .error = on_error,
                                .started = on_started,
                                .epoch = on_epoch,
-                               .worker_lost = on_worker_lost};
+                               .worker_lost = on_worker_lost,
+                               .worker_restarted = on_worker_restarted};
     params_file init;
     int rc = cli_params_init(o, &init);
     if (rc)

@@ -15,7 +15,8 @@
  *   hold.c        the master's hold on each rank's session for the run
  *   mode_sync.c   single and sync mode's epoch and end (rank 0 speaks for all)
  *   mode_async.c  async mode's epoch and end (every rank speaks for itself)
- *   scores.c      a model's own metrics, averaged over async mode's ranks */
+ *   scores.c      a model's own metrics, averaged over async mode's ranks
+ *   recover.c     sync mode: a worker lost mid-run, every rank rolled back */
 #ifndef FERRY_CLUSTER_TRAIN_H
 #define FERRY_CLUSTER_TRAIN_H
 
@@ -108,6 +109,14 @@ typedef struct cluster_train_events {
      * and the run goes on with `left` workers. */
     void (*worker_lost)(void *data, int rank, const char *target, int epoch,
                         const char *why, int left);
+    /* Sync mode: the worker of `rank` (at `target`, the cluster's worker
+     * `worker`, process `pid`) was lost in epoch `epoch`, `how` (its supervisor's record,
+     * "" when none); `back`: it was restarted, else the run goes on with
+     * `left` workers. Every rank continues from `from` (a checkpoint, or ""
+     * for the start), restart `restart` of at most `max`. */
+    void (*worker_restarted)(void *data, int rank, int worker, const char *target,
+                             int pid, int epoch, const char *how, bool back, int left,
+                             const char *from, int restart, int max);
 } cluster_train_events;
 
 /* What a run that succeeded added up to. Strings are owned by it until
