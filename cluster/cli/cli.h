@@ -61,6 +61,10 @@ void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *targe
                               int pid, int epoch, const char *how, bool back, int left,
                               const char *from, int restart, int max);
 
+/* Whether `ferry shutdown` began at since_ms or later (lost_worker.c): a
+ * lost worker is then not waited for. */
+bool cli_shutdown_since(int64_t since_ms);
+
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
               const cluster_train_opts *o);
 

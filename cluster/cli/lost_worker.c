@@ -87,3 +87,13 @@ void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *targe
         print_tail(out, log, pid);
     fflush(out);
 }
+
+bool cli_shutdown_since(int64_t since_ms)
+{
+    home_paths h;
+    char path[CLI_FILE_MAX];
+    long at;
+    return cli_home_init(&h, "submit") == 0 &&
+           (size_t)snprintf(path, sizeof path, "%s/shutdown-at", h.dir) < sizeof path &&
+           home_read_number(path, 1, INT64_MAX, &at) && at >= since_ms;
+}

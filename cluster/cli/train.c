@@ -23,6 +23,7 @@ typedef struct teller {
     char run_id[RUNS_ID_MAX];
     char why[512]; /* the run's first error, for its record */
     char checkpoint[4160]; /* the newest checkpoint written ("": none) */
+    int64_t started_ms;    /* wall clock: a shutdown since ends the run */
 } teller;
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
@@ -176,6 +177,12 @@ static void on_worker_restarted(void *data, int rank, int worker, const char *ta
                              from, restart, max);
 }
 
+static bool on_give_up(void *data)
+{
+    const teller *t = data;
+    return cli_shutdown_since(t->started_ms);
+}
+
 /* The fields only one kind of mode has: the all-reduce's, or async mode's
  * parameter server and staleness. */
 static void print_json_mode(const cluster_train_opts *o, const cluster_train_result *res)
@@ -301,13 +308,17 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
               const cluster_train_opts *o)
 {
     /* With --json, stdout holds the one JSON object; progress goes to stderr. */
-    teller t = {.o = o, .task = task, .progress = o->json ? stderr : stdout};
+    teller t = {.o = o,
+                .task = task,
+                .progress = o->json ? stderr : stdout,
+                .started_ms = base_wall_ms()};
     cluster_train_events ev = {.data = &t,
                                .error = on_error,
                                .started = on_started,
                                .epoch = on_epoch,
                                .worker_lost = on_worker_lost,
-                               .worker_restarted = on_worker_restarted};
+                               .worker_restarted = on_worker_restarted,
+                               .give_up = on_give_up};
     params_file init;
     int rc = cli_params_init(o, &init);
     if (rc)

@@ -64,7 +64,8 @@ static int survey_lost(ct_run *run, bool *back, bool *gone, char (*how)[CT_HOW_L
         bool all = true;
         for (int r = 0; r < run->k; r++)
             all &= w[run->node[r]].ping != NULL;
-        if (all || uv_hrtime() >= until)
+        if (all || uv_hrtime() >= until ||
+            (run->ev && run->ev->give_up && run->ev->give_up(run->ev->data)))
             break;
         usleep(CT_SURVEY_EVERY_US);
     }
@@ -131,8 +132,8 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
     bool back[k], gone[k];
     char how[k][CT_HOW_LEN];
     int lost = survey_lost(run, back, gone, how);
-    if (lost == 0)
-        return stands(run, rc); /* not a worker lost */
+    if (lost == 0 || (run->ev && run->ev->give_up && run->ev->give_up(run->ev->data)))
+        return stands(run, rc); /* not a worker lost, or none to wait for */
     int n_gone = 0;
     for (int r = 0; r < k; r++)
         n_gone += gone[r];

@@ -117,6 +117,9 @@ typedef struct cluster_train_events {
     void (*worker_restarted)(void *data, int rank, int worker, const char *target,
                              int pid, int epoch, const char *how, bool back, int left,
                              const char *from, int restart, int max);
+    /* Sync mode, while a lost worker is waited for: true when it will not
+     * come back for a reason the caller knows (the cluster shut down). */
+    bool (*give_up)(void *data);
 } cluster_train_events;
 
 /* What a run that succeeded added up to. Strings are owned by it until
