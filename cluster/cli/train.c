@@ -177,6 +177,17 @@ static void on_worker_restarted(void *data, int rank, int worker, const char *ta
                              from, restart, max);
 }
 
+static void on_worker_rejoined(void *data, int worker, const char *target, int epoch,
+                               const char *from, int workers)
+{
+    teller *t = data;
+    fprintf(t->progress,
+            "worker %d (%s) answers again: taken back in after epoch %d; every rank "
+            "continues from %s on %d workers\n",
+            worker, target, epoch, from, workers);
+    fflush(t->progress);
+}
+
 static bool on_give_up(void *data)
 {
     const teller *t = data;
@@ -318,6 +329,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                                .epoch = on_epoch,
                                .worker_lost = on_worker_lost,
                                .worker_restarted = on_worker_restarted,
+                               .worker_rejoined = on_worker_rejoined,
                                .give_up = on_give_up};
     params_file init;
     int rc = cli_params_init(o, &init);

@@ -26,7 +26,8 @@ int ct_recover_init(ct_run *run)
 {
     run->node = malloc((size_t)run->k * sizeof *run->node);
     run->pids = calloc((size_t)run->k, sizeof *run->pids);
-    if (!run->node || !run->pids)
+    run->out = malloc((size_t)run->k * sizeof *run->out);
+    if (!run->node || !run->pids || !run->out)
         return FERRY_ENOMEM;
     for (int r = 0; r < run->k; r++)
         run->node[r] = r;
@@ -38,8 +39,10 @@ void ct_recover_fini(ct_run *run)
 {
     free(run->node);
     free(run->pids);
+    free(run->out);
     run->node = NULL;
     run->pids = NULL;
+    run->out = NULL;
 }
 
 void ct_recover_note(ct_run *run)
@@ -107,10 +110,35 @@ static bool newest_checkpoint(ct_run *run, const char *dir, int *next_epoch)
 static void leave_out(ct_run *run, const bool *gone)
 {
     int k = 0;
-    for (int r = 0; r < run->k; r++)
+    for (int r = 0; r < run->k; r++) {
         if (!gone[r])
             run->node[k++] = run->node[r];
+        else
+            run->out[run->n_out++] = run->node[r];
+    }
     run->k = k;
+}
+
+/* Ends the session on the run's ranks: the survivors' sessions go, a
+ * restarted worker knows none. */
+static void end_session(ct_run *run, proto_train_begin_reply **b)
+{
+    ct_discard(run);
+    ct_unhold(run);
+    ct_free_replies((void **)b, run->k);
+    memset(b, 0, (size_t)run->k * sizeof *b);
+}
+
+/* Begins a new session on run->node's ranks from spec->resume, at epoch
+ * `next`. */
+static int begin_session(ct_run *run, int next, proto_train_spec *spec,
+                         proto_train_begin_reply **b)
+{
+    run->next_epoch = next;
+    int rc = ct_begin(run, spec, b);
+    if (rc == 0)
+        ct_recover_note(run);
+    return rc;
 }
 
 /* The epoch's failure, said: nothing undoes it. */
@@ -171,17 +199,45 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
                                       (int)run->pids[r], e, how[r],
                                       back[r], k - n_gone, run->from, run->restarts,
                                       (int)o->max_restarts);
-    /* The survivors' sessions go; the restarted workers know none. */
-    ct_discard(run);
-    ct_unhold(run);
-    ct_free_replies((void **)b, k);
-    memset(b, 0, (size_t)k * sizeof *b);
+    end_session(run, b);
     leave_out(run, gone);
     run->lost += n_gone;
-    run->next_epoch = next;
-    int brc = ct_begin(run, spec, b);
-    if (brc)
-        return brc;
-    ct_recover_note(run);
-    return 0;
+    return begin_session(run, next, spec, b);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b)
+{
+    if (run->n_out == 0 || e >= run->o->epochs)
+        return 0;
+    const cluster_worker *w;
+    cluster_survey(run->cl, false, &w);
+    int back[run->n_out], n_back = 0, n = 0;
+    for (int i = 0; i < run->n_out; i++)
+        if (w[run->out[i]].ping)
+            back[n_back++] = run->out[i];
+        else
+            run->out[n++] = run->out[i];
+    int next = e + 1;
+    if (n_back == 0 || !newest_checkpoint(run, spec->checkpoint_dir, &next)) {
+        for (int i = 0; i < n_back; i++) /* none to begin from: later */
+            run->out[n++] = back[i];
+        return 0;
+    }
+    run->n_out = n;
+    spec->resume = run->from;
+    for (int i = 0; i < n_back && run->ev && run->ev->worker_rejoined; i++)
+        run->ev->worker_rejoined(run->ev->data, back[i], cluster_target(run->cl, back[i]),
+                                 e, run->from, run->k + n_back);
+    end_session(run, b);
+    for (int i = 0; i < n_back; i++)
+        run->node[run->k++] = back[i];
+    run->lost -= n_back;
+    /* Rank order is the cluster's, as at the start. */
+    qsort(run->node, (size_t)run->k, sizeof *run->node, cmp_int);
+    return begin_session(run, next, spec, b);
 }

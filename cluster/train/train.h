@@ -117,6 +117,11 @@ typedef struct cluster_train_events {
     void (*worker_restarted)(void *data, int rank, int worker, const char *target,
                              int pid, int epoch, const char *how, bool back, int left,
                              const char *from, int restart, int max);
+    /* Sync mode: the cluster's worker `worker` (at `target`), left out
+     * earlier, answers again and is taken back in after epoch `epoch`:
+     * every rank continues from `from` on `workers` workers. */
+    void (*worker_rejoined)(void *data, int worker, const char *target, int epoch,
+                            const char *from, int workers);
     /* Sync mode, while a lost worker is waited for: true when it will not
      * come back for a reason the caller knows (the cluster shut down). */
     bool (*give_up)(void *data);

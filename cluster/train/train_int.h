@@ -47,6 +47,8 @@ typedef struct ct_run {
     int restarts;     /* rollbacks so far */
     char from[4096];  /* the checkpoint the ranks began from ("": none) */
     char why[2048];   /* an epoch's failure, said unless a rollback undoes it */
+    int *out;         /* the cluster's workers left out (--min-workers) */
+    int n_out;
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -141,6 +143,12 @@ void ct_recover_note(ct_run *run);
  * setting run->next_epoch. Returns 0 to go on, or rc / FERRY_E* (said). */
 int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
                proto_train_begin_reply **b);
+
+/* After epoch `e` wrote a checkpoint, in a run that left workers out:
+ * takes back in each that answers again, every rank beginning anew from
+ * that checkpoint. Returns 0 (run->next_epoch set when it did), or
+ * FERRY_E* (said) when the new session could not begin. */
+int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b);
 
 /* ---- timeline.c ---- */
 
