@@ -32,16 +32,16 @@
 #include "runtime/train/train.h"
 #include "stats.h"
 
-#define TARGET_RECOVERY_S  2.0
-#define TARGET_CKPT_SHARE  0.03
-#define CKPT_EVERY         "100"
-#define WORKERS            "3"
-#define RECOVERY_REPS      5
-#define QUICK_REPS         2
-#define CKPT_ROUNDS        5
-#define QUICK_CKPT_ROUNDS  2
-#define QUICK_SAMPLES      12800
-#define LINE_WAIT_MS       120000
+#define TARGET_RECOVERY_S 2.0
+#define TARGET_CKPT_SHARE 0.03
+#define CKPT_EVERY        "100"
+#define WORKERS           "3"
+#define RECOVERY_REPS     5
+#define QUICK_REPS        2
+#define CKPT_ROUNDS       5
+#define QUICK_CKPT_ROUNDS 2
+#define QUICK_SAMPLES     12800
+#define LINE_WAIT_MS      120000
 
 static char ferry_bin[4096], linreg_so[4096], mlp_so[4096], home[256];
 
@@ -151,7 +151,8 @@ static bool recover_once(int rep, double *secs, double *steps, double *step_s)
         if (p && sscanf(p, "parameters, %llu training", &train) == 1 &&
             (p = strstr(line, "batch ")))
             sscanf(p, "batch %llu", &batch);
-        if (sscanf(line, "epoch %llu/", &epoch) == 1 && (p = strstr(line, " samples/s"))) {
+        if (sscanf(line, "epoch %llu/", &epoch) == 1 &&
+            (p = strstr(line, " samples/s"))) {
             while (p > line && p[-1] != ' ')
                 p--;
             rate = atof(p);
@@ -211,8 +212,8 @@ static int bench_recovery(bool quick)
     bench_summary t = bench_summarize(total, (size_t)n);
     bench_summary c = bench_summarize(recomputed, (size_t)n);
     bench_summary q = bench_summarize(rest, (size_t)n);
-    const char *p = "\"model\":\"linreg\",\"workers\":" WORKERS ",\"checkpoint_every\":"
-                    CKPT_EVERY;
+    const char *p =
+        "\"model\":\"linreg\",\"workers\":" WORKERS ",\"checkpoint_every\":" CKPT_EVERY;
     bench_emit("kill_to_progress_s", t.median, "s", &t, "%s", p);
     bench_emit("steps_recomputed", c.median, "steps", &c, "%s", p);
     bool met = q.median < TARGET_RECOVERY_S;
@@ -284,8 +285,9 @@ static int ckpt_rounds(const ferry_model_t *m, ferry_device_t *dev, bool quick)
                 rc = -1;
         }
         if (rc == 0)
-            bench_log("  round %d: step %.4f ms none, %.4f each epoch, %.4f every %s steps",
-                      r + 1, ms[0][r], ms[1][r], ms[2][r], CKPT_EVERY);
+            bench_log(
+                "  round %d: step %.4f ms none, %.4f each epoch, %.4f every %s steps",
+                r + 1, ms[0][r], ms[1][r], ms[2][r], CKPT_EVERY);
     }
     int missed = -1;
     if (rc == 0) {

@@ -70,7 +70,8 @@ void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *targe
                               const char *from, int restart, int max)
 {
     fprintf(out, "worker %d (%s, rank %d) lost in epoch %d, while its steps ran: %s\n",
-            worker, target, rank, epoch, how[0] ? how : "no crash record (it stopped answering)");
+            worker, target, rank, epoch,
+            how[0] ? how : "no crash record (it stopped answering)");
     if (back)
         fprintf(out, "  restarted by its supervisor; ");
     else
@@ -83,7 +84,8 @@ void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *targe
     home_paths h;
     char log[HOME_FILE_MAX];
     if (cli_home_init(&h, "submit") == 0 &&
-        (size_t)snprintf(log, sizeof log, "%s/worker-%d.log", h.logs, worker) < sizeof log)
+        (size_t)snprintf(log, sizeof log, "%s/worker-%d.log", h.logs, worker) <
+            sizeof log)
         print_tail(out, log, pid);
     fflush(out);
 }

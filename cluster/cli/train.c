@@ -173,8 +173,8 @@ static void on_worker_restarted(void *data, int rank, int worker, const char *ta
                                 const char *from, int restart, int max)
 {
     teller *t = data;
-    cli_say_worker_restarted(t->progress, rank, worker, target, pid, epoch, how, back, left,
-                             from, restart, max);
+    cli_say_worker_restarted(t->progress, rank, worker, target, pid, epoch, how, back,
+                             left, from, restart, max);
 }
 
 static void on_worker_rejoined(void *data, int worker, const char *target, int epoch,

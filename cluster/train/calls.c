@@ -55,9 +55,9 @@ int ct_call(ct_run *run, const char *fn, const proto_bytes *in, const ct_reply *
     ferry_bytes_t args[n], out[n];
     for (int r = 0; r < n; r++)
         args[r] = arg(&in[r]);
-    int rc = n == 1 ? cluster_call(run->cl, run->m, run->node[0], fn, &args[0], &out[0])
-                    : cluster_call_ranks(run->cl, run->m, fn, (size_t)n, run->node, args,
-                                         out);
+    int rc =
+        n == 1 ? cluster_call(run->cl, run->m, run->node[0], fn, &args[0], &out[0])
+               : cluster_call_ranks(run->cl, run->m, fn, (size_t)n, run->node, args, out);
     if (rc)
         return rc;
     for (int r = 0; r < n; r++) {

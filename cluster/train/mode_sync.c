@@ -18,10 +18,10 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
     if (rc) {
         /* Said by ct_recover() unless a rollback undoes it. */
         snprintf(run->why, sizeof run->why, "%s: epoch %d failed%s: %s", run->module, e,
-                k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
-                        "with the step)"
-                      : "",
-                cluster_error(run->cl));
+                 k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
+                         "with the step)"
+                       : "",
+                 cluster_error(run->cl));
         return rc;
     }
     for (int r = 0; r < k; r++)

@@ -166,18 +166,18 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
     for (int r = 0; r < k; r++)
         n_gone += gone[r];
     if (run->restarts >= o->max_restarts) {
-        ct_fail(run, "%s: a worker was lost again after %d restart%s (--max-restarts %ld): "
-                     "the run ends",
-                run->module, run->restarts, run->restarts == 1 ? "" : "s", o->max_restarts);
+        ct_fail(run,
+                "%s: a worker was lost again after %d restart%s (--max-restarts %ld): "
+                "the run ends",
+                run->module, run->restarts, run->restarts == 1 ? "" : "s",
+                o->max_restarts);
         return stands(run, rc);
     }
     if (n_gone && (!o->min_workers || k - n_gone < o->min_workers)) {
         for (int r = 0; r < k; r++)
             if (gone[r])
-                ct_fail(run,
-                        "%s: worker %d (%s) did not come back within %d s%s%s; %s",
-                        run->module,
-                        run->node[r], cluster_target(run->cl, run->node[r]),
+                ct_fail(run, "%s: worker %d (%s) did not come back within %d s%s%s; %s",
+                        run->module, run->node[r], cluster_target(run->cl, run->node[r]),
                         CT_RESTART_WAIT_MS / 1000, how[r][0] ? ": " : "", how[r],
                         o->min_workers ? "too few workers are left for --min-workers"
                                        : "--min-workers M lets a run go on without it");
@@ -196,9 +196,8 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
         if ((back[r] || gone[r]) && run->ev && run->ev->worker_restarted)
             run->ev->worker_restarted(run->ev->data, r, run->node[r],
                                       cluster_target(run->cl, run->node[r]),
-                                      (int)run->pids[r], e, how[r],
-                                      back[r], k - n_gone, run->from, run->restarts,
-                                      (int)o->max_restarts);
+                                      (int)run->pids[r], e, how[r], back[r], k - n_gone,
+                                      run->from, run->restarts, (int)o->max_restarts);
     end_session(run, b);
     leave_out(run, gone);
     run->lost += n_gone;

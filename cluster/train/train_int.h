@@ -41,13 +41,13 @@ typedef struct ct_run {
     proto_train_epoch_reply *reply; /* sync: the last epoch's, rank 0's */
     cluster_open **holds;           /* two a rank (hold.c); NULL: none */
     ct_timeline *tl;                /* --timeline's (timeline.c); NULL: none */
-    int *node;        /* by rank: the cluster's worker it runs on (recover.c) */
-    int next_epoch;   /* the epoch to run next (a rollback moves it back) */
-    int32_t *pids;    /* by rank: its worker's process when the session began */
-    int restarts;     /* rollbacks so far */
-    char from[4096];  /* the checkpoint the ranks began from ("": none) */
-    char why[2048];   /* an epoch's failure, said unless a rollback undoes it */
-    int *out;         /* the cluster's workers left out (--min-workers) */
+    int *node;       /* by rank: the cluster's worker it runs on (recover.c) */
+    int next_epoch;  /* the epoch to run next (a rollback moves it back) */
+    int32_t *pids;   /* by rank: its worker's process when the session began */
+    int restarts;    /* rollbacks so far */
+    char from[4096]; /* the checkpoint the ranks began from ("": none) */
+    char why[2048];  /* an epoch's failure, said unless a rollback undoes it */
+    int *out;        /* the cluster's workers left out (--min-workers) */
     int n_out;
 } ct_run;
 

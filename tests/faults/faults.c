@@ -23,9 +23,16 @@ pid_t faults_submit(const char *tag, const char *dir, const char *epochs, ...)
 {
     const char *bin = getenv("FERRY_TEST_BIN");
     cr_assert(bin);
-    const char *argv[24] = {bin,       "submit",           e2e_task("linreg"), "--json",
-                            "--epochs", epochs,            "--checkpoint-dir", dir,
-                            "--checkpoint-every", "20"};
+    const char *argv[24] = {bin,
+                            "submit",
+                            e2e_task("linreg"),
+                            "--json",
+                            "--epochs",
+                            epochs,
+                            "--checkpoint-dir",
+                            dir,
+                            "--checkpoint-every",
+                            "20"};
     int n = 10;
     va_list ap;
     va_start(ap, epochs);

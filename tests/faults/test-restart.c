@@ -76,7 +76,8 @@ Test(faults_restart, sigkill_of_a_random_worker_is_undone_by_a_rollback)
                   "seed %u: the restart of worker %d is not named:\n%s", seed, rank, err);
         char got[80];
         cr_assert(faults_sha(out, got, sizeof got), "%s", out);
-        cr_assert_str_eq(got, want, "seed %u: the parameters differ from the twin's", seed);
+        cr_assert_str_eq(got, want, "seed %u: the parameters differ from the twin's",
+                         seed);
         free(out);
         free(err);
         cr_assert(e2e_wait_new_worker(rank, victim, 10000) > 0);
@@ -113,7 +114,8 @@ Test(faults_restart, a_worker_that_cannot_come_back_is_left_out_then_taken_back)
     cr_assert(st == 0, "the run failed (%d):\n%s", st, err);
     cr_assert(without && e2e_has(err, "worker 2 (") && e2e_has(err, "did not come back"),
               "%s", err);
-    cr_assert(e2e_has(err, "worker 2 (") && e2e_has(err, "answers again: taken back in") &&
+    cr_assert(e2e_has(err, "worker 2 (") &&
+                  e2e_has(err, "answers again: taken back in") &&
                   e2e_has(err, "on 3 workers"),
               "the worker back was not taken in:\n%s", err);
     cr_assert(e2e_has(out, "\"params_sha256\""), "%s", out);
