@@ -233,10 +233,11 @@ typedef enum proto_train_group {
       "times (default 3; 0: a lost worker ends the run)",                                \
       DISTRIBUTED, LOCAL)                                                                \
     X(min_workers, 0, "min-workers", INT, 0, 1, PROTO_TRAIN_MAX_WORKERS, NULL,           \
-      "a number of workers", "M",                                                        \
+      "a number of workers from 1 to 256", "M",                                          \
       "sync mode: a worker that cannot come back is left\n"                              \
       "out and the run goes on while M or more remain\n"                                 \
-      "(the global batch kept; default: all of them)",                                   \
+      "(the global batch kept; default: all of them),\n"                                 \
+      "taking it back in at a checkpoint once it answers",                               \
       DISTRIBUTED, LOCAL)
 
 #define PROTO_TRAIN_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
