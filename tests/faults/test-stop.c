@@ -14,13 +14,21 @@
 
 TestSuite(faults_stop, .init = e2e_setup, .fini = e2e_teardown, .timeout = 300);
 
-Test(faults_stop, shutdown_during_training_leaves_nothing_and_whole_checkpoints)
+/* An endless run on 2 workers (`tag` its outputs' and directory's name),
+ * once it wrote its first checkpoint into dir. */
+static pid_t training(const char *tag, char dir[600])
 {
     e2e_start(2);
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s/ck-shutdown", e2e_home);
-    pid_t sub = faults_submit("shutdown", dir, "100000", NULL);
+    snprintf(dir, 600, "%s/ck-%s", e2e_home, tag);
+    pid_t sub = faults_submit(tag, dir, "100000", NULL);
     cr_assert(faults_wait_checkpoint(dir, 60000), "no checkpoint");
+    return sub;
+}
+
+Test(faults_stop, shutdown_during_training_leaves_nothing_and_whole_checkpoints)
+{
+    char dir[600];
+    pid_t sub = training("shutdown", dir);
     pid_t sup = e2e_supervisor_pid();
     cr_assert(sup > 0);
     e2e_run r;
@@ -40,11 +48,8 @@ Test(faults_stop, shutdown_during_training_leaves_nothing_and_whole_checkpoints)
 
 Test(faults_stop, sigint_of_submit_during_training_leaves_whole_checkpoints)
 {
-    e2e_start(2);
     char dir[600];
-    snprintf(dir, sizeof dir, "%s/ck-sigint", e2e_home);
-    pid_t sub = faults_submit("sigint", dir, "100000", NULL);
-    cr_assert(faults_wait_checkpoint(dir, 60000), "no checkpoint");
+    pid_t sub = training("sigint", dir);
     cr_assert_eq(kill(sub, SIGINT), 0);
     int st = faults_wait(sub, 30000);
     cr_assert(st > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "status %d", st);
