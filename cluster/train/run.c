@@ -107,7 +107,7 @@ static int epochs(ct_run *run, cluster_train_result *res, proto_train_spec *spec
         res->ps_wait_s += ep.ps_wait_s;
         res->last = ep;
         int k = run->k;
-        if (ep.checkpoint[0] && (rc = ct_rejoin(run, e, spec, b)))
+        if (ep.checkpoint && ep.checkpoint[0] && (rc = ct_rejoin(run, e, spec, b)))
             return rc;
         if (run->k != k)
             e = run->next_epoch - 1; /* taken back in: from the checkpoint */
