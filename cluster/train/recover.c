@@ -76,7 +76,7 @@ static int survey_lost(ct_run *run, bool *back, bool *gone, char (*how)[CT_HOW_L
     for (int r = 0; r < run->k; r++) {
         const proto_ping_reply *p = w[run->node[r]].ping;
         gone[r] = !p;
-        back[r] = p && p->pid != run->pids[r];
+        back[r] = p && run->pids[r] && p->pid != run->pids[r]; /* 0: not known */
         snprintf(how[r], CT_HOW_LEN, "%s", p && p->last_crash ? p->last_crash : "");
         lost += gone[r] || back[r];
     }
@@ -166,14 +166,16 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
     for (int r = 0; r < k; r++)
         n_gone += gone[r];
     if (run->restarts >= o->max_restarts) {
+        stands(run, rc);
         ct_fail(run,
                 "%s: a worker was lost again after %d restart%s (--max-restarts %ld): "
                 "the run ends",
                 run->module, run->restarts, run->restarts == 1 ? "" : "s",
                 o->max_restarts);
-        return stands(run, rc);
+        return rc;
     }
     if (n_gone && (!o->min_workers || k - n_gone < o->min_workers)) {
+        stands(run, rc);
         for (int r = 0; r < k; r++)
             if (gone[r])
                 ct_fail(run, "%s: worker %d (%s) did not come back within %d s%s%s; %s",
@@ -181,7 +183,7 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
                         CT_RESTART_WAIT_MS / 1000, how[r][0] ? ": " : "", how[r],
                         o->min_workers ? "too few workers are left for --min-workers"
                                        : "--min-workers M lets a run go on without it");
-        return stands(run, rc);
+        return rc;
     }
     run->restarts++;
     run->why[0] = '\0';

@@ -141,3 +141,39 @@ Test(faults_restart, without_restarts_a_lost_worker_ends_the_run)
               "%s", err);
     free(err);
 }
+
+/* Whether the run's stderr shows an epoch finished after `mark`. */
+static bool epoch_after(const char *tag, const char *mark)
+{
+    char *err = faults_output(tag, "err");
+    const char *at = err ? strstr(err, mark) : NULL;
+    bool yes = at && strstr(at, "\nepoch ");
+    free(err);
+    return yes;
+}
+
+Test(faults_restart, a_worker_lost_once_more_than_max_restarts_ends_the_run)
+{
+    e2e_start(2);
+    char dir[600];
+    dir_for("bound", dir, sizeof dir);
+    pid_t sub = faults_submit("bound", dir, EPOCHS, "--max-restarts", "1", NULL);
+    cr_assert(faults_wait_checkpoint(dir, 60000), "no checkpoint");
+    pid_t victim = e2e_worker_pid_file(1);
+    cr_assert(victim > 0 && e2e_alive(sub), "the run ended too soon");
+    cr_assert_eq(kill(victim, SIGKILL), 0);
+    /* Once the run goes on after its one restart, the new worker 1 dies. */
+    bool again = false;
+    for (int i = 0; i < 600 && !again && e2e_alive(sub); i++)
+        if (!(again = epoch_after("bound", "(restart 1 of at most 1)")))
+            usleep(50000);
+    pid_t second = e2e_worker_pid_file(1);
+    cr_assert(again && second > 0 && second != victim, "the run did not go on");
+    cr_assert_eq(kill(second, SIGKILL), 0);
+    int st = faults_wait(sub, RUN_MS);
+    char *err = faults_output("bound", "err");
+    cr_assert(st > 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d:\n%s", st, err);
+    cr_assert(e2e_has(err, "a worker was lost again after 1 restart (--max-restarts 1)"),
+              "%s", err);
+    free(err);
+}
