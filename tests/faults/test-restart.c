@@ -123,16 +123,25 @@ Test(faults_restart, a_worker_that_cannot_come_back_is_left_out_then_taken_back)
     free(err);
 }
 
-Test(faults_restart, without_restarts_a_lost_worker_ends_the_run)
+/* A run on 2 workers with --max-restarts `max` (outputs and directory
+ * named `tag`) whose worker 1 is killed once it wrote a checkpoint; the
+ * pid killed into *victim. */
+static pid_t kill_worker_1(const char *tag, const char *max, pid_t *victim)
 {
     e2e_start(2);
     char dir[600];
-    dir_for("norestart", dir, sizeof dir);
-    pid_t sub = faults_submit("norestart", dir, EPOCHS, "--max-restarts", "0", NULL);
+    dir_for(tag, dir, sizeof dir);
+    pid_t sub = faults_submit(tag, dir, EPOCHS, "--max-restarts", max, NULL);
     cr_assert(faults_wait_checkpoint(dir, 60000), "no checkpoint");
-    pid_t victim = e2e_worker_pid_file(1);
-    cr_assert(victim > 0 && e2e_alive(sub), "the run ended too soon");
-    cr_assert_eq(kill(victim, SIGKILL), 0);
+    *victim = e2e_worker_pid_file(1);
+    cr_assert(*victim > 0 && e2e_alive(sub), "the run ended too soon");
+    cr_assert_eq(kill(*victim, SIGKILL), 0);
+    return sub;
+}
+
+Test(faults_restart, without_restarts_a_lost_worker_ends_the_run)
+{
+    pid_t victim, sub = kill_worker_1("norestart", "0", &victim);
     int st = faults_wait(sub, RUN_MS);
     char *err = faults_output("norestart", "err");
     cr_assert(st > 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d:\n%s", st, err);
@@ -154,14 +163,7 @@ static bool epoch_after(const char *tag, const char *mark)
 
 Test(faults_restart, a_worker_lost_once_more_than_max_restarts_ends_the_run)
 {
-    e2e_start(2);
-    char dir[600];
-    dir_for("bound", dir, sizeof dir);
-    pid_t sub = faults_submit("bound", dir, EPOCHS, "--max-restarts", "1", NULL);
-    cr_assert(faults_wait_checkpoint(dir, 60000), "no checkpoint");
-    pid_t victim = e2e_worker_pid_file(1);
-    cr_assert(victim > 0 && e2e_alive(sub), "the run ended too soon");
-    cr_assert_eq(kill(victim, SIGKILL), 0);
+    pid_t victim, sub = kill_worker_1("bound", "1", &victim);
     /* Once the run goes on after its one restart, the new worker 1 dies. */
     bool again = false;
     for (int i = 0; i < 600 && !again && e2e_alive(sub); i++)
