@@ -156,10 +156,25 @@ static bool lost_one(const cl_req *reqs, const bool *skip, size_t n)
 int cluster_call_first(cluster *cl, const cluster_module *m, const char *function,
                        size_t n, const ferry_bytes_t *in, ferry_bytes_t *out)
 {
+    return cluster_call_ranks(cl, m, function, n, NULL, in, out);
+}
+
+int cluster_call_ranks(cluster *cl, const cluster_module *m, const char *function,
+                       size_t n, const int *ranks, const ferry_bytes_t *in,
+                       ferry_bytes_t *out)
+{
     if (bad_args(cl, m, function) || !out || n == 0 || n > cl->n)
         return FERRY_EINVAL;
     memset(out, 0, n * sizeof *out);
-    int rc = prepare(cl, m, NULL);
+    bool which[cl->n];
+    for (size_t i = 0; i < cl->n; i++)
+        which[i] = !ranks;
+    for (size_t i = 0; ranks && i < n; i++) {
+        if (ranks[i] < 0 || (size_t)ranks[i] >= cl->n)
+            return FERRY_EINVAL;
+        which[ranks[i]] = true;
+    }
+    int rc = prepare(cl, m, which);
     if (rc)
         return rc;
     gather g = {.n = n, .pending = n};
@@ -172,8 +187,8 @@ int cluster_call_first(cluster *cl, const cluster_module *m, const char *functio
     }
     for (size_t i = 0; i < n; i++) {
         g.reqs[i].index = i;
-        start_call(cl, &g.reqs[i], &cl->nodes[i], m, function, in ? &in[i] : NULL,
-                   gather_done, &g);
+        start_call(cl, &g.reqs[i], &cl->nodes[ranks ? (size_t)ranks[i] : i], m, function,
+                   in ? &in[i] : NULL, gather_done, &g);
     }
     cl_run(cl, &g.pending);
     uv_timer_stop(&cl->gather_timer);

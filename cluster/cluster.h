@@ -119,6 +119,12 @@ int cluster_call_all(cluster *cl, const cluster_module *m, const char *function,
 int cluster_call_first(cluster *cl, const cluster_module *m, const char *function,
                        size_t n, const ferry_bytes_t *in, ferry_bytes_t *out);
 
+/* cluster_call_first() on the workers ranks[0..n) (NULL: 0..n-1): a
+ * training session that goes on without a worker lost for good. */
+int cluster_call_ranks(cluster *cl, const cluster_module *m, const char *function,
+                       size_t n, const int *ranks, const ferry_bytes_t *in,
+                       ferry_bytes_t *out);
+
 /* What cluster_call_each() does when one of its calls fails: calls
  * `function` on every other rank whose call is still running, with the
  * argument arg_for(failed_rank) builds (malloc'ed, freed here). */

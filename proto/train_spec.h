@@ -236,6 +236,19 @@ typedef enum proto_train_group {
       "end the run with that report as its error once no\n"                              \
       "progress lasts this long (default: the cluster\n"                                 \
       "file's stall_abort_ms, off)",                                                     \
+      DISTRIBUTED, LOCAL)                                                                \
+    X(max_restarts, 0, "max-restarts", INT, 3, 0, 1000, NULL,                            \
+      "a number of restarts from 0 to 1000", "R",                                        \
+      "sync mode: when a worker is lost, roll every rank\n"                              \
+      "back to the last checkpoint and go on, at most R\n"                               \
+      "times (default 3; 0: a lost worker ends the run)",                                \
+      DISTRIBUTED, LOCAL)                                                                \
+    X(min_workers, 0, "min-workers", INT, 0, 1, PROTO_TRAIN_MAX_WORKERS, NULL,           \
+      "a number of workers from 1 to 256", "M",                                          \
+      "sync mode: a worker that cannot come back is left\n"                              \
+      "out and the run goes on while M or more remain\n"                                 \
+      "(the global batch kept; default: all of them),\n"                                 \
+      "taking it back in at a checkpoint once it answers",                               \
       DISTRIBUTED, LOCAL)
 
 #define PROTO_TRAIN_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "cluster/cluster.h"
@@ -98,6 +99,16 @@ bool cli_slurm_step_running(const home_paths *h);
  * cluster/train: a line before, a progress line an epoch, and a summary (or,
  * with json, one JSON object on stdout and the lines on stderr). Returns 0
  * or FERRY_E*, the error printed. */
+/* Prints a sync run's lost worker and where every rank goes on from
+ * (lost_worker.c): cluster_train_events.worker_restarted's arguments. */
+void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *target,
+                              int pid, int epoch, const char *how, bool back, int left,
+                              const char *from, int restart, int max);
+
+/* Whether `ferry shutdown` began at since_ms or later (lost_worker.c): a
+ * lost worker is then not waited for. */
+bool cli_shutdown_since(int64_t since_ms);
+
 int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
               const cluster_train_opts *o);
 

@@ -24,6 +24,7 @@ typedef struct teller {
     char why[512]; /* the run's first error, for its record */
     char checkpoint[4160]; /* the newest checkpoint written ("": none) */
     cli_progress *bar;     /* on a terminal, or NULL */
+    int64_t started_ms;    /* wall clock: a shutdown since ends the run */
 } teller;
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
@@ -182,6 +183,32 @@ static void on_stall(void *data, const char *report)
     fprintf(stderr, "ferry submit: stalled: %s\n", report);
 }
 
+static void on_worker_restarted(void *data, int rank, int worker, const char *target,
+                                int pid, int epoch, const char *how, bool back, int left,
+                                const char *from, int restart, int max)
+{
+    teller *t = data;
+    cli_say_worker_restarted(t->progress, rank, worker, target, pid, epoch, how, back,
+                             left, from, restart, max);
+}
+
+static void on_worker_rejoined(void *data, int worker, const char *target, int epoch,
+                               const char *from, int workers)
+{
+    teller *t = data;
+    fprintf(t->progress,
+            "worker %d (%s) answers again: taken back in after epoch %d; every rank "
+            "continues from %s on %d workers\n",
+            worker, target, epoch, from, workers);
+    fflush(t->progress);
+}
+
+static bool on_give_up(void *data)
+{
+    const teller *t = data;
+    return cli_shutdown_since(t->started_ms);
+}
+
 /* The fields only one kind of mode has: the all-reduce's, or async mode's
  * parameter server and staleness. */
 static void print_json_mode(const cluster_train_opts *o, const cluster_train_result *res)
@@ -307,13 +334,19 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
               const cluster_train_opts *o)
 {
     /* With --json, stdout holds the one JSON object; progress goes to stderr. */
-    teller t = {.o = o, .task = task, .progress = o->json ? stderr : stdout};
+    teller t = {.o = o,
+                .task = task,
+                .progress = o->json ? stderr : stdout,
+                .started_ms = base_wall_ms()};
     cluster_train_events ev = {.data = &t,
                                .error = on_error,
                                .started = on_started,
                                .epoch = on_epoch,
                                .worker_lost = on_worker_lost,
-                               .stall = on_stall};
+                               .stall = on_stall,
+                               .worker_restarted = on_worker_restarted,
+                               .worker_rejoined = on_worker_rejoined,
+                               .give_up = on_give_up};
     params_file init;
     int rc = cli_params_init(o, &init);
     if (rc)

@@ -69,7 +69,7 @@ int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply 
     }
     const char *peers[k];
     for (int r = 0; r < k; r++)
-        peers[r] = cluster_target(run->cl, r);
+        peers[r] = cluster_target(run->cl, run->node[r]);
     char submitter[256];
     describe_submitter(submitter, sizeof submitter);
     proto_bytes begin[k];

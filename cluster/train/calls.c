@@ -61,8 +61,9 @@ int ct_call(ct_run *run, const char *fn, const proto_bytes *in, const ct_reply *
     ferry_bytes_t args[n], out[n];
     for (int r = 0; r < n; r++)
         args[r] = arg(&in[r]);
-    int rc = n == 1 ? cluster_call(run->cl, run->m, 0, fn, &args[0], &out[0])
-                    : cluster_call_first(run->cl, run->m, fn, (size_t)n, args, out);
+    int rc =
+        n == 1 ? cluster_call(run->cl, run->m, run->node[0], fn, &args[0], &out[0])
+               : cluster_call_ranks(run->cl, run->m, fn, (size_t)n, run->node, args, out);
     if (rc)
         return rc;
     for (int r = 0; r < n; r++) {
@@ -128,7 +129,7 @@ void ct_discard(ct_run *run)
     for (int r = 0; r < run->k; r++) {
         ferry_bytes_t a = arg(&in), out = {0};
         if (run->alive[r] &&
-            cluster_call(run->cl, run->m, r, "ferry.train.end", &a, &out) == 0)
+            cluster_call(run->cl, run->m, run->node[r], "ferry.train.end", &a, &out) == 0)
             cluster_free_bytes(&out);
     }
     proto_bytes_fini(&in);

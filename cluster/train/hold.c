@@ -41,8 +41,8 @@ void ct_hold(ct_run *run, const uint8_t *secret, size_t len)
     proto_bytes b;
     int rc = proto_train_hold_req_pack(&h, &b);
     for (int i = 0; rc == 0 && i < 2 * run->k; i++)
-        cluster_open_call(run->cl, i / 2, PROTO_METHOD_TRAIN_HOLD, b.data, b.len,
-                          &run->holds[i]);
+        cluster_open_call(run->cl, run->node[i / 2], PROTO_METHOD_TRAIN_HOLD, b.data,
+                          b.len, &run->holds[i]);
     if (rc == 0) {
         OPENSSL_cleanse(b.data, b.len);
         proto_bytes_fini(&b);

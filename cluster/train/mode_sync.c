@@ -1,6 +1,7 @@
 /* Single and sync mode at the master: every rank steps together, the
  * workers reduce the losses, accuracy and samples among themselves, so rank
  * 0's reply speaks for all; a failure on one rank fails the step on all. */
+#include <stdio.h>
 #include <string.h>
 
 #include "train_int.h"
@@ -15,11 +16,12 @@ static int sync_epoch(ct_run *run, int e, cluster_train_epoch *out)
         rc = ct_call_all(run, "ferry.train.epoch", &ep, &ct_epoch_reply, (void **)rep);
     proto_bytes_fini(&ep);
     if (rc) {
-        ct_fail(run, "%s: epoch %d failed%s: %s", run->module, e,
-                k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
-                        "with the step)"
-                      : "",
-                cluster_error(run->cl));
+        /* Said by ct_recover() unless a rollback undoes it. */
+        snprintf(run->why, sizeof run->why, "%s: epoch %d failed%s: %s", run->module, e,
+                 k > 1 ? " (sync mode, where rank N is worker N: every worker stops "
+                         "with the step)"
+                       : "",
+                 cluster_error(run->cl));
         return rc;
     }
     for (int r = 0; r < k; r++)

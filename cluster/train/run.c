@@ -88,12 +88,16 @@ static int absolute_paths(ct_run *run, proto_train_spec *spec,
 }
 
 /* Every epoch, each an event; the totals and the last one into *res. */
-static int epochs(ct_run *run, cluster_train_result *res)
+static int epochs(ct_run *run, cluster_train_result *res, proto_train_spec *spec,
+                  proto_train_begin_reply **b)
 {
-    for (int e = run->o->first_epoch > 0 ? run->o->first_epoch : 1; e <= run->o->epochs;
-         e++) {
+    for (int e = run->next_epoch; e <= run->o->epochs; e++) {
         cluster_train_epoch ep;
         int rc = run->mode->epoch(run, e, &ep);
+        if (rc && (rc = ct_recover(run, e, rc, spec, b)) == 0) {
+            e = run->next_epoch - 1; /* every rank goes on from its checkpoint */
+            continue;
+        }
         if (rc)
             return rc;
         if (run->ev && run->ev->epoch)
@@ -104,6 +108,11 @@ static int epochs(ct_run *run, cluster_train_result *res)
         res->compute_s += ep.compute_s;
         res->ps_wait_s += ep.ps_wait_s;
         res->last = ep;
+        int k = run->k;
+        if (ep.checkpoint && ep.checkpoint[0] && (rc = ct_rejoin(run, e, spec, b)))
+            return rc;
+        if (run->k != k)
+            e = run->next_epoch - 1; /* taken back in: from the checkpoint */
     }
     return 0;
 }
@@ -207,26 +216,30 @@ static int train(ct_run *run, cluster_train_result *res)
     proto_train_begin_reply *b[run->k];
     if ((rc = ct_begin(run, &spec, b)))
         return rc;
+    ct_recover_note(run);
+    /* Rank 0's first reply describes the run, whatever begins after it. */
+    proto_train_begin_reply *first = b[0];
+    b[0] = NULL;
     const cluster_train_opts *o = run->o;
     run->shards = o->ps_shards ? (int)o->ps_shards : run->k;
     res->started = (cluster_train_started){.mode = run->mode->name,
                                            .workers = run->k,
                                            .shards = run->shards,
-                                           .device = b[0]->device,
-                                           .params = b[0]->params,
-                                           .train_samples = b[0]->train_samples,
-                                           .test_samples = b[0]->test_samples,
-                                           .buckets = b[0]->buckets,
-                                           .data = b[0]->data_about};
+                                           .device = first->device,
+                                           .params = first->params,
+                                           .train_samples = first->train_samples,
+                                           .test_samples = first->test_samples,
+                                           .buckets = first->buckets,
+                                           .data = first->data_about};
     if (run->ev && run->ev->started)
         run->ev->started(run->ev->data, &res->started);
-    rc = epochs(run, res);
+    rc = epochs(run, res, &spec, b);
     if (rc == 0)
         rc = finish(run, res);
-    if (rc == 0) {
-        res->begin = b[0];
-        b[0] = NULL;
-    }
+    if (rc == 0)
+        res->begin = first;
+    else
+        proto_free(first);
     ct_stall_stop(run);
     /* Frees the workers' sessions now; they would be replaced anyway. */
     if (rc)
@@ -248,7 +261,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
         return rc;
     run.alive = malloc((size_t)run.k * sizeof *run.alive);
     run.steps = calloc((size_t)run.k, sizeof *run.steps);
-    if (!run.alive || !run.steps) {
+    if (!run.alive || !run.steps || ct_recover_init(&run)) {
         rc = FERRY_ENOMEM;
     } else {
         for (int r = 0; r < run.k; r++)
@@ -259,6 +272,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
     }
     proto_free(run.reply);
     free(run.alive);
+    ct_recover_fini(&run);
     if (rc) {
         free(run.steps);
         cluster_train_result_fini(res);

@@ -16,7 +16,8 @@
  *   mode_sync.c   single and sync mode's epoch and end (rank 0 speaks for all)
  *   mode_async.c  async mode's epoch and end (every rank speaks for itself)
  *   scores.c      a model's own metrics, averaged over async mode's ranks
- *   stall.c       the stall inspector: who holds the others up, and why */
+ *   stall.c       the stall inspector: who holds the others up, and why
+ *   recover.c     sync mode: a worker lost mid-run, every rank rolled back */
 #ifndef FERRY_CLUSTER_TRAIN_H
 #define FERRY_CLUSTER_TRAIN_H
 
@@ -118,6 +119,22 @@ typedef struct cluster_train_events {
      * names the ranks that have not arrived and what each rank is doing,
      * one line each after the first. Said once a stall. */
     void (*stall)(void *data, const char *report);
+    /* Sync mode: the worker of `rank` (at `target`, the cluster's worker
+     * `worker`, process `pid`) was lost in epoch `epoch`, `how` (its supervisor's record,
+     * "" when none); `back`: it was restarted, else the run goes on with
+     * `left` workers. Every rank continues from `from` (a checkpoint, or ""
+     * for the start), restart `restart` of at most `max`. */
+    void (*worker_restarted)(void *data, int rank, int worker, const char *target,
+                             int pid, int epoch, const char *how, bool back, int left,
+                             const char *from, int restart, int max);
+    /* Sync mode: the cluster's worker `worker` (at `target`), left out
+     * earlier, answers again and is taken back in after epoch `epoch`:
+     * every rank continues from `from` on `workers` workers. */
+    void (*worker_rejoined)(void *data, int worker, const char *target, int epoch,
+                            const char *from, int workers);
+    /* Sync mode, while a lost worker is waited for: true when it will not
+     * come back for a reason the caller knows (the cluster shut down). */
+    bool (*give_up)(void *data);
 } cluster_train_events;
 
 /* What a run that succeeded added up to. Strings are owned by it until

@@ -43,6 +43,14 @@ typedef struct ct_run {
     cluster_open **holds;           /* two a rank (hold.c); NULL: none */
     ct_timeline *tl;                /* --timeline's (timeline.c); NULL: none */
     ct_stall *stall;                /* the stall inspector's (stall.c); NULL: none */
+    int *node;       /* by rank: the cluster's worker it runs on (recover.c) */
+    int next_epoch;  /* the epoch to run next (a rollback moves it back) */
+    int32_t *pids;   /* by rank: its worker's process when the session began */
+    int restarts;    /* rollbacks so far */
+    char from[4096]; /* the checkpoint the ranks began from ("": none) */
+    char why[2048];  /* an epoch's failure, said unless a rollback undoes it */
+    int *out;        /* the cluster's workers left out (--min-workers) */
+    int n_out;
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -122,6 +130,27 @@ void ct_hold(ct_run *run, const uint8_t *secret, size_t len);
 /* Lets go of the holds (each ended by its session's end already, or
  * cancelled here). */
 void ct_unhold(ct_run *run);
+
+/* ---- recover.c ---- */
+
+/* Gives each rank its worker (rank r on worker r); FERRY_ENOMEM. */
+int ct_recover_init(ct_run *run);
+void ct_recover_fini(ct_run *run);
+/* Notes which process each rank's worker is, once the session began. */
+void ct_recover_note(ct_run *run);
+/* After epoch `e` failed with `rc` in sync mode: when a worker was lost
+ * and restarts are left, waits for it (or, with --min-workers, goes on
+ * without it), discards the session, and begins a new one on every rank
+ * from the newest checkpoint of --checkpoint-dir (or from the start),
+ * setting run->next_epoch. Returns 0 to go on, or rc / FERRY_E* (said). */
+int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
+               proto_train_begin_reply **b);
+
+/* After epoch `e` wrote a checkpoint, in a run that left workers out:
+ * takes back in each that answers again, every rank beginning anew from
+ * that checkpoint. Returns 0 (run->next_epoch set when it did), or
+ * FERRY_E* (said) when the new session could not begin. */
+int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b);
 
 /* ---- timeline.c ---- */
 

@@ -207,12 +207,13 @@ Test(e2e_sync, workers_mode_batch_and_compression_are_checked_against_the_cluste
 /* ---- a worker lost mid-training ------------------------------------------------ */
 
 /* Starts a long sync run of the mlp in the background and returns its pid
- * once its first epoch is underway; out/err get its output files. */
+ * once its first epoch is underway; out/err get its output files. Without
+ * restarts, a lost worker ends the run (tests/faults has the rollbacks). */
 static pid_t start_long_run(char out[600], char err[600])
 {
     e2e_next_outputs(out, err);
     pid_t pid = e2e_spawn("submit", e2e_task("mlp"), "--epochs", "20", "--timeout-ms",
-                          "3000", NULL);
+                          "3000", "--max-restarts", "0", NULL);
     /* The header line comes once every worker has begun (data loaded,
      * parameters broadcast); then the first epoch runs for ~1.5 s. */
     bool begun = e2e_wait_for_text(out, "training mlp in sync mode on 2 workers", 60000);

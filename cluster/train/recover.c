@@ -1,0 +1,244 @@
+/* Sync mode when a worker is lost mid-run: the run does not end. Every
+ * rank's session is discarded and a new one begins on every rank from the
+ * newest checkpoint of --checkpoint-dir (the start when there is none yet),
+ * once the lost worker's supervisor has brought it back; with --min-workers
+ * one that does not come back is left out and the global batch is sliced
+ * over the others. --max-restarts bounds how often. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "runtime/train/ckpt_file.h"
+#include "train_int.h"
+
+/* How long a lost worker's supervisor gets to bring it back: a restart
+ * takes about a second; a worker that is not back by then has a host or a
+ * binary that is gone, or is in a crash loop's pause. */
+#define CT_RESTART_WAIT_MS 20000
+#define CT_SURVEY_EVERY_US 100000
+/* A worker's crash record, as its Ping carries it. */
+#define CT_HOW_LEN 256
+
+int ct_recover_init(ct_run *run)
+{
+    run->node = malloc((size_t)run->k * sizeof *run->node);
+    run->pids = calloc((size_t)run->k, sizeof *run->pids);
+    run->out = malloc((size_t)run->k * sizeof *run->out);
+    if (!run->node || !run->pids || !run->out)
+        return FERRY_ENOMEM;
+    for (int r = 0; r < run->k; r++)
+        run->node[r] = r;
+    run->next_epoch = run->o->first_epoch > 0 ? run->o->first_epoch : 1;
+    return 0;
+}
+
+void ct_recover_fini(ct_run *run)
+{
+    free(run->node);
+    free(run->pids);
+    free(run->out);
+    run->node = NULL;
+    run->pids = NULL;
+    run->out = NULL;
+}
+
+void ct_recover_note(ct_run *run)
+{
+    const cluster_worker *w;
+    if (run->k < 2 || run->o->max_restarts <= 0)
+        return;
+    cluster_survey(run->cl, false, &w);
+    for (int r = 0; r < run->k; r++)
+        run->pids[r] = w[run->node[r]].ping ? w[run->node[r]].ping->pid : 0;
+}
+
+/* What became of each rank's worker since the session began: back[r] a
+ * new process answers, gone[r] none does after the wait. Returns how many
+ * were lost (back or gone); `how` gets each one's crash record. */
+static int survey_lost(ct_run *run, bool *back, bool *gone, char (*how)[CT_HOW_LEN])
+{
+    uint64_t until = uv_hrtime() + (uint64_t)CT_RESTART_WAIT_MS * 1000000u;
+    const cluster_worker *w = NULL;
+    for (;;) {
+        cluster_survey(run->cl, false, &w);
+        bool all = true;
+        for (int r = 0; r < run->k; r++)
+            all &= w[run->node[r]].ping != NULL;
+        if (all || uv_hrtime() >= until ||
+            (run->ev && run->ev->give_up && run->ev->give_up(run->ev->data)))
+            break;
+        usleep(CT_SURVEY_EVERY_US);
+    }
+    int lost = 0;
+    for (int r = 0; r < run->k; r++) {
+        const proto_ping_reply *p = w[run->node[r]].ping;
+        gone[r] = !p;
+        back[r] = p && run->pids[r] && p->pid != run->pids[r]; /* 0: not known */
+        snprintf(how[r], CT_HOW_LEN, "%s", p && p->last_crash ? p->last_crash : "");
+        lost += gone[r] || back[r];
+    }
+    return lost;
+}
+
+/* The newest checkpoint of the run's directory that reads back whole into
+ * run->from, and the epoch after it; false when there is none. */
+static bool newest_checkpoint(ct_run *run, const char *dir, int *next_epoch)
+{
+    char **names;
+    if (!dir || !dir[0])
+        return false;
+    int n = rt_ckpt_list(dir, &names);
+    bool found = false;
+    for (int i = 0; i < n && !found; i++) {
+        rt_ckpt_file f;
+        char why[256];
+        snprintf(run->from, sizeof run->from, "%s/%s", dir, names[i]);
+        if (rt_ckpt_read(run->from, &f, why, sizeof why) == 0) {
+            *next_epoch = (int)f.h.epoch + 1;
+            found = true;
+            rt_ckpt_file_free(&f);
+        }
+    }
+    rt_ckpt_names_free(names, n > 0 ? n : 0);
+    return found;
+}
+
+/* Drops the ranks in gone[], the others keeping their order. */
+static void leave_out(ct_run *run, const bool *gone)
+{
+    int k = 0;
+    for (int r = 0; r < run->k; r++) {
+        if (!gone[r])
+            run->node[k++] = run->node[r];
+        else
+            run->out[run->n_out++] = run->node[r];
+    }
+    run->k = k;
+}
+
+/* Ends the session on the run's ranks: the survivors' sessions go, a
+ * restarted worker knows none. */
+static void end_session(ct_run *run, proto_train_begin_reply **b)
+{
+    ct_discard(run);
+    ct_unhold(run);
+    ct_free_replies((void **)b, run->k);
+    memset(b, 0, (size_t)run->k * sizeof *b);
+}
+
+/* Begins a new session on run->node's ranks from spec->resume, at epoch
+ * `next`. */
+static int begin_session(ct_run *run, int next, proto_train_spec *spec,
+                         proto_train_begin_reply **b)
+{
+    run->next_epoch = next;
+    int rc = ct_begin(run, spec, b);
+    if (rc == 0)
+        ct_recover_note(run);
+    return rc;
+}
+
+/* The epoch's failure, said: nothing undoes it. */
+static int stands(ct_run *run, int rc)
+{
+    if (run->why[0])
+        ct_fail(run, "%s", run->why);
+    run->why[0] = '\0';
+    return rc;
+}
+
+int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
+               proto_train_begin_reply **b)
+{
+    const cluster_train_opts *o = run->o;
+    if (run->mode != &ct_mode_sync || run->k < 2 || o->max_restarts <= 0)
+        return stands(run, rc);
+    int k = run->k;
+    bool back[k], gone[k];
+    char how[k][CT_HOW_LEN];
+    int lost = survey_lost(run, back, gone, how);
+    if (lost == 0 || (run->ev && run->ev->give_up && run->ev->give_up(run->ev->data)))
+        return stands(run, rc); /* not a worker lost, or none to wait for */
+    int n_gone = 0;
+    for (int r = 0; r < k; r++)
+        n_gone += gone[r];
+    if (run->restarts >= o->max_restarts) {
+        stands(run, rc);
+        ct_fail(run,
+                "%s: a worker was lost again after %d restart%s (--max-restarts %ld): "
+                "the run ends",
+                run->module, run->restarts, run->restarts == 1 ? "" : "s",
+                o->max_restarts);
+        return rc;
+    }
+    if (n_gone && (!o->min_workers || k - n_gone < o->min_workers)) {
+        stands(run, rc);
+        for (int r = 0; r < k; r++)
+            if (gone[r])
+                ct_fail(run, "%s: worker %d (%s) did not come back within %d s%s%s; %s",
+                        run->module, run->node[r], cluster_target(run->cl, run->node[r]),
+                        CT_RESTART_WAIT_MS / 1000, how[r][0] ? ": " : "", how[r],
+                        o->min_workers ? "too few workers are left for --min-workers"
+                                       : "--min-workers M lets a run go on without it");
+        return rc;
+    }
+    run->restarts++;
+    run->why[0] = '\0';
+    int next = o->first_epoch > 0 ? o->first_epoch : 1;
+    spec->resume = o->resume;
+    run->from[0] = '\0';
+    if (newest_checkpoint(run, spec->checkpoint_dir, &next))
+        spec->resume = run->from;
+    else
+        snprintf(run->from, sizeof run->from, "%s", o->resume ? o->resume : "");
+    for (int r = 0; r < k; r++)
+        if ((back[r] || gone[r]) && run->ev && run->ev->worker_restarted)
+            run->ev->worker_restarted(run->ev->data, r, run->node[r],
+                                      cluster_target(run->cl, run->node[r]),
+                                      (int)run->pids[r], e, how[r], back[r], k - n_gone,
+                                      run->from, run->restarts, (int)o->max_restarts);
+    end_session(run, b);
+    leave_out(run, gone);
+    run->lost += n_gone;
+    return begin_session(run, next, spec, b);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b)
+{
+    if (run->n_out == 0 || e >= run->o->epochs)
+        return 0;
+    const cluster_worker *w;
+    cluster_survey(run->cl, false, &w);
+    int back[run->n_out], n_back = 0, n = 0;
+    for (int i = 0; i < run->n_out; i++)
+        if (w[run->out[i]].ping)
+            back[n_back++] = run->out[i];
+        else
+            run->out[n++] = run->out[i];
+    int next = e + 1;
+    if (n_back == 0 || !newest_checkpoint(run, spec->checkpoint_dir, &next)) {
+        for (int i = 0; i < n_back; i++) /* none to begin from: later */
+            run->out[n++] = back[i];
+        return 0;
+    }
+    run->n_out = n;
+    spec->resume = run->from;
+    for (int i = 0; i < n_back && run->ev && run->ev->worker_rejoined; i++)
+        run->ev->worker_rejoined(run->ev->data, back[i], cluster_target(run->cl, back[i]),
+                                 e, run->from, run->k + n_back);
+    end_session(run, b);
+    for (int i = 0; i < n_back; i++)
+        run->node[run->k++] = back[i];
+    run->lost -= n_back;
+    /* Rank order is the cluster's, as at the start. */
+    qsort(run->node, (size_t)run->k, sizeof *run->node, cmp_int);
+    return begin_session(run, next, spec, b);
+}
