@@ -135,7 +135,8 @@ static int pick_async(cluster_train_opts *o, const cli_module_info *info, const 
             if (!o->checkpoint_dir || !o->checkpoint_dir[0])
                 o->checkpoint_dir = dir;
             fprintf(stderr,
-                    "continuing from %s/checkpoint-%012" PRIu64 ".shard-*-of-%04d.ckpt (%d "
+                    "continuing from %s/checkpoint-%012" PRIu64
+                    ".shard-*-of-%04d.ckpt (%d "
                     "shards): %" PRIu64 " epochs and %" PRIu64 " steps done\n",
                     dir, steps, shards, shards, epoch, steps);
             status = CLI_OK;
@@ -144,7 +145,8 @@ static int pick_async(cluster_train_opts *o, const cli_module_info *info, const 
     }
     rt_ckpt_names_free(names, n);
     if (status == CLI_FAIL)
-        cli_err("submit", "--resume %s: no whole set of shard checkpoints of task '%s' "
+        cli_err("submit",
+                "--resume %s: no whole set of shard checkpoints of task '%s' "
                 "there (%s)",
                 o->resume, info->task, n ? "each one above was skipped" : "none at all");
     return status;

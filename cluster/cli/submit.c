@@ -89,8 +89,10 @@ static int check_combinations(cluster_train_opts *o, int async_only, bool lr_giv
         (o->checkpoint_dir && o->checkpoint_dir[0]) || (o->resume && o->resume[0]);
     uint64_t steps;
     double secs;
-    if (rt_ckpt_parse_every(o->checkpoint_every, &steps, &secs) == 0 && async && secs > 0) {
-        cli_err("submit", "--checkpoint-every %s: an async run's ranks write their shards "
+    if (rt_ckpt_parse_every(o->checkpoint_every, &steps, &secs) == 0 && async &&
+        secs > 0) {
+        cli_err("submit",
+                "--checkpoint-every %s: an async run's ranks write their shards "
                 "every N global steps or at each epoch's end, not by time",
                 o->checkpoint_every);
         return CLI_USAGE;

@@ -139,9 +139,9 @@ int rt_ps_take_stats(rt_ps_store *st, uint64_t session, rt_ps_shard_stats *out);
 
 struct rt_ps_shard_state {
     int index, shards;
-    size_t lo, hi;           /* floats [lo, hi) of the flat buffer */
-    float *values, *m, *v;   /* hi - lo each; m, v NULL where the optimizer has none */
-    int t;                   /* the optimizer's steps */
+    size_t lo, hi;         /* floats [lo, hi) of the flat buffer */
+    float *values, *m, *v; /* hi - lo each; m, v NULL where the optimizer has none */
+    int t;                 /* the optimizer's steps */
     uint64_t version, samples;
 };
 

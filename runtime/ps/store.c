@@ -251,8 +251,8 @@ int rt_ps_snapshot(rt_ps_store *st, uint64_t session, int k, rt_ps_shard_state *
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&st->mu);
     rt_ps_sess *s = find(st, session);
-    int rc = s && k >= 0 && k < s->n_held ? rt_shard_snapshot(&s->held[k], out)
-                                          : FERRY_ENOENT;
+    int rc =
+        s && k >= 0 && k < s->n_held ? rt_shard_snapshot(&s->held[k], out) : FERRY_ENOENT;
     pthread_mutex_unlock(&st->mu);
     return rc;
 }

@@ -379,7 +379,8 @@ static int resume(rt_trainer *t, char *err, size_t errlen)
                          why);
     if (f.h.shards)
         rc = base_errf(err, errlen, FERRY_EINVAL,
-                       "cannot continue from %s: it is shard %" PRId64 " of an async run's "
+                       "cannot continue from %s: it is shard %" PRId64
+                       " of an async run's "
                        "checkpoint",
                        t->o.resume, f.h.shard);
     else if (f.h.params != rt_model_param_count(t->m) ||

@@ -187,10 +187,10 @@ static int read_shard(rt_trainer *t, const char *path, int index, int shards,
         rc = base_errf(why, sizeof why, FERRY_ECORRUPT,
                        "it says it holds shard %" PRId64 " of %" PRId64, f->h.shard,
                        f->h.shards);
-    else if (rc == 0 && (f->h.params != rt_model_param_count(t->m) ||
-                         f->h.plen != t->plen || f->h.shard_lo != sp.lo ||
-                         f->h.shard_hi != sp.hi ||
-                         strcmp(f->h.optimizer, rt_optim_name(t->o.optim.kind))))
+    else if (rc == 0 &&
+             (f->h.params != rt_model_param_count(t->m) || f->h.plen != t->plen ||
+              f->h.shard_lo != sp.lo || f->h.shard_hi != sp.hi ||
+              strcmp(f->h.optimizer, rt_optim_name(t->o.optim.kind))))
         rc = base_errf(why, sizeof why, FERRY_EINVAL,
                        "%" PRIu64 " %s parameters (floats %" PRIu64 "-%" PRIu64
                        "), this run trains %zu with %s (floats %zu-%zu)",
@@ -239,16 +239,17 @@ int rt_ckpt_async_load(rt_trainer *t, rt_ckpt_async_start *out, char *err, size_
             break;
         size_t len = f.h.shard_hi - f.h.shard_lo;
         rt_ps_shard_state *s = &out->shards[out->n++];
-        *s = (rt_ps_shard_state){.index = i,
-                                 .shards = shards,
-                                 .lo = f.h.shard_lo,
-                                 .hi = f.h.shard_hi,
-                                 .values = malloc((len ? len : 1) * sizeof(float)),
-                                 .m = f.h.optim_m ? malloc((len ? len : 1) * sizeof(float)) : NULL,
-                                 .v = f.h.optim_v ? malloc((len ? len : 1) * sizeof(float)) : NULL,
-                                 .t = (int)f.h.optim_t,
-                                 .version = f.h.shard_version,
-                                 .samples = f.h.samples};
+        *s = (rt_ps_shard_state){
+            .index = i,
+            .shards = shards,
+            .lo = f.h.shard_lo,
+            .hi = f.h.shard_hi,
+            .values = malloc((len ? len : 1) * sizeof(float)),
+            .m = f.h.optim_m ? malloc((len ? len : 1) * sizeof(float)) : NULL,
+            .v = f.h.optim_v ? malloc((len ? len : 1) * sizeof(float)) : NULL,
+            .t = (int)f.h.optim_t,
+            .version = f.h.shard_version,
+            .samples = f.h.samples};
         if (!s->values || (f.h.optim_m && !s->m) || (f.h.optim_v && !s->v))
             rc = FERRY_ENOMEM;
         if (rc == 0) {

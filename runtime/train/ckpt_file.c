@@ -157,7 +157,8 @@ static int parse_head(rt_ckpt_file *f, char *text, char *why, size_t whylen)
     if (v2 != (f->h.shards > 0) || f->h.shard < 0 || f->h.shard >= f->h.shards + !v2 ||
         f->h.shard_lo > f->h.shard_hi)
         return base_errf(why, whylen, FERRY_ECORRUPT,
-                         "its header's shard %" PRId64 " of %" PRId64 " is not version %c's",
+                         "its header's shard %" PRId64 " of %" PRId64
+                         " is not version %c's",
                          f->h.shard, f->h.shards, v2 ? '2' : '1');
     return 0;
 }
@@ -171,7 +172,8 @@ int rt_ckpt_read(const char *path, rt_ckpt_file *f, char *why, size_t whylen)
         return rc;
     uint8_t *b = f->buf;
     size_t ml = strlen(RT_CKPT_MAGIC);
-    if (len < ml || (memcmp(b, RT_CKPT_MAGIC, ml) != 0 && memcmp(b, RT_CKPT_MAGIC2, ml) != 0)) {
+    if (len < ml ||
+        (memcmp(b, RT_CKPT_MAGIC, ml) != 0 && memcmp(b, RT_CKPT_MAGIC2, ml) != 0)) {
         rc = base_errf(why, whylen, FERRY_ECORRUPT, "not a ferry checkpoint");
         goto fail;
     }
@@ -286,8 +288,8 @@ bool rt_ckpt_is_shard_name(const char *name, uint64_t *steps, int *shard, int *s
 {
     unsigned long long st;
     int a, b, used = -1;
-    if (sscanf(name, RT_CKPT_PREFIX "%12llu.shard-%4d-of-%4d" RT_CKPT_SUFFIX "%n", &st, &a,
-               &b, &used) != 3 ||
+    if (sscanf(name, RT_CKPT_PREFIX "%12llu.shard-%4d-of-%4d" RT_CKPT_SUFFIX "%n", &st,
+               &a, &b, &used) != 3 ||
         used < 0 || name[used] || a < 0 || b < 1 || a >= b)
         return false;
     char canon[96];

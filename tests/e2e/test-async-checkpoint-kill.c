@@ -28,8 +28,8 @@ static uint64_t expect_whole(const char *dir, int round)
         char path[1300], why[256];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         rt_ckpt_file f;
-        cr_assert_eq(rt_ckpt_read(path, &f, why, sizeof why), 0, "round %d: %s: %s", round,
-                     path, why);
+        cr_assert_eq(rt_ckpt_read(path, &f, why, sizeof why), 0, "round %d: %s: %s",
+                     round, path, why);
         rt_ckpt_file_free(&f);
         int shard, shards;
         cr_assert(rt_ckpt_is_shard_name(names[i], &steps, &shard, &shards));
@@ -65,12 +65,12 @@ Test(e2e_async_checkpoint_kill, writers_killed_at_any_moment_leave_a_whole_set)
         pid_t w = e2e_worker_pid_file(victim);
         cr_assert(w > 0);
         uint64_t before = newest_file(dir);
-        pid_t sub = round ? e2e_spawn("submit", e2e_task("linreg"), "--mode", "async",
-                                      "--epochs", "100000", "--resume", dir,
-                                      "--checkpoint-every", "1", NULL)
-                          : e2e_spawn("submit", e2e_task("linreg"), "--mode", "async",
-                                      "--epochs", "100000", "--checkpoint-dir", dir,
-                                      "--checkpoint-every", "1", NULL);
+        pid_t sub =
+            round ? e2e_spawn("submit", e2e_task("linreg"), "--mode", "async", "--epochs",
+                              "100000", "--resume", dir, "--checkpoint-every", "1", NULL)
+                  : e2e_spawn("submit", e2e_task("linreg"), "--mode", "async", "--epochs",
+                              "100000", "--checkpoint-dir", dir, "--checkpoint-every",
+                              "1", NULL);
         bool wrote = false;
         for (int i = 0; i < 3000 && !wrote; i++) {
             wrote = newest_file(dir) > before;

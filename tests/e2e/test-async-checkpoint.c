@@ -21,7 +21,8 @@ static void async_setup(void)
     e2e_setup();
 }
 
-TestSuite(e2e_async_checkpoint, .init = async_setup, .fini = e2e_teardown, .timeout = 400);
+TestSuite(e2e_async_checkpoint, .init = async_setup, .fini = e2e_teardown,
+          .timeout = 400);
 
 /* FERRY_HOME/<name>, made. */
 static const char *dir_of(const char *name)
@@ -77,8 +78,8 @@ Test(e2e_async_checkpoint, each_holder_writes_its_shard_and_show_prints_it)
     const char *d = dir_of("sets");
     e2e_run r;
     /* linreg: 64 global steps an epoch; --keep 2 leaves epochs 2 and 3. */
-    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs", "3",
-              "--checkpoint-dir", d, NULL);
+    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs",
+              "3", "--checkpoint-dir", d, NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
     char **names;
@@ -113,8 +114,8 @@ Test(e2e_async_checkpoint, each_holder_writes_its_shard_and_show_prints_it)
               "%s", r.out);
     e2e_run_fini(&r);
     /* A sync run does not take an async run's files for its own. */
-    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--epochs", "5", "--resume", d,
-              NULL);
+    e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--epochs", "5", "--resume",
+              d, NULL);
     E2E_EXPECT(&r, 1);
     cr_assert(e2e_has(r.err, "no valid checkpoint"), "%s", r.err);
     e2e_run_fini(&r);
@@ -131,8 +132,8 @@ static void expect_skipped(const char *good, const char *name, const char *why,
     shard_path(d, 128, 0, p, sizeof p);
     damage(p);
     e2e_run r;
-    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs", "3",
-              "--resume", d, NULL);
+    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs",
+              "3", "--resume", d, NULL);
     E2E_EXPECT(&r, 0);
     char line[900];
     snprintf(line, sizeof line, "warning: skipping checkpoint %s: ", p);
@@ -190,8 +191,8 @@ Test(e2e_async_checkpoint, damaged_foreign_and_missing_shards_are_skipped)
     e2e_start(2);
     const char *good = dir_of("good");
     e2e_run r;
-    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs", "2",
-              "--checkpoint-dir", good, NULL);
+    e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs",
+              "2", "--checkpoint-dir", good, NULL);
     E2E_EXPECT(&r, 0);
     e2e_run_fini(&r);
     expect_skipped(good, "truncated", "truncated", truncate_it);
@@ -221,7 +222,8 @@ Test(e2e_async_checkpoint, a_resumed_mlp_run_reaches_its_twins_accuracy)
               "--resume", d, "--json", NULL);
     E2E_EXPECT(&r, 0);
     double acc = e2e_json_number(r.out, "test_accuracy");
-    cr_log_info("async mlp, 2 epochs: %.4f uninterrupted, %.4f resumed after 1", twin, acc);
+    cr_log_info("async mlp, 2 epochs: %.4f uninterrupted, %.4f resumed after 1", twin,
+                acc);
     /* 60000 samples, global batch 128: the set of epoch 1 is step 469. */
     cr_assert(
         e2e_has(r.err, "shard-*-of-0002.ckpt (2 shards): 1 epochs and 469 steps done"),
