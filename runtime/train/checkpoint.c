@@ -369,6 +369,17 @@ static int restore_optim(rt_trainer *t, const rt_ckpt_file *f, char *err, size_t
     return rc;
 }
 
+void rt_ckpt_restore_rng(rt_trainer *t, const rt_ckpt_head *h)
+{
+    rt_rng *g = t->mc.rng;
+    g->s[0] = h->rng0;
+    g->s[1] = h->rng1;
+    g->s[2] = h->rng2;
+    g->s[3] = h->rng3;
+    memcpy(&g->spare, &h->rng_spare, sizeof g->spare);
+    g->has_spare = h->rng_has_spare != 0;
+}
+
 static int resume(rt_trainer *t, char *err, size_t errlen)
 {
     rt_ckpt_file f;
@@ -394,13 +405,7 @@ static int resume(rt_trainer *t, char *err, size_t errlen)
     if (rc == 0)
         rc = restore_optim(t, &f, err, errlen);
     if (rc == 0) {
-        rt_rng *g = t->mc.rng;
-        g->s[0] = f.h.rng0;
-        g->s[1] = f.h.rng1;
-        g->s[2] = f.h.rng2;
-        g->s[3] = f.h.rng3;
-        memcpy(&g->spare, &f.h.rng_spare, sizeof g->spare);
-        g->has_spare = f.h.rng_has_spare != 0;
+        rt_ckpt_restore_rng(t, &f.h);
         t->epoch = (int)f.h.epoch;
         t->steps_done = f.h.steps;
         t->ckpt_skip = f.h.epoch_step;

@@ -35,6 +35,9 @@ void rt_ckpt_free(rt_trainer *t);
 void rt_ckpt_fill_head(const rt_trainer *t, const char *model, rt_ckpt_head *h,
                        uint64_t epoch_step);
 
+/* The model's generator as header `h` recorded it. */
+void rt_ckpt_restore_rng(rt_trainer *t, const rt_ckpt_head *h);
+
 /* ---- async mode (ckpt_async.c): each rank writes the shards it holds ---------- */
 
 typedef struct rt_ckpt_async rt_ckpt_async;

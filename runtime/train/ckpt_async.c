@@ -267,13 +267,7 @@ int rt_ckpt_async_load(rt_trainer *t, rt_ckpt_async_start *out, char *err, size_
             out->have_pos = true;
             out->data_epoch = (int)f.h.data_epoch;
             out->data_step = f.h.data_step;
-            rt_rng *g = t->mc.rng;
-            g->s[0] = f.h.rng0;
-            g->s[1] = f.h.rng1;
-            g->s[2] = f.h.rng2;
-            g->s[3] = f.h.rng3;
-            memcpy(&g->spare, &f.h.rng_spare, sizeof g->spare);
-            g->has_spare = f.h.rng_has_spare != 0;
+            rt_ckpt_restore_rng(t, &f.h);
         }
         rt_ckpt_file_free(&f);
     }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "e2e.h"
+#include "e2e_ckpt.h"
 #include "e2e_train.h"
 #include "runtime/train/ckpt_file.h"
 
@@ -24,37 +25,11 @@ static void async_setup(void)
 TestSuite(e2e_async_checkpoint, .init = async_setup, .fini = e2e_teardown,
           .timeout = 400);
 
-/* FERRY_HOME/<name>, made. */
-static const char *dir_of(const char *name)
-{
-    static char dirs[8][600];
-    static int next;
-    char *d = dirs[next++ % 8];
-    snprintf(d, sizeof dirs[0], "%s/%s", e2e_home, name);
-    cr_assert(mkdir(d, 0700) == 0 || access(d, W_OK) == 0, "%s", d);
-    return d;
-}
-
 static void shard_path(const char *dir, uint64_t steps, int shard, char *buf, size_t len)
 {
     char name[96];
     rt_ckpt_shard_name(steps, shard, 2, name, sizeof name);
     snprintf(buf, len, "%s/%s", dir, name);
-}
-
-static void put(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "%s", path);
-    cr_assert_eq(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
-
-static size_t file_size(const char *path)
-{
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0, "%s", path);
-    return (size_t)st.st_size;
 }
 
 /* Both shards' files of sets 64 and 128 of `from` into `to`. */
@@ -67,7 +42,7 @@ static void copy_sets(const char *from, const char *to)
             shard_path(to, steps, s, dst, sizeof dst);
             char *b = e2e_slurp(src);
             cr_assert(b, "%s", src);
-            put(dst, b, file_size(src));
+            e2e_ckpt_put(dst, b, e2e_ckpt_file_size(src));
             free(b);
         }
 }
@@ -75,7 +50,7 @@ static void copy_sets(const char *from, const char *to)
 Test(e2e_async_checkpoint, each_holder_writes_its_shard_and_show_prints_it)
 {
     e2e_start(2);
-    const char *d = dir_of("sets");
+    const char *d = e2e_ckpt_dir_of("sets");
     e2e_run r;
     /* linreg: 64 global steps an epoch; --keep 2 leaves epochs 2 and 3. */
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs",
@@ -126,7 +101,7 @@ Test(e2e_async_checkpoint, each_holder_writes_its_shard_and_show_prints_it)
 static void expect_skipped(const char *good, const char *name, const char *why,
                            void (*damage)(const char *path))
 {
-    const char *d = dir_of(name);
+    const char *d = e2e_ckpt_dir_of(name);
     copy_sets(good, d);
     char p[700];
     shard_path(d, 128, 0, p, sizeof p);
@@ -149,21 +124,21 @@ static void expect_skipped(const char *good, const char *name, const char *why,
 
 static void truncate_it(const char *p)
 {
-    cr_assert_eq(truncate(p, (off_t)(file_size(p) / 2)), 0);
+    cr_assert_eq(truncate(p, (off_t)(e2e_ckpt_file_size(p) / 2)), 0);
 }
 
 static void flip_a_bit(const char *p)
 {
     char *b = e2e_slurp(p);
-    size_t len = file_size(p);
+    size_t len = e2e_ckpt_file_size(p);
     b[len / 2] ^= 0x10;
-    put(p, b, len);
+    e2e_ckpt_put(p, b, len);
     free(b);
 }
 
 static void empty_it(const char *p)
 {
-    put(p, "", 0);
+    e2e_ckpt_put(p, "", 0);
 }
 
 static void remove_it(const char *p)
@@ -181,7 +156,7 @@ static void make_foreign(const char *p)
     uint8_t *b;
     size_t len;
     cr_assert_eq(rt_ckpt_encode(&f.h, f.state, f.optim, &b, &len), 0);
-    put(p, b, len);
+    e2e_ckpt_put(p, b, len);
     free(b);
     rt_ckpt_file_free(&f);
 }
@@ -189,7 +164,7 @@ static void make_foreign(const char *p)
 Test(e2e_async_checkpoint, damaged_foreign_and_missing_shards_are_skipped)
 {
     e2e_start(2);
-    const char *good = dir_of("good");
+    const char *good = e2e_ckpt_dir_of("good");
     e2e_run r;
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--mode", "async", "--epochs",
               "2", "--checkpoint-dir", good, NULL);
@@ -213,7 +188,7 @@ Test(e2e_async_checkpoint, a_resumed_mlp_run_reaches_its_twins_accuracy)
     E2E_EXPECT(&r, 0);
     double twin = e2e_json_number(r.out, "test_accuracy");
     e2e_run_fini(&r);
-    const char *d = dir_of("mlp");
+    const char *d = e2e_ckpt_dir_of("mlp");
     e2e_ferry(&r, 300000, "submit", e2e_task("mlp"), "--mode", "async", "--epochs", "1",
               "--checkpoint-dir", d, NULL);
     E2E_EXPECT(&r, 0);
