@@ -101,7 +101,8 @@ static void expect_bit_identical(const char *workers, const char *optimizer)
                      optimizer);
     /* From an epoch's end: step 128, the end of the second. */
     snprintf(name, sizeof name, "from-128-%s-%s", workers, optimizer);
-    const char *all2 = e2e_ckpt_dir_of(optimizer[0] == 's' ? "all-sgd-64" : "all-adam-64");
+    const char *all2 =
+        e2e_ckpt_dir_of(optimizer[0] == 's' ? "all-sgd-64" : "all-adam-64");
     full_run(workers, "3", "64", optimizer, all2, full);
     from = e2e_ckpt_dir_of(name);
     copy(all2, from, 128);
@@ -288,7 +289,8 @@ Test(e2e_checkpoint, async_mode_refuses_checkpoints_by_time_saying_so)
     e2e_start(2);
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--mode", "async",
-              "--checkpoint-dir", e2e_ckpt_dir_of("async"), "--checkpoint-every", "5s", NULL);
+              "--checkpoint-dir", e2e_ckpt_dir_of("async"), "--checkpoint-every", "5s",
+              NULL);
     cr_assert_neq(r.status, 0);
     cr_assert(e2e_has(r.err, "every N global steps or at each epoch's end, not by time"),
               "%s", r.err);
