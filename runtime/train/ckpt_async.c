@@ -78,22 +78,36 @@ void rt_ckpt_async_free(rt_ckpt_async *c)
     free(c);
 }
 
-/* This shard's files but the newest `keep` (sets older than `steps` only:
- * a newer one is not this run's), and its temporaries left by a writer
- * killed mid-write. */
-static void prune(const rt_ckpt_async *c, int shard, int shards, uint64_t steps)
+/* This shard's files of the sets older than the newest `keep` whole ones
+ * (every shard's file there), and its temporaries left by a writer killed
+ * mid-write. A set counted whole stays whole (no holder removes a file of
+ * it), so whatever the holders' pace the newest `keep` whole sets remain:
+ * a holder that went ahead does not remove the set a slower one still
+ * needs to complete an older one. */
+static void prune(const rt_ckpt_async *c, int shard, int shards)
 {
     char **names;
-    int n = rt_ckpt_list_shards(c->dir, &names), kept = 0;
+    int n = rt_ckpt_list_shards(c->dir, &names), whole = 0, in_set = 0;
+    uint64_t cutoff = 0, set = UINT64_MAX, st;
     char path[4600];
-    for (int i = 0; i < n; i++) { /* newest first */
-        uint64_t st;
+    for (int i = 0; i < n && whole < c->keep; i++) { /* newest first */
         int a, b;
-        if (!rt_ckpt_is_shard_name(names[i], &st, &a, &b) || a != shard || b != shards ||
-            st > steps || ++kept <= c->keep)
+        if (!rt_ckpt_is_shard_name(names[i], &st, &a, &b) || b != shards)
             continue;
-        snprintf(path, sizeof path, "%s/%s", c->dir, names[i]);
-        unlink(path);
+        if (st != set) {
+            set = st;
+            in_set = 0;
+        }
+        if (++in_set == shards && ++whole == c->keep)
+            cutoff = st;
+    }
+    for (int i = 0; i < n && cutoff; i++) {
+        int a, b;
+        if (rt_ckpt_is_shard_name(names[i], &st, &a, &b) && a == shard && b == shards &&
+            st < cutoff) {
+            snprintf(path, sizeof path, "%s/%s", c->dir, names[i]);
+            unlink(path);
+        }
     }
     rt_ckpt_names_free(names, n);
     char mine[96], *dot;
@@ -156,7 +170,7 @@ static int write_shard(rt_ckpt_async *c, rt_trainer *t, const rt_ps_shard_state 
         return base_errf(err, errlen, rc < 0 ? FERRY_EIO : rc,
                          "cannot write checkpoint %s: %s", path,
                          rc < 0 ? strerror(-rc) : ferry_strerror(rc));
-    prune(c, s->index, s->shards, steps);
+    prune(c, s->index, s->shards);
     return 0;
 }
 
