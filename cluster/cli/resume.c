@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ferry/error.h>
+
 #include "cli.h"
 #include "cli_plugin.h"
 #include "runtime/train/ckpt_file.h"
@@ -57,6 +59,99 @@ static void say_differences(const rt_ckpt_file *f, const cluster_train_opts *o)
     }
 }
 
+/* Whether every shard of the set (steps, shards) in `dir` is whole and this
+ * model's; each that is not is named with why. The set's epochs done (the
+ * least of its files') into *epoch, its first file's header into *first. */
+static bool set_whole(const char *dir, uint64_t steps, int shards,
+                      const cli_module_info *info, uint64_t *epoch, rt_ckpt_file *first)
+{
+    bool whole = true;
+    for (int i = 0; i < shards; i++) {
+        char name[96], file[PATH_MAX + 100], why[512];
+        rt_ckpt_shard_name(steps, i, shards, name, sizeof name);
+        snprintf(file, sizeof file, "%s/%s", dir, name);
+        rt_ckpt_file f;
+        int rc = rt_ckpt_read(file, &f, why, sizeof why);
+        if (rc == FERRY_ENOENT)
+            snprintf(why, sizeof why, "it is missing (its holder did not write it)");
+        else if (rc == 0 && (f.h.shard != i || f.h.shards != shards))
+            snprintf(why, sizeof why, "it says it holds shard %" PRId64 " of %" PRId64,
+                     f.h.shard, f.h.shards);
+        if (rc == 0 && !foreign(&f, info, why, sizeof why) && f.h.shard == i &&
+            f.h.shards == shards) {
+            if (f.h.epoch < *epoch)
+                *epoch = f.h.epoch;
+            if (i == 0) {
+                *first = f;
+                continue;
+            }
+        } else {
+            fprintf(stderr, "ferry submit: warning: skipping checkpoint %s: %s\n", file,
+                    why);
+            whole = false;
+        }
+        rt_ckpt_file_free(&f);
+    }
+    return whole;
+}
+
+/* An async run's: the newest set of which every shard's file is whole. */
+static int pick_async(cluster_train_opts *o, const cli_module_info *info, const char *dir,
+                      char *file, size_t len)
+{
+    char **names;
+    int n = rt_ckpt_list_shards(dir, &names), status = CLI_FAIL;
+    if (n < 0) {
+        cli_err("submit", "--resume %s: %s", o->resume, strerror(-n));
+        return CLI_FAIL;
+    }
+    uint64_t steps, prev_steps = 0;
+    int shard, shards, prev_shards = 0;
+    for (int i = 0; i < n && status == CLI_FAIL; i++) {
+        if (!rt_ckpt_is_shard_name(names[i], &steps, &shard, &shards) ||
+            (i > 0 && steps == prev_steps && shards == prev_shards))
+            continue; /* a set already looked at */
+        prev_steps = steps;
+        prev_shards = shards;
+        uint64_t epoch = UINT64_MAX;
+        rt_ckpt_file f = {0};
+        if (!set_whole(dir, steps, shards, info, &epoch, &f)) {
+            rt_ckpt_file_free(&f);
+            continue;
+        }
+        char name[96];
+        rt_ckpt_shard_name(steps, 0, shards, name, sizeof name);
+        snprintf(file, len, "%s/%s", dir, name);
+        if (epoch >= (uint64_t)o->epochs) {
+            cli_err("submit",
+                    "--resume %s: %s has finished %" PRIu64 " epochs, and the run is of "
+                    "%ld: give --epochs more than %" PRIu64 " to train on",
+                    o->resume, file, epoch, o->epochs, epoch);
+            status = CLI_USAGE;
+        } else {
+            say_differences(&f, o);
+            o->resume = file;
+            o->first_epoch = (int)epoch + 1;
+            if (!o->checkpoint_dir || !o->checkpoint_dir[0])
+                o->checkpoint_dir = dir;
+            fprintf(stderr,
+                    "continuing from %s/checkpoint-%012" PRIu64
+                    ".shard-*-of-%04d.ckpt (%d "
+                    "shards): %" PRIu64 " epochs and %" PRIu64 " steps done\n",
+                    dir, steps, shards, shards, epoch, steps);
+            status = CLI_OK;
+        }
+        rt_ckpt_file_free(&f);
+    }
+    rt_ckpt_names_free(names, n);
+    if (status == CLI_FAIL)
+        cli_err("submit",
+                "--resume %s: no whole set of shard checkpoints of task '%s' "
+                "there (%s)",
+                o->resume, info->task, n ? "each one above was skipped" : "none at all");
+    return status;
+}
+
 int cli_resume_pick(cluster_train_opts *o, const cli_module_info *info, char *file,
                     size_t len)
 {
@@ -65,6 +160,8 @@ int cli_resume_pick(cluster_train_opts *o, const cli_module_info *info, char *fi
         cli_err("submit", "--resume %s: %s", o->resume, strerror(errno));
         return CLI_FAIL;
     }
+    if (o->mode && strcmp(o->mode, "async") == 0)
+        return pick_async(o, info, dir, file, len);
     char **names;
     int n = rt_ckpt_list(dir, &names);
     if (n < 0) {
@@ -117,6 +214,11 @@ int cli_checkpoint_dir_fresh(const cluster_train_opts *o)
     char **names;
     int n = rt_ckpt_list(o->checkpoint_dir, &names);
     rt_ckpt_names_free(names, n > 0 ? n : 0);
+    if (n >= 0) {
+        int k = rt_ckpt_list_shards(o->checkpoint_dir, &names);
+        rt_ckpt_names_free(names, k > 0 ? k : 0);
+        n += k > 0 ? k : 0;
+    }
     if (n <= 0) /* none, or no directory yet: rank 0 makes it */
         return CLI_OK;
     cli_err("submit",

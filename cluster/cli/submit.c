@@ -94,13 +94,6 @@ static int check_combinations(cluster_train_opts *o, int async_only, bool lr_giv
     }
     bool ckpt =
         (o->checkpoint_dir && o->checkpoint_dir[0]) || (o->resume && o->resume[0]);
-    if (async && ckpt) {
-        cli_err("submit",
-                "--%s: checkpoints are written and resumed in sync and single "
-                "mode only, not in async mode",
-                o->resume && o->resume[0] ? "resume" : "checkpoint-dir");
-        return CLI_USAGE;
-    }
     if (o->ship_data && (!o->data_dir || !o->data_dir[0])) {
         cli_err(
             "submit",
@@ -111,6 +104,14 @@ static int check_combinations(cluster_train_opts *o, int async_only, bool lr_giv
     }
     uint64_t steps;
     double secs;
+    if (rt_ckpt_parse_every(o->checkpoint_every, &steps, &secs) == 0 && async &&
+        secs > 0) {
+        cli_err("submit",
+                "--checkpoint-every %s: an async run's ranks write their shards "
+                "every N global steps or at each epoch's end, not by time",
+                o->checkpoint_every);
+        return CLI_USAGE;
+    }
     if (rt_ckpt_parse_every(o->checkpoint_every, &steps, &secs) != 0) {
         cli_err("submit", "--checkpoint-every: %s, got '%s'", RT_CKPT_EVERY_EXPECTED,
                 o->checkpoint_every);

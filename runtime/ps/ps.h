@@ -38,6 +38,7 @@
 #define RT_PS_SECRET_BYTES 32
 
 struct rt_optim_opts;
+typedef struct rt_ps_shard_state rt_ps_shard_state;
 
 /* ---- layout ---------------------------------------------------------------- */
 
@@ -107,6 +108,11 @@ typedef struct rt_ps_session_opts {
     const float *init;
     size_t n;
     const uint8_t *secret; /* RT_PS_SECRET_BYTES; required; copied */
+    /* A run continued from a checkpoint: the states of the shards this
+     * rank holds (any order, n_resume of them); a held shard without one
+     * starts from `init`. Copied. */
+    const rt_ps_shard_state *resume;
+    int n_resume;
 } rt_ps_session_opts;
 
 /* Starts holding this rank's shards of session o->session, from o->init.
@@ -128,6 +134,22 @@ typedef struct rt_ps_shard_stats {
 } rt_ps_shard_stats;
 
 int rt_ps_take_stats(rt_ps_store *st, uint64_t session, rt_ps_shard_stats *out);
+
+/* ---- snapshots: what a checkpoint keeps of a shard (snapshot.c) -------------------- */
+
+struct rt_ps_shard_state {
+    int index, shards;
+    size_t lo, hi;         /* floats [lo, hi) of the flat buffer */
+    float *values, *m, *v; /* hi - lo each; m, v NULL where the optimizer has none */
+    int t;                 /* the optimizer's steps */
+    uint64_t version, samples;
+};
+
+/* The k-th shard this rank holds of `session`, copied under its mutex into
+ * *out (malloc'd: rt_ps_shard_state_free). Returns 0, FERRY_ENOENT past the
+ * last one or for a session not held, or FERRY_ENOMEM. */
+int rt_ps_snapshot(rt_ps_store *st, uint64_t session, int k, rt_ps_shard_state *out);
+void rt_ps_shard_state_free(rt_ps_shard_state *s);
 
 /* ---- the client: a worker's side ---------------------------------------------------- */
 

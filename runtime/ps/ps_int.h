@@ -55,6 +55,11 @@ struct rt_ps_sess {
 
 int rt_shard_init(rt_shard *sh, rt_ps_sess *s, int index, ferry_device_t *cpu,
                   const rt_optim_opts *optim, const float *init, size_t n);
+/* Its state copied, under its mutex. Returns 0 or FERRY_ENOMEM. */
+int rt_shard_snapshot(rt_shard *sh, rt_ps_shard_state *out);
+/* A shard just made continues from `from` (its span checked). Returns 0 or
+ * FERRY_EINVAL. */
+int rt_shard_restore(rt_shard *sh, const rt_ps_shard_state *from);
 /* Fails its parked pulls (the session ended) and frees. */
 void rt_shard_fini(rt_shard *sh);
 /* Applies one push and answers the pulls it releases; the reply or the

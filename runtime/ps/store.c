@@ -165,6 +165,10 @@ int rt_ps_open(rt_ps_store *st, const rt_ps_session_opts *o, char *err, size_t e
     for (int k = 0; rc == 0 && k < s->n_held; k++)
         rc = rt_shard_init(&s->held[k], s, o->rank + k * o->world, cpu, o->optim, o->init,
                            o->n);
+    for (int k = 0; rc == 0 && k < s->n_held; k++)
+        for (int j = 0; rc == 0 && j < o->n_resume; j++)
+            if (o->resume[j].index == s->held[k].index)
+                rc = rt_shard_restore(&s->held[k], &o->resume[j]);
     if (rc) {
         snprintf(err, errlen, "cannot hold %d shard%s of %zu floats: %s", s->n_held,
                  s->n_held == 1 ? "" : "s", o->n, ferry_strerror(rc));
@@ -240,6 +244,17 @@ int rt_ps_take_stats(rt_ps_store *st, uint64_t session, rt_ps_shard_stats *out)
     }
     pthread_mutex_unlock(&st->mu);
     return s ? 0 : FERRY_ENOENT;
+}
+
+int rt_ps_snapshot(rt_ps_store *st, uint64_t session, int k, rt_ps_shard_state *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&st->mu);
+    rt_ps_sess *s = find(st, session);
+    int rc =
+        s && k >= 0 && k < s->n_held ? rt_shard_snapshot(&s->held[k], out) : FERRY_ENOENT;
+    pthread_mutex_unlock(&st->mu);
+    return rc;
 }
 
 /* ---- the handlers ------------------------------------------------------------------ */

@@ -1,14 +1,16 @@
 /* A trainer's checkpoints: rank 0 (sync and single mode: every rank holds
- * the same parameters and optimizer, so one copy is the run's) reads its
- * state into one buffer and writes it whole (base_write_atomic: a
- * temporary file, fsync, rename, fsync of the directory), so that a
+ * the same parameters and optimizer, so one copy is the run's) copies its
+ * state on the step path and a thread of its own encodes it and writes it
+ * whole (base_write_atomic: a temporary file, fsync, rename, fsync of the
+ * directory). Only a write that has returned is reported, so that a
  * checkpoint that was reported written survives any crash, the writer's
- * included. The other ranks do not wait for it beyond their next
- * all-reduce. */
+ * included. The other ranks wait for no more than the copy. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,16 @@ struct rt_ckpt {
     double last_t;
     bool due; /* at the last step of an epoch: written at its end */
     char written[4160];
+    /* The write in flight on `th`: what was copied for it, and how it
+     * ended (`finished` set by the thread as it returns). */
+    bool busy;
+    atomic_bool finished;
+    pthread_t th;
+    rt_ckpt_head h;
+    rt_tensors ts;
+    float *opt;
+    char path[4160], name[64];
+    int rc;
 };
 
 /* The state as --save writes it: an 8-byte little-endian header length,
@@ -103,13 +115,14 @@ static int optim_bytes(rt_trainer *t, rt_ckpt_head *h, float **out)
     return rc;
 }
 
-static void fill_head(const rt_trainer *t, rt_ckpt_head *h, uint64_t epoch_step)
+void rt_ckpt_fill_head(const rt_trainer *t, const char *model, rt_ckpt_head *h,
+                       uint64_t epoch_step)
 {
     const rt_rng *g = t->mc.rng;
     uint64_t spare;
     memcpy(&spare, &g->spare, sizeof spare);
     *h = (rt_ckpt_head){
-        .model = t->ck->model,
+        .model = (char *)model,
         .ferry_version = (char *)ferry_version(),
         .written = (int64_t)time(NULL),
         .params = rt_model_param_count(t->m),
@@ -168,46 +181,94 @@ static void prune(rt_ckpt *c, const char *just)
         closedir(d);
 }
 
+/* The thread's half: the copy encoded, written, and the older ones pruned. */
+static void *write_copied(void *arg)
+{
+    rt_ckpt *c = arg;
+    uint8_t *state = NULL, *file = NULL;
+    size_t len = 0;
+    int rc = safetensors(&c->ts, c->model, &state, &len);
+    c->h.state_bytes = len;
+    if (rc == 0)
+        rc = rt_ckpt_encode(&c->h, state, c->opt, &file, &len);
+    if (rc == 0)
+        rc = base_write_atomic(c->path, file, len, true);
+    free(state);
+    free(file);
+    if (rc == 0)
+        prune(c, c->name);
+    c->rc = rc;
+    atomic_store(&c->finished, true);
+    return NULL;
+}
+
+/* What a write left behind freed; a failed one fails the run, a finished
+ * one is the newest written. */
+static int finish_write(rt_ckpt *c, char *err, size_t errlen)
+{
+    free(c->opt);
+    c->opt = NULL;
+    rt_tensors_free(&c->ts);
+    int rc = c->rc;
+    if (rc)
+        return base_errf(err, errlen, rc < 0 ? FERRY_EIO : rc,
+                         "cannot write checkpoint %s: %s", c->path,
+                         rc < 0 ? strerror(-rc) : ferry_strerror(rc));
+    snprintf(c->written, sizeof c->written, "%s", c->path);
+    return 0;
+}
+
+/* Waits for the write in flight, if any. */
+static int join_write(rt_ckpt *c, char *err, size_t errlen)
+{
+    if (!c->busy)
+        return 0;
+    pthread_join(c->th, NULL);
+    c->busy = false;
+    return finish_write(c, err, errlen);
+}
+
+/* The step path's half: what rank 0 holds copied (the parameters, the
+ * model's buffers, the optimizer's moments, the header), then written on
+ * a thread. One write at a time: the one before is waited for. */
 static int write_one(rt_trainer *t, uint64_t epoch_step, char *err, size_t errlen)
 {
     double t0 = rt_timeline_now();
     rt_ckpt *c = t->ck;
-    rt_ckpt_head h;
-    fill_head(t, &h, epoch_step);
-    float *host = malloc(t->plen * sizeof *host), *opt = NULL;
-    rt_tensors ts = {0};
-    uint8_t *state = NULL, *file = NULL;
-    size_t len = 0;
-    int rc = host ? t->mode->params(t, host, NULL, NULL) : FERRY_ENOMEM;
-    if (rc == 0)
-        rc = rt_trainer_tensors(t, host, &ts);
-    h.state_floats = ts.floats;
-    if (rc == 0)
-        rc = safetensors(&ts, c->model, &state, &len);
-    h.state_bytes = len;
-    if (rc == 0)
-        rc = optim_bytes(t, &h, &opt);
-    if (rc == 0)
-        rc = rt_ckpt_encode(&h, state, opt, &file, &len);
-    char name[64], path[4160];
-    rt_ckpt_name(t->steps_done, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", c->dir, name);
-    if (rc == 0)
-        rc = base_write_atomic(path, file, len, true);
-    free(host);
-    free(opt);
-    free(state);
-    free(file);
-    rt_tensors_free(&ts);
+    int rc = join_write(c, err, errlen);
     if (rc)
-        return base_errf(err, errlen, rc < 0 ? FERRY_EIO : rc,
-                         "cannot write checkpoint %s: %s", path,
-                         rc < 0 ? strerror(-rc) : ferry_strerror(rc));
-    snprintf(c->written, sizeof c->written, "%s", path);
+        return rc;
+    rt_ckpt_fill_head(t, c->model, &c->h, epoch_step);
+    float *host = malloc(t->plen * sizeof *host);
+    rc = host ? t->mode->params(t, host, NULL, NULL) : FERRY_ENOMEM;
+    if (rc == 0)
+        rc = rt_trainer_tensors(t, host, &c->ts);
+    free(host);
+    c->h.state_floats = c->ts.floats;
+    if (rc == 0)
+        rc = optim_bytes(t, &c->h, &c->opt);
+    rt_ckpt_name(t->steps_done, c->name, sizeof c->name);
+    snprintf(c->path, sizeof c->path, "%s/%s", c->dir, c->name);
+    /* On the timeline: what the others wait for, the copy (the write runs
+     * on its own thread). */
     rt_timeline_since(t->tl, PROTO_TL_CKPT, 0, t0);
     c->last_t = rt_train_now();
-    prune(c, name);
-    return 0;
+    c->rc = rc;
+    atomic_store(&c->finished, false);
+    if (rc == 0 && pthread_create(&c->th, NULL, write_copied, c) == 0) {
+        c->busy = true;
+        return 0;
+    }
+    if (rc == 0) /* no thread: written here, on the step path */
+        write_copied(c);
+    return finish_write(c, err, errlen);
+}
+
+/* A write in flight that has finished: collected, so that its failure
+ * fails the run at the next step rather than at the next write. */
+static int collect(rt_ckpt *c, char *err, size_t errlen)
+{
+    return c->busy && atomic_load(&c->finished) ? join_write(c, err, errlen) : 0;
 }
 
 int rt_ckpt_after_step(rt_trainer *t, const rt_epoch_run *r)
@@ -215,10 +276,11 @@ int rt_ckpt_after_step(rt_trainer *t, const rt_epoch_run *r)
     rt_ckpt *c = t->ck;
     if (!c || (!c->every_steps && !c->every_s))
         return 0;
+    int rc = collect(c, r->err, r->errlen);
     bool due = c->every_steps ? t->steps_done % c->every_steps == 0
                               : rt_train_now() - c->last_t >= c->every_s;
-    if (!due)
-        return 0;
+    if (rc || !due)
+        return rc;
     /* The epoch's last step: written at its end, with the epoch counted. */
     if (r->step >= rt_loader_steps(t->train)) {
         c->due = true;
@@ -230,10 +292,17 @@ int rt_ckpt_after_step(rt_trainer *t, const rt_epoch_run *r)
 int rt_ckpt_after_epoch(rt_trainer *t, char *err, size_t errlen)
 {
     rt_ckpt *c = t->ck;
-    if (!c || (!c->due && (c->every_steps || c->every_s)))
+    if (!c)
         return 0;
-    c->due = false;
-    return write_one(t, 0, err, errlen);
+    int rc = collect(c, err, errlen);
+    if (rc == 0 && (c->due || (!c->every_steps && !c->every_s))) {
+        c->due = false;
+        rc = write_one(t, 0, err, errlen);
+    }
+    /* The run's last checkpoint is reported with its last epoch. */
+    if (rc == 0 && (t->o.epochs <= 0 || t->epoch >= t->o.epochs))
+        rc = join_write(c, err, errlen);
+    return rc;
 }
 
 void rt_ckpt_take_written(rt_trainer *t, char *buf, size_t len)
@@ -304,6 +373,17 @@ static int restore_optim(rt_trainer *t, const rt_ckpt_file *f, char *err, size_t
     return rc;
 }
 
+void rt_ckpt_restore_rng(rt_trainer *t, const rt_ckpt_head *h)
+{
+    rt_rng *g = t->mc.rng;
+    g->s[0] = h->rng0;
+    g->s[1] = h->rng1;
+    g->s[2] = h->rng2;
+    g->s[3] = h->rng3;
+    memcpy(&g->spare, &h->rng_spare, sizeof g->spare);
+    g->has_spare = h->rng_has_spare != 0;
+}
+
 static int resume(rt_trainer *t, char *err, size_t errlen)
 {
     rt_ckpt_file f;
@@ -312,8 +392,14 @@ static int resume(rt_trainer *t, char *err, size_t errlen)
     if (rc)
         return base_errf(err, errlen, rc, "cannot continue from %s: %s", t->o.resume,
                          why);
-    if (f.h.params != rt_model_param_count(t->m) ||
-        strcmp(f.h.optimizer, rt_optim_name(t->o.optim.kind)))
+    if (f.h.shards)
+        rc = base_errf(err, errlen, FERRY_EINVAL,
+                       "cannot continue from %s: it is shard %" PRId64
+                       " of an async run's "
+                       "checkpoint",
+                       t->o.resume, f.h.shard);
+    else if (f.h.params != rt_model_param_count(t->m) ||
+             strcmp(f.h.optimizer, rt_optim_name(t->o.optim.kind)))
         rc = base_errf(err, errlen, FERRY_EINVAL,
                        "%" PRIu64 " %s parameters, this run trains %zu with %s",
                        f.h.params, f.h.optimizer, rt_model_param_count(t->m),
@@ -323,13 +409,7 @@ static int resume(rt_trainer *t, char *err, size_t errlen)
     if (rc == 0)
         rc = restore_optim(t, &f, err, errlen);
     if (rc == 0) {
-        rt_rng *g = t->mc.rng;
-        g->s[0] = f.h.rng0;
-        g->s[1] = f.h.rng1;
-        g->s[2] = f.h.rng2;
-        g->s[3] = f.h.rng3;
-        memcpy(&g->spare, &f.h.rng_spare, sizeof g->spare);
-        g->has_spare = f.h.rng_has_spare != 0;
+        rt_ckpt_restore_rng(t, &f.h);
         t->epoch = (int)f.h.epoch;
         t->steps_done = f.h.steps;
         t->ckpt_skip = f.h.epoch_step;
@@ -344,6 +424,8 @@ static int resume(rt_trainer *t, char *err, size_t errlen)
 
 int rt_ckpt_setup(rt_trainer *t, char *err, size_t errlen)
 {
+    if (t->mode == &rt_mode_async) /* its shards' holders write (ckpt_async.c) */
+        return 0;
     int rc = t->o.resume && *t->o.resume ? resume(t, err, errlen) : 0;
     if (rc || !t->o.ckpt_dir || !*t->o.ckpt_dir || t->o.rank != 0)
         return rc;
@@ -382,6 +464,8 @@ void rt_ckpt_free(rt_trainer *t)
 {
     if (!t->ck)
         return;
+    char err[64];
+    join_write(t->ck, err, sizeof err); /* a run that failed: its error is said */
     free(t->ck->dir);
     free(t->ck->model);
     free(t->ck->mine);

@@ -32,7 +32,7 @@ static bool one_word(const char *s)
 static int print_head(FILE *f, const rt_ckpt_head *h)
 {
     int rc = 0;
-    fputs(RT_CKPT_MAGIC, f);
+    fputs(h->shards > 0 ? RT_CKPT_MAGIC2 : RT_CKPT_MAGIC, f);
 #define PUT_U64(field) fprintf(f, "%s %" PRIu64 "\n", #field, h->field)
 #define PUT_I64(field) fprintf(f, "%s %" PRId64 "\n", #field, h->field)
 #define PUT_F64(field) fprintf(f, "%s %.17g\n", #field, h->field)
@@ -40,6 +40,9 @@ static int print_head(FILE *f, const rt_ckpt_head *h)
     (one_word(h->field) ? fprintf(f, "%s %s\n", #field, h->field) : (rc = FERRY_EINVAL))
 #define PUT(type, field, meaning) PUT_##type(field);
     RT_CKPT_FIELDS(PUT)
+    if (h->shards > 0) {
+        RT_CKPT_ASYNC_FIELDS(PUT)
+    }
 #undef PUT
     fputs("end\n", f);
     return rc;
@@ -125,6 +128,7 @@ static int parse_value(rt_ckpt_head *h, const char *key, char *v)
         return errno || end == v || *end ? FERRY_ECORRUPT : 0;                           \
     }
     RT_CKPT_FIELDS(GET)
+    RT_CKPT_ASYNC_FIELDS(GET)
 #undef GET
     return 0; /* a key a later ferry added */
 }
@@ -149,6 +153,13 @@ static int parse_head(rt_ckpt_file *f, char *text, char *why, size_t whylen)
     }
     if (!f->h.model || !f->h.optimizer || !f->h.ferry_version)
         return base_errf(why, whylen, FERRY_ECORRUPT, "its header names no model");
+    bool v2 = text[strlen(RT_CKPT_MAGIC) - 2] == '2';
+    if (v2 != (f->h.shards > 0) || f->h.shard < 0 || f->h.shard >= f->h.shards + !v2 ||
+        f->h.shard_lo > f->h.shard_hi)
+        return base_errf(why, whylen, FERRY_ECORRUPT,
+                         "its header's shard %" PRId64 " of %" PRId64
+                         " is not version %c's",
+                         f->h.shard, f->h.shards, v2 ? '2' : '1');
     return 0;
 }
 
@@ -161,7 +172,8 @@ int rt_ckpt_read(const char *path, rt_ckpt_file *f, char *why, size_t whylen)
         return rc;
     uint8_t *b = f->buf;
     size_t ml = strlen(RT_CKPT_MAGIC);
-    if (len < ml || memcmp(b, RT_CKPT_MAGIC, ml) != 0) {
+    if (len < ml ||
+        (memcmp(b, RT_CKPT_MAGIC, ml) != 0 && memcmp(b, RT_CKPT_MAGIC2, ml) != 0)) {
         rc = base_errf(why, whylen, FERRY_ECORRUPT, "not a ferry checkpoint");
         goto fail;
     }
@@ -262,7 +274,40 @@ bool rt_ckpt_is_name(const char *name)
 {
     size_t n = strlen(name), p = strlen(RT_CKPT_PREFIX), s = strlen(RT_CKPT_SUFFIX);
     return n > p + s && strncmp(name, RT_CKPT_PREFIX, p) == 0 &&
-           strcmp(name + n - s, RT_CKPT_SUFFIX) == 0;
+           strcmp(name + n - s, RT_CKPT_SUFFIX) == 0 &&
+           !rt_ckpt_is_shard_name(name, NULL, NULL, NULL);
+}
+
+void rt_ckpt_shard_name(uint64_t steps, int shard, int shards, char *buf, size_t len)
+{
+    snprintf(buf, len, RT_CKPT_PREFIX "%012" PRIu64 ".shard-%04d-of-%04d" RT_CKPT_SUFFIX,
+             steps, shard, shards);
+}
+
+bool rt_ckpt_is_shard_name(const char *name, uint64_t *steps, int *shard, int *shards)
+{
+    unsigned long long st;
+    int a, b, used = -1;
+    if (sscanf(name, RT_CKPT_PREFIX "%12llu.shard-%4d-of-%4d" RT_CKPT_SUFFIX "%n", &st,
+               &a, &b, &used) != 3 ||
+        used < 0 || name[used] || a < 0 || b < 1 || a >= b)
+        return false;
+    char canon[96];
+    rt_ckpt_shard_name(st, a, b, canon, sizeof canon);
+    if (strcmp(canon, name) != 0)
+        return false;
+    if (steps)
+        *steps = st;
+    if (shard)
+        *shard = a;
+    if (shards)
+        *shards = b;
+    return true;
+}
+
+static bool is_shard(const char *name)
+{
+    return rt_ckpt_is_shard_name(name, NULL, NULL, NULL);
 }
 
 static int newest_first(const void *a, const void *b)
@@ -270,7 +315,19 @@ static int newest_first(const void *a, const void *b)
     return -strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static int list_where(const char *dir, char ***names, bool (*want)(const char *));
+
 int rt_ckpt_list(const char *dir, char ***names)
+{
+    return list_where(dir, names, rt_ckpt_is_name);
+}
+
+int rt_ckpt_list_shards(const char *dir, char ***names)
+{
+    return list_where(dir, names, is_shard);
+}
+
+static int list_where(const char *dir, char ***names, bool (*want)(const char *))
 {
     *names = NULL;
     DIR *d = opendir(dir);
@@ -280,7 +337,7 @@ int rt_ckpt_list(const char *dir, char ***names)
     char **v = NULL;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!rt_ckpt_is_name(e->d_name))
+        if (!want(e->d_name))
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;

@@ -14,6 +14,13 @@
  *                                  in the trainer's layout: optim_bytes bytes
  *   sha256 HEX\n                   SHA-256 of every byte before this line
  *
+ * An async run's checkpoint is a set of files, one a shard, each written
+ * by the rank that holds the shard: version 2, the header's keys followed
+ * by RT_CKPT_ASYNC_FIELDS, the state section the shard's values (float32,
+ * shard_hi - shard_lo of them, no safetensors header), the optimizer
+ * section its moments for that slice, and the header's generator and data
+ * position those of the writing rank.
+ *
  * A file that is short, long, altered anywhere or of another format is
  * refused before any of its values is used. */
 #ifndef FERRY_RUNTIME_TRAIN_CKPT_FILE_H
@@ -24,6 +31,8 @@
 #include <stdint.h>
 
 #define RT_CKPT_MAGIC  "FERRY-CHECKPOINT 1\n"
+/* An async run's shard: version 2, RT_CKPT_ASYNC_FIELDS after the others. */
+#define RT_CKPT_MAGIC2 "FERRY-CHECKPOINT 2\n"
 #define RT_CKPT_PREFIX "checkpoint-"
 #define RT_CKPT_SUFFIX ".ckpt"
 /* The most a header may take: a file that claims more is not one. */
@@ -62,6 +71,18 @@
     X(U64, state_bytes, "the state section's bytes")                                     \
     X(U64, optim_bytes, "the optimizer section's bytes")
 
+/* Version 2 (an async run's shard) only. */
+#define RT_CKPT_ASYNC_FIELDS(X)                                                          \
+    X(I64, shard, "the shard this file holds")                                           \
+    X(I64, shards, "the shards of the set (each its own file)")                          \
+    X(U64, shard_lo, "its first float of the flat parameters")                           \
+    X(U64, shard_hi, "one past its last")                                                \
+    X(U64, shard_version, "the pushes it had applied")                                   \
+    X(U64, samples, "the samples it had taken (the run's progress)")                     \
+    X(I64, rank, "the rank that held it and wrote it")                                   \
+    X(I64, data_epoch, "that rank's shuffle of the training data")                       \
+    X(U64, data_step, "its batches of that shuffle taken")
+
 #define RT_CKPT_CT_U64 uint64_t
 #define RT_CKPT_CT_I64 int64_t
 #define RT_CKPT_CT_F64 double
@@ -70,6 +91,7 @@
 typedef struct rt_ckpt_head {
 #define RT_CKPT_MEMBER(type, field, meaning) RT_CKPT_CT_##type field;
     RT_CKPT_FIELDS(RT_CKPT_MEMBER)
+    RT_CKPT_ASYNC_FIELDS(RT_CKPT_MEMBER)
 #undef RT_CKPT_MEMBER
 } rt_ckpt_head;
 
@@ -106,13 +128,22 @@ int rt_ckpt_parse_every(const char *s, uint64_t *steps, double *secs);
 
 /* "checkpoint-%012llu.ckpt" for `steps`: names sort as their steps do. */
 void rt_ckpt_name(uint64_t steps, char *buf, size_t len);
-/* Whether `name` is a checkpoint's file name (not a leftover temporary). */
+/* Whether `name` is a whole run's checkpoint file name (not a shard's, not
+ * a leftover temporary). */
 bool rt_ckpt_is_name(const char *name);
+
+/* "checkpoint-%012llu.shard-%04d-of-%04d.ckpt": shard `shard` of the set
+ * written when the shards had taken `steps` global batches. */
+void rt_ckpt_shard_name(uint64_t steps, int shard, int shards, char *buf, size_t len);
+/* Whether `name` is a shard's checkpoint file name; its parts when so. */
+bool rt_ckpt_is_shard_name(const char *name, uint64_t *steps, int *shard, int *shards);
 
 /* The checkpoint files of directory `dir` by name, newest first (*names
  * malloc'd, each entry too; rt_ckpt_names_free). Returns the count, or
  * -errno. */
 int rt_ckpt_list(const char *dir, char ***names);
+/* The same, of the shards' checkpoint files (an async run's). */
+int rt_ckpt_list_shards(const char *dir, char ***names);
 void rt_ckpt_names_free(char **names, int n);
 
 #endif

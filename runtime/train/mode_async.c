@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "trainer_int.h"
 
 #define DEFAULT_TAU PROTO_TRAIN_WORKER_TAU
@@ -57,6 +58,9 @@ struct rt_async {
     uint64_t target; /* the samples that end the running epoch */
     uint64_t run;    /* the samples of the whole run (easgd's schedule) */
     rt_timeline *tl; /* the trainer's */
+    rt_ckpt_async *ck; /* this rank's shards' checkpoints (NULL: none) */
+    uint64_t ck_steps; /* the set last written (global steps) */
+    uint64_t skip;     /* batches of the first shuffle a continued run took */
 };
 
 static void *host_floats(size_t n)
@@ -100,6 +104,16 @@ static int async_begin(rt_trainer *t, const float *init, char *err, size_t errle
         snprintf(err, errlen, "no memory for async training's buffers");
         return FERRY_ENOMEM;
     }
+    rt_ckpt_async_start start = {0};
+    int rc = rt_ckpt_async_setup(t, &a->ck, err, errlen);
+    if (rc == 0 && o->resume && *o->resume &&
+        (rc = rt_ckpt_async_load(t, &start, err, errlen)) == 0) {
+        a->data_epoch = start.data_epoch;
+        a->skip = start.data_step;
+        a->ck_steps = t->steps_done;
+    }
+    if (rc)
+        return rc;
     rt_ps_session_opts so = {
         .session = o->session,
         .rank = o->rank,
@@ -116,8 +130,11 @@ static int async_begin(rt_trainer *t, const float *init, char *err, size_t errle
         .init = init,
         .n = n,
         .secret = o->secret,
+        .resume = start.shards,
+        .n_resume = start.n,
     };
-    int rc = rt_ps_open(a->store, &so, err, errlen);
+    rc = rt_ps_open(a->store, &so, err, errlen);
+    rt_ckpt_async_start_free(&start);
     if (rc)
         return rc;
     a->opened = true;
@@ -153,6 +170,7 @@ static void async_destroy(rt_trainer *t)
     rt_ps_client_destroy(a->client);
     if (a->opened)
         rt_ps_close(a->store, a->session, LINGER_MS);
+    rt_ckpt_async_free(a->ck);
     if (a->host != t->params)
         free(a->host);
     free(a->acc);
@@ -173,6 +191,10 @@ static const rt_batch_host *next_batch(rt_trainer *t, rt_async *a, int *rc)
                 return NULL;
             a->data_started = true;
             a->data_step = 0;
+            /* A continued run: where this rank's slice of the data was. */
+            for (; a->skip > 0 && rt_loader_next(t->train); a->skip--)
+                a->data_step++;
+            a->skip = 0;
         }
         const rt_batch_host *hb = rt_loader_next(t->train);
         if (hb) {
@@ -347,6 +369,18 @@ static int async_next(rt_trainer *t, rt_epoch_run *r, const rt_batch_host **hb)
     return 0;
 }
 
+/* Writes this rank's shards as set `steps` when it is newer than the last. */
+static int checkpoint(rt_trainer *t, rt_async *a, uint64_t steps, rt_epoch_run *r)
+{
+    if (!a->ck || steps <= a->ck_steps)
+        return 0;
+    int rc = rt_ckpt_async_write(a->ck, t, steps, a->data_epoch, a->data_step, r->err,
+                                 r->errlen);
+    if (rc == 0)
+        a->ck_steps = steps;
+    return rc;
+}
+
 /* After the step: easgd steps the local parameters; downpour and dynsgd
  * gather the gradient and push every push_every steps. */
 static int async_apply(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb)
@@ -370,6 +404,11 @@ static int async_apply(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb)
             return rc;
     }
     r->st->steps++;
+    /* Every N global steps the shards took: each rank reaches the same
+     * multiples, so each writes its part of the same sets. */
+    uint64_t every = rt_ckpt_async_every(a->ck), batch = (uint64_t)t->o.batch;
+    if (every && batch)
+        return checkpoint(t, a, a->seen / batch / every * every, r);
     return 0;
 }
 
@@ -397,6 +436,10 @@ static int async_evaluate(rt_trainer *t, rt_epoch_run *r)
         (rc = rt_trainer_evaluate(t, eval, r->st, r->err, r->errlen)))
         return rc;
     rt_ps_take_stats(a->store, a->session, &r->st->shard);
+    /* At each epoch's end: named by the global steps of the epochs done. */
+    uint64_t batch = (uint64_t)t->o.batch;
+    if (a->ck && !rt_ckpt_async_every(a->ck) && batch)
+        return checkpoint(t, a, (a->target + batch - 1) / batch, r);
     return 0;
 }
 

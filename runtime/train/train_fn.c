@@ -165,10 +165,6 @@ static int parse_ranks(ferry_ctx_t *ctx, const proto_train_begin *m, begin_args 
     if (rc == 0 && sp->mode[0] && !ba->async && strcmp(sp->mode, "sync") != 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL, "unknown mode '%s' (sync or async)",
                             sp->mode);
-    if (rc == 0 && ba->async && (sp->checkpoint_dir[0] || sp->resume[0]))
-        rc = ctx->ops->fail(ctx, FERRY_EINVAL,
-                            "checkpoints are written and resumed in sync and single mode "
-                            "only, not in async mode");
     ba->algo = rt_ps_algo_parse(sp->algo);
     if (rc == 0 && ba->async && ba->algo < 0)
         rc = ctx->ops->fail(ctx, FERRY_EINVAL,

@@ -1,8 +1,35 @@
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "e2e.h"
 #include "e2e_ckpt.h"
 #include "runtime/train/ckpt_file.h"
+
+const char *e2e_ckpt_dir_of(const char *name)
+{
+    static char dirs[8][600];
+    static int next;
+    char *d = dirs[next++ % 8];
+    snprintf(d, sizeof dirs[0], "%s/%s", e2e_home, name);
+    cr_assert(mkdir(d, 0700) == 0 || access(d, W_OK) == 0, "%s", d);
+    return d;
+}
+
+void e2e_ckpt_put(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "%s", path);
+    cr_assert_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+size_t e2e_ckpt_file_size(const char *path)
+{
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s", path);
+    return (size_t)st.st_size;
+}
 
 uint64_t e2e_ckpt_expect_whole(const char *dir, const char *what)
 {

@@ -3,7 +3,14 @@
 #ifndef FERRY_TESTS_E2E_CKPT_H
 #define FERRY_TESTS_E2E_CKPT_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* FERRY_HOME/<name>, made (a static buffer, one of 8 in turn). */
+const char *e2e_ckpt_dir_of(const char *name);
+/* Writes `len` bytes of `data` to `path`, replacing it. */
+void e2e_ckpt_put(const char *path, const void *data, size_t len);
+size_t e2e_ckpt_file_size(const char *path);
 
 /* Asserts that `dir` holds a checkpoint and that each one reads back
  * whole (`what` names the moment in a failure). The newest's epochs. */

@@ -12,20 +12,10 @@
 #include <unistd.h>
 
 #include "e2e.h"
+#include "e2e_ckpt.h"
 #include "runtime/train/ckpt_file.h"
 
 TestSuite(e2e_checkpoint, .init = e2e_setup, .fini = e2e_teardown, .timeout = 300);
-
-/* FERRY_HOME/<name>, made. */
-static const char *dir_of(const char *name)
-{
-    static char dirs[8][600];
-    static int next;
-    char *d = dirs[next++ % 8];
-    snprintf(d, sizeof dirs[0], "%s/%s", e2e_home, name);
-    cr_assert(mkdir(d, 0700) == 0 || access(d, W_OK) == 0, "%s", d);
-    return d;
-}
 
 static void params_sha(const e2e_run *r, char sha[65])
 {
@@ -45,30 +35,14 @@ static char *path_in(const char *dir, uint64_t steps)
     return p;
 }
 
-/* Writes `len` bytes of `data` to `path`, replacing it. */
-static void put(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "%s", path);
-    cr_assert_eq(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
-
-static size_t file_size(const char *path)
-{
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0, "%s", path);
-    return (size_t)st.st_size;
-}
-
 /* Copies checkpoint `steps` of `from` into `to`, its bytes as they are. */
 static void copy(const char *from, const char *to, uint64_t steps)
 {
     char *src = path_in(from, steps), *dst = path_in(to, steps);
-    size_t len = file_size(src);
+    size_t len = e2e_ckpt_file_size(src);
     char *b = e2e_slurp(src);
     cr_assert(b, "%s", src);
-    put(dst, b, len);
+    e2e_ckpt_put(dst, b, len);
     free(b);
     free(src);
     free(dst);
@@ -103,7 +77,7 @@ static void resumed_run(const char *workers, const char *epochs, const char *opt
 static void expect_bit_identical(const char *workers, const char *optimizer)
 {
     char full[65], again[65];
-    const char *all = dir_of(optimizer[0] == 's' ? "all-sgd" : "all-adam");
+    const char *all = e2e_ckpt_dir_of(optimizer[0] == 's' ? "all-sgd" : "all-adam");
     full_run(workers, "3", "10", optimizer, all, full);
     /* Step 90 is in the second epoch (64 steps each): mid-epoch. */
     char *p = path_in(all, 90), why[256];
@@ -115,7 +89,7 @@ static void expect_bit_identical(const char *workers, const char *optimizer)
     free(p);
     char name[64];
     snprintf(name, sizeof name, "from-90-%s-%s", workers, optimizer);
-    const char *from = dir_of(name);
+    const char *from = e2e_ckpt_dir_of(name);
     copy(all, from, 90);
     e2e_run r;
     resumed_run(workers, "3", optimizer, from, again, &r);
@@ -127,9 +101,10 @@ static void expect_bit_identical(const char *workers, const char *optimizer)
                      optimizer);
     /* From an epoch's end: step 128, the end of the second. */
     snprintf(name, sizeof name, "from-128-%s-%s", workers, optimizer);
-    const char *all2 = dir_of(optimizer[0] == 's' ? "all-sgd-64" : "all-adam-64");
+    const char *all2 =
+        e2e_ckpt_dir_of(optimizer[0] == 's' ? "all-sgd-64" : "all-adam-64");
     full_run(workers, "3", "64", optimizer, all2, full);
-    from = dir_of(name);
+    from = e2e_ckpt_dir_of(name);
     copy(all2, from, 128);
     resumed_run(workers, "3", optimizer, from, again, &r);
     cr_assert(e2e_has(r.err, "epoch 3/3") && !e2e_has(r.err, "epoch 2/3"), "%s", r.err);
@@ -165,7 +140,7 @@ static void forge(const char *path, const char *model, uint64_t params)
 {
     char why[256];
     rt_ckpt_file f;
-    char *src = path_in(dir_of("good"), 64);
+    char *src = path_in(e2e_ckpt_dir_of("good"), 64);
     cr_assert_eq(rt_ckpt_read(src, &f, why, sizeof why), 0, "%s", why);
     rt_ckpt_head h = f.h;
     h.model = (char *)model;
@@ -173,7 +148,7 @@ static void forge(const char *path, const char *model, uint64_t params)
     uint8_t *b;
     size_t len;
     cr_assert_eq(rt_ckpt_encode(&h, f.state, f.optim, &b, &len), 0);
-    put(path, b, len);
+    e2e_ckpt_put(path, b, len);
     free(b);
     rt_ckpt_file_free(&f);
     free(src);
@@ -183,25 +158,25 @@ Test(e2e_checkpoint, damaged_and_foreign_checkpoints_are_skipped_each_named_with
 {
     e2e_start(1);
     char full[65], again[65];
-    const char *good = dir_of("good"), *d = dir_of("damaged");
+    const char *good = e2e_ckpt_dir_of("good"), *d = e2e_ckpt_dir_of("damaged");
     full_run("1", "2", "64", "sgd", good, full);
     copy(good, d, 64); /* the one to continue from: the first epoch's end */
     char *valid = path_in(good, 128);
-    size_t len = file_size(valid);
+    size_t len = e2e_ckpt_file_size(valid);
     char *bytes = e2e_slurp(valid);
     cr_assert(bytes);
     char *trunc = path_in(d, 200), *flip = path_in(d, 300), *empty = path_in(d, 400),
          *other = path_in(d, 500), *count = path_in(d, 600);
-    put(trunc, bytes, len / 2);
+    e2e_ckpt_put(trunc, bytes, len / 2);
     bytes[len / 3] ^= 0x10;
-    put(flip, bytes, len);
-    put(empty, "", 0);
+    e2e_ckpt_put(flip, bytes, len);
+    e2e_ckpt_put(empty, "", 0);
     forge(other, "mlp", 9);
     forge(count, "linreg", 10);
     /* A write that never finished: not a checkpoint's name. */
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s/checkpoint-000000000999.ckpt.tmp.AbCdEf", d);
-    put(tmp, bytes, len / 4);
+    e2e_ckpt_put(tmp, bytes, len / 4);
     e2e_run r;
     resumed_run("1", "2", "sgd", d, again, &r);
     struct {
@@ -230,7 +205,7 @@ Test(e2e_checkpoint, damaged_and_foreign_checkpoints_are_skipped_each_named_with
     /* The leftover went with the run's first write. */
     cr_assert(access(tmp, F_OK) != 0, "%s is still there", tmp);
     /* Nothing valid: the run does not start. */
-    const char *none = dir_of("none");
+    const char *none = e2e_ckpt_dir_of("none");
     copy(d, none, 300);
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--resume", none, NULL);
     cr_assert_neq(r.status, 0, "%s", r.err);
@@ -251,7 +226,7 @@ Test(e2e_checkpoint, keep_leaves_the_newest_k)
     e2e_start(1);
     const char *keep[] = {NULL, "3"};
     for (int k = 0; k < 2; k++) {
-        const char *d = dir_of(k ? "keep3" : "keep-default");
+        const char *d = e2e_ckpt_dir_of(k ? "keep3" : "keep-default");
         e2e_run r;
         e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "5",
                   "--checkpoint-dir", d, keep[k] ? "--keep" : NULL, keep[k], NULL);
@@ -271,7 +246,7 @@ Test(e2e_checkpoint, keep_leaves_the_newest_k)
     /* A run that does not continue from them is not mixed in with them. */
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--checkpoint-dir",
-              dir_of("keep3"), NULL);
+              e2e_ckpt_dir_of("keep3"), NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert(e2e_has(r.err, "already holds 3 checkpoints: continue from the newest with "
                              "--resume"),
@@ -282,7 +257,7 @@ Test(e2e_checkpoint, keep_leaves_the_newest_k)
 Test(e2e_checkpoint, show_prints_the_header_of_a_whole_file_only)
 {
     e2e_start(1);
-    const char *d = dir_of("show");
+    const char *d = e2e_ckpt_dir_of("show");
     e2e_run r;
     e2e_ferry(&r, 120000, "submit", e2e_task("linreg"), "--epochs", "2", "--seed", "11",
               "--checkpoint-dir", d, NULL);
@@ -297,10 +272,10 @@ Test(e2e_checkpoint, show_prints_the_header_of_a_whole_file_only)
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         cr_assert(e2e_has(r.out, lines[i]), "no '%s' in:\n%s", lines[i], r.out);
     e2e_run_fini(&r);
-    size_t len = file_size(p);
+    size_t len = e2e_ckpt_file_size(p);
     char *b = e2e_slurp(p);
     cr_assert(b);
-    put(p, b, len - 1);
+    e2e_ckpt_put(p, b, len - 1);
     e2e_ferry(&r, E2E_CMD_MS, "checkpoint", "show", p, NULL);
     cr_assert_neq(r.status, 0, "%s", r.out);
     cr_assert(e2e_has(r.err, p) && e2e_has(r.err, "truncated"), "%s", r.err);
@@ -309,15 +284,16 @@ Test(e2e_checkpoint, show_prints_the_header_of_a_whole_file_only)
     free(p);
 }
 
-Test(e2e_checkpoint, async_mode_refuses_checkpoints_saying_so)
+Test(e2e_checkpoint, async_mode_refuses_checkpoints_by_time_saying_so)
 {
     e2e_start(2);
     e2e_run r;
     e2e_ferry(&r, E2E_CMD_MS, "submit", e2e_task("linreg"), "--mode", "async",
-              "--checkpoint-dir", dir_of("async"), NULL);
+              "--checkpoint-dir", e2e_ckpt_dir_of("async"), "--checkpoint-every", "5s",
+              NULL);
     cr_assert_neq(r.status, 0);
-    cr_assert(e2e_has(r.err, "sync and single mode only, not in async mode"), "%s",
-              r.err);
+    cr_assert(e2e_has(r.err, "every N global steps or at each epoch's end, not by time"),
+              "%s", r.err);
     e2e_run_fini(&r);
 }
 
