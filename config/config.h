@@ -25,6 +25,10 @@
  *                                 ; 0: never
  *     metrics_port = 0            ; worker r serves Prometheus metrics on this
  *                                 ; port + r, on `listen`'s host; 0: none
+ *     tls_cert = /path/cert.pem   ; TLS on every connection: this certificate,
+ *     tls_key = /path/key.pem     ; its key,
+ *     tls_ca = /path/ca.pem       ; the CA of the cluster (mutual TLS)
+ *     insecure = 0                ; 1: plain text off loopback without a warning
  *
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
@@ -79,6 +83,8 @@ typedef struct conf_cluster {
     int log_keep;
     int64_t wedge_grace_ms; /* 0: a wedged worker is left running */
     int metrics_port;       /* worker r's metrics on metrics_port + r; 0: none */
+    char *tls_cert, *tls_key, *tls_ca; /* PEM files, absolute; NULL: not given */
+    int insecure; /* 1: workers listen off loopback in plain text quietly */
     conf_worker *workers; /* rank order */
     size_t n_workers;
     int supervisor_pid; /* [state]; 0 when absent */

@@ -4,6 +4,7 @@
  *   options.c   the command line and --help
  *   from_env.c  --from-env: the rank from the launcher that started the worker
  *   signals.c   SIGTERM and SIGINT through a pipe that outlives the worker
+ *   tls.c       TLS on, or the warning for plain text off loopback
  *   process.c   resource limits and CPU binding, set before any thread starts
  *   watchdog.c  the listener's and the executor's watch, and the stop's deadline */
 #ifndef FERRY_RUNTIME_WM_INT_H
@@ -44,6 +45,8 @@ typedef struct wm_options {
     long parent_pid;
     long max_message_bytes;
     long max_module_bytes;
+    rpc_tls_files tls; /* all NULL: plain text */
+    bool insecure;     /* plain text off loopback, without the warning */
     bool from_env, print;
 } wm_options;
 
@@ -63,6 +66,13 @@ int wm_usage_error(const char *fmt, const char *arg);
  * on, else the exit status (EXIT_OK after --print, EXIT_FAIL when the
  * environment does not say, or contradicts itself). */
 int wm_from_env(wm_options *o, char *const *envp);
+
+/* ---- tls.c ---- */
+
+/* Turns TLS on for every connection (rpc_tls_use), or, listening on `host`
+ * (not loopback) in plain text without --insecure, warns on stderr.
+ * Returns -1 to go on, else the exit status (a file it cannot use: said). */
+int wm_tls(const wm_options *o, const char *host);
 
 /* ---- signals.c ---- */
 
