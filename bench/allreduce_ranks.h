@@ -19,6 +19,9 @@ typedef struct ar_ferry_opts {
     size_t chunk_bytes; /* 0: the runtime's default */
     int64_t timeout_ms; /* a collective making no progress this long fails */
     int deadline_s;     /* the whole run: past it the ranks are killed */
+    /* A directory with server.pem, server.key and ca.pem (tests/tls/mkcerts.sh
+     * makes them): every rank speaks mutual TLS with them. NULL: plain text. */
+    const char *tls_dir;
 } ar_ferry_opts;
 
 /* Runs `plan` on o->world ranks. secs[s][r] is repetition r of step s: the

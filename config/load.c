@@ -72,7 +72,7 @@ static const key KEYS[] = {
     {"cluster", "tls_cert", K_PATH, FIELD(tls_cert), 0, 0, "a file name"},
     {"cluster", "tls_key", K_PATH, FIELD(tls_key), 0, 0, "a file name"},
     {"cluster", "tls_ca", K_PATH, FIELD(tls_ca), 0, 0, "a file name"},
-    {"cluster", "insecure", K_INT, FIELD(insecure), 0, 1, "0 or 1"},
+    {"cluster", "insecure", K_INT, FIELD(insecure), 0, 1, "a flag"},
     {"state", "supervisor_pid", K_INT, FIELD(supervisor_pid), 1, INT32_MAX,
      "a process id"},
 };
