@@ -108,6 +108,9 @@ def test_a_tls_cluster_starts_trains_and_stops():
     run = json.loads(p.stdout.strip().splitlines()[-1])
     assert run["mode"] == "sync" and run["workers"] == 2, run
     assert run["params_identical"] is True, run
+    # A module's driver runs in a process of its own: it speaks TLS too.
+    p = ferry(["submit", os.path.join(TASKS, "hello.so")], HOME, check=True)
+    assert "rank 1" in p.stdout, p.stdout
 
 
 def test_the_workers_speak_tls_with_the_certificate_given():
