@@ -219,6 +219,14 @@ def test_plain_text_off_loopback_warns_unless_insecure():
                        env=env)
     assert q.returncode == w.returncode, q.stderr
     assert "without TLS" not in q.stderr, q.stderr
+    # `ferry start` says it too, before it finds that it cannot listen there.
+    start = ["start", "1", "--listen", "192.0.2.1", "--base-port", str(free_port()),
+             "--timeout-ms", "3000"]
+    p = ferry(start, home)
+    assert p.returncode != 0, p.stderr
+    assert "warning: workers listen on 192.0.2.1 without TLS" in p.stderr, p.stderr
+    q = ferry(start + ["--insecure"], home)
+    assert q.returncode == p.returncode and "without TLS" not in q.stderr, q.stderr
     # Loopback, and TLS anywhere, are quiet: the cluster's workers said nothing.
     with open(os.path.join(HOME, "logs", "worker-0.log")) as f:
         assert "without TLS" not in f.read()
