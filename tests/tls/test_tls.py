@@ -252,6 +252,14 @@ def test_shutdown_under_tls_stops_the_cluster():
     assert "2 worker(s) stopped" in p.stdout, p.stdout
     p = ferry(["status"], HOME)
     assert "no cluster is running" in p.stderr, p.stderr
+    # The workers and the supervisor wrote their sanitizer reports (in
+    # sanitizer builds) to their logs.
+    logs = os.path.join(HOME, "logs")
+    for name in os.listdir(logs):
+        with open(os.path.join(logs, name), errors="replace") as f:
+            text = f.read()
+        for word in SANITIZER_WORDS:
+            assert word not in text, f"{name}: {word}:\n{text[-4000:]}"
 
 
 TESTS = [v for k, v in list(globals().items()) if k.startswith("test_")]
