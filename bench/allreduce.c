@@ -276,12 +276,14 @@ static void report_tls(cfg *c, int ri, double secs[AR_MAX_SIZES][AR_MAX_REPS])
     char extra[64];
     snprintf(extra, sizeof extra, "\"chunk_bytes\":%zu", chunk_of(c));
     for (int s = 0; s < c->plan.n; s++) {
-        double tls = ar_report("ferry_tls", c->ranks[ri], &c->plan.step[s], secs[s], extra);
+        double tls =
+            ar_report("ferry_tls", c->ranks[ri], &c->plan.step[s], secs[s], extra);
         double v = tls / c->busbw[IMPL_FERRY][ri][s];
         bench_emit("busbw_tls_over_plain", v, "ratio", NULL, "\"ranks\":%d,\"bytes\":%zu",
                    c->ranks[ri], c->plan.step[s].bytes);
-        bench_log("%-18s %d ranks %9zu B: %6.3f (TLS costs %.1f%%)", "busbw_tls_over_plain",
-                  c->ranks[ri], c->plan.step[s].bytes, v, (1 - v) * 100);
+        bench_log("%-18s %d ranks %9zu B: %6.3f (TLS costs %.1f%%)",
+                  "busbw_tls_over_plain", c->ranks[ri], c->plan.step[s].bytes, v,
+                  (1 - v) * 100);
     }
 }
 

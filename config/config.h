@@ -84,7 +84,7 @@ typedef struct conf_cluster {
     int64_t wedge_grace_ms; /* 0: a wedged worker is left running */
     int metrics_port;       /* worker r's metrics on metrics_port + r; 0: none */
     char *tls_cert, *tls_key, *tls_ca; /* PEM files, absolute; NULL: not given */
-    int insecure; /* 1: workers listen off loopback in plain text quietly */
+    int insecure;         /* 1: workers listen off loopback in plain text quietly */
     conf_worker *workers; /* rank order */
     size_t n_workers;
     int supervisor_pid; /* [state]; 0 when absent */

@@ -229,9 +229,9 @@ static int number(parse *p, const key *k, const char *value)
     return 1;
 }
 
-/* A relative token_file (or tls_* file) names a file beside the cluster file, wherever the
- * command that reads it runs; it is made absolute so that a daemon that
- * changes directory still finds it. */
+/* A relative token_file (or tls_* file) names a file beside the cluster file, wherever
+ * the command that reads it runs; it is made absolute so that a daemon that changes
+ * directory still finds it. */
 static int resolve_path(parse *p, const char *value, char **out)
 {
     char *copy = strdup(p->path);

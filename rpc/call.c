@@ -53,8 +53,8 @@ static void op_finish(rpc_op *op)
             call_set_error(call, FERRY_ETIMEDOUT, what, detail);
         } else {
             char *tls = rpc_tls_explain(op->ch, op->status, detail);
-            char *what = tls ? base_asprintf("%s: %s", rpc_status_name(op->status), tls)
-                             : NULL;
+            char *what =
+                tls ? base_asprintf("%s: %s", rpc_status_name(op->status), tls) : NULL;
             call_set_error(call, rpc_status_to_err(op->status),
                            what ? what : rpc_status_name(op->status), detail);
             free(what);

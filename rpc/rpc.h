@@ -193,8 +193,11 @@ typedef struct rpc_tls_files {
  * CA, takes only clients that show one it signed (mutual TLS). The files
  * are read now. Channels and servers made before keep what they had.
  * Returns 0, or FERRY_EINVAL with `err` set when a file cannot be read, is
- * not PEM, or a certificate comes without its key (or a key without its
- * certificate); then nothing changes. Thread-safe. */
+ * not PEM, a certificate comes without its key (or a key without its
+ * certificate), or the certificate is one no peer would take: expired, not
+ * valid yet, or not signed by the CA given ("certificate F: this
+ * certificate has expired (valid until ...)"); then nothing changes.
+ * Thread-safe. */
 int rpc_tls_use(const rpc_tls_files *f, char *err, size_t errlen);
 
 /* Whether rpc_tls_use() turned TLS on. */

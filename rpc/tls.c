@@ -34,7 +34,9 @@ static char *read_pem(const char *path, const char *what, const char *marker, ch
     fclose(f);
     if (!buf || bad || n > PEM_MAX) {
         snprintf(err, errlen, "%s %s: %s", what, path,
-                 !buf ? "out of memory" : bad ? "cannot read it" : "larger than 1 MiB");
+                 !buf  ? "out of memory"
+                 : bad ? "cannot read it"
+                       : "larger than 1 MiB");
         free(buf);
         return NULL;
     }
@@ -60,16 +62,16 @@ static void clear_locked(void)
 int rpc_tls_use(const rpc_tls_files *f, char *err, size_t errlen)
 {
     if (f && (!f->cert != !f->key)) {
-        snprintf(err, errlen, "%s", f->cert ? "a certificate needs its key"
-                                            : "a key needs its certificate");
+        snprintf(err, errlen, "%s",
+                 f->cert ? "a certificate needs its key" : "a key needs its certificate");
         return FERRY_EINVAL;
     }
     char *cert = NULL, *key = NULL, *ca = NULL;
     bool on = f && (f->cert || f->ca);
     char why[256];
-    if (on && ((f->cert && (!(cert = read_pem(f->cert, "certificate", "CERTIFICATE", err,
-                                              errlen)) ||
-                            !(key = read_pem(f->key, "key", "PRIVATE KEY", err, errlen)))) ||
+    if (on && ((f->cert &&
+                (!(cert = read_pem(f->cert, "certificate", "CERTIFICATE", err, errlen)) ||
+                 !(key = read_pem(f->key, "key", "PRIVATE KEY", err, errlen)))) ||
                (f->ca && !(ca = read_pem(f->ca, "CA", "CERTIFICATE", err, errlen))))) {
         free(cert);
         free(key);
@@ -120,7 +122,8 @@ grpc_channel_credentials *rpc_tls_channel_credentials(void)
     } else {
         /* The CA checks the worker; with none, the system's roots do. Our
          * certificate, when we have one, answers a worker that asks. */
-        grpc_ssl_pem_key_cert_pair pair = {.private_key = tls.key, .cert_chain = tls.cert};
+        grpc_ssl_pem_key_cert_pair pair = {.private_key = tls.key,
+                                           .cert_chain = tls.cert};
         c = grpc_ssl_credentials_create(tls.ca, tls.cert ? &pair : NULL, NULL, NULL);
     }
     pthread_mutex_unlock(&tls_mu);
@@ -135,7 +138,8 @@ grpc_server_credentials *rpc_tls_server_credentials(void)
         c = grpc_insecure_server_credentials_create();
     } else if (tls.cert) {
         /* Given the CA, a worker takes only clients it signed: mutual TLS. */
-        grpc_ssl_pem_key_cert_pair pair = {.private_key = tls.key, .cert_chain = tls.cert};
+        grpc_ssl_pem_key_cert_pair pair = {.private_key = tls.key,
+                                           .cert_chain = tls.cert};
         c = grpc_ssl_server_credentials_create_ex(
             tls.ca, &pair, 1,
             tls.ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY

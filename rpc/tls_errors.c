@@ -27,14 +27,17 @@ char *rpc_tls_explain(rpc_channel *ch, grpc_status_code status, const char *deta
             if (rpc_tls_probe(ch->target, ca, text, sizeof text))
                 ch->tls_why = base_strdup(text);
         }
-        why = base_strdup(ch->tls_why ? ch->tls_why
-                                      : "the worker's certificate was refused (certificate "
-                                        "verify failed)");
-    } else if (tls && (has(detail, "wrong version number") ||
-                       has(detail, "packet length too long") ||
-                       has(detail, "record layer failure") || has(detail, "http request"))) {
-        why = base_strdup("the worker does not speak TLS; this client does (was the worker "
-                          "started without --tls-cert?)");
+        why =
+            base_strdup(ch->tls_why ? ch->tls_why
+                                    : "the worker's certificate was refused (certificate "
+                                      "verify failed)");
+    } else if (tls &&
+               (has(detail, "wrong version number") ||
+                has(detail, "packet length too long") ||
+                has(detail, "record layer failure") || has(detail, "http request"))) {
+        why =
+            base_strdup("the worker does not speak TLS; this client does (was the worker "
+                        "started without --tls-cert?)");
     } else if (tls && has(detail, "Socket closed")) {
         why = base_strdup(
             has_cert ? "the worker ended the TLS handshake: it likely refused this "
@@ -44,9 +47,10 @@ char *rpc_tls_explain(rpc_channel *ch, grpc_status_code status, const char *deta
                        "certificate (mutual TLS) and this client has none (--tls-cert, "
                        "--tls-key)");
     } else if (!tls && has(detail, "Socket closed")) {
-        why = base_strdup("the worker closed the connection at once: it likely speaks TLS "
-                          "and this client does not (give the cluster's --tls-cert, "
-                          "--tls-key and --tls-ca)");
+        why =
+            base_strdup("the worker closed the connection at once: it likely speaks TLS "
+                        "and this client does not (give the cluster's --tls-cert, "
+                        "--tls-key and --tls-ca)");
     }
     free(ca);
     return why;

@@ -58,8 +58,9 @@ static int connect_to(const char *host, const char *port)
         struct pollfd p = {.fd = fd, .events = POLLOUT};
         int soerr = 0;
         socklen_t sl = sizeof soerr;
-        if (rc != 0 && (errno != EINPROGRESS || poll(&p, 1, PROBE_MS) != 1 ||
-                        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr)) {
+        if (rc != 0 &&
+            (errno != EINPROGRESS || poll(&p, 1, PROBE_MS) != 1 ||
+             getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr)) {
             close(fd);
             fd = -1;
         }
@@ -67,7 +68,8 @@ static int connect_to(const char *host, const char *port)
     freeaddrinfo(ai);
     if (fd >= 0) { /* the handshake blocks, for PROBE_MS at most a read */
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        struct timeval tv = {.tv_sec = PROBE_MS / 1000, .tv_usec = PROBE_MS % 1000 * 1000};
+        struct timeval tv = {.tv_sec = PROBE_MS / 1000,
+                             .tv_usec = PROBE_MS % 1000 * 1000};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
@@ -105,7 +107,8 @@ static void when(const ASN1_TIME *t, char *buf, size_t len)
 
 /* `cert` checked as a peer's would be: against `ca_pem` and, when `host`
  * is given, for that host. 0, or OpenSSL's X509_V_ERR_* code. */
-static int verify(X509 *cert, STACK_OF(X509) *chain, const char *ca_pem, const char *host)
+static int verify(X509 *cert, STACK_OF(X509) * chain, const char *ca_pem,
+                  const char *host)
 {
     X509_STORE *store = trust(ca_pem);
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
@@ -113,7 +116,8 @@ static int verify(X509 *cert, STACK_OF(X509) *chain, const char *ca_pem, const c
     if (store && ctx && X509_STORE_CTX_init(ctx, store, cert, chain)) {
         X509_VERIFY_PARAM *vp = X509_STORE_CTX_get0_param(ctx);
         unsigned char ip[16];
-        if (host && (inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1))
+        if (host &&
+            (inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1))
             X509_VERIFY_PARAM_set1_ip_asc(vp, host);
         else if (host)
             X509_VERIFY_PARAM_set1_host(vp, host, 0);

@@ -596,12 +596,13 @@ static int configure(starting *s)
     /* Each such worker warns in its log too; here the user sees it. */
     for (size_t i = 0; i < s->n_local && !conf->tls_cert && !conf->insecure; i++) {
         if (!conf_is_loopback(s->local[i].host)) {
-            fprintf(stderr,
-                    "ferry start: warning: workers listen on %s without TLS: calls, their "
-                    "data and the cluster token cross the network in plain text (give "
-                    "--tls-cert, --tls-key and --tls-ca, or --insecure to run so "
-                    "quietly)\n",
-                    s->local[i].host);
+            fprintf(
+                stderr,
+                "ferry start: warning: workers listen on %s without TLS: calls, their "
+                "data and the cluster token cross the network in plain text (give "
+                "--tls-cert, --tls-key and --tls-ca, or --insecure to run so "
+                "quietly)\n",
+                s->local[i].host);
             break;
         }
     }

@@ -39,7 +39,8 @@ T_TEST(tls_keys, default_to_plain_text_and_refuse_a_wrong_insecure)
     const char *path = t_write("bad.ini", "[cluster]\ninsecure = yes\n", 0600);
     char err[CONF_ERR_LEN] = "";
     cr_assert_eq(conf_load(&c, path, err, sizeof err), FERRY_EINVAL);
-    cr_expect(strstr(err, "bad.ini:2: insecure: expected a flag from 0 to 1, got 'yes'"), "%s", err);
+    cr_expect(strstr(err, "bad.ini:2: insecure: expected a flag from 0 to 1, got 'yes'"),
+              "%s", err);
     conf_fini(&c);
 }
 

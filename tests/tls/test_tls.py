@@ -108,6 +108,11 @@ def test_a_tls_cluster_starts_trains_and_stops():
     run = json.loads(p.stdout.strip().splitlines()[-1])
     assert run["mode"] == "sync" and run["workers"] == 2, run
     assert run["params_identical"] is True, run
+    # Async: the parameter shards' calls go worker to worker too.
+    p = ferry(["submit", os.path.join(TASKS, "linreg.so"), "--epochs", "1", "--mode",
+               "async", "--json"], HOME, timeout=300, check=True)
+    run = json.loads(p.stdout.strip().splitlines()[-1])
+    assert run["mode"] == "async" and run["workers"] == 2, run
     # A module's driver runs in a process of its own: it speaks TLS too.
     p = ferry(["submit", os.path.join(TASKS, "hello.so")], HOME, check=True)
     assert "rank 1" in p.stdout, p.stdout
