@@ -20,6 +20,11 @@
  *            to move a chunk, so what a design without a call per chunk
  *            could gain here
  *
+ * With --tls DIR, ferry runs twice more per rank count, its ranks speaking
+ * mutual TLS (certificates from tests/tls/mkcerts.sh DIR), interleaved
+ * with the plain runs (plain, TLS, baselines, TLS, plain), and a ratio line
+ * says what TLS keeps of plain text's bus bandwidth.
+ *
  * For each rank count: half of ferry's repetitions, the two baselines, the
  * other half; then the targets as ratio lines of bus bandwidth. A baseline that cannot
  * run prints a skip line with its reason and never fails the bench. JSON lines on stdout,
@@ -65,6 +70,7 @@ typedef struct cfg {
     size_t chunk_bytes;
     ar_plan plan;
     const char *python, *gloo_script, *mpirun;
+    const char *tls_dir; /* --tls: NULL, none */
     char mpi_bin[PATH_MAX], tcp_bin[PATH_MAX], grpc_bin[PATH_MAX];
     int deadline_s;
     /* busbw[impl][ranks index][step], GB/s; NaN: not measured */
@@ -78,7 +84,7 @@ static void usage(FILE *f)
         f,
         "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--plan SPEC]\n"
         "                 [--no-mpi] [--no-gloo] [--no-tcp] [--no-grpc] [--python PATH]\n"
-        "                 [--help]\n"
+        "                 [--tls DIR] [--help]\n"
         "\n"
         "Times ferry's all-reduce (float32, in place: the exchange on 2 ranks,\n"
         "exchange rounds up to 1 MiB and the ring above on 4) of 4 KiB, 64 KiB, 1 MiB,\n"
@@ -109,6 +115,8 @@ static void usage(FILE *f)
         "  --no-tcp         skip the plain-TCP reference\n"
         "  --no-grpc        skip the gRPC floors (unary and stream)\n"
         "  --python P       the interpreter with torch (default /usr/bin/python3)\n"
+        "  --tls DIR        also time ferry with mutual TLS, the certificates in DIR\n"
+        "                   (made by tests/tls/mkcerts.sh DIR)\n"
         "  --help           this text\n",
         RT_COMM_DEFAULT_CHUNK, AR_MAX_RANKS);
 }
@@ -161,6 +169,8 @@ static void parse_args(int argc, char **argv, cfg *c)
             c->grpc_on = false;
         else if (strcmp(a, "--python") == 0 && i + 1 < argc)
             c->python = argv[++i];
+        else if (strcmp(a, "--tls") == 0 && i + 1 < argc)
+            c->tls_dir = argv[++i];
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -213,7 +223,7 @@ static size_t chunk_of(const cfg *c)
 
 /* Half of ferry's repetitions (allreduce_ranks.h): one half runs before the
  * baselines and one after. */
-static void run_ferry_half(cfg *c, int ri, int half,
+static void run_ferry_half(cfg *c, int ri, int half, bool tls,
                            double secs[AR_MAX_SIZES][AR_MAX_REPS])
 {
     ar_ferry_opts o = {
@@ -221,6 +231,7 @@ static void run_ferry_half(cfg *c, int ri, int half,
         .chunk_bytes = c->chunk_bytes,
         .timeout_ms = 20000,
         .deadline_s = c->deadline_s,
+        .tls_dir = tls ? c->tls_dir : NULL,
     };
     char err[512] = "";
     if (ar_ferry_half(&c->plan, &o, half, secs, err, sizeof err) != 0)
@@ -234,6 +245,23 @@ static void report_ferry(cfg *c, int ri, double secs[AR_MAX_SIZES][AR_MAX_REPS])
     for (int s = 0; s < c->plan.n; s++)
         c->busbw[IMPL_FERRY][ri][s] =
             ar_report("ferry", c->ranks[ri], &c->plan.step[s], secs[s], extra);
+}
+
+/* ferry with TLS, and what it keeps of plain text's bus bandwidth. */
+static void report_tls(cfg *c, int ri, double secs[AR_MAX_SIZES][AR_MAX_REPS])
+{
+    char extra[64];
+    snprintf(extra, sizeof extra, "\"chunk_bytes\":%zu", chunk_of(c));
+    for (int s = 0; s < c->plan.n; s++) {
+        double tls =
+            ar_report("ferry_tls", c->ranks[ri], &c->plan.step[s], secs[s], extra);
+        double v = tls / c->busbw[IMPL_FERRY][ri][s];
+        bench_emit("busbw_tls_over_plain", v, "ratio", NULL, "\"ranks\":%d,\"bytes\":%zu",
+                   c->ranks[ri], c->plan.step[s].bytes);
+        bench_log("%-18s %d ranks %9zu B: %6.3f (TLS costs %.1f%%)",
+                  "busbw_tls_over_plain", c->ranks[ri], c->plan.step[s].bytes, v,
+                  (1 - v) * 100);
+    }
 }
 
 /* A baseline's rank count and plan, as its command line takes them. */
@@ -439,16 +467,22 @@ int main(int argc, char **argv)
     uint64_t t0 = bench_now_ns();
     bench_log("allreduce: chunk %zu bytes, %d sizes, ranks %d..%d", chunk_of(&c),
               c.plan.n, c.ranks[0], c.ranks[c.n_ranks - 1]);
-    static double secs[AR_MAX_SIZES][AR_MAX_REPS];
+    static double secs[AR_MAX_SIZES][AR_MAX_REPS], tls[AR_MAX_SIZES][AR_MAX_REPS];
     for (int ri = 0; ri < c.n_ranks; ri++) {
-        run_ferry_half(&c, ri, 0, secs);
+        run_ferry_half(&c, ri, 0, false, secs);
+        if (c.tls_dir)
+            run_ferry_half(&c, ri, 0, true, tls);
         run_mpi(&c, ri);
         run_gloo(&c, ri);
         run_tcp(&c, ri);
         run_grpc(&c, ri, IMPL_GRPC);
         run_grpc(&c, ri, IMPL_GRPC_STREAM);
-        run_ferry_half(&c, ri, 1, secs);
+        if (c.tls_dir)
+            run_ferry_half(&c, ri, 1, true, tls);
+        run_ferry_half(&c, ri, 1, false, secs);
         report_ferry(&c, ri, secs);
+        if (c.tls_dir)
+            report_tls(&c, ri, tls);
     }
     targets(&c);
     bench_log("bench/allreduce: %d target(s) missed; %.1f s", missed,

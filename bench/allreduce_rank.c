@@ -177,6 +177,15 @@ void ar_rank_main(int rank_no, const ar_plan *plan, const ar_ferry_opts *o, int 
 {
     rank k = {.rank = rank_no, .world = o->world, .o = o, .up = up, .down = down};
     rpc_tune_malloc();
+    if (o->tls_dir) {
+        char cert[4200], key[4200], ca[4200], err[600] = "";
+        snprintf(cert, sizeof cert, "%s/server.pem", o->tls_dir);
+        snprintf(key, sizeof key, "%s/server.key", o->tls_dir);
+        snprintf(ca, sizeof ca, "%s/ca.pem", o->tls_dir);
+        rpc_tls_files f = {.cert = cert, .key = key, .ca = ca};
+        if (rpc_tls_use(&f, err, sizeof err))
+            fail(&k, true, FERRY_EINVAL, "--tls: %s", err);
+    }
     start_server(&k);
     open_comm(&k);
     k.buf = aligned_alloc(64, (ar_plan_max_bytes(plan) + 63) / 64 * 64);

@@ -24,6 +24,9 @@ typedef struct ar_ferry_opts {
      * netns NULL: this one) that it joins before it starts. */
     const char *const *host;
     const int *netns;
+    /* A directory with server.pem, server.key and ca.pem (tests/tls/mkcerts.sh
+     * makes them): every rank speaks mutual TLS with them. NULL: plain text. */
+    const char *tls_dir;
 } ar_ferry_opts;
 
 /* Runs `plan` on o->world ranks. secs[s][r] is repetition r of step s: the

@@ -43,6 +43,9 @@ void conf_fini(conf_cluster *c)
         return;
     free(c->listen);
     free(c->token_file);
+    free(c->tls_cert);
+    free(c->tls_key);
+    free(c->tls_ca);
     for (size_t i = 0; i < c->n_workers; i++)
         worker_fini(&c->workers[i]);
     free(c->workers);
@@ -90,9 +93,14 @@ int conf_copy(conf_cluster *dst, const conf_cluster *src)
     *dst = *src;
     dst->listen = base_strdup(src->listen);
     dst->token_file = base_strdup(src->token_file);
+    dst->tls_cert = base_strdup(src->tls_cert);
+    dst->tls_key = base_strdup(src->tls_key);
+    dst->tls_ca = base_strdup(src->tls_ca);
     dst->workers = NULL;
     dst->n_workers = 0;
-    if ((src->listen && !dst->listen) || (src->token_file && !dst->token_file))
+    if ((src->listen && !dst->listen) || (src->token_file && !dst->token_file) ||
+        (src->tls_cert && !dst->tls_cert) || (src->tls_key && !dst->tls_key) ||
+        (src->tls_ca && !dst->tls_ca))
         goto fail;
     if (src->n_workers) {
         dst->workers = calloc(src->n_workers, sizeof *dst->workers);

@@ -28,6 +28,10 @@
  *     stall_warn_ms = 60000       ; a training that makes no progress this long
  *                                 ; is reported, rank by rank; 0: never
  *     stall_abort_ms = 0          ; ... and ended this long; 0: never
+ *     tls_cert = /path/cert.pem   ; TLS on every connection: this certificate,
+ *     tls_key = /path/key.pem     ; its key,
+ *     tls_ca = /path/ca.pem       ; the CA of the cluster (mutual TLS)
+ *     insecure = 0                ; 1: plain text off loopback without a warning
  *
  *     [workers]
  *     worker = 127.0.0.1:7100     ; one line per worker, in rank order
@@ -84,6 +88,8 @@ typedef struct conf_cluster {
     int metrics_port;       /* worker r's metrics on metrics_port + r; 0: none */
     int64_t stall_warn_ms;  /* a stalled training reported; 0: never */
     int64_t stall_abort_ms; /* ... and ended; 0: never */
+    char *tls_cert, *tls_key, *tls_ca; /* PEM files, absolute; NULL: not given */
+    int insecure;         /* 1: workers listen off loopback in plain text quietly */
     conf_worker *workers; /* rank order */
     size_t n_workers;
     int supervisor_pid; /* [state]; 0 when absent */

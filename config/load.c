@@ -73,6 +73,10 @@ static const key KEYS[] = {
      "a whole number of milliseconds up to a day"},
     {"cluster", "stall_abort_ms", K_I64, FIELD(stall_abort_ms), 0, WEDGE_MS_MAX,
      "a whole number of milliseconds up to a day"},
+    {"cluster", "tls_cert", K_PATH, FIELD(tls_cert), 0, 0, "a file name"},
+    {"cluster", "tls_key", K_PATH, FIELD(tls_key), 0, 0, "a file name"},
+    {"cluster", "tls_ca", K_PATH, FIELD(tls_ca), 0, 0, "a file name"},
+    {"cluster", "insecure", K_INT, FIELD(insecure), 0, 1, "a flag"},
     {"state", "supervisor_pid", K_INT, FIELD(supervisor_pid), 1, INT32_MAX,
      "a process id"},
 };
@@ -229,9 +233,9 @@ static int number(parse *p, const key *k, const char *value)
     return 1;
 }
 
-/* A relative token_file names a file beside the cluster file, wherever the
- * command that reads it runs; it is made absolute so that a daemon that
- * changes directory still finds it. */
+/* A relative token_file (or tls_* file) names a file beside the cluster file, wherever
+ * the command that reads it runs; it is made absolute so that a daemon that changes
+ * directory still finds it. */
 static int resolve_path(parse *p, const char *value, char **out)
 {
     char *copy = strdup(p->path);

@@ -27,37 +27,58 @@ static bool savable(const char *key, const char *v)
     return true;
 }
 
-static int format(const conf_cluster *c, char **text, size_t *len)
+/* The file-name keys, made absolute: conf_load() reads a relative one
+ * against the file's directory; the one in memory is relative to the
+ * current one. */
+#define N_PATHS 4
+
+static int absolute_paths(const conf_cluster *c, const char *names[N_PATHS],
+                          char *abs[N_PATHS])
 {
-    char *abs_token = NULL;
-    const char *token = c->token_file;
-    const char *listen = c->listen ? c->listen : "127.0.0.1";
-    int rc = 0;
-    if (!conf_values_valid(c))
-        return FERRY_EINVAL;
-    if (token) {
-        /* conf_load() reads a relative token_file against the file's
-         * directory; the one in memory is relative to the current one. */
-        rc = conf_absolute_path(NULL, token, &abs_token);
+    const char *vals[N_PATHS] = {c->token_file, c->tls_cert, c->tls_key, c->tls_ca};
+    static const char *const keys[N_PATHS] = {"token_file", "tls_cert", "tls_key",
+                                              "tls_ca"};
+    for (size_t i = 0; i < N_PATHS; i++) {
+        names[i] = keys[i];
+        abs[i] = NULL;
+        int rc = vals[i] ? conf_absolute_path(NULL, vals[i], &abs[i]) : 0;
         if (rc)
             return rc;
-        token = abs_token;
+        if (abs[i] && !savable(keys[i], abs[i]))
+            return FERRY_EINVAL;
     }
-    if (!savable("listen", listen) || (token && !savable("token_file", token)))
+    return 0;
+}
+
+static int format(const conf_cluster *c, char **text, size_t *len)
+{
+    const char *keys[N_PATHS];
+    char *paths[N_PATHS] = {0};
+    const char *listen = c->listen ? c->listen : "127.0.0.1";
+    if (!conf_values_valid(c))
+        return FERRY_EINVAL;
+    int rc = absolute_paths(c, keys, paths);
+    if (!rc && !savable("listen", listen))
         rc = FERRY_EINVAL;
     for (size_t i = 0; !rc && i < c->n_workers; i++)
         if (!savable("worker", c->workers[i].address))
             rc = FERRY_EINVAL;
     FILE *f = rc ? NULL : open_memstream(text, len);
     if (!f) {
-        free(abs_token);
+        for (size_t i = 0; i < N_PATHS; i++)
+            free(paths[i]);
         return rc ? rc : FERRY_ENOMEM;
     }
     fprintf(f, "[cluster]\n");
     fprintf(f, "listen = %s\n", listen);
     fprintf(f, "base_port = %d\n", c->base_port);
-    if (token)
-        fprintf(f, "token_file = %s\n", token);
+    for (size_t i = 0; i < N_PATHS; i++)
+        if (paths[i])
+            fprintf(f, "%s = %s\n", keys[i], paths[i]);
+    for (size_t i = 0; i < N_PATHS; i++)
+        free(paths[i]);
+    if (c->insecure)
+        fprintf(f, "insecure = 1\n");
     fprintf(f, "call_timeout_ms = %" PRId64 "\n", c->call_timeout_ms);
     fprintf(f, "ping_timeout_ms = %" PRId64 "\n", c->ping_timeout_ms);
     fprintf(f, "heartbeat_ms = %" PRId64 "\n", c->heartbeat_ms);
@@ -81,7 +102,6 @@ static int format(const conf_cluster *c, char **text, size_t *len)
                 c->workers[i].address);
     if (c->supervisor_pid > 0)
         fprintf(f, "\n[state]\nsupervisor_pid = %d\n", c->supervisor_pid);
-    free(abs_token);
     if (ferror(f)) {
         fclose(f);
         free(*text);

@@ -52,8 +52,13 @@ static void op_finish(rpc_op *op)
                      rpc_status_name(op->status));
             call_set_error(call, FERRY_ETIMEDOUT, what, detail);
         } else {
+            char *tls = rpc_tls_explain(op->ch, op->status, detail);
+            char *what =
+                tls ? base_asprintf("%s: %s", rpc_status_name(op->status), tls) : NULL;
             call_set_error(call, rpc_status_to_err(op->status),
-                           rpc_status_name(op->status), detail);
+                           what ? what : rpc_status_name(op->status), detail);
+            free(what);
+            free(tls);
         }
         gpr_free(details);
         keep_detail(call, &op->md_trailing);

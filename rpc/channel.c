@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <grpc/grpc_security.h>
-
 #include "rpc_int.h"
 
 int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts *opts,
@@ -46,7 +44,7 @@ int rpc_channel_create(rpc_client *c, const char *target, const rpc_channel_opts
     };
     rpc_grpc_size_args(args, max_payload);
     grpc_channel_args chargs = {.num_args = sizeof args / sizeof args[0], .args = args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_credentials *creds = rpc_tls_channel_credentials();
     ch->gch = grpc_channel_create(target, creds, &chargs);
     grpc_channel_credentials_release(creds);
     if (!ch->gch)
@@ -77,6 +75,7 @@ static void channel_free(rpc_channel *ch)
     free(ch->target);
     free(ch->token);
     free(ch->version);
+    free(ch->tls_why);
     free(ch);
     rpc_client_channel_done(c);
 }

@@ -175,6 +175,34 @@ int rpc_poller_create(rpc_poller **out);
 /* Every server and client on `p` must be gone first. NULL is a no-op. */
 void rpc_poller_destroy(rpc_poller *p);
 
+/* ---- TLS --------------------------------------------------------------- */
+
+/* PEM files; NULL: not given. */
+typedef struct rpc_tls_files {
+    const char *cert; /* this process's certificate (chain) ... */
+    const char *key;  /* ... and its private key: both or neither */
+    const char *ca;   /* the CA that signs the peers' certificates */
+} rpc_tls_files;
+
+/* Sets what every channel and server this process makes from now on
+ * speaks: TLS when `f` gives a certificate or a CA, plain text otherwise
+ * (f NULL too). A channel checks the server's certificate against the CA
+ * (none given: the system's roots) and the host of its target, and shows
+ * the certificate when it has one; a server shows its certificate (needed:
+ * rpc_server_create() fails with FERRY_EINVAL without one) and, given the
+ * CA, takes only clients that show one it signed (mutual TLS). The files
+ * are read now. Channels and servers made before keep what they had.
+ * Returns 0, or FERRY_EINVAL with `err` set when a file cannot be read, is
+ * not PEM, a certificate comes without its key (or a key without its
+ * certificate), or the certificate is one no peer would take: expired, not
+ * valid yet, or not signed by the CA given ("certificate F: this
+ * certificate has expired (valid until ...)"); then nothing changes.
+ * Thread-safe. */
+int rpc_tls_use(const rpc_tls_files *f, char *err, size_t errlen);
+
+/* Whether rpc_tls_use() turned TLS on. */
+bool rpc_tls_enabled(void);
+
 /* ---- client ----------------------------------------------------------- */
 
 typedef struct rpc_client rpc_client;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
@@ -92,6 +93,8 @@ struct rpc_channel {
     rpc_op *ops; /* in flight, doubly linked */
     size_t refs; /* the owner's, plus one per call in flight */
     bool destroyed;
+    bool tls_probed; /* tls_why is the probe's answer (NULL: none) */
+    char *tls_why;
 };
 
 struct rpc_op {
@@ -227,6 +230,7 @@ struct rpc_server {
     rpc_srv_entry *methods;
     size_t n_methods;
     size_t max_payload;
+    bool tls; /* listens for TLS: probed with a ClientHello */
     int port;
     char host[256]; /* as listened on, without brackets; "" for any */
     char *token;    /* NULL: none needed */
@@ -320,5 +324,42 @@ bool rpc_status_by_deadline(grpc_status_code status, gpr_timespec deadline, bool
 /* Fills gRPC's max receive and send message length args for a payload
  * limit; channel and server both use them. */
 void rpc_grpc_size_args(grpc_arg args[2], size_t max_payload);
+
+/* ---- TLS (tls.c, tls_errors.c) ---------------------------------------- */
+
+/* What rpc_tls_use() set, as fresh credentials to release after use:
+ * insecure ones when TLS is off. The server's is NULL when TLS is on
+ * without a certificate of its own. */
+grpc_channel_credentials *rpc_tls_channel_credentials(void);
+grpc_server_credentials *rpc_tls_server_credentials(void);
+
+/* Whether TLS is on; *has_cert: with a certificate of our own; *ca: a
+ * copy of the CA's PEM text to free (NULL: none). Either may be NULL. */
+bool rpc_tls_state(bool *has_cert, char **ca);
+
+/* A failed call's status and gRPC's detail text as a sentence that says
+ * what went wrong with TLS, or with plain text against TLS ("the worker's
+ * certificate has expired (...)"), to free; NULL when the failure does not
+ * look like either. A refused certificate is probed (rpc_tls_probe) once
+ * per channel, on the thread the call completes on. */
+char *rpc_tls_explain(rpc_channel *ch, grpc_status_code status, const char *detail);
+
+/* tls_probe.c, with OpenSSL. Connects to `target` (a channel's), takes its
+ * certificate whatever it is, and checks it against `ca_pem` (NULL: the
+ * system's roots) and the target's host: true with `out` set to why it
+ * fails ("the worker's certificate has expired (valid until ...)"), false
+ * when it passes or cannot be fetched. Blocks up to a second a step. */
+bool rpc_tls_probe(const char *target, const char *ca_pem, char *out, size_t len);
+
+/* Sends a TLS ClientHello on the connected, non-blocking socket `fd`: a
+ * TLS server answers it as an HTTP/2 one answers the client preface.
+ * Returns 0 once sent, FERRY_EUNAVAIL otherwise. */
+int rpc_tls_hello(int fd);
+
+/* Checks this process's own certificate (the first of `cert_pem`, with
+ * the rest as its chain): its dates, and, given `ca_pem`, that the CA
+ * signed it. 0, or FERRY_EINVAL with `out` set ("its certificate has
+ * expired (...)"). */
+int rpc_tls_check_own(const char *cert_pem, const char *ca_pem, char *out, size_t len);
 
 #endif

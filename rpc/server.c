@@ -420,7 +420,12 @@ int rpc_server_create(const rpc_server_opts *opts, const rpc_method *methods,
     if ((rc = register_methods(s, methods)))
         goto fail;
 
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    s->tls = rpc_tls_enabled();
+    grpc_server_credentials *creds = rpc_tls_server_credentials();
+    if (!creds) { /* TLS without a certificate of its own to show */
+        rc = FERRY_EINVAL;
+        goto fail;
+    }
     s->port = grpc_server_add_http2_port(s->gs, opts->listen, creds);
     grpc_server_credentials_release(creds);
     if (s->port <= 0) {
@@ -504,7 +509,9 @@ int rpc_server_probe(const rpc_server *s, int timeout_ms)
      * answer tells. */
     static const char hello[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
                                 "\0\0\0\x04\0\0\0\0\0";
-    if (send(fd, hello, sizeof hello - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof hello - 1))
+    if (s->tls ? rpc_tls_hello(fd) != 0
+               : send(fd, hello, sizeof hello - 1, MSG_NOSIGNAL) !=
+                     (ssize_t)(sizeof hello - 1))
         return probe_fail(fd, FERRY_EUNAVAIL);
     uint64_t now = uv_hrtime();
     p = (struct pollfd){.fd = fd, .events = POLLIN};

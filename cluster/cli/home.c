@@ -26,6 +26,12 @@ int cli_home_init(home_paths *h, const char *cmd)
 int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartbeat,
                         cluster **out)
 {
+    char err[600];
+    int rc = home_tls_use(conf, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "ferry: %s\n", err);
+        return rc;
+    }
     const char **targets = calloc(conf->n_workers ? conf->n_workers : 1, sizeof *targets);
     if (!targets)
         return FERRY_ENOMEM;
@@ -37,7 +43,7 @@ int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartb
                       .heartbeat_ms =
                           heartbeat && conf->heartbeat_ms ? conf->heartbeat_ms : -1,
                       .max_payload = (size_t)conf->max_message_bytes};
-    int rc = cluster_create(targets, conf->n_workers, &o, out);
+    rc = cluster_create(targets, conf->n_workers, &o, out);
     free(targets);
     return rc;
 }

@@ -61,8 +61,19 @@ static const char usage[] =
     "      --metrics-port P  worker i serves Prometheus metrics at\n"
     "                        http://HOST:P+i/metrics, HOST the one workers\n"
     "                        listen on (default 0: none)\n"
+    "      --tls-cert FILE   TLS on every connection (workers, peers, the\n"
+    "                        commands that follow): the certificate each worker\n"
+    "                        and this host's commands show (PEM)\n"
+    "      --tls-key FILE    its private key (PEM)\n"
+    "      --tls-ca FILE     the CA that signed the certificates: workers take\n"
+    "                        only clients that show one it signed (mutual TLS)\n"
+    "      --insecure        workers listen off loopback in plain text without\n"
+    "                        the warning\n"
     "  -h, --help            this text\n"
     "  -V, --version         ferry's version\n"
+    "\n"
+    "The commands that follow under the same FERRY_HOME (status, submit,\n"
+    "shutdown, ...) use the TLS files start was given.\n"
     "\n"
     "Environment: FERRY_HOME (default ~/.ferry) holds the cluster's state, logs\n"
     "and token.\n";
@@ -123,6 +134,8 @@ typedef struct start_args {
     long metrics_port; /* -1: not given */
     bool slurm;        /* --slurm */
     long attach;       /* --attach N; -1: not given */
+    const char *tls[3]; /* --tls-cert, --tls-key, --tls-ca; NULL: not given */
+    bool insecure;
 } start_args;
 
 /* Workers an engine starts say where they are: options that place them
@@ -150,6 +163,10 @@ static int parse(int argc, char **argv, start_args *a)
         {"metrics-port", required_argument, NULL, 'M'},
         {"slurm", no_argument, NULL, 'S'},
         {"attach", required_argument, NULL, 'A'},
+        {"tls-cert", required_argument, NULL, 'C'},
+        {"tls-key", required_argument, NULL, 'K'},
+        {"tls-ca", required_argument, NULL, 'Z'},
+        {"insecure", no_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -219,6 +236,14 @@ static int parse(int argc, char **argv, start_args *a)
             name = "--attach";
             if (!base_parse_long(optarg, 1, CONF_MAX_WORKERS, &a->attach))
                 bad = "a number of workers 1..256";
+            break;
+        case 'C':
+        case 'K':
+        case 'Z':
+            a->tls[c == 'C' ? 0 : c == 'K' ? 1 : 2] = optarg;
+            break;
+        case 'I':
+            a->insecure = true;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -525,6 +550,42 @@ typedef struct starting {
     char *addrs; /* --slurm: the nodes' addresses */
 } starting;
 
+/* The TLS files: the options' over the file's, absolute (the supervisor's
+ * workers and later commands run elsewhere), read once here so that a
+ * mistake stops start before anything runs. Returns 0 or the exit status. */
+static int configure_tls(conf_cluster *conf, const start_args *a)
+{
+    char **field[3] = {&conf->tls_cert, &conf->tls_key, &conf->tls_ca};
+    static const char *const opt[3] = {"--tls-cert", "--tls-key", "--tls-ca"};
+    for (size_t i = 0; i < 3; i++) {
+        if (!a->tls[i])
+            continue;
+        char *abs = realpath(a->tls[i], NULL);
+        if (!abs) {
+            cli_err("start", "%s %s: %s", opt[i], a->tls[i], strerror(errno));
+            return CLI_USAGE;
+        }
+        free(*field[i]);
+        *field[i] = abs;
+    }
+    if (a->insecure)
+        conf->insecure = 1;
+    if (conf->tls_key && !conf->tls_cert) {
+        cli_err("start", "--tls-key needs --tls-cert (or tls_cert in the cluster file)");
+        return CLI_USAGE;
+    }
+    if (conf->tls_cert && conf->insecure) {
+        cli_err("start", "--insecure and TLS contradict each other: give one");
+        return CLI_USAGE;
+    }
+    char err[600];
+    if (home_tls_use(conf, err, sizeof err)) {
+        cli_err("start", "%s", err);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
 /* The cluster's configuration: the file's, the options over it, and the
  * workers it plans. Returns 0 or the exit status. */
 static int configure(starting *s)
@@ -549,12 +610,33 @@ static int configure(starting *s)
         conf->start_timeout_ms = a->timeout_ms;
     if (a->metrics_port >= 0)
         conf->metrics_port = (int)a->metrics_port;
+    if ((rc = configure_tls(conf, a)))
+        return rc;
     if (a->slurm || a->attach > 0)
         rc = cli_slurm_plan(conf, a->slurm ? a->n : a->attach, a->slurm, &s->addrs);
     else
         rc = plan_workers(conf, a, &s->local, &s->n_local);
     if (rc)
         return rc;
+    /* Only a cluster of attached and remote workers does without one. */
+    if (s->n_local && conf->tls_ca && !conf->tls_cert) {
+        cli_err("start", "TLS needs the workers' certificate: give --tls-cert and "
+                         "--tls-key (or tls_cert and tls_key in the cluster file)");
+        return CLI_USAGE;
+    }
+    /* Each such worker warns in its log too; here the user sees it. */
+    for (size_t i = 0; i < s->n_local && !conf->tls_cert && !conf->insecure; i++) {
+        if (!conf_is_loopback(s->local[i].host)) {
+            fprintf(
+                stderr,
+                "ferry start: warning: workers listen on %s without TLS: calls, their "
+                "data and the cluster token cross the network in plain text (give "
+                "--tls-cert, --tls-key and --tls-ca, or --insecure to run so "
+                "quietly)\n",
+                s->local[i].host);
+            break;
+        }
+    }
     if (conf->metrics_port && conf->metrics_port + (long)conf->n_workers - 1 > 65535) {
         cli_err("start", "--metrics-port %d: ports %d..%ld do not fit below 65536",
                 conf->metrics_port, conf->metrics_port,

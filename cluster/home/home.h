@@ -7,6 +7,7 @@
  *   numfile.c   pid and port files, whether a process runs, whose worker it is
  *   restarts.c  workers/<rank>/restarts, written by the supervisor at every crash
  *   reach.c     where this host reaches a worker of its own
+ *   tls.c       the cluster's TLS files turned on for this process
  *
  * FERRY_HOME layout:
  *   lock                  flock'ed by the supervisor while the cluster runs
@@ -99,5 +100,14 @@ bool home_restarts_read(const home_paths *h, int rank, home_restarts *r);
 /* "crash loop: N crashes in T s, next try in S s" into buf. */
 void home_restarts_describe(const home_restarts *r, int64_t now_ms, char *buf,
                             size_t len);
+
+/* ---- tls.c ---- */
+
+/* Turns TLS on for every connection this process makes from now on when
+ * `conf` names TLS files (tls_cert/tls_key/tls_ca: `ferry start` keeps
+ * them in cluster.ini, so the commands that follow speak as the cluster
+ * does), plain text otherwise. Returns 0, or FERRY_EINVAL with `err` set
+ * ("TLS: certificate F: ..."). */
+int home_tls_use(const conf_cluster *conf, char *err, size_t errlen);
 
 #endif

@@ -295,6 +295,23 @@ static int prepare_run(sv_worker *w, char *dir, size_t len)
     return rc;
 }
 
+/* Appends the cluster's TLS options to a worker's command line at `at`
+ * (7 slots at most); returns the next free slot. */
+static size_t tls_args(const conf_cluster *conf, char **args, size_t at)
+{
+    const char *opt[] = {"--tls-cert", "--tls-key", "--tls-ca"};
+    char *file[] = {conf->tls_cert, conf->tls_key, conf->tls_ca};
+    for (size_t i = 0; i < 3; i++) {
+        if (file[i]) {
+            args[at++] = (char *)opt[i];
+            args[at++] = file[i];
+        }
+    }
+    if (conf->insecure)
+        args[at++] = "--insecure";
+    return at;
+}
+
 static int spawn_worker(sv_worker *w)
 {
     supervisor *sv = w->sv;
@@ -349,12 +366,19 @@ static int spawn_worker(sv_worker *w)
                     max_mod,
                     "--wedge-grace-ms",
                     wedge,
+                    NULL, /* room for --cpus, --metrics, the --tls-* and --insecure */
+                    NULL,
+                    NULL,
+                    NULL,
+                    NULL,
+                    NULL,
+                    NULL,
                     NULL,
                     NULL,
                     NULL,
                     NULL,
                     NULL};
-    size_t at = sizeof args / sizeof args[0] - 5;
+    size_t at = sizeof args / sizeof args[0] - 12;
     if (worker_cpus(w, cpus, sizeof cpus)) {
         args[at++] = "--cpus";
         args[at++] = cpus;
@@ -365,6 +389,7 @@ static int spawn_worker(sv_worker *w)
         args[at++] = "--metrics";
         args[at++] = metrics;
     }
+    at = tls_args(conf, args, at);
     uv_stdio_container_t stdio[3] = {
         {.flags = UV_IGNORE},
         {.flags = UV_INHERIT_FD, .data.fd = fd},
@@ -492,6 +517,9 @@ int sv_supervise(const sv_opts *o)
         uv_timer_init(&sv.loop, &w->restart_timer);
         w->restart_timer.data = w;
     }
+    char err[600];
+    if (home_tls_use(o->conf, err, sizeof err)) /* its pings speak as the workers */
+        sv_log(&sv, "%s", err);
     sv_live_start(&sv);
     sv_log(&sv, "supervising %zu local worker(s)", sv.n);
     for (size_t i = 0; i < sv.n; i++) {

@@ -245,6 +245,8 @@ int rt_worker_main(int argc, char **argv)
     if (conf_split_address(o.listen, host, sizeof host, &port) != 0)
         return wm_usage_error("--listen: expected host:port or [v6]:port, got '%s'",
                               o.listen);
+    if ((status = wm_tls(&o, host)) >= 0)
+        return status;
     char state_dir[4096], token[CONF_TOKEN_LEN + 1];
     if ((status = prepare(&o, port, state_dir, token, sizeof token)) >= 0)
         return status;

@@ -50,6 +50,14 @@ static const char usage[] =
     "                         every thread the worker starts inherits it\n"
     "      --metrics ADDR     serve Prometheus metrics at http://ADDR/metrics\n"
     "                         (127.0.0.1:9100, [::1]:9100; port 0 picks one)\n"
+    "      --tls-cert FILE    speak TLS on every connection, in and out, showing\n"
+    "                         this certificate (PEM; with --tls-key)\n"
+    "      --tls-key FILE     the certificate's private key (PEM)\n"
+    "      --tls-ca FILE      the CA that signs the cluster's certificates: peers\n"
+    "                         are checked against it, and clients must show a\n"
+    "                         certificate it signed (mutual TLS)\n"
+    "      --insecure         listen on an address other than loopback without\n"
+    "                         TLS, and say nothing about it\n"
     "  -h, --help             this text\n"
     "  -V, --version          ferry's version\n"
     "\n"
@@ -178,6 +186,10 @@ int wm_parse(int argc, char **argv, wm_options *o)
         {"cpus", required_argument, NULL, 'C'},
         {"data-cache-bytes", required_argument, NULL, 'D'},
         {"metrics", required_argument, NULL, 'T'},
+        {"tls-cert", required_argument, NULL, 'B'},
+        {"tls-key", required_argument, NULL, 'K'},
+        {"tls-ca", required_argument, NULL, 'A'},
+        {"insecure", no_argument, NULL, 'I'},
         {"from-env", no_argument, NULL, 'E'},
         {"print", no_argument, NULL, 'J'},
         {"help", no_argument, NULL, 'h'},
@@ -207,6 +219,18 @@ int wm_parse(int argc, char **argv, wm_options *o)
             break;
         case 'p':
             o->port_file = optarg;
+            break;
+        case 'B':
+            o->tls.cert = optarg;
+            break;
+        case 'K':
+            o->tls.key = optarg;
+            break;
+        case 'A':
+            o->tls.ca = optarg;
+            break;
+        case 'I':
+            o->insecure = true;
             break;
         case 'E':
             o->from_env = true;
@@ -242,5 +266,13 @@ static int check(const wm_options *o)
         return -1;
     if (!o->listen)
         return wm_usage_error("%s", "--listen ADDR is required");
+    if ((o->tls.ca || o->tls.key) && !o->tls.cert)
+        return wm_usage_error("%s", "TLS needs the worker's certificate: pass --tls-cert "
+                                    "and --tls-key");
+    if (o->tls.cert && !o->tls.key)
+        return wm_usage_error("%s", "--tls-cert needs --tls-key");
+    if (o->tls.cert && o->insecure)
+        return wm_usage_error("%s", "--insecure and --tls-cert contradict each other: "
+                                    "pass one");
     return -1;
 }

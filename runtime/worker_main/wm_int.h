@@ -4,6 +4,7 @@
  *   options.c   the command line and --help
  *   from_env.c  --from-env: the rank from the launcher that started the worker
  *   signals.c   SIGTERM and SIGINT through a pipe that outlives the worker
+ *   tls.c       TLS on, or the warning for plain text off loopback
  *   process.c   resource limits and CPU binding, set before any thread starts
  *   watchdog.c  the listener's and the executor's watch, and the stop's deadline
  *   join.c      a rank > 0 started by an engine joining rank 0's rendezvous */
@@ -49,6 +50,8 @@ typedef struct wm_options {
     long parent_pid;
     long max_message_bytes;
     long max_module_bytes;
+    rpc_tls_files tls; /* all NULL: plain text */
+    bool insecure;     /* plain text off loopback, without the warning */
     bool from_env, print;
     /* From --from-env: the launcher's world size (0: none) and where it
      * says rank 0 is ("" when it does not). */
@@ -73,6 +76,13 @@ int wm_usage_error(const char *fmt, const char *arg);
  * on, else the exit status (EXIT_OK after --print, EXIT_FAIL when the
  * environment does not say, or contradicts itself). */
 int wm_from_env(wm_options *o, char *const *envp);
+
+/* ---- tls.c ---- */
+
+/* Turns TLS on for every connection (rpc_tls_use), or, listening on `host`
+ * (not loopback) in plain text without --insecure, warns on stderr.
+ * Returns -1 to go on, else the exit status (a file it cannot use: said). */
+int wm_tls(const wm_options *o, const char *host);
 
 /* ---- signals.c ---- */
 

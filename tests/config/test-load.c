@@ -249,7 +249,7 @@ ParameterizedTestParameters(conf_load, every_mistake_names_its_file_and_line)
          "call_timeout_ms, ping_timeout_ms, heartbeat_ms, start_timeout_ms, "
          "shutdown_grace_ms, threads, liveness_timeout_ms, restart_backoff_ms, "
          "restart_backoff_max_ms, max_message_bytes, max_module_bytes, log_max_bytes, "
-         "log_keep, wedge_grace_ms, metrics_port, stall_warn_ms, stall_abort_ms)"},
+         "log_keep, wedge_grace_ms, metrics_port, stall_warn_ms, stall_abort_ms, tls_cert, tls_key, tls_ca, insecure)"},
         {"message limit too small", "[cluster]\nmax_message_bytes = 1000\n", 2,
          "max_message_bytes: expected a number of bytes from 65536 to 2146435072, got "
          "'1000'"},
