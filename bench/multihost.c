@@ -6,6 +6,9 @@
  *              ranks a host each, against Open MPI's over the same links in
  *              the same run, on plain links and with netem (5 ms, 1% loss)
  *              on one rank's link; target >= 1.0x at 16 and 64 MiB
+ *   tls        the same all-reduce of 16 MiB with mutual TLS on every link
+ *              against plain text, alternated: target >= 0.85 (TLS costs
+ *              15% at most)
  *
  * A further figure that needs the hosts is one more row of sections[].
  * JSON lines on stdout, text on stderr; where the hosts cannot be made
@@ -27,6 +30,7 @@ static const struct {
     void (*run)(mhb_ctx *c);
 } sections[] = {
     {"allreduce", mhb_allreduce},
+    {"tls", mhb_tls},
 };
 
 static void usage(FILE *f)
@@ -42,6 +46,9 @@ static void usage(FILE *f)
             "             same links, on plain links and with netem (%s) on\n"
             "             rank %d's link: time_us, algbw, busbw (medians, min/max)\n"
             "             and busbw_vs_openmpi, target >= 1.0 at 16 and 64 MiB\n"
+            "  tls        the same ferry all-reduce of 16 MiB with mutual TLS on every\n"
+            "             link, alternated with plain text: busbw_tls_over_plain,\n"
+            "             target >= 0.85 (TLS costs 15%% at most)\n"
             "Prints one JSON object per line on stdout, progress on stderr.\n"
             "\n"
             "  --quick   1 and 16 MiB, fewer repetitions (CI)\n"

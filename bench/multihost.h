@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#include "allreduce_plan.h"
 #include "mhnet.h"
 
 #define MHB_RANKS    3
@@ -34,7 +35,14 @@ typedef struct mhb_ctx {
 void mhb_target(mhb_ctx *c, const char *metric, double v, double want,
                 const char *params);
 
+/* Half of ferry's repetitions of `plan` on MHB_RANKS ranks, one a host
+ * (allreduce_ranks.h's ar_ferry_half), speaking TLS with the certificates
+ * in `tls_dir` (NULL: plain text). Returns 0, or an error with `err`. */
+int mhb_ferry_half(mhb_ctx *c, const ar_plan *plan, int half, const char *tls_dir,
+                   double secs[AR_MAX_SIZES][AR_MAX_REPS], char *err, size_t len);
+
 /* The sections. */
 void mhb_allreduce(mhb_ctx *c);
+void mhb_tls(mhb_ctx *c);
 
 #endif

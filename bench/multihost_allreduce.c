@@ -147,8 +147,8 @@ static void run_mpi(mhb_ctx *c, const link_kind *l, const ar_plan *plan,
         *why = buf;
 }
 
-static int ferry_half(mhb_ctx *c, const ar_plan *plan, int half,
-                      double secs[AR_MAX_SIZES][AR_MAX_REPS], char *err, size_t len)
+int mhb_ferry_half(mhb_ctx *c, const ar_plan *plan, int half, const char *tls_dir,
+                   double secs[AR_MAX_SIZES][AR_MAX_REPS], char *err, size_t len)
 {
     const char *host[MHB_RANKS];
     int fd[MHB_RANKS];
@@ -166,6 +166,7 @@ static int ferry_half(mhb_ctx *c, const ar_plan *plan, int half,
         .deadline_s = c->quick ? 300 : 900,
         .host = host,
         .netns = fd,
+        .tls_dir = tls_dir,
     };
     if (rc == 0)
         rc = ar_ferry_half(plan, &o, half, secs, err, len);
@@ -191,12 +192,12 @@ static void run_link(mhb_ctx *c, const link_kind *l)
     double mpi[AR_MAX_SIZES];
     const char *mpi_why;
     char mpi_buf[512];
-    if (ferry_half(c, &plan, 0, secs, err, sizeof err) != 0)
+    if (mhb_ferry_half(c, &plan, 0, NULL, secs, err, sizeof err) != 0)
         goto ferry_failed;
     run_mpi(c, l, &plan, mpi, &mpi_why, mpi_buf, sizeof mpi_buf);
     if (mpi_why)
         skip("openmpi", l, mpi_why);
-    if (ferry_half(c, &plan, 1, secs, err, sizeof err) != 0)
+    if (mhb_ferry_half(c, &plan, 1, NULL, secs, err, sizeof err) != 0)
         goto ferry_failed;
     char extra[64];
     snprintf(extra, sizeof extra, "\"link\":\"%s\"", l->name);

@@ -207,7 +207,7 @@ int cli_ship_data(cluster *cl, cluster_train_opts *o, bool quiet);
     "      --token-file F with --rendezvous: the cluster token (default\n"               \
     "                     $FERRY_HOME/token)\n"
 
-/* Takes --rendezvous and --token-file out of argv (before any "--"), for
+/* Takes --rendezvous, --token-file and --tls-* out of argv (before any "--"), for
  * `cmd`. Returns CLI_OK, or CLI_USAGE (printed). */
 int cli_remote_take(int *argc, char **argv, const char *cmd);
 /* Whether --rendezvous was given: cli_running_open goes through rank 0. */

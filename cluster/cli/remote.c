@@ -15,6 +15,7 @@
 #define REMOTE_RETRY_MS 500
 
 static const char *rendezvous, *token_file;
+static const char *tls[3]; /* --tls-cert, --tls-key, --tls-ca */
 
 /* Takes `--NAME VALUE` or `--NAME=VALUE` at argv[*i] into *out. Returns 1
  * when taken (and how many arguments it spans in *span), 0 when argv[*i] is
@@ -44,7 +45,9 @@ int cli_remote_take(int *argc, char **argv, const char *cmd)
     static const struct {
         const char *name;
         const char **out;
-    } opts[] = {{"--rendezvous", &rendezvous}, {"--token-file", &token_file}};
+    } opts[] = {{"--rendezvous", &rendezvous}, {"--token-file", &token_file},
+                {"--tls-cert", &tls[0]},       {"--tls-key", &tls[1]},
+                {"--tls-ca", &tls[2]}};
     int n = *argc;
     for (int i = 1; i < n && strcmp(argv[i], "--") != 0;) {
         int span = 0, got = 0;
@@ -62,8 +65,9 @@ int cli_remote_take(int *argc, char **argv, const char *cmd)
         n -= span;
     }
     *argc = n;
-    if (token_file && !rendezvous) {
-        cli_err(cmd, "--token-file goes with --rendezvous");
+    if ((token_file || tls[0] || tls[1] || tls[2]) && !rendezvous) {
+        cli_err(cmd, "--token-file and --tls-* go with --rendezvous (a cluster of this "
+                     "FERRY_HOME keeps its own)");
         return CLI_USAGE;
     }
     return CLI_OK;
@@ -106,8 +110,13 @@ static int await_world(cluster *rank0, const char *cmd, proto_rendezvous_reply *
         char list[512];
         if (rc == 0 && (missing_ranks(*out, list, sizeof list, &missing), missing == 0))
             return 0;
-        bool absent = rc == FERRY_EUNAVAIL || rc == FERRY_ETIMEDOUT ||
-                      rc == FERRY_ECONNREFUSED || rc == FERRY_ECONNRESET;
+        /* Not listening yet, or not resolvable yet (a pod not yet made),
+         * is waited for; a worker that answered in another tongue (TLS,
+         * or a certificate refused: rpc's explanation names it) is not. */
+        const char *text = cluster_error(rank0);
+        bool tongue = text && (strstr(text, "TLS") || strstr(text, "certificate"));
+        bool absent = !tongue && (rc == FERRY_EUNAVAIL || rc == FERRY_ETIMEDOUT ||
+                                  rc == FERRY_ECONNREFUSED || rc == FERRY_ECONNRESET);
         if (rc && !absent) {
             cli_err(cmd, "the rendezvous at %s: %s", rendezvous, cluster_error(rank0));
             return rc;
@@ -153,18 +162,35 @@ static int list_world(cli_running *r, const proto_rendezvous_reply *rep, const c
     return 0;
 }
 
+/* The TLS files given on the command line, for conf's connections. */
+static int use_tls(conf_cluster *conf)
+{
+    char **to[] = {&conf->tls_cert, &conf->tls_key, &conf->tls_ca};
+    for (int i = 0; i < 3; i++)
+        if (tls[i] && !(*to[i] = strdup(tls[i])))
+            return FERRY_ENOMEM;
+    return 0;
+}
+
 int cli_remote_open(cli_running *r, const home_paths *h, const char *cmd)
 {
     memset(r, 0, sizeof *r);
     conf_defaults(&r->conf);
     conf_cluster one;
     conf_defaults(&one);
+    int trc = use_tls(&r->conf);
+    if (trc == 0)
+        trc = use_tls(&one);
     char err[CONF_ERR_LEN] = "";
     const char *tf = token_file ? token_file : h->token;
     cluster *rank0 = NULL;
     proto_rendezvous_reply *rep = NULL;
-    int rc = conf_token_read(tf, r->token, sizeof r->token, err, sizeof err);
+    int rc = trc;
     if (rc) {
+        cli_err(cmd, "out of memory");
+        goto done;
+    }
+    if ((rc = conf_token_read(tf, r->token, sizeof r->token, err, sizeof err))) {
         cli_err(cmd, "cannot read the cluster token %s: %s (--token-file names it)", tf,
                 err[0] ? err : ferry_strerror(rc));
         goto done;

@@ -18,10 +18,9 @@
 
 #include "tcommon.h"
 
-/* Workers listening on their hosts' addresses in plain text: nothing to
- * add, until a worker warns about that without a flag that says it is
- * meant; the flag goes here. */
-const mhc_flags mhc_plain = {{NULL}, {NULL}};
+/* Workers listening on their hosts' addresses in plain text, as meant: a
+ * worker warns about that without the flag that says so. */
+const mhc_flags mhc_plain = {{"--insecure", NULL}, {NULL}};
 
 mh_net mhc_net;
 

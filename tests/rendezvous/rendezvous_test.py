@@ -17,6 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "params"))
 from ptap import BUILD, FERRY, Tap, run  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 TAP = Tap()
 report = TAP.report
 HELLO = os.path.join(BUILD, "tasks", "hello.so")
@@ -44,7 +45,7 @@ class World:
         self.rendezvous = "127.0.0.1:%d" % self.ports[0]
         self.procs = {}
 
-    def start(self, rank, world_size=None):
+    def start(self, rank, world_size=None, extra=()):
         env = dict(os.environ, FERRY_RANK=str(rank),
                    FERRY_WORLD_SIZE=str(world_size or self.size),
                    FERRY_RENDEZVOUS=self.rendezvous, OPENBLAS_NUM_THREADS="1")
@@ -53,7 +54,7 @@ class World:
         self.procs[rank] = subprocess.Popen(
             [FERRY, "worker", "--from-env", "--listen", "127.0.0.1:%d" % self.ports[rank],
              "--token-file", self.token,
-             "--state-dir", os.path.join(self.home, "state-%d" % rank)],
+             "--state-dir", os.path.join(self.home, "state-%d" % rank), *extra],
             env=env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
@@ -158,8 +159,37 @@ def refusals(home):
         report(r.returncode != 0 and "token" in r.stderr.lower(),
                "a wrong token is refused", r.stderr)
         r = ferry(home, "status", "--token-file", bad)
-        report(r.returncode == 2 and "--token-file goes with --rendezvous" in r.stderr,
-               "--token-file alone is a usage mistake", r.stderr)
+        report(r.returncode == 2 and "--token-file and --tls-* go with --rendezvous" in
+               r.stderr, "--token-file alone is a usage mistake", r.stderr)
+    finally:
+        w.stop()
+
+
+def over_tls(home):
+    """A world whose workers speak TLS: the command finds it through rank 0
+    with the same certificates, and is refused without them."""
+    certs = os.path.join(home, "certs")
+    subprocess.run(["sh", os.path.join(HERE, "..", "tls", "mkcerts.sh"), certs], check=True,
+                   stdout=subprocess.DEVNULL)
+    tls = ["--tls-cert", os.path.join(certs, "server.pem"), "--tls-key",
+           os.path.join(certs, "server.key"), "--tls-ca", os.path.join(certs, "ca.pem")]
+    w = World(os.path.join(home, "tls"), 2, None)
+    os.makedirs(w.home)
+    w.token = make_token(w.home)
+    try:
+        w.start(1, extra=tls)
+        w.start(0, extra=tls)
+        remote = ["--rendezvous", w.rendezvous, "--token-file", w.token]
+        r = ferry(home, "status", *remote, *tls, timeout=120)
+        report(r.returncode == 0 and len(r.stdout.splitlines()) == 3,
+               "a world that speaks TLS is found through rank 0 with its certificates",
+               r.stdout + r.stderr)
+        r = ferry(home, "status", *remote, timeout=120)
+        report(r.returncode != 0 and "TLS" in r.stderr,
+               "without them it is refused, saying the worker speaks TLS", r.stderr[-1500:])
+        r = ferry(home, "shutdown", *remote, *tls, timeout=120)
+        report(r.returncode == 0 and [w.procs[k].wait(30) for k in range(2)] == [0, 0],
+               "and stopped the same way", r.stdout + r.stderr)
     finally:
         w.stop()
 
@@ -169,8 +199,9 @@ def main():
     try:
         late_world(home)
         refusals(home)
+        over_tls(home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
 
-run(TAP, 8, main)
+run(TAP, 11, main)

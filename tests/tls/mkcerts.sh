@@ -1,7 +1,8 @@
 #!/bin/sh
 # Makes the certificates the TLS tests use, in DIR (created):
 #   ca.pem                 the cluster's CA
-#   server.pem/.key        signed by it, for IP:127.0.0.1 and DNS:localhost
+#   server.pem/.key        signed by it, for IP:127.0.0.1 and DNS:localhost, and
+#                          the names SAN adds ("IP:10.77.0.1,IP:10.77.0.2")
 #   client.pem/.key        signed by it, a client's
 #   other-ca.pem           a second CA that signed nothing here
 #   other.pem/.key         signed by other-ca (a server cert the CA does not know)
@@ -13,7 +14,7 @@ dir=$1
 mkdir -p "$dir"
 cd "$dir"
 q() { "$@" >/dev/null 2>&1 || { echo "mkcerts: failed: $*" >&2; "$@"; exit 1; }; }
-printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost%s\n' "${SAN:+,$SAN}" >san.ext
 
 newca() { # NAME CN
     q openssl req -x509 -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.pem" \
