@@ -154,7 +154,10 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
                proto_train_begin_reply **b)
 {
     const cluster_train_opts *o = run->o;
-    if (run->mode != &ct_mode_sync || run->k < 2 || o->max_restarts <= 0)
+    /* A run the stall inspector ended stays ended: its silent worker is
+     * stopped, not lost, and the report is the run's error. */
+    if (run->mode != &ct_mode_sync || run->k < 2 || o->max_restarts <= 0 ||
+        ct_stall_aborted(run))
         return stands(run, rc);
     int k = run->k;
     bool back[k], gone[k];

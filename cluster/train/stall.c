@@ -348,6 +348,11 @@ void ct_stall_stop(ct_run *run)
     run->stall = NULL;
 }
 
+bool ct_stall_aborted(const ct_run *run)
+{
+    return run->stall && run->stall->aborted;
+}
+
 const char *ct_stall_abort_report(ct_run *run)
 {
     ct_stall *st = run->stall;

@@ -175,6 +175,8 @@ void ct_stall_stop(ct_run *run);
 /* The report the run was ended with, once the abort threshold passed,
  * the first time it is asked; NULL otherwise. */
 const char *ct_stall_abort_report(ct_run *run);
+/* Whether the stall inspector ended the run: nothing to recover then. */
+bool ct_stall_aborted(const ct_run *run);
 /* Parses a duration ("500ms", "30s", "2m", "1h", or seconds) into *ms.
  * Returns 0 or FERRY_EINVAL. */
 int ct_stall_parse(const char *text, int64_t *ms);

@@ -20,6 +20,8 @@ static const struct {
     {"Push", PROTO_METHOD_PUSH},
     {"Pull", PROTO_METHOD_PULL},
     {"TrainHold", PROTO_METHOD_TRAIN_HOLD},
+    {"Rendezvous", PROTO_METHOD_RENDEZVOUS},
+    {"PutData", PROTO_METHOD_PUT_DATA},
 };
 #define N_NAMES (sizeof names / sizeof names[0])
 
