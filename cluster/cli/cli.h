@@ -215,8 +215,8 @@ bool cli_remote_given(void);
 /* cli_running_open for --rendezvous: waits until rank 0 answers and every
  * rank has joined (saying what it waits for), then connects to them all. */
 int cli_remote_open(cli_running *r, const home_paths *h, const char *cmd);
-/* `ferry shutdown --rendezvous`: Shutdown to every worker of the world. */
-int cli_remote_shutdown(long grace_ms);
+/* The --rendezvous given (NULL: none). */
+const char *cli_remote_address(void);
 
 /* `ferry status --watch` (watch.c): the table every `interval` seconds until
  * q, SIGINT or SIGTERM. Returns the exit status. */

@@ -78,6 +78,11 @@ bool cli_remote_given(void)
     return rendezvous != NULL;
 }
 
+const char *cli_remote_address(void)
+{
+    return rendezvous;
+}
+
 static void nap_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
@@ -216,21 +221,4 @@ done:
         memset(r->token, 0, sizeof r->token);
     }
     return rc;
-}
-
-int cli_remote_shutdown(long grace_ms)
-{
-    home_paths h;
-    cli_running r;
-    if (cli_home_init(&h, "shutdown") || cli_remote_open(&r, &h, "shutdown"))
-        return CLI_FAIL;
-    size_t n = cluster_size(r.cl);
-    int rc = cluster_shutdown_all(r.cl, (uint32_t)(grace_ms >= 0 ? grace_ms : 5000));
-    if (rc)
-        cli_err("shutdown", "%s", cluster_error(r.cl));
-    else
-        printf("%zu worker(s) stopped (the world of the rendezvous at %s)\n", n,
-               rendezvous);
-    cli_running_close(&r);
-    return rc ? CLI_FAIL : CLI_OK;
 }

@@ -46,6 +46,24 @@ static double supervisor_wait(const home_paths *h, size_t n_local, long grace)
     return n_local || cli_slurm_step_running(h) ? (double)grace + 3000 : 0;
 }
 
+/* `ferry shutdown --rendezvous`: Shutdown to every worker of the world. */
+static int remote_shutdown(long grace_ms)
+{
+    home_paths h;
+    cli_running r;
+    if (cli_home_init(&h, "shutdown") || cli_remote_open(&r, &h, "shutdown"))
+        return CLI_FAIL;
+    size_t n = cluster_size(r.cl);
+    int rc = cluster_shutdown_all(r.cl, (uint32_t)(grace_ms >= 0 ? grace_ms : 5000));
+    if (rc)
+        cli_err("shutdown", "%s", cluster_error(r.cl));
+    else
+        printf("%zu worker(s) stopped (the world of the rendezvous at %s)\n", n,
+               cli_remote_address());
+    cli_running_close(&r);
+    return rc ? CLI_FAIL : CLI_OK;
+}
+
 int cli_shutdown(int argc, char **argv)
 {
     static const struct option opts[] = {{"grace-ms", required_argument, NULL, 'g'},
@@ -74,7 +92,7 @@ int cli_shutdown(int argc, char **argv)
         return CLI_USAGE;
     }
     if (cli_remote_given())
-        return cli_remote_shutdown(grace);
+        return remote_shutdown(grace);
     home_paths h;
     if (cli_home_init(&h, "shutdown"))
         return CLI_FAIL;

@@ -150,6 +150,41 @@ static bool engine_mixed(const start_args *a)
     return true;
 }
 
+/* "-1" is a number given as N, not an option: says so. */
+static bool negative_n(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        long ignored;
+        if (argv[i][0] == '-' && base_parse_long(argv[i], LONG_MIN, -1, &ignored) &&
+            (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '='))) {
+            cli_err("start", "N: expected a number of workers 1..%d, got '%s'",
+                    CONF_MAX_WORKERS, argv[i]);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* N, the operand after the options (optind), and nothing after it. */
+static int parse_n(int argc, char **argv, start_args *a)
+{
+    if (optind < argc && !base_parse_long(argv[optind++], 1, CONF_MAX_WORKERS, &a->n)) {
+        long big;
+        if (base_parse_long(argv[optind - 1], CONF_MAX_WORKERS + 1, LONG_MAX, &big))
+            cli_err("start", "N: %s workers is over the cap: a cluster has at most %d",
+                    argv[optind - 1], CONF_MAX_WORKERS);
+        else
+            cli_err("start", "N: expected a number of workers 1..%d, got '%s'",
+                    CONF_MAX_WORKERS, argv[optind - 1]);
+        return CLI_USAGE;
+    }
+    if (optind < argc) {
+        cli_err("start", "unexpected argument '%s'", argv[optind]);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
 static int parse(int argc, char **argv, start_args *a)
 {
     static const struct option opts[] = {
@@ -176,16 +211,8 @@ static int parse(int argc, char **argv, start_args *a)
                       .timeout_ms = -1,
                       .metrics_port = -1,
                       .attach = -1};
-    /* "-1" is a number given as N, not an option: say so. */
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        long ignored;
-        if (argv[i][0] == '-' && base_parse_long(argv[i], LONG_MIN, -1, &ignored) &&
-            (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '='))) {
-            cli_err("start", "N: expected a number of workers 1..%d, got '%s'",
-                    CONF_MAX_WORKERS, argv[i]);
-            return CLI_USAGE;
-        }
-    }
+    if (negative_n(argc, argv))
+        return CLI_USAGE;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "c:p:l:t:d:h", opts, NULL)) != -1) {
@@ -257,20 +284,8 @@ static int parse(int argc, char **argv, start_args *a)
             return CLI_USAGE;
         }
     }
-    if (optind < argc && !base_parse_long(argv[optind++], 1, CONF_MAX_WORKERS, &a->n)) {
-        long big;
-        if (base_parse_long(argv[optind - 1], CONF_MAX_WORKERS + 1, LONG_MAX, &big))
-            cli_err("start", "N: %s workers is over the cap: a cluster has at most %d",
-                    argv[optind - 1], CONF_MAX_WORKERS);
-        else
-            cli_err("start", "N: expected a number of workers 1..%d, got '%s'",
-                    CONF_MAX_WORKERS, argv[optind - 1]);
+    if (parse_n(argc, argv, a))
         return CLI_USAGE;
-    }
-    if (optind < argc) {
-        cli_err("start", "unexpected argument '%s'", argv[optind]);
-        return CLI_USAGE;
-    }
     if (engine_mixed(a))
         return CLI_USAGE;
     if (a->n < 0 && !a->config && !a->slurm && a->attach < 0) {

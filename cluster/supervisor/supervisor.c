@@ -340,45 +340,37 @@ static int spawn_worker(sv_worker *w)
         sv_log(sv, "worker %d: no pipe for its output: %s", w->rank, ferry_strerror(rc));
         return rc;
     }
-    char *args[] = {(char *)sv->o->exe,
-                    "worker",
-                    "--listen",
-                    listen,
-                    "--rank",
-                    rank,
-                    "--state-dir",
-                    dir,
-                    "--token-file",
-                    (char *)sv->o->token_file,
-                    "--port-file",
-                    port_file,
-                    "--restarts",
-                    restarts,
-                    "--threads",
-                    threads,
-                    "--device",
-                    (char *)sv->o->device,
-                    "--parent-pid",
-                    parent,
-                    "--max-message-bytes",
-                    max_msg,
-                    "--max-module-bytes",
-                    max_mod,
-                    "--wedge-grace-ms",
-                    wedge,
-                    NULL, /* room for --cpus, --metrics, the --tls-* and --insecure */
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL};
-    size_t at = sizeof args / sizeof args[0] - 12;
+    /* Room after the fixed ones for --cpus, --metrics, the --tls-* and
+     * --insecure. */
+    char *args[40] = {(char *)sv->o->exe,
+                      "worker",
+                      "--listen",
+                      listen,
+                      "--rank",
+                      rank,
+                      "--state-dir",
+                      dir,
+                      "--token-file",
+                      (char *)sv->o->token_file,
+                      "--port-file",
+                      port_file,
+                      "--restarts",
+                      restarts,
+                      "--threads",
+                      threads,
+                      "--device",
+                      (char *)sv->o->device,
+                      "--parent-pid",
+                      parent,
+                      "--max-message-bytes",
+                      max_msg,
+                      "--max-module-bytes",
+                      max_mod,
+                      "--wedge-grace-ms",
+                      wedge};
+    size_t at = 0;
+    while (args[at])
+        at++;
     if (worker_cpus(w, cpus, sizeof cpus)) {
         args[at++] = "--cpus";
         args[at++] = cpus;

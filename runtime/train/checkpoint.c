@@ -424,7 +424,7 @@ static int resume(rt_trainer *t, char *err, size_t errlen)
 
 int rt_ckpt_setup(rt_trainer *t, char *err, size_t errlen)
 {
-    if (t->mode == &rt_mode_async) /* its shards' holders write (ckpt_async.c) */
+    if (t->mode->own_checkpoints)
         return 0;
     int rc = t->o.resume && *t->o.resume ? resume(t, err, errlen) : 0;
     if (rc || !t->o.ckpt_dir || !*t->o.ckpt_dir || t->o.rank != 0)

@@ -455,6 +455,7 @@ static int async_params(rt_trainer *t, float *host, bool (*cancelled)(void *), v
 
 const rt_mode rt_mode_async = {
     .step_word = "local step",
+    .own_checkpoints = true,
     /* Async steps have always run op by op; replaying them as graphs waits
      * for a check on a GPU (their pulls rewrite the parameters between
      * replays). */

@@ -79,6 +79,9 @@ struct rt_mode {
     /* Steps may be captured and replayed as device graphs: nothing runs on
      * the host during loss_grad (sync's grad_ready starts all-reduces). */
     bool graphs;
+    /* Writes and resumes its checkpoints itself (async: each shard's
+     * holder, ckpt_async.c) rather than through checkpoint.c's rank 0. */
+    bool own_checkpoints;
     /* Before the gradient buffer is allocated (sync: plans its buckets and
      * lends the model their buffer). NULL: nothing. */
     int (*prepare)(rt_trainer *t, char *err, size_t errlen);
