@@ -308,3 +308,15 @@ bool mhc_has(const char *text, const char *needle)
 {
     return text && strstr(text, needle) != NULL;
 }
+
+void mhc_expect_shutdown(void)
+{
+    mhc_run r;
+    mhc_ferry(&r, 60000, "shutdown", NULL);
+    MHC_EXPECT(&r, 0);
+    cr_assert(mhc_has(r.out, "3 worker(s) stopped"), "%s", r.out);
+    mhc_run_fini(&r);
+    /* Each worker, asked over the network, stops the ordinary way. */
+    for (int w = 0; w < MHC_WORKERS; w++)
+        cr_assert_eq(mhc_worker_exit(w, 30000), 0, "worker %d:\n%s", w, mhc_logs());
+}

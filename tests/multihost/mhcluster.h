@@ -75,6 +75,9 @@ const char *mhc_logs(void);
  * 128 + a signal, or -1 while it still runs. */
 int mhc_worker_exit(int rank, int ms);
 
+/* `ferry shutdown` stops the three workers, and each exits 0. */
+void mhc_expect_shutdown(void);
+
 /* build/tasks/<name>.so (a static buffer per call). */
 const char *mhc_task(const char *name);
 

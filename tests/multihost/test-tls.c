@@ -50,12 +50,7 @@ Test(multihost_tls, sync_training_across_three_hosts_over_mutual_tls)
     cr_assert(mhc_has(r.out, "\"params_identical\":true"), "%s", r.out);
     mhc_run_fini(&r);
 
-    mhc_ferry(&r, 60000, "shutdown", NULL);
-    MHC_EXPECT(&r, 0);
-    cr_assert(mhc_has(r.out, "3 worker(s) stopped"), "%s", r.out);
-    mhc_run_fini(&r);
-    for (int w = 0; w < MHC_WORKERS; w++)
-        cr_assert_eq(mhc_worker_exit(w, 30000), 0, "worker %d:\n%s", w, mhc_logs());
+    mhc_expect_shutdown();
     /* No worker took a plain-text call: each log has no refusal. */
     cr_assert(!mhc_has(mhc_logs(), "Handshake failed"), "%s", mhc_logs());
     tcom_assert_no_leaks();

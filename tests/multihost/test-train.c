@@ -70,13 +70,7 @@ Test(multihost, sync_and_async_training_across_three_hosts_then_status_and_shutd
     expect_trained(&r, "async", 0.75);
     mhc_run_fini(&r);
 
-    mhc_ferry(&r, 60000, "shutdown", NULL);
-    MHC_EXPECT(&r, 0);
-    cr_assert(mhc_has(r.out, "3 worker(s) stopped"), "%s", r.out);
-    mhc_run_fini(&r);
-    /* Each worker, asked over the network, stops the ordinary way. */
-    for (int w = 0; w < MHC_WORKERS; w++)
-        cr_assert_eq(mhc_worker_exit(w, 30000), 0, "worker %d:\n%s", w, mhc_logs());
+    mhc_expect_shutdown();
     mhc_ferry(&r, 60000, "status", NULL);
     cr_assert_eq(r.status, 1, "status after shutdown:\n%s\n%s", r.out, r.err);
     cr_assert(mhc_has(r.err, "no cluster is running"), "%s", r.err);
