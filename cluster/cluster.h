@@ -88,6 +88,9 @@ typedef struct cluster_module {
     char *functions; /* comma-separated, as the workers reported; malloc'd */
     size_t bytes;
     int shipped; /* workers that needed the bytes (the others had them) */
+    /* When cluster_load_module began and ended on this process's monotonic
+     * clock (uv_hrtime), for a run's timeline. */
+    uint64_t load_start_ns, load_end_ns;
 } cluster_module;
 
 /* Ships `len` bytes of module `name` to every worker: first asks each

@@ -132,6 +132,7 @@ int cluster_load_module(cluster *cl, const char *name, const void *bytes, size_t
     if (!cl || !name || !bytes || !len || !out)
         return FERRY_EINVAL;
     memset(out, 0, sizeof *out);
+    uint64_t t0 = uv_hrtime();
     char sha[RT_SHA256_HEX];
     rt_sha256_hex(bytes, len, sha);
 
@@ -168,6 +169,8 @@ int cluster_load_module(cluster *cl, const char *name, const void *bytes, size_t
     free(need);
     if (rc)
         cluster_module_fini(out);
+    out->load_start_ns = t0;
+    out->load_end_ns = uv_hrtime();
     return rc;
 }
 

@@ -42,9 +42,10 @@ enum {
     SEND_TID,
     RECV_TID,
     REDUCE_TID,
+    MODULE_TID,
     BUCKET_TID = 100
 };
-#define FIXED_TIDS 12
+#define FIXED_TIDS 13
 
 typedef struct tl_rank {
     int64_t offset_ns;    /* the worker's clock minus ours, as last measured */
@@ -120,6 +121,24 @@ static void measure_clocks(ct_run *run, ct_timeline *tl, int pings)
     }
 }
 
+/* The module's load on every worker (shipped where it was missing, then
+ * loaded), as this process saw it: one event on each worker's track, from
+ * the first question to the last answer. */
+static void module_load(ct_run *run, ct_timeline *tl, const cluster_module *m)
+{
+    for (int r = 0; r < run->k; r++) {
+        thread_name(tl, r, MODULE_TID, "module load");
+        sep(tl);
+        fprintf(tl->f,
+                "{\"name\":\"module load\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":0,"
+                "\"dur\":%.3f,\"args\":{\"module\":",
+                r, MODULE_TID, (double)(m->load_end_ns - m->load_start_ns) / 1e3);
+        put_str(tl->f, m->name);
+        fprintf(tl->f, ",\"shipped_to\":%d}}", m->shipped);
+        tl->events++;
+    }
+}
+
 int ct_timeline_open(ct_run *run)
 {
     const char *path = run->o->timeline;
@@ -143,7 +162,10 @@ int ct_timeline_open(ct_run *run)
     measure_clocks(run, tl, CLOCK_PINGS);
     for (int r = 0; r < run->k; r++)
         tl->rank[r].first_ns = tl->rank[r].offset_ns;
-    tl->base_ns = uv_hrtime();
+    /* The trace begins where the module's load did, when that is known. */
+    const cluster_module *m = run->m;
+    bool loaded = m && m->load_end_ns > m->load_start_ns;
+    tl->base_ns = loaded ? m->load_start_ns : uv_hrtime();
     tl->first = true;
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", tl->f);
     for (int r = 0; r < run->k; r++) {
@@ -160,6 +182,8 @@ int ct_timeline_open(ct_run *run)
                 "\"tid\":0,\"args\":{\"sort_index\":%d}}",
                 r, r);
     }
+    if (loaded)
+        module_load(run, tl, m);
     return 0;
 }
 

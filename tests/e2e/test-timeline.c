@@ -2,8 +2,9 @@
  * is trace-event JSON with a process per worker and the compute, data,
  * evaluation and bucket tracks, whose bucket waits add up to the run's
  * reported all-reduce share, the all-reduce's chunks sent, received and
- * reduced, the waits on the other rank and the checkpoint writes; an async run's has
- * pushes and pulls; a file that cannot be written is refused before anything trains. */
+ * reduced, the waits on the other rank, the checkpoint writes and the
+ * module's load; an async run's has pushes and pulls; a file that cannot be
+ * written is refused before anything trains. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@ static const char *const kinds[] = {"forward+backward",
                                     "reduce chunk",
                                     "waiting on a rank",
                                     "checkpoint write",
+                                    "module load",
                                     NULL};
 
 static int kind_of(const char *name)
@@ -199,6 +201,9 @@ Test(e2e_timeline, a_sync_run_traces_both_workers_and_its_buckets_add_up)
     }
     cr_assert(s.events[0][11] == 2, "rank 0 wrote %d checkpoints in 2 epochs",
               s.events[0][11]);
+    /* The module's load, first on each worker's timeline. */
+    for (int w = 0; w < 2; w++)
+        cr_assert(s.events[w][12] == 1, "worker %d: %d module loads", w, s.events[w][12]);
     /* The run's all-reduce share is rank 0's wait over its train time. */
     double share = e2e_json_number(r.out, "allreduce_share");
     double train_s = e2e_json_number(r.out, "train_s");
