@@ -29,6 +29,10 @@ static void teardown(void)
 TestSuite(faults_restart, .init = e2e_setup, .fini = teardown, .timeout = 400);
 
 #define EPOCHS  "150"
+/* The elastic run's: enough left, once the run goes on without the worker,
+ * for its supervisor to restart it (after a pause, as for a crash loop)
+ * and for a checkpoint after that to take it back in. */
+#define ELASTIC_EPOCHS "600"
 #define RUN_MS  240000
 #define WORKERS 3
 
@@ -89,7 +93,7 @@ Test(faults_restart, a_worker_that_cannot_come_back_is_left_out_then_taken_back)
     e2e_start(WORKERS);
     char dir[600];
     dir_for("elastic", dir, sizeof dir);
-    pid_t sub = faults_submit("elastic", dir, EPOCHS, "--min-workers", "2", NULL);
+    pid_t sub = faults_submit("elastic", dir, ELASTIC_EPOCHS, "--min-workers", "2", NULL);
     cr_assert(faults_wait_checkpoint(dir, 60000), "no checkpoint");
     /* Its host gone: nothing restarts the worker. */
     stopped_sup = e2e_supervisor_pid();

