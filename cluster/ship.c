@@ -7,36 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "cluster_int.h"
 
 /* A chunk: well under any message limit a cluster may have (64 KiB at
  * least), large enough that a call's fixed cost does not count. */
 #define SHIP_CHUNK_MAX (4u << 20)
-
-static int fd_sha256(int fd, uint64_t size, char hex[RT_SHA256_HEX], void *buf,
-                     size_t buflen)
-{
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int rc = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) ? 0 : FERRY_ENOMEM;
-    for (uint64_t at = 0; rc == 0 && at < size;) {
-        ssize_t n = pread(fd, buf, buflen, (off_t)at);
-        if (n <= 0)
-            rc = n < 0 ? -errno : FERRY_EIO;
-        else if (!EVP_DigestUpdate(md, buf, (size_t)n))
-            rc = FERRY_EIO;
-        at += n > 0 ? (uint64_t)n : 0;
-    }
-    unsigned char d[32];
-    unsigned len = 0;
-    if (rc == 0 && !EVP_DigestFinal_ex(md, d, &len))
-        rc = FERRY_EIO;
-    EVP_MD_CTX_free(md);
-    for (unsigned i = 0; rc == 0 && i < len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    return rc;
-}
 
 /* One PutData to each worker `on` marks (a question when chunk is NULL),
  * waited for; `on` cleared for those that have the file whole after it.
@@ -96,7 +71,7 @@ int cluster_ship_fd(cluster *cl, int fd, uint64_t size, const char *name, char *
     void *buf = malloc(chunk);
     bool *lacks = calloc(cl->n, sizeof *lacks);
     char sha[RT_SHA256_HEX];
-    int rc = buf && lacks ? fd_sha256(fd, size, sha, buf, chunk) : FERRY_ENOMEM;
+    int rc = buf && lacks ? rt_sha256_fd(fd, size, sha) : FERRY_ENOMEM;
     if (rc)
         cl_set_error(cl, "cannot read %s: %s", name, ferry_strerror(rc));
     for (size_t i = 0; rc == 0 && i < cl->n; i++)

@@ -20,8 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "config/config.h"
 #include "runtime_int.h"
 
@@ -157,26 +155,14 @@ static void evict(rt_datacache *c, const char *keep)
     }
 }
 
-/* The hex SHA-256 of the file at `path`. */
-static int file_sha256(const char *path, char hex[RT_SHA256_HEX])
+/* The hex SHA-256 of the `size` bytes of the file at `path`. */
+static int file_sha256(const char *path, uint64_t size, char hex[RT_SHA256_HEX])
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int rc = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) ? 0 : FERRY_ENOMEM;
-    static __thread unsigned char buf[1 << 16];
-    ssize_t n;
-    while (rc == 0 && (n = read(fd, buf, sizeof buf)) > 0)
-        rc = EVP_DigestUpdate(md, buf, (size_t)n) ? 0 : FERRY_EIO;
-    unsigned char d[32];
-    unsigned len = 0;
-    if (rc == 0 && !EVP_DigestFinal_ex(md, d, &len))
-        rc = FERRY_EIO;
-    EVP_MD_CTX_free(md);
+    int rc = rt_sha256_fd(fd, size, hex);
     close(fd);
-    for (unsigned i = 0; rc == 0 && i < len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
     return rc;
 }
 
@@ -256,7 +242,8 @@ static int put_chunk(rt_datacache *c, const proto_put_data_req *in, rpc_msg *req
     if (fsync(fd) != 0)
         rc = base_errf(why, whylen, FERRY_EIO, "cannot sync %s", part);
     close(fd);
-    if (rc == 0 && (rc = file_sha256(part, got)) == 0 && strcmp(got, in->sha256) != 0)
+    if (rc == 0 && (rc = file_sha256(part, in->size, got)) == 0 &&
+        strcmp(got, in->sha256) != 0)
         rc = base_errf(why, whylen, FERRY_EINVAL,
                        "%s arrived with sha256 %s, not the %s it was sent as", in->name,
                        got, in->sha256);

@@ -11,7 +11,7 @@
  *                 the module's own or a built-in one (rt_call_register)
  *   crash.c       crash record: written from a signal handler, read at start
  *   reap.c        the worker as subreaper: nothing a task forks outlives it
- *   sha256.c      SHA-256 of module bytes (OpenSSL's libcrypto)
+ *   sha256.c      SHA-256 of bytes or of a file (OpenSSL's libcrypto)
  *
  * A worker needs no libuv loop: the rpc server's handler pool is the
  * executor. Ping, Stats and Shutdown run inline on the completion-queue
@@ -63,6 +63,11 @@ void rt_cpu_describe(char *buf, size_t len);
 
 /* SHA-256 of `len` bytes as lower-case hex into hex[RT_SHA256_HEX]. */
 void rt_sha256_hex(const void *data, size_t len, char hex[RT_SHA256_HEX]);
+
+/* SHA-256 of the first `size` bytes of `fd` (read with pread: its offset
+ * does not move) as lower-case hex. 0, FERRY_EIO when the file holds fewer
+ * bytes, -errno when a read fails, or FERRY_ENOMEM. */
+int rt_sha256_fd(int fd, uint64_t size, char hex[RT_SHA256_HEX]);
 
 /* A loaded task module. */
 typedef struct rt_module {
