@@ -154,6 +154,11 @@ bool conf_is_loopback(const char *host)
     return false;
 }
 
+bool conf_is_wildcard(const char *host)
+{
+    return host && (!host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0);
+}
+
 /* "[::1]:7100" is an address, "[1-2]:7100" a host list of "1" and "2". */
 static bool bracketed_v6(const char *address)
 {

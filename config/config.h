@@ -163,6 +163,10 @@ char *conf_format_address(char *buf, size_t len, const char *host, int port);
  * without brackets). */
 bool conf_is_loopback(const char *host);
 
+/* True for a host that means "every interface" as conf_split_address()
+ * gives it: "", "0.0.0.0" or "::". Others cannot reach a listener by it. */
+bool conf_is_wildcard(const char *host);
+
 /* ---- host lists ----------------------------------------------------------- */
 
 /* Names, in order; conf_hosts_fini() frees them. */

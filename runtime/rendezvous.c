@@ -40,11 +40,6 @@ void rt_rendezvous_free(rt_rendezvous *rv)
     free(rv);
 }
 
-static bool wildcard(const char *host)
-{
-    return !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
-}
-
 /* The address a joining rank is reached at: as it says, or, when it listens
  * on every interface, the host its call came from ("ipv4:10.1.0.5:41234",
  * "ipv6:[fd00::5]:41234") with the port it gave. */
@@ -54,7 +49,7 @@ static int reach_address(const char *given, const char *peer, char *buf, size_t 
     int port;
     if (conf_split_address(given, host, sizeof host, &port) != 0)
         return FERRY_EINVAL;
-    if (!wildcard(host)) {
+    if (!conf_is_wildcard(host)) {
         conf_format_address(buf, len, host, port);
         return 0;
     }

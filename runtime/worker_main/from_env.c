@@ -16,12 +16,6 @@
 #include "launch/launch.h"
 #include "wm_int.h"
 
-/* A wildcard listens everywhere: others reach this host by its name. */
-static bool wildcard(const char *host)
-{
-    return !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
-}
-
 /* Sets o->state_dir and o->port_file under FERRY_HOME (unless given) and
  * writes the host record. Returns -1 to go on, else the exit status. */
 static int record(wm_options *o, int rank)
@@ -33,7 +27,8 @@ static int record(wm_options *o, int rank)
         return -1;
     if (conf_split_address(o->listen, host, sizeof host, &port) != 0)
         return -1; /* rt_worker_main says what is wrong with it */
-    if (wildcard(host) && gethostname(host, sizeof host) != 0)
+    /* A wildcard listens everywhere: others reach this host by its name. */
+    if (conf_is_wildcard(host) && gethostname(host, sizeof host) != 0)
         return -1;
     snprintf(rel, sizeof rel, "workers/%d", rank);
     if (conf_home_path(dir, sizeof dir, home, rel) || conf_mkdirs(dir, 0700)) {
