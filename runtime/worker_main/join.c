@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <ferry/ferry.h>
 
@@ -51,15 +50,6 @@ static int join_once(rpc_channel *ch, const wm_join *j, int *joined, char *err,
     return rc;
 }
 
-static bool nap(wm_join *j, int ms)
-{
-    for (int slept = 0; slept < ms && !atomic_load(&j->quit); slept += 100) {
-        struct timespec ts = {.tv_nsec = 100 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    return !atomic_load(&j->quit);
-}
-
 /* Whether an error is rank 0 not there yet (retried) rather than rank 0
  * refusing this rank (final). */
 static bool not_there_yet(int rc)
@@ -91,7 +81,7 @@ static void join_loop(wm_join *j, rpc_channel *ch)
             rt_worker_stop(j->w);
             return;
         }
-        if (!nap(j, JOIN_RETRY_MS))
+        if (!wm_nap(&j->quit, JOIN_RETRY_MS))
             return;
         waited += JOIN_RETRY_MS + JOIN_CALL_MS * (rc == FERRY_ETIMEDOUT);
     }

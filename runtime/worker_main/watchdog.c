@@ -43,20 +43,11 @@ static void check_slots(wm_watch *wt)
     _exit(EXIT_WEDGED);
 }
 
-static bool nap(wm_watch *wt, int ms)
-{
-    for (int slept = 0; slept < ms && !atomic_load(&wt->quit); slept += 100) {
-        struct timespec ts = {.tv_nsec = 100 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    return !atomic_load(&wt->quit);
-}
-
 static void *listener_watch(void *arg)
 {
     wm_watch *wt = arg;
     int failures = 0;
-    while (nap(wt, PROBE_EVERY_MS)) {
+    while (wm_nap(&wt->quit, PROBE_EVERY_MS)) {
         check_slots(wt);
         int rc = rpc_server_probe(wt->w->srv, PROBE_TIMEOUT_MS);
         if (rc == 0)

@@ -7,7 +7,8 @@
  *   tls.c       TLS on, or the warning for plain text off loopback
  *   process.c   resource limits and CPU binding, set before any thread starts
  *   watchdog.c  the listener's and the executor's watch, and the stop's deadline
- *   join.c      a rank > 0 started by an engine joining rank 0's rendezvous */
+ *   join.c      a rank > 0 started by an engine joining rank 0's rendezvous
+ *   nap.c       a thread's wait that a stop cuts short */
 #ifndef FERRY_RUNTIME_WM_INT_H
 #define FERRY_RUNTIME_WM_INT_H
 
@@ -148,5 +149,11 @@ typedef struct wm_join {
 int wm_join_start(wm_join *j);
 /* Stops and joins the thread. Returns false when the join failed. */
 bool wm_join_stop(wm_join *j);
+
+/* ---- nap.c ---- */
+
+/* Sleeps about `ms` (in slices of 100 ms) unless *quit is set first.
+ * Returns false when *quit is set: the caller's thread is to end. */
+bool wm_nap(atomic_bool *quit, int ms);
 
 #endif
