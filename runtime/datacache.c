@@ -118,41 +118,83 @@ static void remove_entry(const char *dir)
     rmdir(dir);
 }
 
+/* An entry of the cache as the eviction sees it. */
+typedef struct cache_entry {
+    char name[65]; /* the digest */
+    struct timespec used;
+    uint64_t bytes;
+} cache_entry;
+
+static int by_use(const void *a, const void *b)
+{
+    const struct timespec *x = &((const cache_entry *)a)->used;
+    const struct timespec *y = &((const cache_entry *)b)->used;
+    if (x->tv_sec != y->tv_sec)
+        return x->tv_sec < y->tv_sec ? -1 : 1;
+    return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+/* The cache's entries and the bytes they hold, in one pass. Returns a
+ * malloc'd array (NULL when there is none or memory ran out). */
+static cache_entry *scan(rt_datacache *c, size_t *n, uint64_t *total)
+{
+    *n = 0;
+    *total = 0;
+    DIR *d = opendir(c->dir);
+    if (!d)
+        return NULL;
+    cache_entry *all = NULL;
+    size_t cap = 0;
+    char path[PATH_BUF];
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d))) {
+        if (!is_sha256_hex(e->d_name))
+            continue;
+        join(path, c->dir, e->d_name);
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (*n == cap) {
+            size_t grown = cap ? 2 * cap : 16;
+            cache_entry *more = realloc(all, grown * sizeof *all);
+            if (!more) {
+                /* Counted, if not a candidate: the cap still holds. */
+                *total += entry_bytes(path);
+                continue;
+            }
+            all = more;
+            cap = grown;
+        }
+        cache_entry *ce = &all[(*n)++];
+        memcpy(ce->name, e->d_name, sizeof ce->name);
+        ce->used = st.st_mtim;
+        ce->bytes = entry_bytes(path);
+        *total += ce->bytes;
+    }
+    closedir(d);
+    return all;
+}
+
 /* Removes the least recently used entries but `keep` until the cache holds
  * at most its cap. Under c->lock. */
 static void evict(rt_datacache *c, const char *keep)
 {
-    for (;;) {
-        DIR *d = opendir(c->dir);
-        if (!d)
-            return;
-        uint64_t total = 0;
-        struct timespec oldest = {0};
-        char victim[PATH_BUF] = "", path[PATH_BUF];
-        struct dirent *e;
-        struct stat st;
-        while ((e = readdir(d))) {
-            if (!is_sha256_hex(e->d_name))
-                continue;
-            join(path, c->dir, e->d_name);
-            if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-                continue;
-            total += entry_bytes(path);
-            bool older = st.st_mtim.tv_sec < oldest.tv_sec ||
-                         (st.st_mtim.tv_sec == oldest.tv_sec &&
-                          st.st_mtim.tv_nsec < oldest.tv_nsec);
-            if (strcmp(e->d_name, keep) != 0 && (!victim[0] || older)) {
-                snprintf(victim, sizeof victim, "%s", path);
-                oldest = st.st_mtim;
-            }
-        }
-        closedir(d);
-        if (total <= c->cap || !victim[0])
-            return;
+    size_t n;
+    uint64_t total;
+    cache_entry *all = scan(c, &n, &total);
+    if (n && total > c->cap)
+        qsort(all, n, sizeof *all, by_use);
+    char path[PATH_BUF];
+    for (size_t i = 0; i < n && total > c->cap; i++) {
+        if (strcmp(all[i].name, keep) == 0)
+            continue;
+        join(path, c->dir, all[i].name);
         fprintf(stderr, "ferry worker: data cache over %llu bytes: evicting %s\n",
-                (unsigned long long)c->cap, victim);
-        remove_entry(victim);
+                (unsigned long long)c->cap, path);
+        remove_entry(path);
+        total -= all[i].bytes;
     }
+    free(all);
 }
 
 /* The hex SHA-256 of the `size` bytes of the file at `path`. */

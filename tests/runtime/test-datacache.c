@@ -3,7 +3,7 @@
  * about a file the worker holds says so, chunks out of order and bytes
  * whose digest is not the one they were sent as are refused (nothing half
  * kept), a file over the cap is refused, and the least recently used go
- * first once the cap is passed. */
+ * first once the cap is passed, as many as the cap needs. */
 #include "rth.h"
 
 #include <string.h>
@@ -154,4 +154,32 @@ RTH_TEST(rt_data, past_the_cap_the_least_recently_used_go_first)
     cr_expect(kept(sha[0], "f.bin"), "the file used last but one was evicted");
     cr_expect(!kept(sha[1], "f.bin"), "the least recently used file was kept");
     cr_expect(kept(sha[2], "f.bin"), "the file just put was evicted");
+}
+
+RTH_TEST(rt_data, one_file_past_the_cap_evicts_several_least_recently_used_first)
+{
+    start(MIB);
+    enum { N = 4 };
+    /* Three small files, the first used again last; then one large enough
+     * that two of the others must go for it, but not the one used. */
+    static const size_t len[N] = {250000, 250000, 250000, 600000};
+    char sha[N][RT_SHA256_HEX], err[512] = "";
+    for (int i = 0; i < N; i++) {
+        if (i == N - 1) {
+            proto_put_data_reply *r = NULL;
+            cr_assert(put(sha[0], "f.bin", NULL, len[0], 0, 0, &r, err, sizeof err) == 0);
+            cr_expect(r->have);
+            proto_free(r);
+            usleep(20000);
+        }
+        char *b = bytes_of(len[i], (unsigned)(20 + i), sha[i]);
+        cr_assert(put(sha[i], "f.bin", b, len[i], 0, len[i], NULL, err, sizeof err) == 0,
+                  "%s", err);
+        free(b);
+        usleep(20000);
+    }
+    cr_expect(kept(sha[0], "f.bin"), "the file used most recently but one was evicted");
+    cr_expect(!kept(sha[1], "f.bin"), "the least recently used file was kept");
+    cr_expect(!kept(sha[2], "f.bin"), "the next least recently used file was kept");
+    cr_expect(kept(sha[3], "f.bin"), "the file just put was evicted");
 }
