@@ -274,21 +274,19 @@ int runs_find(const char *home_dir, const char *name, char *dir, size_t len, cha
     size_t n;
     if (runs_ids(home_dir, &ids, &n) != 0)
         return base_errf(err, errlen, FERRY_ENOMEM, "no memory");
-    const char *found = NULL;
-    int matches = 0;
-    if (strcmp(name, "last") == 0 && n) {
-        found = ids[n - 1];
-        matches = 1;
-    }
-    for (size_t i = 0; !found && i < n; i++)
+    const char *found = strcmp(name, "last") == 0 && n ? ids[n - 1] : NULL;
+    const char *begun = NULL; /* the first id `name` begins */
+    int matches = 0;          /* how many it begins */
+    size_t name_len = strlen(name);
+    /* An id that is `name` whole wins over any it merely begins. */
+    for (size_t i = 0; !found && i < n; i++) {
         if (strcmp(ids[i], name) == 0)
-            found = ids[i], matches = 1;
-    for (size_t i = 0; !found && matches < 2 && i < n; i++)
-        if (strncmp(ids[i], name, strlen(name)) == 0)
-            matches++;
-    for (size_t i = 0; !found && matches == 1 && i < n; i++)
-        if (strncmp(ids[i], name, strlen(name)) == 0)
             found = ids[i];
+        else if (strncmp(ids[i], name, name_len) == 0 && !matches++)
+            begun = ids[i];
+    }
+    if (!found && matches == 1)
+        found = begun;
     int rc = 0;
     if (found)
         snprintf(dir, len, "%s/runs/%s", home_dir, found);
