@@ -109,8 +109,8 @@ void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *targe
  * lost worker is then not waited for. */
 bool cli_shutdown_since(int64_t since_ms);
 
-int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
-              const cluster_train_opts *o);
+int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
+              const char *module, const char *task, const cluster_train_opts *o);
 
 /* --init-from: the file `o` names read into *f (zeroed when none), or
  * FERRY_E* with the error printed. Free it with params_file_free(). */
@@ -143,10 +143,10 @@ void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf
  * once something failed goes before what the failure looked like. */
 void cli_err_preface(void (*fn)(void *), void *arg);
 
-/* Parses --json and --help, the options `status` and `submit` share, in
- * argv[0..argc). Returns 0 (optind is then the first operand), -1 after
- * printing `usage` for --help (exit 0), or CLI_USAGE after printing it to
- * stderr for anything else. */
+/* Parses --json and --help, all `runs` takes (status adds --watch and
+ * --interval, so parses its own), in argv[0..argc). Returns 0 (optind is
+ * then the first operand), -1 after printing `usage` for --help (exit 0),
+ * or CLI_USAGE after printing it to stderr for anything else. */
 int cli_parse_json_flag(int argc, char **argv, const char *usage, bool *json);
 
 /* ---- module files (modfile.c) ---------------------------------------------- */

@@ -365,8 +365,9 @@ static int train_here(submitting *s)
         if (s->topts.ship_data && cli_ship_data(r.cl, &s->topts, s->quiet))
             status = CLI_FAIL;
         else
-            status = cli_train(r.cl, &m, s->shown, s->info.task, &s->topts) ? CLI_FAIL
-                                                                            : CLI_OK;
+            status = cli_train(r.cl, &s->h, &m, s->shown, s->info.task, &s->topts)
+                         ? CLI_FAIL
+                         : CLI_OK;
     }
     cluster_module_fini(&m);
     if (r.cl && status != CLI_OK)

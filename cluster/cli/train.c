@@ -277,12 +277,11 @@ static void print_json(const cluster_train_opts *o, const char *module, const ch
 
 /* Every run is recorded for `ferry runs` and `ferry plot`; one that cannot
  * be still trains, and says so. */
-static void open_record(teller *t, const char *module, const char *task)
+static void open_record(teller *t, const home_paths *h, const char *module,
+                        const char *task)
 {
-    home_paths h;
     char err[512] = "";
-    if (cli_home_init(&h, "submit") != 0 ||
-        runs_open(h.dir, module, task, t->o, &t->record, err, sizeof err) != 0)
+    if (runs_open(h->dir, module, task, t->o, &t->record, err, sizeof err) != 0)
         fprintf(stderr, "ferry submit: this run is not recorded%s%s\n",
                 err[0] ? ": " : "", err);
     else {
@@ -330,8 +329,8 @@ static void say_where_on_interrupt(const char *module, const cluster_train_opts 
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int cli_train(cluster *cl, const cluster_module *m, const char *module, const char *task,
-              const cluster_train_opts *o)
+int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
+              const char *module, const char *task, const cluster_train_opts *o)
 {
     /* With --json, stdout holds the one JSON object; progress goes to stderr. */
     teller t = {.o = o,
@@ -354,7 +353,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
     cluster_train_opts ro = *o;
     ro.init = init.t.n ? &init.t : NULL;
     ro.with_params = o->save && o->save[0];
-    open_record(&t, module, task);
+    open_record(&t, h, module, task);
     cluster_train_result res;
     say_where_on_interrupt(module, o, true);
     t.bar = cli_progress_create(t.progress, o->epochs);
