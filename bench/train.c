@@ -48,9 +48,10 @@
 #define BENCH_DDP_SCRIPT "bench/train_ddp.py"
 #endif
 
-/* The targets. */
-#define TARGET_VS_PYTORCH   1.4
-#define TARGET_VS_LIMIT     0.75
+/* The issue's targets (the layer list against the hand-written models,
+ * 0.97 and 0.95, are train_nn.c's). */
+#define TARGET_VS_PYTORCH   1.2
+#define TARGET_VS_LIMIT     0.95
 #define TARGET_MLP_ACCURACY 0.88
 #define TARGET_CNN_ACCURACY 0.90
 #define TARGET_EPOCHS       5
