@@ -192,6 +192,19 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
     c->epochs = epochs;
 }
 
+/* --epochs when given, else the mode's default for a quick or a full run. */
+static int epochs_or(const bench_cfg *c, int quick, int full)
+{
+    return c->epochs ? c->epochs : c->quick ? quick : full;
+}
+
+/* The last line of a run: its mode, the targets missed, the time taken. */
+static void say_missed(const char *mode, int missed, uint64_t t_start)
+{
+    bench_log("bench/train%s: %d target(s) missed; %.1f s", mode, missed,
+              (double)(bench_now_ns() - t_start) * 1e-9);
+}
+
 /* build/bench/train -> build/REL */
 static void build_path(char *out, const char *rel)
 {
@@ -394,9 +407,7 @@ int main(int argc, char **argv)
             build_path(script, "bench/train_torch_gpu.py");
         bench_gpu_cfg g = {
             .quick = c.quick,
-            .epochs = c.epochs  ? c.epochs
-                      : c.quick ? 1
-                                : TARGET_EPOCHS,
+            .epochs = epochs_or(&c, 1, TARGET_EPOCHS),
             .device = c.device,
             .mlp_so = c.mlp_so,
             .cnn_so = c.cnn_so,
@@ -405,8 +416,9 @@ int main(int argc, char **argv)
             .torch_on = c.torch_on,
         };
         int n = bench_train_gpu(&g);
-        bench_log("bench/train --device %s: %d target(s) missed; %.1f s", c.device, n,
-                  (double)(bench_now_ns() - t_start) * 1e-9);
+        char mode[300];
+        snprintf(mode, sizeof mode, " --device %s", c.device);
+        say_missed(mode, n, t_start);
         return 0;
     }
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -419,37 +431,30 @@ int main(int argc, char **argv)
             bench_train_timeline(&(bench_tl_cfg){.quick = c.quick, .mlp_so = c.mlp_so});
         int e2e = bench_train_observe(c.ferry_bin, c.mlp_so, c.quick);
         n = n < 0 || e2e < 0 ? -1 : n + e2e;
-        bench_log("bench/train --timeline: %d target(s) missed; %.1f s", n,
-                  (double)(bench_now_ns() - t_start) * 1e-9);
+        say_missed(" --timeline", n, t_start);
         return n < 0;
     }
     if (c.nn_only) {
         int n = bench_train_nn(&nc);
-        bench_log("bench/train --nn: %d target(s) missed; %.1f s", n,
-                  (double)(bench_now_ns() - t_start) * 1e-9);
+        say_missed(" --nn", n, t_start);
         return 0;
     }
     if (c.async) {
         bench_async_cfg a = {
             .quick = c.quick,
-            .epochs = c.epochs  ? c.epochs
-                      : c.quick ? 1
-                                : 3,
+            .epochs = epochs_or(&c, 1, 3),
             .period_ms = c.period_ms,
             .ferry = c.ferry_bin,
             .mlp_so = c.mlp_so,
         };
         int n = bench_train_async(&a);
-        bench_log("bench/train --async: %d target(s) missed; %.1f s", n,
-                  (double)(bench_now_ns() - t_start) * 1e-9);
+        say_missed(" --async", n, t_start);
         return 0;
     }
     if (c.sync) {
         bench_sync_cfg s = {
             .quick = c.quick,
-            .epochs = c.epochs  ? c.epochs
-                      : c.quick ? 2
-                                : TARGET_EPOCHS,
+            .epochs = epochs_or(&c, 2, TARGET_EPOCHS),
             .ferry = c.ferry_bin,
             .mlp_so = c.mlp_so,
             .python = c.python,
@@ -457,8 +462,7 @@ int main(int argc, char **argv)
             .ddp_on = c.torch_on,
         };
         int n = bench_train_sync(&s);
-        bench_log("bench/train --sync: %d target(s) missed; %.1f s", n,
-                  (double)(bench_now_ns() - t_start) * 1e-9);
+        say_missed(" --sync", n, t_start);
         return 0;
     }
 
@@ -548,7 +552,6 @@ int main(int argc, char **argv)
             bench_emit("test_accuracy", cnn_acc, "fraction", NULL, "%s", p);
     }
     bench_blas_destroy(limit.b);
-    bench_log("bench/train: %d target(s) missed; %.1f s", missed,
-              (double)(bench_now_ns() - t_start) * 1e-9);
+    say_missed("", missed, t_start);
     return 0;
 }
