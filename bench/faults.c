@@ -7,10 +7,11 @@
  *              checkpoint it went back to, at the step time measured
  *              before the kill), the part the target bounds
  *   checkpoint two trainers of tasks/mlp in this process, the same options
- *              but one writing a checkpoint at each epoch's end: the cost
- *              of one write (the median difference of their epochs), and
- *              its share of the step time when written each epoch of
- *              Fashion-MNIST (469 steps) and every 100 steps
+ *              but one writing a checkpoint at each epoch's end, in
+ *              alternating rounds (faults_ckpt.c): the cost of one write,
+ *              and its share of the step time when written each epoch of
+ *              Fashion-MNIST (469 steps) and every 100 steps, as medians
+ *              with their spread, on the wall clock and in CPU time
  *
  * Runs build/ferry under a temporary FERRY_HOME. JSON lines on stdout,
  * text on stderr. */
@@ -27,20 +28,14 @@
 
 #include <ferry/error.h>
 
-#include "runtime/device/device.h"
-#include "runtime/runtime.h"
-#include "runtime/train/train.h"
+#include "faults_ckpt.h"
 #include "stats.h"
 
 #define TARGET_RECOVERY_S 2.0
-#define TARGET_CKPT_SHARE 0.03
 #define CKPT_EVERY        "100"
 #define WORKERS           "3"
 #define RECOVERY_REPS     5
 #define QUICK_REPS        2
-#define CKPT_ROUNDS       24
-#define QUICK_CKPT_ROUNDS 6
-#define SHORT_SAMPLES     6400 /* 50 steps of 128: an epoch for each round */
 #define LINE_WAIT_MS      120000
 
 static char ferry_bin[4096], linreg_so[4096], mlp_so[4096], home[256];
@@ -226,118 +221,6 @@ static int bench_recovery(bool quick)
     return met ? 0 : 1;
 }
 
-/* ---- checkpoint cost ----------------------------------------------------------- */
-
-/* One epoch's wall time (evaluation and the epoch's checkpoint included),
- * in ms; negative on failure. */
-static double epoch_ms(rt_trainer *t)
-{
-    rt_epoch_stats st;
-    char err[512] = "";
-    uint64_t t0 = bench_now_ns();
-    if (rt_trainer_epoch(t, &st, NULL, NULL, err, sizeof err)) {
-        bench_log("faults: %s", err);
-        return -1;
-    }
-    return (double)(bench_now_ns() - t0) / 1e6;
-}
-
-/* Two trainers on short epochs, one writing a checkpoint at each epoch's
- * end: a checkpoint's cost is the median over the rounds of the
- * difference between the two sides' epochs (each round runs both, the
- * order turned), which a machine shared with other work disturbs far less
- * than the ratio of two epochs would; the share of a step at an interval
- * follows from it and the step time without. */
-static int ckpt_rounds(const ferry_model_t *m, ferry_device_t *dev, bool quick)
-{
-    char err[512] = "", dir[512];
-    rt_dataset full[2] = {0}, view[2];
-    int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++)
-        rc = rt_fmnist_load(NULL, i == 0, &full[i], err, sizeof err);
-    if (rc) {
-        bench_log("faults: %s", err);
-        return -1;
-    }
-    view[0] = full[0];
-    view[1] = full[1];
-    view[0].n = SHORT_SAMPLES < full[0].n ? SHORT_SAMPLES : full[0].n;
-    view[1].n = 256;
-    snprintf(dir, sizeof dir, "%s/ckpt-bench", home);
-    rt_trainer *t[2] = {NULL, NULL}; /* without, with */
-    for (int i = 0; i < 2 && rc == 0; i++) {
-        rt_train_opts to = {.batch = 128,
-                            .optim = {.kind = RT_OPT_SGD, .lr = 0.05f, .momentum = 0.9f},
-                            .seed = 1,
-                            .world = 1,
-                            .train_set = &view[0],
-                            .test_set = &view[1],
-                            .ckpt_dir = i ? dir : NULL,
-                            .ckpt_model = "mlp"};
-        if ((rc = rt_trainer_create(m, dev, &to, &t[i], err, sizeof err)))
-            bench_log("faults: cannot create the trainer: %s", err);
-    }
-    int rounds = quick ? QUICK_CKPT_ROUNDS : CKPT_ROUNDS;
-    double ms[2][CKPT_ROUNDS], cost[CKPT_ROUNDS];
-    for (int i = 0; i < 2 && rc == 0; i++)
-        if (epoch_ms(t[i]) < 0) /* warm: pages, caches, BLAS buffers */
-            rc = -1;
-    for (int r = 0; r < rounds && rc == 0; r++) {
-        for (int k = 0; k < 2 && rc == 0; k++) {
-            int i = (r + k) % 2;
-            if ((ms[i][r] = epoch_ms(t[i])) < 0)
-                rc = -1;
-        }
-        if (rc == 0)
-            cost[r] = ms[1][r] - ms[0][r];
-    }
-    int missed = -1;
-    if (rc == 0) {
-        size_t steps = rt_trainer_steps(t[0]);
-        size_t full_steps = (full[0].n + 127) / 128;
-        bench_summary c = bench_summarize(cost, (size_t)rounds);
-        bench_summary w = bench_summarize(ms[0], (size_t)rounds);
-        double step = w.median / (double)steps;
-        bench_emit("checkpoint_write_ms", c.median, "ms", &c,
-                   "\"model\":\"mlp\",\"of\":\"epoch with one less epoch without\"");
-        bench_emit("step_ms_without_checkpoints", step, "ms", NULL,
-                   "\"model\":\"mlp\",\"batch\":128,\"steps\":%zu", steps);
-        double each_epoch = c.median / (step * (double)full_steps);
-        double every = c.median / (step * 100);
-        missed = each_epoch > TARGET_CKPT_SHARE;
-        bench_emit("checkpoint_share_each_epoch", each_epoch, "fraction", NULL,
-                   "\"of\":\"step time\",\"steps_between\":%zu,\"target_max\":%.2f,"
-                   "\"met\":%s,\"model\":\"mlp\"",
-                   full_steps, TARGET_CKPT_SHARE, missed ? "false" : "true");
-        bench_emit("checkpoint_share_every_100_steps", every, "fraction", NULL,
-                   "\"of\":\"step time\",\"steps_between\":100,\"model\":\"mlp\"");
-    }
-    for (int i = 0; i < 2; i++)
-        rt_trainer_destroy(t[i]);
-    rt_dataset_free(&full[0]);
-    rt_dataset_free(&full[1]);
-    return missed;
-}
-
-static int bench_ckpt(bool quick)
-{
-    char err[512] = "";
-    rt_module mod;
-    if (rt_module_open(&mod, mlp_so, mlp_so, err, sizeof err)) {
-        bench_log("faults: %s (build it first)", err);
-        return -1;
-    }
-    ferry_device_t *dev = NULL;
-    int rc = -1;
-    if (rt_device_open("cpu", &dev, err, sizeof err))
-        bench_log("faults: %s", err);
-    else
-        rc = ckpt_rounds(mod.task->model, dev, quick);
-    rt_device_close(dev);
-    rt_module_close(&mod);
-    return rc;
-}
-
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
     (void)st, (void)flag, (void)f;
@@ -362,7 +245,7 @@ int main(int argc, char **argv)
         bench_die("mkdtemp: %s", strerror(errno));
     setenv("FERRY_HOME", home, 1);
     int a = bench_recovery(quick);
-    int b = bench_ckpt(quick);
+    int b = bench_ckpt(mlp_so, home, quick);
     nftw(home, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return a < 0 || b < 0 ? 1 : 0;
 }
