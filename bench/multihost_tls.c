@@ -10,6 +10,7 @@
 
 #include "allreduce_ranks.h"
 #include "multihost.h"
+#include "multihost_tls_floor.h"
 #include "stats.h"
 
 #ifndef BENCH_MKCERTS
@@ -66,4 +67,5 @@ void mhb_tls(mhb_ctx *c)
     char params[96];
     snprintf(params, sizeof params, "\"ranks\":%d,\"bytes\":%zu", MHB_RANKS, 16 * MiB);
     mhb_target(c, "busbw_tls_over_plain", t / p, TARGET_TLS_RATIO, params);
+    mhb_tls_floor(MHB_RANKS, 16 * MiB, p, t / p);
 }
