@@ -4,10 +4,19 @@
 
 #include <stddef.h>
 
-/* Measures sealing and opening 16 KiB TLS records through OpenSSL and
- * prints, against a plain all-reduce of `bytes` on `ranks` ranks that made
- * `plain_busbw` GB/s, the best TLS/plain ratio the cipher alone would
- * allow on this machine's cores, beside the `tls_over_plain` measured. */
-void mhb_tls_floor(int ranks, size_t bytes, double plain_busbw, double tls_over_plain);
+/* One run of the TLS section: the same all-reduce, plain and over TLS. */
+typedef struct mhb_tls_run {
+    int ranks;
+    size_t bytes;
+    int allreduces;                 /* a side's, warm-ups included */
+    double plain_busbw, tls_busbw;  /* GB/s, medians */
+    double plain_cpu_s, tls_cpu_s;  /* the ranks' CPU time, a side, setup included */
+} mhb_tls_run;
+
+/* Measures sealing and opening 16 KiB TLS records through OpenSSL, and
+ * prints, beside the run's own CPU time a side, the best TLS/plain ratio
+ * the cipher alone would allow and the share of TLS's added CPU time the
+ * cipher explains. */
+void mhb_tls_floor(const mhb_tls_run *run);
 
 #endif
