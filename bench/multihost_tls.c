@@ -2,7 +2,8 @@
  * 16 MiB on the hosts' plain links, with mutual TLS on every connection
  * (certificates naming the hosts' addresses, made by tests/tls/mkcerts.sh)
  * and without, a quarter of the repetitions at a time, alternated, so that
- * a machine that speeds up or slows down moves both sides. */
+ * a machine that speeds up or slows down moves both sides; then each side's
+ * CPU time and the cipher's floor under TLS's cost (multihost_tls_floor.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,8 @@ void mhb_tls(mhb_ctx *c)
     ar_plan plan = {.n = 1, .step = {{16 * MiB, reps, 1}}};
     static double plain[AR_MAX_SIZES][AR_MAX_REPS], tls[AR_MAX_SIZES][AR_MAX_REPS];
     /* Each half's warm-ups count among the all-reduces. */
-    mhb_tls_run run = {.ranks = MHB_RANKS, .bytes = 16 * MiB, .allreduces = reps + 2 * AR_WARMUP};
+    mhb_tls_run run = {
+        .ranks = MHB_RANKS, .bytes = 16 * MiB, .allreduces = reps + 2 * AR_WARMUP};
     for (int half = 0; half < 2; half++) {
         double t0 = children_cpu_s();
         int rc = mhb_ferry_half(c, &plan, half, NULL, plain, err, sizeof err);

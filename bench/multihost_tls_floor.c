@@ -91,12 +91,14 @@ void mhb_tls_floor(const mhb_tls_run *run)
     /* CPU time an all-reduce, each side: the hosts share this machine's
      * cores and keep them busy, so CPU time, not waiting, sets the pace,
      * and it moves less than wall time when other work shares them. */
-    double plain = run->plain_cpu_s / run->allreduces, tls = run->tls_cpu_s / run->allreduces;
+    double plain = run->plain_cpu_s / run->allreduces,
+           tls = run->tls_cpu_s / run->allreduces;
     double sealed = 2.0 * (run->ranks - 1) * (double)run->bytes; /* bytes, all ranks */
     char p[160];
     snprintf(p, sizeof p, "\"ranks\":%d,\"bytes\":%zu,\"allreduces\":%d", run->ranks,
              run->bytes, run->allreduces);
-    bench_emit("cpu_ms_per_allreduce", plain * 1e3, "ms", NULL, "%s,\"link\":\"plain\"", p);
+    bench_emit("cpu_ms_per_allreduce", plain * 1e3, "ms", NULL, "%s,\"link\":\"plain\"",
+               p);
     bench_emit("cpu_ms_per_allreduce", tls * 1e3, "ms", NULL, "%s,\"link\":\"tls\"", p);
     bench_emit("cpu_plain_over_tls", plain / tls, "ratio", NULL, "%s", p);
     bench_log("tls cpu: %.1f ms plain, %.1f ms TLS an all-reduce (all ranks, setup "

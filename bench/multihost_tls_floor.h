@@ -8,9 +8,9 @@
 typedef struct mhb_tls_run {
     int ranks;
     size_t bytes;
-    int allreduces;                 /* a side's, warm-ups included */
-    double plain_busbw, tls_busbw;  /* GB/s, medians */
-    double plain_cpu_s, tls_cpu_s;  /* the ranks' CPU time, a side, setup included */
+    int allreduces;                /* a side's, warm-ups included */
+    double plain_busbw, tls_busbw; /* GB/s, medians */
+    double plain_cpu_s, tls_cpu_s; /* the ranks' CPU time, a side, setup included */
 } mhb_tls_run;
 
 /* Measures sealing and opening 16 KiB TLS records through OpenSSL, and
