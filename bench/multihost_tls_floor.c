@@ -108,15 +108,16 @@ void mhb_tls_floor(const mhb_tls_run *run)
         double c = seal_open_per_byte(ciphers[i].cipher(), run->bytes);
         double cipher = sealed * c;
         double best = plain / (plain + cipher);
+        /* No share of nothing: a run where TLS cost no more says so as null. */
+        double share = tls > plain ? cipher / (tls - plain) : NAN;
         bench_emit("seal_open_ns_per_byte", c * 1e9, "ns/B", NULL,
                    "%s,\"cipher\":\"%s\",\"record\":%d", p, ciphers[i].name, RECORD);
         bench_emit("best_tls_over_plain", best, "ratio", NULL, "%s,\"cipher\":\"%s\"", p,
                    ciphers[i].name);
-        bench_emit("cipher_share_of_tls_cpu", cipher / (tls - plain), "ratio", NULL,
+        bench_emit("cipher_share_of_tls_cpu", share, "ratio", NULL,
                    "%s,\"cipher\":\"%s\"", p, ciphers[i].name);
         bench_log("tls floor %s: seal+open %.3f ns/B, %.1f ms an all-reduce: best "
                   "TLS/plain %.3f; the cipher is %.0f%% of what TLS adds",
-                  ciphers[i].name, c * 1e9, cipher * 1e3, best,
-                  100 * cipher / (tls - plain));
+                  ciphers[i].name, c * 1e9, cipher * 1e3, best, 100 * share);
     }
 }
