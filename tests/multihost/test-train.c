@@ -111,7 +111,7 @@ static double connect_ms(int w)
     return ms;
 }
 
-Test(multihost, sync_training_across_a_link_with_5ms_delay_and_1_percent_loss)
+Test(multihost, sync_and_async_training_across_a_link_with_5ms_delay_and_1_percent_loss)
 {
     char err[512];
     int rc = mh_netem(&mhc_net, NETEM_HOST, NETEM_SPEC, err, sizeof err);
@@ -138,6 +138,12 @@ Test(multihost, sync_training_across_a_link_with_5ms_delay_and_1_percent_loss)
               "--batch", "512", "--json", NULL);
     expect_trained(&r, "sync", 0.75);
     cr_assert(mhc_has(r.out, "\"params_identical\":true"), "%s", r.out);
+    mhc_run_fini(&r);
+
+    /* The slow worker's pushes and pulls cross it too. */
+    mhc_ferry(&r, 400000, "submit", mhc_task("mlp"), "--mode", "async", "--epochs", "1",
+              "--batch", "512", "--json", NULL);
+    expect_trained(&r, "async", 0.70);
     mhc_run_fini(&r);
 
     cr_assert(mh_netem(&mhc_net, NETEM_HOST, NULL, err, sizeof err) == 0, "%s", err);
