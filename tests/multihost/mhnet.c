@@ -287,21 +287,24 @@ static pid_t start(const char *const *argv, const char *const *env, const char *
     return pid;
 }
 
-pid_t mh_spawn(const mh_net *net, int host, const char *const *cmd,
-               const char *const *env, const char *out, const char *err)
+static pid_t spawn(const mh_net *net, int host, const char *const *cmd,
+                   const char *const *env, const char *out, const char *err, int fd)
 {
     const char *argv[64];
     if (!mh_argv(net, host, cmd, argv, 64))
         return -E2BIG;
-    return start(argv, env, out, -1, err, -1);
+    return start(argv, env, out, fd, err, fd);
+}
+
+pid_t mh_spawn(const mh_net *net, int host, const char *const *cmd,
+               const char *const *env, const char *out, const char *err)
+{
+    return spawn(net, host, cmd, env, out, err, -1);
 }
 
 pid_t mh_spawn_fd(const mh_net *net, int host, const char *const *cmd, int out_fd)
 {
-    const char *argv[64];
-    if (!mh_argv(net, host, cmd, argv, 64))
-        return -E2BIG;
-    return start(argv, NULL, NULL, out_fd, NULL, out_fd);
+    return spawn(net, host, cmd, NULL, NULL, NULL, out_fd);
 }
 
 static int64_t now_ms(void)

@@ -95,7 +95,10 @@ static int emulate(mh_net *net, int host, double delay_ms, double loss_pct, char
     if (!ready) {
         stop_link(net, host);
         /* no TUN device either: a kernel without CONFIG_TUN */
-        snprintf(err, len, "lossy-link did not start: %s", said[0] ? said : "no word");
+        snprintf(err, len,
+                 "this kernel has no netem qdisc, and its emulation in user space "
+                 "did not start: %s",
+                 said[0] ? said : "lossy-link said nothing");
         return strstr(said, "/dev/net/tun") || strstr(said, "No such device") ? -ENOTSUP
                                                                               : -1;
     }
