@@ -48,25 +48,19 @@ static bool await_ready(int fd, char *out, size_t len)
 
 static void stop_link(mh_net *net, int host)
 {
+    if (net->link_pid[host] <= 0)
+        return;
     kill(-net->link_pid[host], SIGKILL);
     while (waitpid(net->link_pid[host], NULL, 0) < 0 && errno == EINTR)
         ;
     net->link_pid[host] = 0;
 }
 
-/* Host `host`'s veth pair out, lossy-link's TAP devices in, given the
- * pair's MAC, address and bridge port. */
-static int emulate(mh_net *net, int host, double delay_ms, double loss_pct, char *err,
-                   size_t len)
+/* lossy-link started between host `host` and the bridge, its devices given
+ * the veth pair's MAC, address and bridge port. */
+static int start_link(mh_net *net, int host, double delay_ms, double loss_pct, char *err,
+                      size_t len)
 {
-    if (!net->lossy[0] || access(net->lossy, X_OK) != 0) {
-        snprintf(err, len,
-                 "this kernel has no netem qdisc, and tests/multihost/lossy-link, "
-                 "which emulates it, is not built");
-        return -ENOTSUP;
-    }
-    if (mh_sh(net, err, len, "%s -n %s link del v%d", net->ip, net->bridge, host) != 0)
-        return -1;
     char host_ns[128], bridge_ns[128], port[16], delay[32], loss[32], seed[32];
     snprintf(host_ns, sizeof host_ns, "/run/netns/%s", net->ns[host]);
     snprintf(bridge_ns, sizeof bridge_ns, "/run/netns/%s", net->bridge);
@@ -93,7 +87,6 @@ static int emulate(mh_net *net, int host, double delay_ms, double loss_pct, char
     bool ready = await_ready(p[0], said, sizeof said);
     close(p[0]);
     if (!ready) {
-        stop_link(net, host);
         /* no TUN device either: a kernel without CONFIG_TUN */
         snprintf(err, len,
                  "this kernel has no netem qdisc, and its emulation in user space "
@@ -102,19 +95,14 @@ static int emulate(mh_net *net, int host, double delay_ms, double loss_pct, char
         return strstr(said, "/dev/net/tun") || strstr(said, "No such device") ? -ENOTSUP
                                                                               : -1;
     }
-    if (mh_sh(net, err, len,
-              "set -e\n"
-              "%s -n %s link set " MH_HOST_IF " address " MH_MAC_FMT "\n"
-              "%s -n %s addr add %s/24 dev " MH_HOST_IF "\n"
-              "%s -n %s link set " MH_HOST_IF " up\n"
-              "%s -n %s link set v%d master br0 up\n",
-              net->ip, net->ns[host], host + 1, net->ip, net->ns[host], net->addr[host],
-              net->ip, net->ns[host], net->ip, net->bridge, host) != 0) {
-        stop_link(net, host);
-        return -1;
-    }
-    net->netem[host] = MH_NETEM_USER;
-    return 0;
+    return mh_sh(net, err, len,
+                 "set -e\n"
+                 "%s -n %s link set " MH_HOST_IF " address " MH_MAC_FMT "\n"
+                 "%s -n %s addr add %s/24 dev " MH_HOST_IF "\n"
+                 "%s -n %s link set " MH_HOST_IF " up\n"
+                 "%s -n %s link set v%d master br0 up\n",
+                 net->ip, net->ns[host], host + 1, net->ip, net->ns[host],
+                 net->addr[host], net->ip, net->ns[host], net->ip, net->bridge, host);
 }
 
 /* lossy-link out (its devices go with it), the veth pair back in. */
@@ -135,6 +123,28 @@ static int unemulate(mh_net *net, int host, char *err, size_t len)
                  "$ip -n %s link del v%d 2>/dev/null\n"
                  "set -e\n%s",
                  net->ip, net->ns[host], net->bridge, host, s);
+}
+
+/* Host `host`'s veth pair out, lossy-link in; where it cannot start, the
+ * veth pair back. */
+static int emulate(mh_net *net, int host, double delay_ms, double loss_pct, char *err,
+                   size_t len)
+{
+    if (!net->lossy[0] || access(net->lossy, X_OK) != 0) {
+        snprintf(err, len,
+                 "this kernel has no netem qdisc, and tests/multihost/lossy-link, "
+                 "which emulates it, is not built");
+        return -ENOTSUP;
+    }
+    if (mh_sh(net, err, len, "%s -n %s link del v%d", net->ip, net->bridge, host) != 0)
+        return -1;
+    int rc = start_link(net, host, delay_ms, loss_pct, err, len);
+    char again[256];
+    if (rc != 0 && unemulate(net, host, again, sizeof again) != 0)
+        fprintf(stderr, "host %d's veth pair could not be put back: %s\n", host, again);
+    if (rc == 0)
+        net->netem[host] = MH_NETEM_USER;
+    return rc;
 }
 
 int mh_netem(mh_net *net, int host, const char *spec, char *err, size_t len)

@@ -244,3 +244,31 @@ Test(multihost_netem, slow_link_delays_and_drops_only_what_leaves_its_host)
     cr_assert(ms >= 0 && ms < 5.0, "the plain link's least round trip: %.2f ms", ms);
     tcom_assert_no_leaks();
 }
+
+/* Where the kernel has no netem: without lossy-link, or with one that
+ * never says it is ready, the slow link is refused with the reason, and
+ * the host keeps its plain link. */
+Test(multihost_netem, an_emulation_that_cannot_start_leaves_the_plain_link)
+{
+    char err[1024];
+    net.lossy[0] = '\0';
+    int rc = mh_netem(&net, SLOW, "delay 5ms loss 1%", err, sizeof err);
+    if (rc == 0 && strcmp(net.netem[SLOW], MH_NETEM_KERNEL) == 0)
+        cr_skip_test("this kernel has netem: nothing is emulated here");
+    cr_assert_eq(rc, -ENOTSUP, "%d: %s", rc, err);
+    cr_assert(strstr(err, "lossy-link, which emulates it, is not built"), "%s", err);
+
+    snprintf(net.lossy, sizeof net.lossy, "/bin/true");
+    rc = mh_netem(&net, SLOW, "delay 5ms loss 1%", err, sizeof err);
+    cr_assert_eq(rc, -1, "%d: %s", rc, err);
+    cr_assert(strstr(err, "its emulation in user space did not start"), "%s", err);
+    cr_assert_null(net.netem[SLOW]);
+    cr_assert_eq(net.link_pid[SLOW], 0);
+    cr_assert(mh_sh(&net, err, sizeof err,
+                    "%s -n %s -d link show " MH_HOST_IF " | grep -q veth", net.ip,
+                    net.ns[SLOW]) == 0,
+              "host %d's veth pair is not back: %s", SLOW, err);
+    double ms = rtt_from(FAST);
+    cr_assert(ms >= 0 && ms < 5.0, "the plain link's least round trip: %.2f ms", ms);
+    tcom_assert_no_leaks();
+}
