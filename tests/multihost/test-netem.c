@@ -3,6 +3,7 @@
  * kernel's netem makes the link or lossy-link emulates it in user space;
  * taken off, the host's plain link is back. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -271,4 +272,67 @@ Test(multihost_netem, an_emulation_that_cannot_start_leaves_the_plain_link)
     double ms = rtt_from(FAST);
     cr_assert(ms >= 0 && ms < 5.0, "the plain link's least round trip: %.2f ms", ms);
     tcom_assert_no_leaks();
+}
+
+/* How many processes run the program at `path`. */
+static int running(const char *path)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char link[300], exe[600];
+        snprintf(link, sizeof link, "/proc/%.32s/exe", e->d_name);
+        ssize_t len = readlink(link, exe, sizeof exe - 1);
+        if (len <= 0)
+            continue;
+        exe[len] = '\0';
+        n += strcmp(exe, path) == 0;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Killing the process that made the slow link ends it, as it ends the
+ * hosts: lossy-link runs in the hosts' PID namespace. */
+Test(multihost_netem, killing_the_process_that_made_the_slow_link_ends_it)
+{
+    char err[1024];
+    cr_assert(mh_netem(&net, SLOW, "delay 5ms loss 1%", err, sizeof err) == 0, "%s", err);
+    if (strcmp(net.netem[SLOW], MH_NETEM_KERNEL) == 0)
+        cr_skip_test("this kernel has netem: no process makes the slow link");
+    cr_assert(mh_netem(&net, SLOW, NULL, err, sizeof err) == 0, "%s", err);
+    char lossy[sizeof net.lossy];
+    snprintf(lossy, sizeof lossy, "%s", net.lossy);
+    int before = running(lossy);
+
+    int p[2];
+    cr_assert(pipe(p) == 0);
+    pid_t maker = tcom_fork();
+    cr_assert(maker >= 0);
+    if (maker == 0) {
+        close(p[0]);
+        static mh_net own;
+        char e[512];
+        int ok = mh_net_up(&own, 2, e, sizeof e) == 0 &&
+                 mh_netem(&own, SLOW, "delay 5ms loss 1%", e, sizeof e) == 0;
+        if (write(p[1], &ok, sizeof ok) != sizeof ok)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    int ok = 0;
+    cr_assert(read(p[0], &ok, sizeof ok) == sizeof ok);
+    close(p[0]);
+    cr_assert(ok, "the child could not make its slow link");
+    cr_assert_eq(running(lossy), before + 1, "no lossy-link runs for the child's link");
+    kill(maker, SIGKILL);
+    waitpid(maker, NULL, 0);
+    double t0 = now_ms();
+    while (running(lossy) > before && now_ms() - t0 < 10000)
+        usleep(20000);
+    cr_assert_eq(
+        running(lossy), before,
+        "lossy-link still runs 10 s after the process that started it was killed");
 }
