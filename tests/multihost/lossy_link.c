@@ -29,11 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Frames held at once, past which they are dropped: more than netem's
- * 1000, since what the kernel's ring kept while this process waited for a
- * core on a loaded machine all arrives at once (netem, in the kernel,
- * never waits so). */
-#define QUEUE_FRAMES 8192
+/* netem's default limit: frames held at once, past which it drops. */
+#define QUEUE_FRAMES 1000
 /* Frames are at most the MTU (1500) and its Ethernet header: without
  * IFF_VNET_HDR the kernel hands a TAP no larger, offloaded ones. */
 #define FRAME_MAX 2048

@@ -14,9 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The TAP devices' rings, in frames. */
-#define RING 8192
-
 /* The seed of host i's drops: the same drops every run. */
 #define SEED 0x5eed0000u
 
@@ -98,17 +95,14 @@ static int start_link(mh_net *net, int host, double delay_ms, double loss_pct, c
         return strstr(said, "/dev/net/tun") || strstr(said, "No such device") ? -ENOTSUP
                                                                               : -1;
     }
-    /* Rings (txqueuelen) deep enough for lossy-link's waits for a core on
-     * a loaded machine: it, not they, is to drop frames. */
     return mh_sh(net, err, len,
                  "set -e\n"
-                 "%s -n %s link set " MH_HOST_IF " address " MH_MAC_FMT " txqueuelen %d\n"
+                 "%s -n %s link set " MH_HOST_IF " address " MH_MAC_FMT "\n"
                  "%s -n %s addr add %s/24 dev " MH_HOST_IF "\n"
                  "%s -n %s link set " MH_HOST_IF " up\n"
-                 "%s -n %s link set v%d master br0 txqueuelen %d up\n",
-                 net->ip, net->ns[host], host + 1, RING, net->ip, net->ns[host],
-                 net->addr[host], net->ip, net->ns[host], net->ip, net->bridge, host,
-                 RING);
+                 "%s -n %s link set v%d master br0 up\n",
+                 net->ip, net->ns[host], host + 1, net->ip, net->ns[host],
+                 net->addr[host], net->ip, net->ns[host], net->ip, net->bridge, host);
 }
 
 /* lossy-link out (its devices go with it), the veth pair back in. */
