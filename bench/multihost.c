@@ -48,7 +48,7 @@ static void usage(FILE *f)
             "             rank %d's link: time_us, algbw, busbw (medians, min/max)\n"
             "             and busbw_vs_openmpi, target >= 1.0 at 16 and 64 MiB; on a\n"
             "             kernel without the netem qdisc the slow link is emulated in\n"
-            "             user space (tests/multihost/lossy-link), slower to forward,\n"
+            "             user space (lossy-link, a TAP-to-TAP forwarder), slower,\n"
             "             for both sides alike: each line's \"netem\" says which,\n"
             "             and the \"forwarded\" rows (no delay, no loss) what its\n"
             "             forwarding alone costs\n"
