@@ -209,6 +209,20 @@ static int delivered(int from)
     return (int)result(c, cfd);
 }
 
+/* The slow host has its veth pair, nothing on it, and a fast round trip. */
+static void expect_plain_link(void)
+{
+    char err[512];
+    cr_assert_null(net.netem[SLOW]);
+    cr_assert_eq(net.link_pid[SLOW], 0);
+    cr_assert(mh_sh(&net, err, sizeof err,
+                    "%s -n %s -d link show " MH_HOST_IF " | grep -q veth", net.ip,
+                    net.ns[SLOW]) == 0,
+              "host %d's link is not a veth pair: %s", SLOW, err);
+    double ms = rtt_from(FAST);
+    cr_assert(ms >= 0 && ms < 5.0, "the plain link's least round trip: %.2f ms", ms);
+}
+
 Test(multihost_netem, slow_link_delays_and_drops_only_what_leaves_its_host)
 {
     char err[1024];
@@ -237,14 +251,7 @@ Test(multihost_netem, slow_link_delays_and_drops_only_what_leaves_its_host)
 
     /* Off again: the host's veth pair (or qdisc-less link) is back. */
     cr_assert(mh_netem(&net, SLOW, NULL, err, sizeof err) == 0, "%s", err);
-    cr_assert_null(net.netem[SLOW]);
-    cr_assert_eq(net.link_pid[SLOW], 0);
-    cr_assert(mh_sh(&net, err, sizeof err,
-                    "%s -n %s -d link show " MH_HOST_IF " | grep -q veth", net.ip,
-                    net.ns[SLOW]) == 0,
-              "host %d's link is not a veth pair again: %s", SLOW, err);
-    ms = rtt_from(FAST);
-    cr_assert(ms >= 0 && ms < 5.0, "the plain link's least round trip: %.2f ms", ms);
+    expect_plain_link();
     tcom_assert_no_leaks();
 }
 
@@ -265,14 +272,7 @@ Test(multihost_netem, an_emulation_that_cannot_start_leaves_the_plain_link)
     rc = mh_netem(&net, SLOW, "delay 5ms loss 1%", err, sizeof err);
     cr_assert_eq(rc, -1, "%d: %s", rc, err);
     cr_assert(strstr(err, "its emulation in user space did not start"), "%s", err);
-    cr_assert_null(net.netem[SLOW]);
-    cr_assert_eq(net.link_pid[SLOW], 0);
-    cr_assert(mh_sh(&net, err, sizeof err,
-                    "%s -n %s -d link show " MH_HOST_IF " | grep -q veth", net.ip,
-                    net.ns[SLOW]) == 0,
-              "host %d's veth pair is not back: %s", SLOW, err);
-    double ms = rtt_from(FAST);
-    cr_assert(ms >= 0 && ms < 5.0, "the plain link's least round trip: %.2f ms", ms);
+    expect_plain_link();
     tcom_assert_no_leaks();
 }
 
@@ -295,6 +295,20 @@ static int running(const char *path)
     return n;
 }
 
+/* Hosts of its own and a slow link on `host`'s; says it is ready, and
+ * waits to be killed. */
+static double make_slow_link(int host, int ready)
+{
+    static mh_net own;
+    char e[512];
+    if (mh_net_up(&own, 2, e, sizeof e) != 0 ||
+        mh_netem(&own, host, "delay 5ms loss 1%", e, sizeof e) != 0 ||
+        write(ready, "r", 1) != 1)
+        return -1;
+    pause();
+    return 0;
+}
+
 /* Killing the process that made the slow link ends it, as it ends the
  * hosts: lossy-link runs in the hosts' PID namespace. */
 Test(multihost_netem, killing_the_process_that_made_the_slow_link_ends_it)
@@ -304,37 +318,19 @@ Test(multihost_netem, killing_the_process_that_made_the_slow_link_ends_it)
     if (strcmp(net.netem[SLOW], MH_NETEM_KERNEL) == 0)
         cr_skip_test("this kernel has netem: no process makes the slow link");
     cr_assert(mh_netem(&net, SLOW, NULL, err, sizeof err) == 0, "%s", err);
-    char lossy[sizeof net.lossy];
-    snprintf(lossy, sizeof lossy, "%s", net.lossy);
-    int before = running(lossy);
+    int before = running(net.lossy);
 
-    int p[2];
-    cr_assert(pipe(p) == 0);
-    pid_t maker = tcom_fork();
-    cr_assert(maker >= 0);
-    if (maker == 0) {
-        close(p[0]);
-        static mh_net own;
-        char e[512];
-        int ok = mh_net_up(&own, 2, e, sizeof e) == 0 &&
-                 mh_netem(&own, SLOW, "delay 5ms loss 1%", e, sizeof e) == 0;
-        if (write(p[1], &ok, sizeof ok) != sizeof ok)
-            _exit(1);
-        pause();
-        _exit(0);
-    }
-    close(p[1]);
-    int ok = 0;
-    cr_assert(read(p[0], &ok, sizeof ok) == sizeof ok);
-    close(p[0]);
-    cr_assert(ok, "the child could not make its slow link");
-    cr_assert_eq(running(lossy), before + 1, "no lossy-link runs for the child's link");
+    int fd;
+    pid_t maker = in_host(SLOW, make_slow_link, &fd, true);
+    cr_assert_eq(running(net.lossy), before + 1,
+                 "no lossy-link runs for the child's link");
     kill(maker, SIGKILL);
     waitpid(maker, NULL, 0);
+    close(fd);
     double t0 = now_ms();
-    while (running(lossy) > before && now_ms() - t0 < 10000)
+    while (running(net.lossy) > before && now_ms() - t0 < 10000)
         usleep(20000);
     cr_assert_eq(
-        running(lossy), before,
+        running(net.lossy), before,
         "lossy-link still runs 10 s after the process that started it was killed");
 }
