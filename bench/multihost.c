@@ -5,7 +5,8 @@
  *   allreduce  ferry's all-reduce bus bandwidth at 1, 16 and 64 MiB on 3
  *              ranks a host each, against Open MPI's over the same links in
  *              the same run, on plain links and with netem (5 ms, 1% loss)
- *              on one rank's link; target >= 1.0x at 16 and 64 MiB
+ *              on one rank's link (emulated in user space where the kernel
+ *              has no netem qdisc); target >= 1.0x at 16 and 64 MiB
  *   tls        the same all-reduce of 16 MiB with mutual TLS on every link
  *              against plain text, alternated: target >= 0.85 (TLS costs
  *              15% at most)
@@ -45,7 +46,12 @@ static void usage(FILE *f)
             "             on %d ranks against Open MPI's MPI_Allreduce (TCP) over the\n"
             "             same links, on plain links and with netem (%s) on\n"
             "             rank %d's link: time_us, algbw, busbw (medians, min/max)\n"
-            "             and busbw_vs_openmpi, target >= 1.0 at 16 and 64 MiB\n"
+            "             and busbw_vs_openmpi, target >= 1.0 at 16 and 64 MiB; on a\n"
+            "             kernel without the netem qdisc the slow link is emulated in\n"
+            "             user space (lossy-link, a TAP-to-TAP forwarder), slower,\n"
+            "             for both sides alike: each line's \"netem\" says which,\n"
+            "             and the \"forwarded\" rows (no delay, no loss) what its\n"
+            "             forwarding alone costs\n"
             "  tls        the same ferry all-reduce of 16 MiB with mutual TLS on every\n"
             "             link, alternated with plain text: busbw_tls_over_plain,\n"
             "             target >= 0.85 (TLS costs 15%% at most)\n"

@@ -20,6 +20,8 @@
 /* The slow link: netem on this rank's host, as its packets leave it. */
 #define MHB_NETEM_HOST 1
 #define MHB_NETEM      "delay 5ms loss 1%"
+/* The same link with neither: forwarding alone, where it is emulated. */
+#define MHB_NETEM_NONE "delay 0ms loss 0%"
 
 typedef struct mhb_ctx {
     bool quick;

@@ -19,8 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The name every host's end of its veth pair has inside its namespace. */
-#define HOST_IF "eth0"
+#ifndef MH_LOSSY_LINK
+#define MH_LOSSY_LINK "" /* not built: mh_netem() says so where it needs it */
+#endif
 
 static bool find_tool(const char *name, char *out, size_t len)
 {
@@ -254,10 +255,10 @@ static void redirect(const char *path, int fd)
         _exit(127);
 }
 
-/* fork + exec of argv in a new process group; err_fd (>= 0) becomes its
- * stderr, else `err`'s file. */
+/* fork + exec of argv in a new process group; out_fd and err_fd (>= 0)
+ * become its stdout and stderr, else `out`'s and `err`'s files. */
 static pid_t start(const char *const *argv, const char *const *env, const char *out,
-                   const char *err, int err_fd)
+                   int out_fd, const char *err, int err_fd)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -268,7 +269,10 @@ static pid_t start(const char *const *argv, const char *const *env, const char *
         int in = open("/dev/null", O_RDONLY);
         if (in < 0 || dup2(in, 0) < 0)
             _exit(127);
-        redirect(out, 1);
+        if (out_fd >= 0)
+            dup2(out_fd, 1);
+        else
+            redirect(out, 1);
         if (err_fd >= 0)
             dup2(err_fd, 2);
         else
@@ -283,13 +287,24 @@ static pid_t start(const char *const *argv, const char *const *env, const char *
     return pid;
 }
 
-pid_t mh_spawn(const mh_net *net, int host, const char *const *cmd,
-               const char *const *env, const char *out, const char *err)
+static pid_t spawn(const mh_net *net, int host, const char *const *cmd,
+                   const char *const *env, const char *out, const char *err, int fd)
 {
     const char *argv[64];
     if (!mh_argv(net, host, cmd, argv, 64))
         return -E2BIG;
-    return start(argv, env, out, err, -1);
+    return start(argv, env, out, fd, err, fd);
+}
+
+pid_t mh_spawn(const mh_net *net, int host, const char *const *cmd,
+               const char *const *env, const char *out, const char *err)
+{
+    return spawn(net, host, cmd, env, out, err, -1);
+}
+
+pid_t mh_spawn_fd(const mh_net *net, int host, const char *const *cmd, int out_fd)
+{
+    return spawn(net, host, cmd, NULL, NULL, NULL, out_fd);
 }
 
 static int64_t now_ms(void)
@@ -337,7 +352,7 @@ int mh_sh(const mh_net *net, char *err, size_t len, const char *fmt, ...)
         snprintf(err, len, "cannot run the shell");
         return -1;
     }
-    pid_t pid = start(argv, NULL, NULL, NULL, p[1]);
+    pid_t pid = start(argv, NULL, NULL, -1, NULL, p[1]);
     close(p[1]);
     size_t got = 0;
     char buf[1024];
@@ -360,6 +375,22 @@ int mh_sh(const mh_net *net, char *err, size_t len, const char *fmt, ...)
 
 /* ---- the hosts ---------------------------------------------------------------- */
 
+size_t mh_veth_script(const mh_net *net, int i, char *s, size_t len)
+{
+    /* A fixed MAC: a link remade for a host (mh_netem's emulated one, and
+     * the veth pair put back after it) keeps what its neighbours' ARP
+     * caches hold for its address. */
+    return (size_t)snprintf(s, len,
+                            "$ip -n %s link add v%d type veth peer name " MH_HOST_IF
+                            " netns %s\n"
+                            "$ip -n %s link set v%d master br0 up\n"
+                            "$ip -n %s link set " MH_HOST_IF " address " MH_MAC_FMT "\n"
+                            "$ip -n %s addr add %s/24 dev " MH_HOST_IF "\n"
+                            "$ip -n %s link set " MH_HOST_IF " up\n",
+                            net->bridge, i, net->ns[i], net->bridge, i, net->ns[i], i + 1,
+                            net->ns[i], net->addr[i], net->ns[i]);
+}
+
 /* The plumbing: the bridge's namespace, then each host's namespace with
  * one end of a veth pair (the other end on the bridge) and its address. */
 static int plumb(mh_net *net, char *err, size_t len)
@@ -374,17 +405,14 @@ static int plumb(mh_net *net, char *err, size_t len)
                          "$ip -n %s link add br0 type bridge\n"
                          "$ip -n %s link set br0 up\n",
                          net->ip, net->bridge, net->bridge, net->bridge, net->bridge);
-    for (int i = 0; i < net->n && n < sizeof s; i++)
+    for (int i = 0; i < net->n && n < sizeof s; i++) {
         n += (size_t)snprintf(s + n, sizeof s - n,
                               "$ip netns add %s\n"
-                              "$ip -n %s link add v%d type veth peer name " HOST_IF
-                              " netns %s\n"
-                              "$ip -n %s link set v%d master br0 up\n"
-                              "$ip -n %s addr add %s/24 dev " HOST_IF "\n"
-                              "$ip -n %s link set lo up\n"
-                              "$ip -n %s link set " HOST_IF " up\n",
-                              net->ns[i], net->bridge, i, net->ns[i], net->bridge, i,
-                              net->ns[i], net->addr[i], net->ns[i], net->ns[i]);
+                              "$ip -n %s link set lo up\n",
+                              net->ns[i], net->ns[i]);
+        if (n < sizeof s)
+            n += mh_veth_script(net, i, s + n, sizeof s - n);
+    }
     if (n >= sizeof s) {
         snprintf(err, len, "plumbing script too long");
         return -1;
@@ -405,6 +433,7 @@ int mh_net_up(mh_net *net, int hosts, char *err, size_t len)
         snprintf(err, len, "ip, tc or nsenter missing");
         return -ENOENT;
     }
+    snprintf(net->lossy, sizeof net->lossy, "%s", MH_LOSSY_LINK);
     net->n = hosts;
     snprintf(net->prefix, sizeof net->prefix, "ferry-%d-", (int)getpid());
     snprintf(net->bridge, sizeof net->bridge, "%sbr", net->prefix);
@@ -429,29 +458,19 @@ void mh_net_down(mh_net *net)
     kill(net->keeper, SIGKILL);
     while (waitpid(net->keeper, NULL, 0) < 0 && errno == EINTR)
         ;
+    /* an emulated link's process went with PID 1; its nsenter is ours */
+    for (int i = 0; i < MH_MAX_HOSTS; i++)
+        if (net->link_pid[i] > 0) {
+            kill(-net->link_pid[i], SIGKILL);
+            while (waitpid(net->link_pid[i], NULL, 0) < 0 && errno == EINTR)
+                ;
+            net->link_pid[i] = 0;
+        }
     int64_t until = now_ms() + 10000;
     while (net->init > 0 && !exited(net->init) && now_ms() < until)
         usleep(5000);
     net->keeper = 0;
     net->init = 0;
-}
-
-int mh_netem(const mh_net *net, int host, const char *spec, char *err, size_t len)
-{
-    if (!spec)
-        return mh_sh(net, err, len, "%s -n %s qdisc del dev " HOST_IF " root", net->tc,
-                     net->ns[host]);
-    if (mh_sh(net, err, len, "%s -n %s qdisc replace dev " HOST_IF " root netem %s",
-              net->tc, net->ns[host], spec) == 0)
-        return 0;
-    /* tc's words for a qdisc the kernel was built without */
-    if (strstr(err, "qdisc kind is unknown")) {
-        snprintf(err, len,
-                 "this kernel has no netem qdisc (built without "
-                 "CONFIG_NET_SCH_NETEM, and no module for it)");
-        return -ENOTSUP;
-    }
-    return -1;
 }
 
 static void ns_path(const mh_net *net, int host, char *out, size_t len)

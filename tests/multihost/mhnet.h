@@ -23,6 +23,14 @@
 /* The hosts' /24: host i is MH_SUBNET.(i+1); nothing outside the namespaces
  * ever has an address in it. */
 #define MH_SUBNET "10.77.0"
+/* The name every host's link has inside its namespace, and its MAC (printf
+ * format of host i + 1). */
+#define MH_HOST_IF "eth0"
+#define MH_MAC_FMT "02:00:0a:4d:00:%02x"
+
+/* mh_netem()'s two ways of making a slow link, as it names them. */
+#define MH_NETEM_KERNEL "netem (kernel)"
+#define MH_NETEM_USER   "netem emulated in user space: no netem qdisc in this kernel"
 
 typedef enum mh_lack {
     MH_CAN_RUN,
@@ -44,6 +52,10 @@ typedef struct mh_net {
     char ns[MH_MAX_HOSTS][48];        /* host i's network namespace */
     char addr[MH_MAX_HOSTS][16];      /* host i's address */
     char ip[64], tc[64], nsenter[64]; /* the tools, as found */
+    char lossy[512];                  /* tests/multihost/lossy-link; "": not built */
+    /* host i's link emulated in user space (lossy-link's nsenter), or 0 */
+    pid_t link_pid[MH_MAX_HOSTS];
+    const char *netem[MH_MAX_HOSTS]; /* MH_NETEM_* on host i's link, or NULL */
 } mh_net;
 
 /* Makes `hosts` hosts (1..MH_MAX_HOSTS), named prefix + "h<i>", and the
@@ -81,10 +93,19 @@ int mh_wait(pid_t pid, int timeout_ms);
 int mh_sh(const mh_net *net, char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* As mh_spawn(), with stdout and stderr both to out_fd. */
+pid_t mh_spawn_fd(const mh_net *net, int host, const char *const *cmd, int out_fd);
+
+/* The shell lines (ip as $ip) that give host i its veth pair to the bridge,
+ * its MAC and address, up; the length they took (>= len: cut short). */
+size_t mh_veth_script(const mh_net *net, int i, char *s, size_t len);
+
 /* Puts `spec` ("delay 5ms loss 1%") on host `host`'s link, as its outgoing
- * packets see it (tc netem); NULL removes it. Returns 0, -ENOTSUP where the
- * kernel has no netem (err says so), or -1 with `err`. */
-int mh_netem(const mh_net *net, int host, const char *spec, char *err, size_t len);
+ * packets see it: tc netem, or where the kernel has no netem qdisc the
+ * same delay and loss in user space (lossy_link.c takes the place of the
+ * host's veth pair); net->netem[host] says which. NULL removes it. Returns
+ * 0, -ENOTSUP where neither can be had (err says why), or -1 with `err`. */
+int mh_netem(mh_net *net, int host, const char *spec, char *err, size_t len);
 
 /* A descriptor of host `host`'s network namespace, for setns(2) (a forked
  * process that becomes a host of its own), close-on-exec; -errno when it
