@@ -101,9 +101,7 @@ bool cli_slurm_step_running(const home_paths *h);
  * or FERRY_E*, the error printed. */
 /* Prints a sync run's lost worker and where every rank goes on from
  * (lost_worker.c): cluster_train_events.worker_restarted's arguments. */
-void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *target,
-                              int pid, int epoch, const char *how, bool back, int left,
-                              const char *from, int restart, int max);
+void cli_say_worker_restarted(FILE *out, const cluster_train_lost *lost);
 
 /* Whether `ferry shutdown` began at since_ms or later (lost_worker.c): a
  * lost worker is then not waited for. */

@@ -183,13 +183,10 @@ static void on_stall(void *data, const char *report)
     fprintf(stderr, "ferry submit: stalled: %s\n", report);
 }
 
-static void on_worker_restarted(void *data, int rank, int worker, const char *target,
-                                int pid, int epoch, const char *how, bool back, int left,
-                                const char *from, int restart, int max)
+static void on_worker_restarted(void *data, const cluster_train_lost *lost)
 {
     teller *t = data;
-    cli_say_worker_restarted(t->progress, rank, worker, target, pid, epoch, how, back,
-                             left, from, restart, max);
+    cli_say_worker_restarted(t->progress, lost);
 }
 
 static void on_worker_rejoined(void *data, int worker, const char *target, int epoch,

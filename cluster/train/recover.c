@@ -141,6 +141,41 @@ static int begin_session(ct_run *run, int next, proto_train_spec *spec,
     return rc;
 }
 
+/* Says each rank lost, with where the run was (the others' records). */
+static void say_lost(ct_run *run, int e, const bool *back, const bool *gone,
+                     char (*how)[CT_HOW_LEN])
+{
+    int k = run->k, n_gone = 0;
+    bool lost[k];
+    cluster_train_lost l[k];
+    for (int r = 0; r < k; r++) {
+        lost[r] = back[r] || gone[r];
+        n_gone += gone[r];
+    }
+    if (!run->ev || !run->ev->worker_restarted)
+        return;
+    ct_lost_where(run, e, lost, l);
+    for (int r = 0; r < k; r++) {
+        if (!lost[r])
+            continue;
+        l[r] = (cluster_train_lost){.rank = r,
+                                    .worker = run->node[r],
+                                    .target = cluster_target(run->cl, run->node[r]),
+                                    .pid = (int)run->pids[r],
+                                    .epoch = e,
+                                    .how = how[r],
+                                    .back = back[r],
+                                    .left = k - n_gone,
+                                    .from = run->from,
+                                    .restart = run->restarts,
+                                    .max = (int)run->o->max_restarts,
+                                    .step = l[r].step,
+                                    .phase = l[r].phase,
+                                    .waited = l[r].waited};
+        run->ev->worker_restarted(run->ev->data, &l[r]);
+    }
+}
+
 /* The epoch's failure, said: nothing undoes it. */
 static int stands(ct_run *run, int rc)
 {
@@ -197,12 +232,7 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
         spec->resume = run->from;
     else
         snprintf(run->from, sizeof run->from, "%s", o->resume ? o->resume : "");
-    for (int r = 0; r < k; r++)
-        if ((back[r] || gone[r]) && run->ev && run->ev->worker_restarted)
-            run->ev->worker_restarted(run->ev->data, r, run->node[r],
-                                      cluster_target(run->cl, run->node[r]),
-                                      (int)run->pids[r], e, how[r], back[r], k - n_gone,
-                                      run->from, run->restarts, (int)o->max_restarts);
+    say_lost(run, e, back, gone, how);
     end_session(run, b);
     leave_out(run, gone);
     run->lost += n_gone;

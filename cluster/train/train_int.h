@@ -152,6 +152,14 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
  * FERRY_E* (said) when the new session could not begin. */
 int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b);
 
+/* ---- lost_where.c ---- */
+
+/* Where the run was in epoch e when the ranks in lost[] were lost: one
+ * Stats round of the others, their records of that epoch into each lost
+ * rank's out[r].step, .phase and .waited (0, "" and false when none
+ * recorded one). Strings are the cluster's, valid until its next survey. */
+void ct_lost_where(ct_run *run, int e, const bool *lost, cluster_train_lost *out);
+
 /* ---- timeline.c ---- */
 
 /* With --timeline: opens its file (refused, said, when it cannot be

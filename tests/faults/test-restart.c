@@ -1,5 +1,6 @@
 /* A worker lost in the middle of sync training does not end the run: a
- * SIGKILL of a random worker at a random moment is named, every rank goes
+ * SIGKILL of a random worker at a random moment is named, with the step and
+ * phase the run was in, every rank goes
  * back to the last checkpoint, and the run ends with the parameters of its
  * twin that lost nothing (resuming is bit-identical on the cpu); a worker
  * that cannot come back is left out with --min-workers (and taken back in
@@ -35,10 +36,30 @@ TestSuite(faults_restart, .init = e2e_setup, .fini = teardown, .timeout = 400);
 #define ELASTIC_EPOCHS "600"
 #define RUN_MS  240000
 #define WORKERS 3
+/* The random SIGKILL's: four workers, as a run users make. */
+#define KILL_WORKERS 4
 
 static void dir_for(const char *tag, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/ck-%s", e2e_home, tag);
+}
+
+/* Whether `err` says worker `rank` was lost in a step and phase: "lost in
+ * epoch E, step S, phase P (...)" with S > 0 and P a phase's name. */
+static bool says_step_and_phase(const char *err, int rank)
+{
+    char mark[64];
+    snprintf(mark, sizeof mark, "worker %d (", rank);
+    const char *at = err ? strstr(err, mark) : NULL;
+    const char *lost = at ? strstr(at, ") lost in epoch ") : NULL;
+    int epoch = 0;
+    unsigned long long step = 0;
+    char phase[64] = "";
+    return lost &&
+           sscanf(lost, ") lost in epoch %d, step %llu, phase %63[^(:\n]", &epoch, &step,
+                  phase) == 3 &&
+           epoch > 0 && step > 0 && strlen(phase) > 2 &&
+           strncmp(phase, "not recorded", 12) != 0;
 }
 
 /* The run without a fault: its parameters' digest. */
@@ -54,7 +75,7 @@ static void twin(char *sha, size_t len)
 
 Test(faults_restart, sigkill_of_a_random_worker_is_undone_by_a_rollback)
 {
-    e2e_start(WORKERS);
+    e2e_start(KILL_WORKERS);
     char want[80];
     twin(want, sizeof want);
     for (unsigned seed = 1; seed <= 2; seed++) {
@@ -65,7 +86,7 @@ Test(faults_restart, sigkill_of_a_random_worker_is_undone_by_a_rollback)
         pid_t sub = faults_submit(tag, dir, EPOCHS, NULL);
         cr_assert(faults_wait_checkpoint(dir, 60000), "seed %u: no checkpoint", seed);
         usleep((useconds_t)(rand() % 400) * 1000);
-        int rank = rand() % WORKERS;
+        int rank = rand() % KILL_WORKERS;
         pid_t victim = e2e_worker_pid_file(rank);
         cr_assert(victim > 0 && e2e_alive(sub), "seed %u: the run ended too soon", seed);
         cr_assert_eq(kill(victim, SIGKILL), 0);
@@ -78,6 +99,9 @@ Test(faults_restart, sigkill_of_a_random_worker_is_undone_by_a_rollback)
                       e2e_has(err, "restarted by its supervisor") &&
                       e2e_has(err, "every rank continues from"),
                   "seed %u: the restart of worker %d is not named:\n%s", seed, rank, err);
+        cr_assert(says_step_and_phase(err, rank),
+                  "seed %u: the step and phase worker %d was lost in are not said:\n%s",
+                  seed, rank, err);
         char got[80];
         cr_assert(faults_sha(out, got, sizeof got), "%s", out);
         cr_assert_str_eq(got, want, "seed %u: the parameters differ from the twin's",
