@@ -239,6 +239,12 @@ void cli_progress_destroy(cli_progress *p);
  * either way (once r->cl is set). */
 int cli_running_ship(cli_running *r, const home_paths *h, const char *cmd,
                      const char *shown, const void *bytes, size_t len, cluster_module *m);
+/* cli_running_ship() that, when not every worker answers but `min` or
+ * more do (`min` > 0: a sync run's --min-workers), ships the module to
+ * those and goes on: the run begins without the others. */
+int cli_running_ship_some(cli_running *r, const home_paths *h, const char *cmd,
+                          const char *shown, const void *bytes, size_t len, long min,
+                          cluster_module *m);
 
 /* ---- processes (procs.c) ---------------------------------------------------- */
 

@@ -22,12 +22,38 @@
 /* A worker's crash record, as its Ping carries it. */
 #define CT_HOW_LEN 256
 
+static void leave_out(ct_run *run, const bool *gone);
+
+void ct_recover_absent(ct_run *run)
+{
+    const cluster_train_opts *o = run->o;
+    if (run->mode != &ct_mode_sync || run->k < 2 || !o->min_workers)
+        return;
+    const cluster_worker *w;
+    cluster_survey(run->cl, false, &w);
+    int k = run->k, up = 0;
+    bool gone[k];
+    for (int r = 0; r < k; r++) {
+        gone[r] = !w[r].ping;
+        up += !gone[r];
+    }
+    if (up == k || up < o->min_workers || up < 2)
+        return; /* all here, or too few: begin says which does not answer */
+    for (int r = 0; r < k; r++)
+        run->absent[r] = gone[r];
+    leave_out(run, gone);
+    for (int r = 0; r < k && run->ev && run->ev->worker_absent; r++)
+        if (gone[r])
+            run->ev->worker_absent(run->ev->data, r, cluster_target(run->cl, r), up);
+}
+
 int ct_recover_init(ct_run *run)
 {
     run->node = malloc((size_t)run->k * sizeof *run->node);
     run->pids = calloc((size_t)run->k, sizeof *run->pids);
     run->out = malloc((size_t)run->k * sizeof *run->out);
-    if (!run->node || !run->pids || !run->out)
+    run->absent = calloc((size_t)run->k, sizeof *run->absent);
+    if (!run->node || !run->pids || !run->out || !run->absent)
         return FERRY_ENOMEM;
     for (int r = 0; r < run->k; r++)
         run->node[r] = r;
@@ -40,6 +66,8 @@ void ct_recover_fini(ct_run *run)
     free(run->node);
     free(run->pids);
     free(run->out);
+    free(run->absent);
+    run->absent = NULL;
     run->node = NULL;
     run->pids = NULL;
     run->out = NULL;
@@ -266,7 +294,9 @@ int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_repl
     spec->resume = run->from;
     for (int i = 0; i < n_back && run->ev && run->ev->worker_rejoined; i++)
         run->ev->worker_rejoined(run->ev->data, back[i], cluster_target(run->cl, back[i]),
-                                 e, run->from, run->k + n_back);
+                                 e, run->from, run->k + n_back, run->absent[back[i]]);
+    for (int i = 0; i < n_back; i++)
+        run->absent[back[i]] = false;
     end_session(run, b);
     for (int i = 0; i < n_back; i++)
         run->node[run->k++] = back[i];

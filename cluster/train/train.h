@@ -146,10 +146,15 @@ typedef struct cluster_train_events {
      * cluster_train_lost). */
     void (*worker_restarted)(void *data, const cluster_train_lost *lost);
     /* Sync mode: the cluster's worker `worker` (at `target`), left out
-     * earlier, answers again and is taken back in after epoch `epoch`:
-     * every rank continues from `from` on `workers` workers. */
+     * earlier (`first`: it did not answer when the run began, so it was
+     * never in it), answers and is taken in after epoch `epoch`: every
+     * rank continues from `from` on `workers` workers. */
     void (*worker_rejoined)(void *data, int worker, const char *target, int epoch,
-                            const char *from, int workers);
+                            const char *from, int workers, bool first);
+    /* Sync mode with --min-workers: the cluster's worker `worker` (at
+     * `target`) does not answer as the run begins; the run begins without
+     * it on `workers` workers. */
+    void (*worker_absent)(void *data, int worker, const char *target, int workers);
     /* Sync mode, while a lost worker is waited for: true when it will not
      * come back for a reason the caller knows (the cluster shut down). */
     bool (*give_up)(void *data);

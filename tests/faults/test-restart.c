@@ -4,7 +4,8 @@
  * back to the last checkpoint, and the run ends with the parameters of its
  * twin that lost nothing (resuming is bit-identical on the cpu); a worker
  * that cannot come back is left out with --min-workers (and taken back in
- * at a checkpoint once it answers again); --max-restarts 0
+ * at a checkpoint once it answers again), as is one down when the run
+ * begins; --max-restarts 0
  * lets a lost worker end the run as before. */
 #include <signal.h>
 #include <stdio.h>
@@ -146,6 +147,42 @@ Test(faults_restart, a_worker_that_cannot_come_back_is_left_out_then_taken_back)
                   e2e_has(err, "answers again: taken back in") &&
                   e2e_has(err, "on 3 workers"),
               "the worker back was not taken in:\n%s", err);
+    cr_assert(e2e_has(out, "\"params_sha256\""), "%s", out);
+    free(out);
+    free(err);
+}
+
+Test(faults_restart, a_worker_down_as_the_run_begins_is_taken_in_when_it_comes_up)
+{
+    e2e_start(WORKERS);
+    /* Worker 2's host is down as the run begins: nothing restarts it. */
+    stopped_sup = e2e_supervisor_pid();
+    cr_assert(stopped_sup > 0 && kill(stopped_sup, SIGSTOP) == 0);
+    pid_t victim = e2e_worker_pid_file(2);
+    cr_assert(victim > 0 && kill(victim, SIGKILL) == 0);
+    char dir[600];
+    dir_for("join", dir, sizeof dir);
+    pid_t sub = faults_submit("join", dir, ELASTIC_EPOCHS, "--min-workers", "2", NULL);
+    bool without = false;
+    for (int i = 0; i < 600 && !without && e2e_alive(sub); i++) {
+        char *err = faults_output("join", "err");
+        without = e2e_has(err, "worker 2 (") &&
+                  e2e_has(err, "does not answer: the run begins without it on 2 workers");
+        free(err);
+        if (!without)
+            usleep(100000);
+    }
+    /* Its host comes up: the worker starts and joins at a checkpoint. */
+    kill(stopped_sup, SIGCONT);
+    stopped_sup = 0;
+    int st = faults_wait(sub, RUN_MS);
+    char *out = faults_output("join", "out"), *err = faults_output("join", "err");
+    cr_assert(st == 0, "the run failed (%d):\n%s", st, err);
+    cr_assert(without, "the run did not begin without worker 2:\n%s", err);
+    cr_assert(e2e_has(err, "worker 2 (") &&
+                  e2e_has(err, ") answers: taken in after epoch") &&
+                  e2e_has(err, "on 3 workers"),
+              "the worker that came up was not taken in:\n%s", err);
     cr_assert(e2e_has(out, "\"params_sha256\""), "%s", out);
     free(out);
     free(err);
