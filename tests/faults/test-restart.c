@@ -113,6 +113,40 @@ Test(faults_restart, sigkill_of_a_random_worker_is_undone_by_a_rollback)
     }
 }
 
+/* Whether the run `tag` (process `sub`) says `text` within a minute. */
+static bool said_while_running(const char *tag, pid_t sub, const char *text)
+{
+    bool said = false;
+    for (int i = 0; i < 600 && !said && e2e_alive(sub); i++) {
+        char *err = faults_output(tag, "err");
+        said = e2e_has(err, text);
+        free(err);
+        if (!said)
+            usleep(100000);
+    }
+    return said;
+}
+
+/* Worker 2's host comes back (its stopped supervisor goes on and starts
+ * it): the run `tag` ends well, having said `without` (seen while it ran)
+ * and then `taken` of worker 2, on 3 workers again. */
+static void host_back_then_taken_in(const char *tag, pid_t sub, bool without,
+                                    const char *taken)
+{
+    kill(stopped_sup, SIGCONT);
+    stopped_sup = 0;
+    int st = faults_wait(sub, RUN_MS);
+    char *out = faults_output(tag, "out"), *err = faults_output(tag, "err");
+    cr_assert(st == 0, "the run failed (%d):\n%s", st, err);
+    cr_assert(without && e2e_has(err, "worker 2 ("),
+              "the run did not go on without worker 2:\n%s", err);
+    cr_assert(e2e_has(err, taken) && e2e_has(err, "on 3 workers"),
+              "worker 2 was not taken in:\n%s", err);
+    cr_assert(e2e_has(out, "\"params_sha256\""), "%s", out);
+    free(out);
+    free(err);
+}
+
 Test(faults_restart, a_worker_that_cannot_come_back_is_left_out_then_taken_back)
 {
     e2e_start(WORKERS);
@@ -128,28 +162,12 @@ Test(faults_restart, a_worker_that_cannot_come_back_is_left_out_then_taken_back)
     cr_assert_eq(kill(victim, SIGKILL), 0);
     /* Once the run goes on without it, its host comes back: the worker is
      * restarted and taken in again at the next checkpoint. */
-    bool without = false;
-    for (int i = 0; i < 600 && !without && e2e_alive(sub); i++) {
-        char *err = faults_output("elastic", "err");
-        without = e2e_has(err, "goes on without it on 2 workers");
-        free(err);
-        if (!without)
-            usleep(100000);
-    }
-    kill(stopped_sup, SIGCONT);
-    stopped_sup = 0;
-    int st = faults_wait(sub, RUN_MS);
-    char *out = faults_output("elastic", "out"), *err = faults_output("elastic", "err");
-    cr_assert(st == 0, "the run failed (%d):\n%s", st, err);
-    cr_assert(without && e2e_has(err, "worker 2 (") && e2e_has(err, "did not come back"),
-              "%s", err);
-    cr_assert(e2e_has(err, "worker 2 (") &&
-                  e2e_has(err, "answers again: taken back in") &&
-                  e2e_has(err, "on 3 workers"),
-              "the worker back was not taken in:\n%s", err);
-    cr_assert(e2e_has(out, "\"params_sha256\""), "%s", out);
-    free(out);
+    bool without = said_while_running("elastic", sub, "goes on without it on 2 workers");
+    char *err = faults_output("elastic", "err");
+    bool named = e2e_has(err, "did not come back");
     free(err);
+    host_back_then_taken_in("elastic", sub, without && named,
+                            "answers again: taken back in");
 }
 
 Test(faults_restart, a_worker_down_as_the_run_begins_is_taken_in_when_it_comes_up)
@@ -163,29 +181,10 @@ Test(faults_restart, a_worker_down_as_the_run_begins_is_taken_in_when_it_comes_u
     char dir[600];
     dir_for("join", dir, sizeof dir);
     pid_t sub = faults_submit("join", dir, ELASTIC_EPOCHS, "--min-workers", "2", NULL);
-    bool without = false;
-    for (int i = 0; i < 600 && !without && e2e_alive(sub); i++) {
-        char *err = faults_output("join", "err");
-        without = e2e_has(err, "worker 2 (") &&
-                  e2e_has(err, "does not answer: the run begins without it on 2 workers");
-        free(err);
-        if (!without)
-            usleep(100000);
-    }
+    bool without = said_while_running(
+        "join", sub, "does not answer: the run begins without it on 2 workers");
     /* Its host comes up: the worker starts and joins at a checkpoint. */
-    kill(stopped_sup, SIGCONT);
-    stopped_sup = 0;
-    int st = faults_wait(sub, RUN_MS);
-    char *out = faults_output("join", "out"), *err = faults_output("join", "err");
-    cr_assert(st == 0, "the run failed (%d):\n%s", st, err);
-    cr_assert(without, "the run did not begin without worker 2:\n%s", err);
-    cr_assert(e2e_has(err, "worker 2 (") &&
-                  e2e_has(err, ") answers: taken in after epoch") &&
-                  e2e_has(err, "on 3 workers"),
-              "the worker that came up was not taken in:\n%s", err);
-    cr_assert(e2e_has(out, "\"params_sha256\""), "%s", out);
-    free(out);
-    free(err);
+    host_back_then_taken_in("join", sub, without, ") answers: taken in after epoch");
 }
 
 /* A run on 2 workers with --max-restarts `max` (outputs and directory
