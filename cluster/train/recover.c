@@ -2,8 +2,9 @@
  * rank's session is discarded and a new one begins on every rank from the
  * newest checkpoint of --checkpoint-dir (the start when there is none yet),
  * once the lost worker's supervisor has brought it back; with --min-workers
- * one that does not come back is left out and the global batch is sliced
- * over the others. --max-restarts bounds how often. */
+ * one that does not come back, or does not answer as the run begins, is
+ * left out and the global batch is sliced over the others, until it
+ * answers at a checkpoint. --max-restarts bounds how often. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,31 +22,6 @@
 #define CT_SURVEY_EVERY_US 100000
 /* A worker's crash record, as its Ping carries it. */
 #define CT_HOW_LEN 256
-
-static void leave_out(ct_run *run, const bool *gone);
-
-void ct_recover_absent(ct_run *run)
-{
-    const cluster_train_opts *o = run->o;
-    if (run->mode != &ct_mode_sync || run->k < 2 || !o->min_workers)
-        return;
-    const cluster_worker *w;
-    cluster_survey(run->cl, false, &w);
-    int k = run->k, up = 0;
-    bool gone[k];
-    for (int r = 0; r < k; r++) {
-        gone[r] = !w[r].ping;
-        up += !gone[r];
-    }
-    if (up == k || up < o->min_workers || up < 2)
-        return; /* all here, or too few: begin says which does not answer */
-    for (int r = 0; r < k; r++)
-        run->absent[r] = gone[r];
-    leave_out(run, gone);
-    for (int r = 0; r < k && run->ev && run->ev->worker_absent; r++)
-        if (gone[r])
-            run->ev->worker_absent(run->ev->data, r, cluster_target(run->cl, r), up);
-}
 
 int ct_recover_init(ct_run *run)
 {
@@ -145,6 +121,29 @@ static void leave_out(ct_run *run, const bool *gone)
             run->out[run->n_out++] = run->node[r];
     }
     run->k = k;
+}
+
+void ct_recover_absent(ct_run *run)
+{
+    const cluster_train_opts *o = run->o;
+    if (run->mode != &ct_mode_sync || run->k < 2 || !o->min_workers)
+        return;
+    const cluster_worker *w;
+    cluster_survey(run->cl, false, &w);
+    int k = run->k, up = 0;
+    bool gone[k];
+    for (int r = 0; r < k; r++) {
+        gone[r] = !w[r].ping;
+        up += !gone[r];
+    }
+    if (up == k || up < o->min_workers || up < 2)
+        return; /* all here, or too few: begin says which does not answer */
+    for (int r = 0; r < k; r++)
+        run->absent[r] = gone[r];
+    leave_out(run, gone);
+    for (int r = 0; r < k && run->ev && run->ev->worker_absent; r++)
+        if (gone[r])
+            run->ev->worker_absent(run->ev->data, r, cluster_target(run->cl, r), up);
 }
 
 /* Ends the session on the run's ranks: the survivors' sessions go, a
