@@ -99,6 +99,11 @@ typedef struct cluster_module {
  * text, e.g. "not an ELF shared object"). */
 int cluster_load_module(cluster *cl, const char *name, const void *bytes, size_t len,
                         cluster_module *out);
+/* cluster_load_module() on the workers in which[] only (NULL: all): a
+ * sync run with --min-workers begins without one that does not answer;
+ * the others get the module when they are first called. */
+int cluster_load_module_on(cluster *cl, const char *name, const void *bytes, size_t len,
+                           const bool *which, cluster_module *out);
 
 /* Frees what a cluster_module holds. */
 void cluster_module_fini(cluster_module *m);

@@ -129,6 +129,12 @@ static int load_on(cluster *cl, const cl_stored *sm, const bool *need,
 int cluster_load_module(cluster *cl, const char *name, const void *bytes, size_t len,
                         cluster_module *out)
 {
+    return cluster_load_module_on(cl, name, bytes, len, NULL, out);
+}
+
+int cluster_load_module_on(cluster *cl, const char *name, const void *bytes, size_t len,
+                           const bool *which, cluster_module *out)
+{
     if (!cl || !name || !bytes || !len || !out)
         return FERRY_EINVAL;
     memset(out, 0, sizeof *out);
@@ -164,7 +170,7 @@ int cluster_load_module(cluster *cl, const char *name, const void *bytes, size_t
     if (!need)
         return FERRY_ENOMEM;
     for (size_t i = 0; i < cl->n; i++)
-        need[i] = true;
+        need[i] = !which || which[i];
     int rc = load_on(cl, sm, need, out);
     free(need);
     if (rc)

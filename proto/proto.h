@@ -202,7 +202,13 @@ int proto_call_reply_unpack(const void *buf, size_t len, proto_call_reply **out)
     REP(int64_t, where_epoch)                                                            \
     REP(uint64_t, where_step)                                                            \
     REP(int32_t, where_waits_for)                                                        \
-    REP(double, where_idle_s)
+    REP(double, where_idle_s)                                                            \
+    F(char *, ended_function) /* the last call that stepped, as it ended */              \
+    F(char *, ended_phase)                                                               \
+    F(int64_t, ended_epoch)                                                              \
+    F(uint64_t, ended_step)                                                              \
+    F(int32_t, ended_waits_for)                                                          \
+    F(double, ended_ago_s)
 
 typedef struct proto_stats_reply {
     PROTO_STATS_REPLY_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER, PROTO_REP_MEMBER)

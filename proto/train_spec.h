@@ -245,10 +245,11 @@ typedef enum proto_train_group {
       DISTRIBUTED, LOCAL)                                                                \
     X(min_workers, 0, "min-workers", INT, 0, 1, PROTO_TRAIN_MAX_WORKERS, NULL,           \
       "a number of workers from 1 to 256", "M",                                          \
-      "sync mode: a worker that cannot come back is left\n"                              \
-      "out and the run goes on while M or more remain\n"                                 \
-      "(the global batch kept; default: all of them),\n"                                 \
-      "taking it back in at a checkpoint once it answers",                               \
+      "sync mode: a worker that cannot come back, or does\n"                             \
+      "not answer when the run begins, is left out and the\n"                            \
+      "run goes on while M or more remain (the global\n"                                 \
+      "batch kept; default: all of them), taking it in at\n"                             \
+      "a checkpoint once it answers",                                                    \
       DISTRIBUTED, LOCAL)
 
 #define PROTO_TRAIN_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})

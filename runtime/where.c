@@ -18,6 +18,10 @@ typedef struct row {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static row rows[RT_WHERE_MAX];
+/* The last call that recorded a step, as it was when it ended: a training
+ * call that a lost peer failed keeps where it waited for that peer. */
+static row ended;
+static uint64_t ended_ns;
 static _Thread_local int mine = -1;
 
 void rt_where_enter(const char *module, const char *function)
@@ -42,6 +46,10 @@ void rt_where_leave(void)
     if (mine < 0)
         return;
     pthread_mutex_lock(&mu);
+    if (rows[mine].info.step) {
+        ended = rows[mine];
+        ended_ns = uv_hrtime();
+    }
     rows[mine].used = false;
     pthread_mutex_unlock(&mu);
     mine = -1;
@@ -108,6 +116,19 @@ size_t rt_where_list(rt_where_info *out, size_t max)
     return n;
 }
 
+bool rt_where_ended(rt_where_info *out)
+{
+    pthread_mutex_lock(&mu);
+    bool any = ended.used;
+    if (any) {
+        *out = ended.info;
+        out->idle_s = (double)(uv_hrtime() - ended_ns) / 1e9;
+        out->running_s = (double)(ended_ns - ended.entered_ns) / 1e9;
+    }
+    pthread_mutex_unlock(&mu);
+    return any;
+}
+
 void rt_where_to_stats(rt_where_stats *b, proto_stats_reply *out)
 {
     size_t n = rt_where_list(b->info, RT_WHERE_MAX);
@@ -130,4 +151,13 @@ void rt_where_to_stats(rt_where_stats *b, proto_stats_reply *out)
     out->where_step = b->step;
     out->where_waits_for = b->waits_for;
     out->where_idle_s = b->idle_s;
+    out->ended_function = out->ended_phase = "";
+    if (rt_where_ended(&b->ended)) {
+        out->ended_function = b->ended.function;
+        out->ended_phase = b->ended.phase;
+        out->ended_epoch = b->ended.epoch;
+        out->ended_step = b->ended.step;
+        out->ended_waits_for = b->ended.waits_for;
+        out->ended_ago_s = b->ended.idle_s;
+    }
 }

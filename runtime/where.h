@@ -10,6 +10,7 @@
 #ifndef FERRY_RUNTIME_WHERE_H
 #define FERRY_RUNTIME_WHERE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,7 +46,12 @@ void rt_where_waiting(const char *phase, int waits_for);
 /* Copies up to `max` records into out; returns how many. Any thread. */
 size_t rt_where_list(rt_where_info *out, size_t max);
 
-/* The records as a Stats reply's where_* lists, pointing into `buf`. */
+/* The last call that recorded a step, as it was when it ended, into *out
+ * (idle_s: the seconds since it ended); false when none has. Any thread. */
+bool rt_where_ended(rt_where_info *out);
+
+/* The records as a Stats reply's where_* lists and ended_* fields,
+ * pointing into `buf`. */
 typedef struct rt_where_stats {
     rt_where_info info[RT_WHERE_MAX];
     char *module[RT_WHERE_MAX], *function[RT_WHERE_MAX], *phase[RT_WHERE_MAX];
@@ -53,6 +59,7 @@ typedef struct rt_where_stats {
     uint64_t step[RT_WHERE_MAX];
     int32_t waits_for[RT_WHERE_MAX];
     double idle_s[RT_WHERE_MAX];
+    rt_where_info ended;
 } rt_where_stats;
 void rt_where_to_stats(rt_where_stats *buf, proto_stats_reply *out);
 

@@ -101,9 +101,7 @@ bool cli_slurm_step_running(const home_paths *h);
  * or FERRY_E*, the error printed. */
 /* Prints a sync run's lost worker and where every rank goes on from
  * (lost_worker.c): cluster_train_events.worker_restarted's arguments. */
-void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *target,
-                              int pid, int epoch, const char *how, bool back, int left,
-                              const char *from, int restart, int max);
+void cli_say_worker_restarted(FILE *out, const cluster_train_lost *lost);
 
 /* Whether `ferry shutdown` began at since_ms or later (lost_worker.c): a
  * lost worker is then not waited for. */
@@ -241,6 +239,12 @@ void cli_progress_destroy(cli_progress *p);
  * either way (once r->cl is set). */
 int cli_running_ship(cli_running *r, const home_paths *h, const char *cmd,
                      const char *shown, const void *bytes, size_t len, cluster_module *m);
+/* cli_running_ship() that, when not every worker answers but `min` or
+ * more do (`min` > 0: a sync run's --min-workers), ships the module to
+ * those and goes on: the run begins without the others. */
+int cli_running_ship_some(cli_running *r, const home_paths *h, const char *cmd,
+                          const char *shown, const void *bytes, size_t len, long min,
+                          cluster_module *m);
 
 /* ---- processes (procs.c) ---------------------------------------------------- */
 

@@ -74,8 +74,24 @@ void cli_running_close(cli_running *r)
     r->cl = NULL;
 }
 
-int cli_running_ship(cli_running *r, const home_paths *h, const char *cmd,
-                     const char *shown, const void *bytes, size_t len, cluster_module *m)
+/* The workers that answer, malloc'd, when at least `min` do; else NULL. */
+static bool *answering(cluster *cl, long min)
+{
+    const cluster_worker *w;
+    cluster_survey(cl, false, &w);
+    size_t n = cluster_size(cl);
+    long up = 0;
+    for (size_t i = 0; i < n; i++)
+        up += w[i].ping != NULL;
+    bool *which = up >= min ? malloc(n * sizeof *which) : NULL;
+    for (size_t i = 0; which && i < n; i++)
+        which[i] = w[i].ping != NULL;
+    return which;
+}
+
+int cli_running_ship_some(cli_running *r, const home_paths *h, const char *cmd,
+                          const char *shown, const void *bytes, size_t len, long min,
+                          cluster_module *m)
 {
     char err[1024] = "";
     if (cli_running_open(r, h, cmd, false, false))
@@ -84,10 +100,23 @@ int cli_running_ship(cli_running *r, const home_paths *h, const char *cmd,
         cli_err(cmd, "%s", err);
         return CLI_FAIL;
     }
-    if (cluster_wait_ready(r->cl, r->conf.ping_timeout_ms * 3) ||
-        cluster_load_module(r->cl, shown, bytes, len, m)) {
+    bool *which = NULL;
+    if (cluster_wait_ready(r->cl, r->conf.ping_timeout_ms * 3) &&
+        !(min > 0 && (which = answering(r->cl, min)))) {
+        cli_err(cmd, "%s", cluster_error(r->cl));
+        return CLI_FAIL;
+    }
+    int rc = cluster_load_module_on(r->cl, shown, bytes, len, which, m);
+    free(which);
+    if (rc) {
         cli_err(cmd, "%s", cluster_error(r->cl));
         return CLI_FAIL;
     }
     return 0;
+}
+
+int cli_running_ship(cli_running *r, const home_paths *h, const char *cmd,
+                     const char *shown, const void *bytes, size_t len, cluster_module *m)
+{
+    return cli_running_ship_some(r, h, cmd, shown, bytes, len, 0, m);
 }

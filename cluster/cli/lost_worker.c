@@ -1,7 +1,8 @@
 /* What `ferry submit` says when a sync run loses a worker and goes on:
- * which worker, how it died (its supervisor's record), where the run was,
- * where every rank continues from, and the last lines its log holds from
- * before its restart (FERRY_HOME/logs/worker-<rank>.log). */
+ * which worker, how it died (its supervisor's record), where the run was
+ * (epoch, step and phase), where every rank continues from, and the last
+ * lines its log holds from before its restart
+ * (FERRY_HOME/logs/worker-<rank>.log). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,28 +66,44 @@ static void print_tail(FILE *out, const char *path, int pid)
     free(text);
 }
 
-void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *target,
-                              int pid, int epoch, const char *how, bool back, int left,
-                              const char *from, int restart, int max)
+/* Where the run was when the worker was lost: its step and phase, as the
+ * other ranks recorded them. */
+static void say_where(FILE *out, const cluster_train_lost *l)
 {
-    fprintf(out, "worker %d (%s, rank %d) lost in epoch %d, while its steps ran: %s\n",
-            worker, target, rank, epoch,
-            how[0] ? how : "no crash record (it stopped answering)");
-    if (back)
+    if (!l->step) {
+        fprintf(out,
+                "lost in epoch %d (its step is not known: no other rank recorded one)",
+                l->epoch);
+        return;
+    }
+    fprintf(out, "lost in epoch %d, step %llu, phase %s", l->epoch,
+            (unsigned long long)l->step, l->phase[0] ? l->phase : "not recorded");
+    if (l->waited)
+        fprintf(out, " (the other ranks were waiting there for its part)");
+    else
+        fprintf(out, " (where the other ranks were)");
+}
+
+void cli_say_worker_restarted(FILE *out, const cluster_train_lost *l)
+{
+    fprintf(out, "worker %d (%s, rank %d) ", l->worker, l->target, l->rank);
+    say_where(out, l);
+    fprintf(out, ": %s\n", l->how[0] ? l->how : "no crash record (it stopped answering)");
+    if (l->back)
         fprintf(out, "  restarted by its supervisor; ");
     else
         fprintf(out,
                 "  it did not come back: the run goes on without it on %d worker%s, the "
                 "global batch sliced over them; ",
-                left, left == 1 ? "" : "s");
+                l->left, l->left == 1 ? "" : "s");
     fprintf(out, "every rank continues from %s (restart %d of at most %d)\n",
-            from[0] ? from : "the start (no checkpoint yet)", restart, max);
+            l->from[0] ? l->from : "the start (no checkpoint yet)", l->restart, l->max);
     home_paths h;
     char log[HOME_FILE_MAX];
     if (cli_home_init(&h, "submit") == 0 &&
-        (size_t)snprintf(log, sizeof log, "%s/worker-%d.log", h.logs, worker) <
+        (size_t)snprintf(log, sizeof log, "%s/worker-%d.log", h.logs, l->worker) <
             sizeof log)
-        print_tail(out, log, pid);
+        print_tail(out, log, l->pid);
     fflush(out);
 }
 

@@ -350,7 +350,8 @@ static int train_here(submitting *s)
     int status = CLI_FAIL;
     cli_running r = {0};
     cluster_module m = {0};
-    if (cli_running_ship(&r, &s->h, "submit", s->shown, s->bytes, s->len, &m) == 0) {
+    if (cli_running_ship_some(&r, &s->h, "submit", s->shown, s->bytes, s->len,
+                              s->topts.min_workers, &m) == 0) {
         /* What the model logs (mc->ops->log) comes with each call's reply. */
         cluster_show_task_logs(r.cl, s->quiet ? NULL : stderr);
         free(s->bytes);

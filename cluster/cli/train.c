@@ -183,23 +183,32 @@ static void on_stall(void *data, const char *report)
     fprintf(stderr, "ferry submit: stalled: %s\n", report);
 }
 
-static void on_worker_restarted(void *data, int rank, int worker, const char *target,
-                                int pid, int epoch, const char *how, bool back, int left,
-                                const char *from, int restart, int max)
+static void on_worker_restarted(void *data, const cluster_train_lost *lost)
 {
     teller *t = data;
-    cli_say_worker_restarted(t->progress, rank, worker, target, pid, epoch, how, back,
-                             left, from, restart, max);
+    cli_say_worker_restarted(t->progress, lost);
 }
 
 static void on_worker_rejoined(void *data, int worker, const char *target, int epoch,
-                               const char *from, int workers)
+                               const char *from, int workers, bool first)
 {
     teller *t = data;
     fprintf(t->progress,
-            "worker %d (%s) answers again: taken back in after epoch %d; every rank "
+            "worker %d (%s) answers%s: taken %sin after epoch %d; every rank "
             "continues from %s on %d workers\n",
-            worker, target, epoch, from, workers);
+            worker, target, first ? "" : " again", first ? "" : "back ", epoch, from,
+            workers);
+    fflush(t->progress);
+}
+
+static void on_worker_absent(void *data, int worker, const char *target, int workers)
+{
+    teller *t = data;
+    fprintf(t->progress,
+            "worker %d (%s) does not answer: the run begins without it on %d workers "
+            "(--min-workers), the global batch sliced over them, and takes it in at a "
+            "checkpoint once it answers\n",
+            worker, target, workers);
     fflush(t->progress);
 }
 
@@ -345,6 +354,7 @@ int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
                                .stall = on_stall,
                                .worker_restarted = on_worker_restarted,
                                .worker_rejoined = on_worker_rejoined,
+                               .worker_absent = on_worker_absent,
                                .give_up = on_give_up};
     params_file init;
     int rc = cli_params_init(o, &init);

@@ -2,8 +2,9 @@
  * rank's session is discarded and a new one begins on every rank from the
  * newest checkpoint of --checkpoint-dir (the start when there is none yet),
  * once the lost worker's supervisor has brought it back; with --min-workers
- * one that does not come back is left out and the global batch is sliced
- * over the others. --max-restarts bounds how often. */
+ * one that does not come back, or does not answer as the run begins, is
+ * left out and the global batch is sliced over the others, until it
+ * answers at a checkpoint. --max-restarts bounds how often. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,8 @@ int ct_recover_init(ct_run *run)
     run->node = malloc((size_t)run->k * sizeof *run->node);
     run->pids = calloc((size_t)run->k, sizeof *run->pids);
     run->out = malloc((size_t)run->k * sizeof *run->out);
-    if (!run->node || !run->pids || !run->out)
+    run->absent = calloc((size_t)run->k, sizeof *run->absent);
+    if (!run->node || !run->pids || !run->out || !run->absent)
         return FERRY_ENOMEM;
     for (int r = 0; r < run->k; r++)
         run->node[r] = r;
@@ -40,6 +42,8 @@ void ct_recover_fini(ct_run *run)
     free(run->node);
     free(run->pids);
     free(run->out);
+    free(run->absent);
+    run->absent = NULL;
     run->node = NULL;
     run->pids = NULL;
     run->out = NULL;
@@ -119,6 +123,29 @@ static void leave_out(ct_run *run, const bool *gone)
     run->k = k;
 }
 
+void ct_recover_absent(ct_run *run)
+{
+    const cluster_train_opts *o = run->o;
+    if (run->mode != &ct_mode_sync || run->k < 2 || !o->min_workers)
+        return;
+    const cluster_worker *w;
+    cluster_survey(run->cl, false, &w);
+    int k = run->k, up = 0;
+    bool gone[k];
+    for (int r = 0; r < k; r++) {
+        gone[r] = !w[r].ping;
+        up += !gone[r];
+    }
+    if (up == k || up < o->min_workers || up < 2)
+        return; /* all here, or too few: begin says which does not answer */
+    for (int r = 0; r < k; r++)
+        run->absent[r] = gone[r];
+    leave_out(run, gone);
+    for (int r = 0; r < k && run->ev && run->ev->worker_absent; r++)
+        if (gone[r])
+            run->ev->worker_absent(run->ev->data, r, cluster_target(run->cl, r), up);
+}
+
 /* Ends the session on the run's ranks: the survivors' sessions go, a
  * restarted worker knows none. */
 static void end_session(ct_run *run, proto_train_begin_reply **b)
@@ -139,6 +166,41 @@ static int begin_session(ct_run *run, int next, proto_train_spec *spec,
     if (rc == 0)
         ct_recover_note(run);
     return rc;
+}
+
+/* Says each rank lost, with where the run was (the others' records). */
+static void say_lost(ct_run *run, int e, const bool *back, const bool *gone,
+                     char (*how)[CT_HOW_LEN])
+{
+    int k = run->k, n_gone = 0;
+    bool lost[k];
+    cluster_train_lost l[k];
+    for (int r = 0; r < k; r++) {
+        lost[r] = back[r] || gone[r];
+        n_gone += gone[r];
+    }
+    if (!run->ev || !run->ev->worker_restarted)
+        return;
+    ct_lost_where(run, e, lost, l);
+    for (int r = 0; r < k; r++) {
+        if (!lost[r])
+            continue;
+        l[r] = (cluster_train_lost){.rank = r,
+                                    .worker = run->node[r],
+                                    .target = cluster_target(run->cl, run->node[r]),
+                                    .pid = (int)run->pids[r],
+                                    .epoch = e,
+                                    .how = how[r],
+                                    .back = back[r],
+                                    .left = k - n_gone,
+                                    .from = run->from,
+                                    .restart = run->restarts,
+                                    .max = (int)run->o->max_restarts,
+                                    .step = l[r].step,
+                                    .phase = l[r].phase,
+                                    .waited = l[r].waited};
+        run->ev->worker_restarted(run->ev->data, &l[r]);
+    }
 }
 
 /* The epoch's failure, said: nothing undoes it. */
@@ -197,12 +259,7 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
         spec->resume = run->from;
     else
         snprintf(run->from, sizeof run->from, "%s", o->resume ? o->resume : "");
-    for (int r = 0; r < k; r++)
-        if ((back[r] || gone[r]) && run->ev && run->ev->worker_restarted)
-            run->ev->worker_restarted(run->ev->data, r, run->node[r],
-                                      cluster_target(run->cl, run->node[r]),
-                                      (int)run->pids[r], e, how[r], back[r], k - n_gone,
-                                      run->from, run->restarts, (int)o->max_restarts);
+    say_lost(run, e, back, gone, how);
     end_session(run, b);
     leave_out(run, gone);
     run->lost += n_gone;
@@ -236,7 +293,9 @@ int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_repl
     spec->resume = run->from;
     for (int i = 0; i < n_back && run->ev && run->ev->worker_rejoined; i++)
         run->ev->worker_rejoined(run->ev->data, back[i], cluster_target(run->cl, back[i]),
-                                 e, run->from, run->k + n_back);
+                                 e, run->from, run->k + n_back, run->absent[back[i]]);
+    for (int i = 0; i < n_back; i++)
+        run->absent[back[i]] = false;
     end_session(run, b);
     for (int i = 0; i < n_back; i++)
         run->node[run->k++] = back[i];

@@ -214,6 +214,7 @@ static int train(ct_run *run, cluster_train_result *res)
     cluster_set_call_timeout(run->cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
     proto_train_begin_reply *b[run->k];
+    ct_recover_absent(run);
     if ((rc = ct_begin(run, &spec, b)))
         return rc;
     ct_recover_note(run);

@@ -103,6 +103,29 @@ typedef struct cluster_train_epoch {
     const char *checkpoint; /* written in this epoch and durable ("": none) */
 } cluster_train_epoch;
 
+/* Sync mode: the worker of `rank` (at `target`, the cluster's worker
+ * `worker`, process `pid`) was lost in epoch `epoch`, `how` (its
+ * supervisor's record, "" when none); `back`: it was restarted, else the
+ * run goes on with `left` workers. Every rank continues from `from` (a
+ * checkpoint, or "" for the start), restart `restart` of at most `max`.
+ * Where the run was, as the other ranks recorded it when their step failed
+ * or was cancelled: `step` of the epoch (0: not known) and their `phase`
+ * ("all-reduce", "gradient exchange", ...); `waited`: they were waiting
+ * there for this rank's part. */
+typedef struct cluster_train_lost {
+    int rank, worker;
+    const char *target;
+    int pid, epoch;
+    const char *how;
+    bool back;
+    int left;
+    const char *from;
+    int restart, max;
+    uint64_t step;
+    const char *phase;
+    bool waited;
+} cluster_train_lost;
+
 /* The run's callbacks, all called on the caller's thread during
  * cluster_train_run(); any may be NULL. Strings are borrowed for the call. */
 typedef struct cluster_train_events {
@@ -119,19 +142,19 @@ typedef struct cluster_train_events {
      * names the ranks that have not arrived and what each rank is doing,
      * one line each after the first. Said once a stall. */
     void (*stall)(void *data, const char *report);
-    /* Sync mode: the worker of `rank` (at `target`, the cluster's worker
-     * `worker`, process `pid`) was lost in epoch `epoch`, `how` (its supervisor's record,
-     * "" when none); `back`: it was restarted, else the run goes on with
-     * `left` workers. Every rank continues from `from` (a checkpoint, or ""
-     * for the start), restart `restart` of at most `max`. */
-    void (*worker_restarted)(void *data, int rank, int worker, const char *target,
-                             int pid, int epoch, const char *how, bool back, int left,
-                             const char *from, int restart, int max);
+    /* Sync mode: a worker was lost and every rank goes on (see
+     * cluster_train_lost). */
+    void (*worker_restarted)(void *data, const cluster_train_lost *lost);
     /* Sync mode: the cluster's worker `worker` (at `target`), left out
-     * earlier, answers again and is taken back in after epoch `epoch`:
-     * every rank continues from `from` on `workers` workers. */
+     * earlier (`first`: it did not answer when the run began, so it was
+     * never in it), answers and is taken in after epoch `epoch`: every
+     * rank continues from `from` on `workers` workers. */
     void (*worker_rejoined)(void *data, int worker, const char *target, int epoch,
-                            const char *from, int workers);
+                            const char *from, int workers, bool first);
+    /* Sync mode with --min-workers: the cluster's worker `worker` (at
+     * `target`) does not answer as the run begins; the run begins without
+     * it on `workers` workers. */
+    void (*worker_absent)(void *data, int worker, const char *target, int workers);
     /* Sync mode, while a lost worker is waited for: true when it will not
      * come back for a reason the caller knows (the cluster shut down). */
     bool (*give_up)(void *data);

@@ -51,6 +51,7 @@ typedef struct ct_run {
     char why[2048];  /* an epoch's failure, said unless a rollback undoes it */
     int *out;        /* the cluster's workers left out (--min-workers) */
     int n_out;
+    bool *absent; /* by worker: left out as the run began, never in it */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -135,6 +136,12 @@ void ct_unhold(ct_run *run);
 
 /* Gives each rank its worker (rank r on worker r); FERRY_ENOMEM. */
 int ct_recover_init(ct_run *run);
+/* Just before the first begin, in sync mode with --min-workers: leaves
+ * out the workers that do not answer while M or more do (a worker that
+ * comes up later, its host still starting or an engine that starts it
+ * late, is taken in by ct_rejoin at a checkpoint). What is sized by rank
+ * was sized for them all before. */
+void ct_recover_absent(ct_run *run);
 void ct_recover_fini(ct_run *run);
 /* Notes which process each rank's worker is, once the session began. */
 void ct_recover_note(ct_run *run);
@@ -151,6 +158,14 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
  * that checkpoint. Returns 0 (run->next_epoch set when it did), or
  * FERRY_E* (said) when the new session could not begin. */
 int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b);
+
+/* ---- lost_where.c ---- */
+
+/* Where the run was in epoch e when the ranks in lost[] were lost: one
+ * Stats round of the others, their records of that epoch into each lost
+ * rank's out[r].step, .phase and .waited (0, "" and false when none
+ * recorded one). Strings are the cluster's, valid until its next survey. */
+void ct_lost_where(ct_run *run, int e, const bool *lost, cluster_train_lost *out);
 
 /* ---- timeline.c ---- */
 

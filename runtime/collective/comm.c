@@ -509,8 +509,11 @@ int rt_comm_wait(rt_comm *c, rt_comm_op *op, bool (*cancelled)(void *), void *ar
             pthread_mutex_lock(&c->mu);
         }
     }
-    rt_where_waiting(rt_op_name(op), -1); /* done waiting: an evaluation may follow */
     int rc = op->result;
+    /* Done waiting: an evaluation may follow. A failed wait keeps the rank
+     * it waited for, to say where a lost peer left the run. */
+    if (rc == 0)
+        rt_where_waiting(rt_op_name(op), -1);
     if (rc && err)
         snprintf(err, errlen, "%s", c->errmsg);
     for (rt_comm_op **p = &c->owned; *p; p = &(*p)->owned)
