@@ -192,6 +192,15 @@ static void on_worker_restarted(void *data, int rank, int worker, const char *ta
                              left, from, restart, max);
 }
 
+static void on_worker_back(void *data, int rank, const char *target, int lost_in,
+                           const char *how, bool back, int after, int restart, int max)
+{
+    teller *t = data;
+    cli_progress_hold(t->bar);
+    cli_say_worker_back(t->progress, rank, target, lost_in, how, back, after, restart, max);
+    cli_progress_release(t->bar);
+}
+
 static void on_worker_rejoined(void *data, int worker, const char *target, int epoch,
                                const char *from, int workers)
 {
@@ -346,6 +355,7 @@ int cli_train(cluster *cl, const cluster_module *m, const char *module, const ch
                                .stall = on_stall,
                                .worker_restarted = on_worker_restarted,
                                .worker_rejoined = on_worker_rejoined,
+                               .worker_back = on_worker_back,
                                .give_up = on_give_up};
     params_file init;
     int rc = cli_params_init(o, &init);

@@ -85,6 +85,7 @@ static void gather(ct_run *run, int e, epoch_calls *c, proto_train_epoch_reply *
                                          n - run->lost - 1);
                 run->alive[r] = false;
                 run->lost++;
+                ct_async_lost(run, r, e);
             } else if (c->failed_own < 0) {
                 c->failed_own = r;
             }

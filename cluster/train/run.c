@@ -108,6 +108,8 @@ static int epochs(ct_run *run, cluster_train_result *res, proto_train_spec *spec
         res->compute_s += ep.compute_s;
         res->ps_wait_s += ep.ps_wait_s;
         res->last = ep;
+        if (run->mode == &ct_mode_async && (rc = ct_async_rejoin(run, e, spec)))
+            return rc;
         int k = run->k;
         if (ep.checkpoint && ep.checkpoint[0] && (rc = ct_rejoin(run, e, spec, b)))
             return rc;
@@ -273,6 +275,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
     proto_free(run.reply);
     free(run.alive);
     ct_recover_fini(&run);
+    ct_async_fini(&run);
     if (rc) {
         free(run.steps);
         cluster_train_result_fini(res);

@@ -51,6 +51,9 @@ typedef struct ct_run {
     char why[2048];  /* an epoch's failure, said unless a rollback undoes it */
     int *out;        /* the cluster's workers left out (--min-workers) */
     int n_out;
+    uint8_t secret[32]; /* the session's (begin.c), cleansed at the run's end */
+    struct ct_rejoin *rj; /* async: the lost ranks' restarts (rejoin_async.c) */
+    int rejoin_epoch;     /* what ct_begin_pack sends as TrainBegin's (0: none) */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -120,6 +123,25 @@ void ct_discard(ct_run *run);
 /* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
  * says why and discards what began. */
 int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply **b);
+
+/* Packs rank r's TrainBegin: the session, who asks, the secret, the run's
+ * options and every rank's address. */
+int ct_begin_pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
+                  const char **peers, const char *submitter, const uint8_t *secret,
+                  size_t secret_len);
+
+/* ---- rejoin_async.c ---- */
+
+/* Async mode: rank r's worker was lost mid-epoch `e` (`why`): noted, for
+ * the restart to wait for. */
+void ct_async_lost(ct_run *run, int r, int e);
+/* After async epoch `e`: each lost rank whose worker its supervisor
+ * restarted (waited for, bounded) begins again in the session and takes
+ * its place from the shards' current values, said through the events;
+ * one that does not come back stays out. Returns 0, or FERRY_E* (said)
+ * when --max-restarts is spent. */
+int ct_async_rejoin(ct_run *run, int e, const proto_train_spec *spec);
+void ct_async_fini(ct_run *run);
 
 /* ---- hold.c ---- */
 

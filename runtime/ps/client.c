@@ -168,6 +168,7 @@ typedef struct trip {
     rt_ps_client *c;
     bool pull;     /* a Pull */
     bool and_pull; /* a Push that pulls too */
+    bool rejoin;   /* a Pull that takes the rank back in */
     uint64_t until;
     uint32_t samples;
     size_t running;
@@ -208,7 +209,8 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
                              .worker_step = step,
                              .from_rank = (uint32_t)c->rank,
                              .until_samples = t->until,
-                             .secret = secret};
+                             .secret = secret,
+                             .rejoin = t->rejoin};
         int rc = proto_pull_req_pack(&rq, &head);
         rpc_msg_out m = {.head_bytes = head.data, .head_len = head.len};
         if (rc == 0)
@@ -408,6 +410,13 @@ int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t un
 {
     trip t = {.c = c, .pull = true, .until = until_samples, .cancelled = cancelled, .arg = arg};
     return trip_run(c, t, params, NULL, 0, worker_step, seen, err, errlen);
+}
+
+int rt_ps_rejoin(rt_ps_client *c, float *params, rt_ps_seen *seen,
+                 bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+{
+    trip t = {.c = c, .pull = true, .rejoin = true, .cancelled = cancelled, .arg = arg};
+    return trip_run(c, t, params, NULL, 0, 0, seen, err, errlen);
 }
 
 int rt_ps_push(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,

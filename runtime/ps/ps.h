@@ -188,6 +188,11 @@ typedef struct rt_ps_seen {
 int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t until_samples,
                rt_ps_seen *seen, bool (*cancelled)(void *), void *arg, char *err,
                size_t errlen);
+/* The first pull of a rank whose worker was restarted and takes its place
+ * in the session again: every shard counts it live from now on, its clock
+ * the slowest live rank's (seen->min_clock: the clock to go on from). */
+int rt_ps_rejoin(rt_ps_client *c, float *params, rt_ps_seen *seen,
+                 bool (*cancelled)(void *), void *arg, char *err, size_t errlen);
 /* Pushes `values` (n host floats; each shard gets its slice, sent without
  * a copy) to every shard at once, with the versions of the last pull.
  * Returns once gRPC has let go of every slice, whatever the outcome: the

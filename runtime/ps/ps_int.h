@@ -77,6 +77,10 @@ typedef struct rt_push_in {
 void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in);
 /* Answers now, or parks the pull until the staleness bound lets it go. */
 void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t until);
+/* A restarted rank takes its place again and reads the values at once:
+ * live, its clock the slowest live rank's (it neither holds the others
+ * back nor waits for them), its pushes' samples counted from zero. */
+void rt_shard_rejoin(rt_shard *sh, rpc_srv_call *sc, int rank);
 /* The rank left: it no longer holds the bound back. */
 void rt_shard_leave(rt_shard *sh, int rank);
 /* Fails the parked pulls whose callers gave up (all of them with `all`). */

@@ -257,6 +257,19 @@ void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint
     pthread_mutex_unlock(&sh->mu);
 }
 
+void rt_shard_rejoin(rt_shard *sh, rpc_srv_call *sc, int rank)
+{
+    pthread_mutex_lock(&sh->mu);
+    sh->gone[rank] = true; /* out of min_clock while it is computed */
+    uint64_t mc = min_clock(sh);
+    if (mc != UINT64_MAX)
+        sh->clock[rank] = mc;
+    sh->gone[rank] = false;
+    sh->pushed[rank] = 0;
+    answer_pull(sh, sc);
+    pthread_mutex_unlock(&sh->mu);
+}
+
 void rt_shard_leave(rt_shard *sh, int rank)
 {
     pthread_mutex_lock(&sh->mu);

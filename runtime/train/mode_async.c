@@ -106,7 +106,12 @@ static int async_begin(rt_trainer *t, const float *init, char *err, size_t errle
     }
     rt_ckpt_async_start start = {0};
     int rc = rt_ckpt_async_setup(t, &a->ck, err, errlen);
-    if (rc == 0 && o->resume && *o->resume &&
+    if (o->rejoin_epoch > 0) {
+        /* Back in a session the others went on with: the shards' values
+         * are read at the first pull, the data goes on with a new shuffle. */
+        t->epoch = o->rejoin_epoch;
+        a->data_epoch = o->rejoin_epoch;
+    } else if (rc == 0 && o->resume && *o->resume &&
         (rc = rt_ckpt_async_load(t, &start, err, errlen)) == 0) {
         a->data_epoch = start.data_epoch;
         a->skip = start.data_step;
@@ -150,10 +155,31 @@ static int async_begin(rt_trainer *t, const float *init, char *err, size_t errle
     return rt_ps_client_create(&co, &a->client, err, errlen);
 }
 
+static int upload(rt_trainer *t, float *dev, const float *host);
+
+/* A restarted rank's first pull takes it back into the session: its clock
+ * the slowest live rank's, so that it holds nobody back, and the model the
+ * shards' values (easgd: the centre's) as they are now. */
+static int rejoin(rt_trainer *t, rt_async *a, bool (*cancelled)(void *), void *arg,
+                  char *err, size_t errlen)
+{
+    float *into = a->algo == RT_PS_EASGD ? a->centre_host : a->host;
+    rt_ps_seen seen;
+    int rc = rt_ps_rejoin(a->client, into, &seen, cancelled, arg, err, errlen);
+    if (rc)
+        return rc;
+    a->clock = seen.min_clock == UINT64_MAX ? 0 : seen.min_clock;
+    a->pulled = a->clock + 1;
+    a->seen = seen.samples;
+    return upload(t, t->params, into);
+}
+
 static int async_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
                        size_t errlen)
 {
     rt_async *a = t->ms;
+    if (t->o.rejoin_epoch > 0)
+        return rejoin(t, a, cancelled, arg, err, errlen);
     /* Into the push accumulator, empty until the first step: the pull only
      * asks every shard whether it is there. */
     rt_ps_seen seen;
