@@ -108,7 +108,8 @@ void cli_say_worker_restarted(FILE *out, int rank, int worker, const char *targe
 /* Prints an async run's lost worker taken back in, or left out
  * (worker_back.c): cluster_train_events.worker_back's arguments. */
 void cli_say_worker_back(FILE *out, int rank, const char *target, int lost_in,
-                         const char *how, bool back, int after, int restart, int max);
+                         const char *how, bool back, int after, int restart, int max,
+                         const char *from);
 
 /* Whether `ferry shutdown` began at since_ms or later (lost_worker.c): a
  * lost worker is then not waited for. */

@@ -193,11 +193,13 @@ static void on_worker_restarted(void *data, int rank, int worker, const char *ta
 }
 
 static void on_worker_back(void *data, int rank, const char *target, int lost_in,
-                           const char *how, bool back, int after, int restart, int max)
+                           const char *how, bool back, int after, int restart, int max,
+                           const char *from)
 {
     teller *t = data;
     cli_progress_hold(t->bar);
-    cli_say_worker_back(t->progress, rank, target, lost_in, how, back, after, restart, max);
+    cli_say_worker_back(t->progress, rank, target, lost_in, how, back, after, restart, max,
+                        from);
     cli_progress_release(t->bar);
 }
 

@@ -94,6 +94,10 @@ static int epochs(ct_run *run, cluster_train_result *res, proto_train_spec *spec
     for (int e = run->next_epoch; e <= run->o->epochs; e++) {
         cluster_train_epoch ep;
         int rc = run->mode->epoch(run, e, &ep);
+        if (rc && run->mode == &ct_mode_async && ct_async_restore(run, e, spec) == 0) {
+            e--; /* the ranks that had not finished it run it again */
+            continue;
+        }
         if (rc && (rc = ct_recover(run, e, rc, spec, b)) == 0) {
             e = run->next_epoch - 1; /* every rank goes on from its checkpoint */
             continue;

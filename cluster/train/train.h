@@ -137,9 +137,11 @@ typedef struct cluster_train_events {
      * restarted and takes its place again after epoch `after` from the
      * shards' current values (`back`), or did not come back within the
      * wait or with restarts left (`restart` of at most `max` used) and the
-     * run goes on without it. */
+     * run goes on without it. `from`: the checkpoint its shard was restored
+     * from ("": it holds none), the others running epoch `after` again. */
     void (*worker_back)(void *data, int rank, const char *target, int lost_in,
-                        const char *how, bool back, int after, int restart, int max);
+                        const char *how, bool back, int after, int restart, int max,
+                        const char *from);
     /* Sync mode, while a lost worker is waited for: true when it will not
      * come back for a reason the caller knows (the cluster shut down). */
     bool (*give_up)(void *data);

@@ -142,6 +142,22 @@ void ct_async_lost(ct_run *run, int r, int e);
  * when --max-restarts is spent. */
 int ct_async_rejoin(ct_run *run, int e, const proto_train_spec *spec);
 void ct_async_fini(ct_run *run);
+/* Async epoch `e` lost rank h, a shard's holder (`rcs`: each rank's
+ * result): NULL when its shard is to be restored (ct_async_restore), else
+ * why it cannot be and the run stops. */
+const char *ct_async_holder_lost(ct_run *run, int h, int e, const int *rcs);
+/* After epoch `e` failed: restores the lost holder's shard from its newest
+ * checkpoint on its restarted worker, and returns 0 for the ranks that had
+ * not finished the epoch to run it again (the restored rank in from the
+ * next); else FERRY_EPIPE with run->why saying why the shard is lost. */
+int ct_async_restore(ct_run *run, int e, const proto_train_spec *spec);
+/* Around an epoch call: an epoch run again leaves out the ranks that had
+ * finished it (begin returns whether this is one). */
+bool ct_async_rerun_begin(ct_run *run);
+/* An epoch a lost shard interrupted: `keep` the sums of the ranks that
+ * finished it, or (its run again) take them back into *sum and the scores. */
+void ct_async_partial(ct_run *run, proto_train_epoch_reply *sum, bool keep);
+void ct_async_rerun_end(ct_run *run);
 
 /* ---- hold.c ---- */
 

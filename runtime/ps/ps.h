@@ -174,6 +174,12 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
                         size_t errlen);
 void rt_ps_client_destroy(rt_ps_client *c);
 
+/* Drops every channel and opens new ones, each peer "not there yet" again
+ * (retried until the timeout): after a round trip failed on a shard whose
+ * holder was lost, its restarted successor is reached at once rather than
+ * after the old channel's reconnect backoff. Returns 0 or FERRY_E*. */
+int rt_ps_client_reconnect(rt_ps_client *c, char *err, size_t errlen);
+
 /* What a round trip learnt. */
 typedef struct rt_ps_seen {
     uint64_t samples;   /* the most any shard reported */

@@ -32,6 +32,10 @@ typedef struct rt_shard {
     uint64_t *clock; /* by rank: worker_step of its last push */
     uint64_t *pushed; /* by rank: the samples its pushes claimed */
     bool *gone;      /* by rank: left the session */
+    /* Continued from a checkpoint: a push may carry a version of the
+     * shard's life before it (the ranks that went on pulled it), taken as
+     * the current one. */
+    bool restored;
     rt_parked *parked;
     rt_ps_shard_stats stats;
 } rt_shard;

@@ -1,9 +1,11 @@
-/* A worker lost in the middle of async training, one that holds no shard
- * of the parameter server: a SIGKILL at a random moment is named, the
- * others keep training, the supervisor's restart takes the worker back in
- * from the shards' current values, and the run ends within a point of the
- * accuracy of its twin that lost nothing (async runs are not
- * bit-identical). With --max-restarts 0 the worker stays out, as before. */
+/* A worker lost in the middle of async training: a SIGKILL at a random
+ * moment is named and the run ends within a point of the accuracy of its
+ * twin that lost nothing (async runs are not bit-identical). One that held
+ * no shard of the parameter server: the others keep training and the
+ * supervisor's restart takes it back in from the shards' current values.
+ * The shard's holder: its shard is restored from its newest checkpoint on
+ * the restarted worker; without --checkpoint-dir the run ends saying so.
+ * With --max-restarts 0 a worker without a shard stays out, as before. */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,7 +27,7 @@ static void async_setup(void)
 TestSuite(faults_async, .init = async_setup, .fini = e2e_teardown, .timeout = 400);
 
 #define WORKERS 3
-#define EPOCHS  "16"
+#define EPOCHS  "30"
 #define RUN_MS  240000
 #define SAMPLES 4000
 
@@ -52,25 +54,34 @@ static const char *blobs(void)
     return path;
 }
 
-/* What the killer thread does: once `dir` holds a shard's checkpoint (the
- * run is training), waits `delay_ms` and kills worker `rank`. */
+/* What the killer thread does: once the run trains (a shard's checkpoint
+ * in `dir`, or without one an epoch line in `err`), waits `delay_ms` and
+ * kills worker `rank`. */
 typedef struct killer {
-    const char *dir;
+    const char *dir, *err;
     int rank, delay_ms;
     pid_t victim;
 } killer;
 
+static bool training(const killer *k)
+{
+    if (!k->dir) {
+        char *text = e2e_slurp(k->err);
+        bool yes = text && strstr(text, "\nepoch 1/");
+        free(text);
+        return yes;
+    }
+    char **names;
+    int n = rt_ckpt_list_shards(k->dir, &names);
+    rt_ckpt_names_free(names, n > 0 ? n : 0);
+    return n > 0;
+}
+
 static void *kill_main(void *arg)
 {
     killer *k = arg;
-    for (int i = 0; i < 6000; i++) {
-        char **names;
-        int n = rt_ckpt_list_shards(k->dir, &names);
-        rt_ckpt_names_free(names, n > 0 ? n : 0);
-        if (n > 0)
-            break;
+    for (int i = 0; i < 6000 && !training(k); i++)
         usleep(10000);
-    }
     usleep((useconds_t)k->delay_ms * 1000);
     k->victim = e2e_worker_pid_file(k->rank);
     if (k->victim > 0 && kill(k->victim, SIGKILL) != 0)
@@ -78,66 +89,122 @@ static void *kill_main(void *arg)
     return NULL;
 }
 
-/* An async mlp run on the blobs with one shard (held by rank 0), its
- * checkpoints in `tag`'s directory, with --max-restarts `max`. */
-static void run(e2e_run *r, const char *data, const char *tag, const char *max)
+/* An async mlp run on the blobs with one shard (held by rank 0), with
+ * --max-restarts `max`, its checkpoints in `dir` (NULL: none). */
+static void run(e2e_run *r, const char *data, const char *dir, const char *max)
 {
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s/ck-%s", e2e_home, tag);
-    e2e_ferry(r, RUN_MS, "submit", e2e_task("mlp"), "--data", data, "--label", "class",
-              "--mode", "async", "--ps-shards", "1", "--epochs", EPOCHS, "--seed", "3",
-              "--checkpoint-dir", dir, "--checkpoint-every", "8", "--max-restarts", max,
-              "--json", NULL);
+    if (dir)
+        e2e_ferry(r, RUN_MS, "submit", e2e_task("mlp"), "--data", data, "--label", "class",
+                  "--mode", "async", "--ps-shards", "1", "--epochs", EPOCHS, "--seed", "3",
+                  "--checkpoint-dir", dir, "--checkpoint-every", "8", "--max-restarts", max,
+                  "--json", NULL);
+    else
+        e2e_ferry(r, RUN_MS, "submit", e2e_task("mlp"), "--data", data, "--label", "class",
+                  "--mode", "async", "--ps-shards", "1", "--epochs", EPOCHS, "--seed", "3",
+                  "--max-restarts", max, "--json", NULL);
 }
 
-/* The same run with a random worker other than the shard's holder killed
- * at a random moment; its output in *r. */
+static const char *dir_of(const char *tag)
+{
+    static char dir[600];
+    snprintf(dir, sizeof dir, "%s/ck-%s", e2e_home, tag);
+    return dir;
+}
+
+/* The same run with worker `rank` killed at a random moment of its
+ * training; its output in *r. */
 static pid_t run_with_kill(e2e_run *r, const char *data, const char *tag, const char *max,
                            int rank, int delay_ms)
 {
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s/ck-%s", e2e_home, tag);
-    killer k = {.dir = dir, .rank = rank, .delay_ms = delay_ms};
+    char out[600], err[600];
+    e2e_next_outputs(out, err);
+    killer k = {.dir = tag ? dir_of(tag) : NULL, .err = err, .rank = rank,
+                .delay_ms = delay_ms};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, kill_main, &k), 0);
-    run(r, data, tag, max);
+    run(r, data, k.dir, max);
     pthread_join(th, NULL);
     cr_assert(k.victim > 0, "%s: worker %d was not killed:\n%s", tag, rank, r->err);
     return k.victim;
+}
+
+/* A killed worker's restart named, the run ended as well as its twin. */
+static void expect_back(e2e_run *r, unsigned seed, int rank, const char *how, double twin)
+{
+    E2E_EXPECT(r, 0);
+    char said[64];
+    snprintf(said, sizeof said, "worker %d (", rank);
+    cr_assert(e2e_has(r->err, said) && e2e_has(r->err, "SIGKILL") &&
+                  e2e_has(r->err, "restarted by its supervisor: ") && e2e_has(r->err, how),
+              "seed %u: the restart of worker %d is not named:\n%s", seed, rank, r->err);
+    double acc = e2e_json_number(r->out, "test_accuracy");
+    cr_log_info("async mlp on blobs: %.4f without a fault, %.4f with worker %d killed", twin,
+                acc, rank);
+    cr_assert(fabs(acc - twin) <= 0.01, "seed %u: accuracy %.4f, its twin's %.4f:\n%s",
+              seed, acc, twin, r->err);
+    cr_assert(e2e_json_number(r->out, "workers_lost") == 0,
+              "seed %u: the worker is still counted lost:\n%s", seed, r->out);
+}
+
+static double twin_accuracy(const char *data)
+{
+    e2e_run r;
+    run(&r, data, dir_of("twin"), "3");
+    E2E_EXPECT(&r, 0);
+    double twin = e2e_json_number(r.out, "test_accuracy");
+    e2e_run_fini(&r);
+    return twin;
 }
 
 Test(faults_async, a_killed_worker_without_a_shard_rejoins_and_the_run_finishes)
 {
     e2e_start(WORKERS);
     const char *data = blobs();
-    e2e_run r;
-    run(&r, data, "twin", "3");
-    E2E_EXPECT(&r, 0);
-    double twin = e2e_json_number(r.out, "test_accuracy");
-    e2e_run_fini(&r);
+    double twin = twin_accuracy(data);
     for (unsigned seed = 1; seed <= 2; seed++) {
         srand(20261128 + seed);
         char tag[32];
         snprintf(tag, sizeof tag, "kill%u", seed);
         int rank = 1 + rand() % (WORKERS - 1);
+        e2e_run r;
         pid_t victim = run_with_kill(&r, data, tag, "3", rank, rand() % 300);
-        E2E_EXPECT(&r, 0);
-        char said[64];
-        snprintf(said, sizeof said, "worker %d (", rank);
-        cr_assert(e2e_has(r.err, said) && e2e_has(r.err, "SIGKILL") &&
-                      e2e_has(r.err, "restarted by its supervisor: rejoins the async run") &&
-                      e2e_has(r.err, "from the shards' current values"),
-                  "seed %u: the restart of worker %d is not named:\n%s", seed, rank, r.err);
-        double acc = e2e_json_number(r.out, "test_accuracy");
-        cr_log_info("async mlp on blobs: %.4f without a fault, %.4f with worker %d killed",
-                    twin, acc, rank);
-        cr_assert(fabs(acc - twin) <= 0.01, "seed %u: accuracy %.4f, its twin's %.4f:\n%s",
-                  seed, acc, twin, r.err);
-        cr_assert(e2e_json_number(r.out, "workers_lost") == 0,
-                  "seed %u: the worker is still counted lost:\n%s", seed, r.out);
+        expect_back(&r, seed, rank, "rejoins the async run after epoch", twin);
+        cr_assert(e2e_has(r.err, "from the shards' current values"), "%s", r.err);
         e2e_run_fini(&r);
         cr_assert(e2e_wait_new_worker(rank, victim, 10000) > 0);
     }
+}
+
+Test(faults_async, a_killed_shard_holder_is_restored_from_its_checkpoint)
+{
+    e2e_start(WORKERS);
+    const char *data = blobs();
+    double twin = twin_accuracy(data);
+    for (unsigned seed = 1; seed <= 2; seed++) {
+        srand(20261200 + seed);
+        char tag[32];
+        snprintf(tag, sizeof tag, "holder%u", seed);
+        e2e_run r;
+        pid_t victim = run_with_kill(&r, data, tag, "3", 0, rand() % 300);
+        expect_back(&r, seed, 0, "the shard it held restored from ", twin);
+        cr_assert(e2e_has(r.err, dir_of(tag)) && e2e_has(r.err, "run epoch"), "%s", r.err);
+        e2e_run_fini(&r);
+        cr_assert(e2e_wait_new_worker(0, victim, 10000) > 0);
+    }
+}
+
+Test(faults_async, without_a_checkpoint_dir_a_killed_shard_holder_ends_the_run)
+{
+    e2e_start(WORKERS);
+    const char *data = blobs();
+    e2e_run r;
+    run_with_kill(&r, data, NULL, "3", 0, 0);
+    cr_assert(r.status == 1, "exit %d:\n%s", r.status, r.err);
+    cr_assert(e2e_has(r.err, "worker 0 (") && e2e_has(r.err, "held shard 0 of 1") &&
+                  e2e_has(r.err, "without --checkpoint-dir there is nothing to restore it "
+                                 "from, so the run stops"),
+              "%s", r.err);
+    e2e_run_fini(&r);
 }
 
 Test(faults_async, without_restarts_a_killed_worker_stays_out)
