@@ -1,7 +1,8 @@
 /* An async run's checkpoint writers (its workers, each writing the shard
  * it holds every global step) killed from outside at random moments, round
  * after round, each round continuing from the last: every shard file left
- * is whole, a whole set is always there, and a run continues from it. */
+ * is whole, a whole set is always there, and a run continues from it.
+ * --max-restarts 0: the run ends with its writer, not restoring its shard. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,10 +71,11 @@ Test(e2e_async_checkpoint_kill, writers_killed_at_any_moment_leave_a_whole_set)
         e2e_next_outputs(out, err);
         pid_t sub =
             round ? e2e_spawn("submit", e2e_task("linreg"), "--mode", "async", "--epochs",
-                              "100000", "--resume", dir, "--checkpoint-every", "1", NULL)
+                              "100000", "--resume", dir, "--checkpoint-every", "1",
+                              "--max-restarts", "0", NULL)
                   : e2e_spawn("submit", e2e_task("linreg"), "--mode", "async", "--epochs",
                               "100000", "--checkpoint-dir", dir, "--checkpoint-every",
-                              "1", NULL);
+                              "1", "--max-restarts", "0", NULL);
         bool wrote = false;
         for (int i = 0; i < 3000 && !wrote && e2e_alive(sub); i++) {
             wrote = newest_file(dir) > before;
