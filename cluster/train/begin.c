@@ -13,6 +13,9 @@
 #include "runtime/collective/collective.h"
 #include "train_int.h"
 
+_Static_assert(sizeof(((ct_run *)0)->secret) == RT_COMM_SECRET_BYTES,
+               "the run keeps the whole secret");
+
 /* How a worker names this process when it refuses another submitter. */
 static void describe_submitter(char *buf, size_t len)
 {
