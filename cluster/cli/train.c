@@ -198,8 +198,8 @@ static void on_worker_back(void *data, int rank, const char *target, int lost_in
 {
     teller *t = data;
     cli_progress_hold(t->bar);
-    cli_say_worker_back(t->progress, rank, target, lost_in, how, back, after, restart, max,
-                        from);
+    cli_say_worker_back(t->progress, rank, target, lost_in, how, back, after, restart,
+                        max, from);
     cli_progress_release(t->bar);
 }
 

@@ -119,12 +119,13 @@ static int verdict(ct_run *run, int e, const epoch_calls *c)
     if (c->lost_holder >= 0) {
         int h = c->lost_holder;
         const char *stop = ct_async_holder_lost(run, h, e, c->each.rcs);
-        snprintf(run->why, sizeof run->why,
-                 "%s: epoch %d failed (async mode): worker %d (%s) was lost while it held "
-                 "shard%s %d%s of %d of the parameters: %s%s%s",
-                 run->module, e, h, cluster_target(run->cl, h), run->shards > n ? "s" : "",
-                 h, run->shards > n ? ", ..." : "", run->shards,
-                 c->each.errs[h] ? c->each.errs[h] : "", stop ? "; " : "", stop ? stop : "");
+        snprintf(
+            run->why, sizeof run->why,
+            "%s: epoch %d failed (async mode): worker %d (%s) was lost while it held "
+            "shard%s %d%s of %d of the parameters: %s%s%s",
+            run->module, e, h, cluster_target(run->cl, h), run->shards > n ? "s" : "", h,
+            run->shards > n ? ", ..." : "", run->shards,
+            c->each.errs[h] ? c->each.errs[h] : "", stop ? "; " : "", stop ? stop : "");
         if (stop) {
             ct_fail(run, "%s", run->why);
             run->why[0] = '\0';

@@ -203,8 +203,9 @@ static int begin_again(ct_run *run, int r, int e, const proto_train_spec *spec,
     proto_free(reply);
     cluster_free_bytes(&out);
     if (rc)
-        ct_fail(run, "%s: worker %d (%s) was restarted but could not take its place in "
-                     "the async run again: %s",
+        ct_fail(run,
+                "%s: worker %d (%s) was restarted but could not take its place in "
+                "the async run again: %s",
                 run->module, r, cluster_target(run->cl, run->node[r]),
                 cluster_error(run->cl));
     else
@@ -219,7 +220,8 @@ static int take_back(ct_run *run, int r, int e, const proto_train_spec *spec)
     const cluster_train_opts *o = run->o;
     int lost_in = run->rj->lost_in[r];
     run->rj->lost_in[r] = 0;
-    const proto_ping_reply *p = run->restarts < o->max_restarts ? restarted(run, r) : NULL;
+    const proto_ping_reply *p =
+        run->restarts < o->max_restarts ? restarted(run, r) : NULL;
     char how[256];
     snprintf(how, sizeof how, "%s", p && p->last_crash ? p->last_crash : "");
     int pid = p ? (int)p->pid : 0;

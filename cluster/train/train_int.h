@@ -51,7 +51,7 @@ typedef struct ct_run {
     char why[2048];  /* an epoch's failure, said unless a rollback undoes it */
     int *out;        /* the cluster's workers left out (--min-workers) */
     int n_out;
-    uint8_t secret[32]; /* the session's (begin.c), cleansed at the run's end */
+    uint8_t secret[32];   /* the session's (begin.c), cleansed at the run's end */
     struct ct_rejoin *rj; /* async: the lost ranks' restarts (rejoin_async.c) */
     int rejoin_epoch;     /* what ct_begin_pack sends as TrainBegin's (0: none) */
 } ct_run;

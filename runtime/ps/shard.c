@@ -189,7 +189,8 @@ void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
                                            : PROTO_PUSH_GRADIENT;
     size_t len = sh->span.hi - sh->span.lo;
     pthread_mutex_lock(&sh->mu);
-    uint64_t version = sh->restored && in->version > sh->version ? sh->version : in->version;
+    uint64_t version =
+        sh->restored && in->version > sh->version ? sh->version : in->version;
     if (in->kind != want_kind || in->n != len || version > sh->version) {
         uint64_t have = sh->version;
         pthread_mutex_unlock(&sh->mu);

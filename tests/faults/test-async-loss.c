@@ -43,11 +43,12 @@ static const char *blobs(void)
     srand(7);
     for (int i = 0; i < SAMPLES; i++) {
         int c = rand() % 3;
-        double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = (rand() + 1.0) / (RAND_MAX + 2.0);
+        double u = (rand() + 1.0) / (RAND_MAX + 2.0),
+               v = (rand() + 1.0) / (RAND_MAX + 2.0);
         double r = sqrt(-2 * log(u)) * 0.9;
         len += (size_t)snprintf(text + len, cap - len, "%.3f,%.3f,c%d\n",
-                                cx[c] + r * cos(2 * M_PI * v), cy[c] + r * sin(2 * M_PI * v),
-                                c);
+                                cx[c] + r * cos(2 * M_PI * v),
+                                cy[c] + r * sin(2 * M_PI * v), c);
     }
     const char *path = e2e_write_file("blobs.csv", text);
     free(text);
@@ -94,14 +95,14 @@ static void *kill_main(void *arg)
 static void run(e2e_run *r, const char *data, const char *dir, const char *max)
 {
     if (dir)
-        e2e_ferry(r, RUN_MS, "submit", e2e_task("mlp"), "--data", data, "--label", "class",
-                  "--mode", "async", "--ps-shards", "1", "--epochs", EPOCHS, "--seed", "3",
-                  "--checkpoint-dir", dir, "--checkpoint-every", "8", "--max-restarts", max,
-                  "--json", NULL);
-    else
-        e2e_ferry(r, RUN_MS, "submit", e2e_task("mlp"), "--data", data, "--label", "class",
-                  "--mode", "async", "--ps-shards", "1", "--epochs", EPOCHS, "--seed", "3",
+        e2e_ferry(r, RUN_MS, "submit", e2e_task("mlp"), "--data", data, "--label",
+                  "class", "--mode", "async", "--ps-shards", "1", "--epochs", EPOCHS,
+                  "--seed", "3", "--checkpoint-dir", dir, "--checkpoint-every", "8",
                   "--max-restarts", max, "--json", NULL);
+    else
+        e2e_ferry(r, RUN_MS, "submit", e2e_task("mlp"), "--data", data, "--label",
+                  "class", "--mode", "async", "--ps-shards", "1", "--epochs", EPOCHS,
+                  "--seed", "3", "--max-restarts", max, "--json", NULL);
 }
 
 static const char *dir_of(const char *tag)
@@ -118,8 +119,8 @@ static pid_t run_with_kill(e2e_run *r, const char *data, const char *tag, const 
 {
     char out[600], err[600];
     e2e_next_outputs(out, err);
-    killer k = {.dir = tag ? dir_of(tag) : NULL, .err = err, .rank = rank,
-                .delay_ms = delay_ms};
+    killer k = {
+        .dir = tag ? dir_of(tag) : NULL, .err = err, .rank = rank, .delay_ms = delay_ms};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, kill_main, &k), 0);
     run(r, data, k.dir, max);
@@ -135,11 +136,12 @@ static void expect_back(e2e_run *r, unsigned seed, int rank, const char *how, do
     char said[64];
     snprintf(said, sizeof said, "worker %d (", rank);
     cr_assert(e2e_has(r->err, said) && e2e_has(r->err, "SIGKILL") &&
-                  e2e_has(r->err, "restarted by its supervisor: ") && e2e_has(r->err, how),
+                  e2e_has(r->err, "restarted by its supervisor: ") &&
+                  e2e_has(r->err, how),
               "seed %u: the restart of worker %d is not named:\n%s", seed, rank, r->err);
     double acc = e2e_json_number(r->out, "test_accuracy");
-    cr_log_info("async mlp on blobs: %.4f without a fault, %.4f with worker %d killed", twin,
-                acc, rank);
+    cr_log_info("async mlp on blobs: %.4f without a fault, %.4f with worker %d killed",
+                twin, acc, rank);
     cr_assert(fabs(acc - twin) <= 0.01, "seed %u: accuracy %.4f, its twin's %.4f:\n%s",
               seed, acc, twin, r->err);
     cr_assert(e2e_has(r->err, "from the shards' current values") ||
@@ -199,8 +201,9 @@ Test(faults_async, without_a_checkpoint_dir_a_killed_shard_holder_ends_the_run)
     run_with_kill(&r, data, NULL, "3", 0, 0);
     cr_assert(r.status == 1, "exit %d:\n%s", r.status, r.err);
     cr_assert(e2e_has(r.err, "worker 0 (") && e2e_has(r.err, "held shard 0 of 1") &&
-                  e2e_has(r.err, "without --checkpoint-dir there is nothing to restore it "
-                                 "from, so the run stops"),
+                  e2e_has(r.err,
+                          "without --checkpoint-dir there is nothing to restore it "
+                          "from, so the run stops"),
               "%s", r.err);
     e2e_run_fini(&r);
 }

@@ -25,7 +25,8 @@ static void start(void)
     for (int i = 0; i < 32; i++)
         g[i] = 1;
     tps_start(2);
-    tps_sess s = {.session = S, .shards = 2, .staleness = K, .lr = 1, .init = init, .n = N};
+    tps_sess s = {
+        .session = S, .shards = 2, .staleness = K, .lr = 1, .init = init, .n = N};
     tps_open_all(&s);
 }
 
@@ -35,17 +36,18 @@ static void push(uint32_t from, uint64_t step)
     static rt_ps_client *clients[2];
     static float grad[N];
     if (!clients[from]) {
-        tps_sess s = {.session = S, .shards = 2, .staleness = K, .lr = 1, .init = init,
-                      .n = N};
+        tps_sess s = {
+            .session = S, .shards = 2, .staleness = K, .lr = 1, .init = init, .n = N};
         clients[from] = tps_client((int)from, &s, NULL, TPS_TIMEOUT_MS);
         for (int i = 0; i < N; i++)
             grad[i] = g[i % 32];
     }
     rt_ps_seen seen;
     char err[TPS_ERRLEN] = "";
-    int rc = rt_ps_push(clients[from], grad, 0, step, 5, &seen, NULL, NULL, err, sizeof err);
-    cr_assert(rc == 0, "push from rank %u at step %llu: %s", from, (unsigned long long)step,
-              err);
+    int rc =
+        rt_ps_push(clients[from], grad, 0, step, 5, &seen, NULL, NULL, err, sizeof err);
+    cr_assert(rc == 0, "push from rank %u at step %llu: %s", from,
+              (unsigned long long)step, err);
 }
 
 static rpc_call *pull_start(uint32_t from, uint64_t step, bool rejoin)
@@ -95,7 +97,8 @@ TPS_TEST(ps_rejoin, the_client_rejoin_reads_the_values_and_the_clock)
         push(0, step);
     cr_assert_eq(rt_ps_leave(T.r[0].store, S, 1), 0);
     cr_assert_eq(rt_ps_leave(T.r[1].store, S, 1), 0);
-    tps_sess s = {.session = S, .shards = 2, .staleness = K, .lr = 1, .init = init, .n = N};
+    tps_sess s = {
+        .session = S, .shards = 2, .staleness = K, .lr = 1, .init = init, .n = N};
     rt_ps_client *cl = tps_client(1, &s, NULL, TPS_TIMEOUT_MS);
     float *vals = tps_alloc(N * sizeof(float));
     rt_ps_seen seen;
