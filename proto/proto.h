@@ -286,7 +286,8 @@ typedef struct proto_push_reply {
     F(uint64_t, worker_step)                                                             \
     F(uint32_t, from_rank)                                                               \
     F(uint64_t, until_samples)                                                           \
-    F(proto_blob, secret)
+    F(proto_blob, secret)                                                                \
+    F(bool, rejoin)
 
 typedef struct proto_pull_req {
     PROTO_PULL_REQ_FIELDS(PROTO_MEMBER, PROTO_LIST_MEMBER)

@@ -24,6 +24,7 @@ int proto_train_begin_pack(const proto_train_spec *s, bool peers,
     a.init_values.data = (uint8_t *)init->values;
     a.init_values.len = init->floats * sizeof(float);
     a.timeline = run->timeline;
+    a.rejoin_epoch = run->rejoin_epoch;
     if (peers) {
         a.rank = run->rank;
         a.world = run->world;
@@ -61,7 +62,8 @@ int proto_train_begin_unpack(const void *buf, size_t len, proto_train_begin **ou
                                      .world = a->world,
                                      .n_peers = a->n_peers,
                                      .peers = (const char *const *)a->peers,
-                                     .timeline = a->timeline};
+                                     .timeline = a->timeline,
+                                     .rejoin_epoch = a->rejoin_epoch};
     /* Tensors whose shapes or values do not add up are the worker's to
      * refuse, naming what is wrong: here they are only taken apart. */
     if (a->n_init_shapes == a->n_init_names * 4 &&

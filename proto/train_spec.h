@@ -336,6 +336,7 @@ typedef struct proto_train_begin_run {
     const char *const *peers; /* every rank's address */
     proto_tensors init; /* parameters to start from (--init-from), or none */
     bool timeline;      /* record the rank's timeline (--timeline) */
+    uint32_t rejoin_epoch; /* async: a restarted rank back after it (0: none) */
 } proto_train_begin_run;
 
 /* Packs a rank's TrainBegin into out->data (malloc'd): the options of `s`

@@ -103,6 +103,12 @@ bool cli_slurm_step_running(const home_paths *h);
  * (lost_worker.c): cluster_train_events.worker_restarted's arguments. */
 void cli_say_worker_restarted(FILE *out, const cluster_train_lost *lost);
 
+/* Prints an async run's lost worker taken back in, or left out
+ * (worker_back.c): cluster_train_events.worker_back's arguments. */
+void cli_say_worker_back(FILE *out, int rank, const char *target, int lost_in,
+                         const char *how, bool back, int after, int restart, int max,
+                         const char *from);
+
 /* Whether `ferry shutdown` began at since_ms or later (lost_worker.c): a
  * lost worker is then not waited for. */
 bool cli_shutdown_since(int64_t since_ms);

@@ -189,6 +189,17 @@ static void on_worker_restarted(void *data, const cluster_train_lost *lost)
     cli_say_worker_restarted(t->progress, lost);
 }
 
+static void on_worker_back(void *data, int rank, const char *target, int lost_in,
+                           const char *how, bool back, int after, int restart, int max,
+                           const char *from)
+{
+    teller *t = data;
+    cli_progress_hold(t->bar);
+    cli_say_worker_back(t->progress, rank, target, lost_in, how, back, after, restart,
+                        max, from);
+    cli_progress_release(t->bar);
+}
+
 static void on_worker_rejoined(void *data, int worker, const char *target, int epoch,
                                const char *from, int workers, bool first)
 {
@@ -355,6 +366,7 @@ int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
                                .worker_restarted = on_worker_restarted,
                                .worker_rejoined = on_worker_rejoined,
                                .worker_absent = on_worker_absent,
+                               .worker_back = on_worker_back,
                                .give_up = on_give_up};
     params_file init;
     int rc = cli_params_init(o, &init);

@@ -13,6 +13,9 @@
 #include "runtime/collective/collective.h"
 #include "train_int.h"
 
+_Static_assert(sizeof(((ct_run *)0)->secret) == RT_COMM_SECRET_BYTES,
+               "the run keeps the whole secret");
+
 /* How a worker names this process when it refuses another submitter. */
 static void describe_submitter(char *buf, size_t len)
 {
@@ -34,9 +37,9 @@ static uint64_t new_session_id(void)
 /* Rank r's begin, packed into `b`: the session, who asks, the secret, the
  * options (`given`: the run's, its files made absolute; the ranks' ones with
  * more than one rank) and the peers; the mode the one the run takes. */
-static int pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
-                const char **peers, const char *submitter, const uint8_t *secret,
-                size_t secret_len)
+int ct_begin_pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
+                  const char **peers, const char *submitter, const uint8_t *secret,
+                  size_t secret_len)
 {
     proto_train_spec spec = *given;
     spec.mode = run->mode->name;
@@ -48,7 +51,8 @@ static int pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec
                                 .world = (uint32_t)run->k,
                                 .n_peers = (size_t)run->k,
                                 .peers = peers,
-                                .timeline = run->tl != NULL};
+                                .timeline = run->tl != NULL,
+                                .rejoin_epoch = (uint32_t)run->rejoin_epoch};
     const cluster_tensors *init = run->o->init;
     if (init)
         rb.init = *init;
@@ -76,11 +80,14 @@ int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply 
     memset(begin, 0, sizeof begin);
     int rc = 0;
     for (int r = 0; r < k && rc == 0; r++)
-        rc = pack(&begin[r], run, r, spec, peers, submitter, secret, sizeof secret);
+        rc = ct_begin_pack(&begin[r], run, r, spec, peers, submitter, secret,
+                           sizeof secret);
     if (rc == 0)
         rc = ct_call(run, "ferry.train.begin", begin, &ct_begin_reply, (void **)b);
     if (rc == 0)
         ct_hold(run, secret, sizeof secret);
+    if (rc == 0) /* async: a restarted rank is begun again with it */
+        memcpy(run->secret, secret, sizeof run->secret);
     OPENSSL_cleanse(secret, sizeof secret);
     for (int r = 0; r < k; r++) {
         if (begin[r].data)

@@ -3,9 +3,12 @@
  * the master adds them up. A worker lost mid-epoch does not cancel the
  * others: when it held no shard of the parameter server the shards are
  * told to stop waiting for it (the staleness bound would otherwise hold the
- * survivors back for good) and the run goes on without it; when it held
- * one, that slice of the model is gone with it and the run stops, saying
- * which (shards are not re-homed: see the README). */
+ * survivors back for good) and the run goes on without it until its
+ * restart takes it back in (rejoin_async.c); when it held one, the others'
+ * epoch fails on that shard, which is restored from its newest checkpoint
+ * on the restarted worker, and the epoch is run again by the ranks that
+ * had not finished it; without a checkpoint the run stops, saying which
+ * shard and why. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +88,7 @@ static void gather(ct_run *run, int e, epoch_calls *c, proto_train_epoch_reply *
                                          n - run->lost - 1);
                 run->alive[r] = false;
                 run->lost++;
+                ct_async_lost(run, r, e);
             } else if (c->failed_own < 0) {
                 c->failed_own = r;
             }
@@ -114,14 +118,18 @@ static int verdict(ct_run *run, int e, const epoch_calls *c)
     int n = run->k;
     if (c->lost_holder >= 0) {
         int h = c->lost_holder;
-        ct_fail(
-            run,
+        const char *stop = ct_async_holder_lost(run, h, e, c->each.rcs);
+        snprintf(
+            run->why, sizeof run->why,
             "%s: epoch %d failed (async mode): worker %d (%s) was lost while it held "
-            "shard%s %d%s of %d of the parameters: %s; shards are not re-homed, so the "
-            "run stops",
+            "shard%s %d%s of %d of the parameters: %s%s%s",
             run->module, e, h, cluster_target(run->cl, h), run->shards > n ? "s" : "", h,
             run->shards > n ? ", ..." : "", run->shards,
-            c->each.errs[h] ? c->each.errs[h] : "");
+            c->each.errs[h] ? c->each.errs[h] : "", stop ? "; " : "", stop ? stop : "");
+        if (stop) {
+            ct_fail(run, "%s", run->why);
+            run->why[0] = '\0';
+        }
         return FERRY_EPIPE;
     }
     if (c->failed_own >= 0) {
@@ -163,18 +171,25 @@ static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
     cluster_each_follow follow = {
         .function = "ferry.train.leave", .arg_for = leave_arg, .arg = run};
     int rc = proto_train_epoch_pack(&(proto_train_epoch){.session = run->session}, &ep);
+    bool again = ct_async_rerun_begin(run);
     if (rc == 0)
         rc = ct_call_each(run, "ferry.train.epoch", &ep, &follow, &c.each);
     proto_bytes_fini(&ep);
     if (rc) {
+        ct_async_rerun_end(run);
         ct_fail(run, "%s: epoch %d: %s", run->module, e, cluster_error(run->cl));
         ct_each_free(run, &c.each);
         return rc;
     }
     proto_train_epoch_reply sum = {0};
     memset(&run->scores, 0, sizeof run->scores);
+    if (again)
+        ct_async_partial(run, &sum, false);
     gather(run, e, &c, &sum);
     rc = verdict(run, e, &c);
+    if (rc && run->why[0]) /* a shard to restore: the epoch may run again */
+        ct_async_partial(run, &sum, true);
+    ct_async_rerun_end(run);
     ct_each_free(run, &c.each);
     if (rc)
         return rc;
@@ -182,7 +197,8 @@ static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
      * against what its sender can have computed); one that ended with none
      * computed anywhere ended on a count that had reached its end before
      * it began. */
-    if (sum.local_samples == 0) {
+    /* (An epoch run again after a shard's restore may find it ended.) */
+    if (sum.local_samples == 0 && !again) {
         ct_fail(run,
                 "%s: epoch %d ended (async mode) with no training sample computed on any "
                 "worker: the shards' count had reached its end before the epoch began "
@@ -190,7 +206,7 @@ static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
                 run->module, e);
         return FERRY_EPROTO;
     }
-    sum.train_loss /= (double)sum.local_samples;
+    sum.train_loss /= sum.local_samples ? (double)sum.local_samples : 1;
     if (sum.eval_samples) {
         sum.test_loss /= (double)sum.eval_samples;
         sum.test_accuracy /= (double)sum.eval_samples;

@@ -94,6 +94,10 @@ static int epochs(ct_run *run, cluster_train_result *res, proto_train_spec *spec
     for (int e = run->next_epoch; e <= run->o->epochs; e++) {
         cluster_train_epoch ep;
         int rc = run->mode->epoch(run, e, &ep);
+        if (rc && run->mode == &ct_mode_async && ct_async_restore(run, e, spec) == 0) {
+            e--; /* the ranks that had not finished it run it again */
+            continue;
+        }
         if (rc && (rc = ct_recover(run, e, rc, spec, b)) == 0) {
             e = run->next_epoch - 1; /* every rank goes on from its checkpoint */
             continue;
@@ -108,6 +112,8 @@ static int epochs(ct_run *run, cluster_train_result *res, proto_train_spec *spec
         res->compute_s += ep.compute_s;
         res->ps_wait_s += ep.ps_wait_s;
         res->last = ep;
+        if (run->mode == &ct_mode_async && (rc = ct_async_rejoin(run, e, spec)))
+            return rc;
         int k = run->k;
         if (ep.checkpoint && ep.checkpoint[0] && (rc = ct_rejoin(run, e, spec, b)))
             return rc;
@@ -274,6 +280,7 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
     proto_free(run.reply);
     free(run.alive);
     ct_recover_fini(&run);
+    ct_async_fini(&run);
     if (rc) {
         free(run.steps);
         cluster_train_result_fini(res);

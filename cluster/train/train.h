@@ -155,6 +155,16 @@ typedef struct cluster_train_events {
      * `target`) does not answer as the run begins; the run begins without
      * it on `workers` workers. */
     void (*worker_absent)(void *data, int worker, const char *target, int workers);
+    /* Async mode: the worker of `rank` (at `target`), lost in epoch
+     * `lost_in` (`how`: its supervisor's crash record, "" when none), was
+     * restarted and takes its place again after epoch `after` from the
+     * shards' current values (`back`), or did not come back within the
+     * wait or with restarts left (`restart` of at most `max` used) and the
+     * run goes on without it. `from`: the checkpoint its shard was restored
+     * from ("": it holds none), the others running epoch `after` again. */
+    void (*worker_back)(void *data, int rank, const char *target, int lost_in,
+                        const char *how, bool back, int after, int restart, int max,
+                        const char *from);
     /* Sync mode, while a lost worker is waited for: true when it will not
      * come back for a reason the caller knows (the cluster shut down). */
     bool (*give_up)(void *data);

@@ -52,6 +52,9 @@ typedef struct ct_run {
     int *out;        /* the cluster's workers left out (--min-workers) */
     int n_out;
     bool *absent; /* by worker: left out as the run began, never in it */
+    uint8_t secret[32];   /* the session's (begin.c), cleansed at the run's end */
+    struct ct_rejoin *rj; /* async: the lost ranks' restarts (rejoin_async.c) */
+    int rejoin_epoch;     /* what ct_begin_pack sends as TrainBegin's (0: none) */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -121,6 +124,41 @@ void ct_discard(ct_run *run);
 /* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
  * says why and discards what began. */
 int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply **b);
+
+/* Packs rank r's TrainBegin: the session, who asks, the secret, the run's
+ * options and every rank's address. */
+int ct_begin_pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
+                  const char **peers, const char *submitter, const uint8_t *secret,
+                  size_t secret_len);
+
+/* ---- rejoin_async.c ---- */
+
+/* Async mode: rank r's worker was lost mid-epoch `e` (`why`): noted, for
+ * the restart to wait for. */
+void ct_async_lost(ct_run *run, int r, int e);
+/* After async epoch `e`: each lost rank whose worker its supervisor
+ * restarted (waited for, bounded) begins again in the session and takes
+ * its place from the shards' current values, said through the events;
+ * one that does not come back stays out. Returns 0, or FERRY_E* (said)
+ * when --max-restarts is spent. */
+int ct_async_rejoin(ct_run *run, int e, const proto_train_spec *spec);
+void ct_async_fini(ct_run *run);
+/* Async epoch `e` lost rank h, a shard's holder (`rcs`: each rank's
+ * result): NULL when its shard is to be restored (ct_async_restore), else
+ * why it cannot be and the run stops. */
+const char *ct_async_holder_lost(ct_run *run, int h, int e, const int *rcs);
+/* After epoch `e` failed: restores the lost holder's shard from its newest
+ * checkpoint on its restarted worker, and returns 0 for the ranks that had
+ * not finished the epoch to run it again (the restored rank in from the
+ * next); else FERRY_EPIPE with run->why saying why the shard is lost. */
+int ct_async_restore(ct_run *run, int e, const proto_train_spec *spec);
+/* Around an epoch call: an epoch run again leaves out the ranks that had
+ * finished it (begin returns whether this is one). */
+bool ct_async_rerun_begin(ct_run *run);
+/* An epoch a lost shard interrupted: `keep` the sums of the ranks that
+ * finished it, or (its run again) take them back into *sum and the scores. */
+void ct_async_partial(ct_run *run, proto_train_epoch_reply *sum, bool keep);
+void ct_async_rerun_end(ct_run *run);
 
 /* ---- hold.c ---- */
 

@@ -31,6 +31,7 @@ struct rt_ps_client {
     int rank, world, shards;
     size_t n;
     char **peers;
+    char *token; /* for the channels a reconnect opens */
     int64_t timeout_ms;
     uint8_t secret[RT_PS_SECRET_BYTES];
     uv_loop_t loop;
@@ -82,6 +83,7 @@ static void client_free(rt_ps_client *c)
     for (int r = 0; c->peers && r < c->world; r++)
         free(c->peers[r]);
     free(c->peers);
+    free(c->token);
     free(c->ch);
     free(c->answered);
     free(c->version);
@@ -96,6 +98,32 @@ void rt_ps_client_destroy(rt_ps_client *c)
 {
     if (c)
         client_free(c);
+}
+
+/* A channel to each rank that holds a shard. */
+static int open_channels(rt_ps_client *c, char *err, size_t errlen)
+{
+    rpc_channel_opts co = {.token = c->token, .version = PROTO_VERSION};
+    int rc = 0;
+    for (int sh = 0; rc == 0 && sh < c->shards; sh++) {
+        int r = rt_ps_shard_rank(sh, c->world);
+        if (!c->ch[r] && (rc = rpc_channel_create(c->rpc, c->peers[r], &co, &c->ch[r])))
+            snprintf(err, errlen, "cannot open a channel to rank %d (%s): %s", r,
+                     c->peers[r], ferry_strerror(rc));
+    }
+    return rc;
+}
+
+int rt_ps_client_reconnect(rt_ps_client *c, char *err, size_t errlen)
+{
+    for (int r = 0; r < c->world; r++) {
+        if (c->ch[r])
+            rpc_channel_destroy(c->ch[r]);
+        c->ch[r] = NULL;
+        c->answered[r] = false;
+    }
+    uv_run(&c->loop, UV_RUN_NOWAIT);
+    return open_channels(c, err, errlen);
 }
 
 int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *err,
@@ -135,6 +163,8 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
     for (int r = 0; rc == 0 && r < c->world; r++)
         if (!(c->peers[r] = strdup(o->peers[r])))
             rc = FERRY_ENOMEM;
+    if (rc == 0 && o->token && !(c->token = strdup(o->token)))
+        rc = FERRY_ENOMEM;
     if (rc) {
         client_free(c);
         snprintf(err, errlen, "no memory for a parameter-server client");
@@ -147,14 +177,7 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
         snprintf(err, errlen, "cannot create an rpc client: %s", ferry_strerror(rc));
         return rc;
     }
-    rpc_channel_opts co = {.token = o->token, .version = PROTO_VERSION};
-    for (int sh = 0; rc == 0 && sh < c->shards; sh++) {
-        int r = rt_ps_shard_rank(sh, c->world);
-        if (!c->ch[r] && (rc = rpc_channel_create(c->rpc, c->peers[r], &co, &c->ch[r])))
-            snprintf(err, errlen, "cannot open a channel to rank %d (%s): %s", r,
-                     c->peers[r], ferry_strerror(rc));
-    }
-    if (rc) {
+    if ((rc = open_channels(c, err, errlen))) {
         client_free(c);
         return rc;
     }
@@ -168,6 +191,7 @@ typedef struct trip {
     rt_ps_client *c;
     bool pull;     /* a Pull */
     bool and_pull; /* a Push that pulls too */
+    bool rejoin;   /* a Pull that takes the rank back in */
     uint64_t until;
     uint32_t samples;
     size_t running;
@@ -208,7 +232,8 @@ static int start(rt_ps_client *c, trip *t, int s, const float *values, int kind,
                              .worker_step = step,
                              .from_rank = (uint32_t)c->rank,
                              .until_samples = t->until,
-                             .secret = secret};
+                             .secret = secret,
+                             .rejoin = t->rejoin};
         int rc = proto_pull_req_pack(&rq, &head);
         rpc_msg_out m = {.head_bytes = head.data, .head_len = head.len};
         if (rc == 0)
@@ -408,6 +433,13 @@ int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t un
 {
     trip t = {.c = c, .pull = true, .until = until_samples, .cancelled = cancelled, .arg = arg};
     return trip_run(c, t, params, NULL, 0, worker_step, seen, err, errlen);
+}
+
+int rt_ps_rejoin(rt_ps_client *c, float *params, rt_ps_seen *seen,
+                 bool (*cancelled)(void *), void *arg, char *err, size_t errlen)
+{
+    trip t = {.c = c, .pull = true, .rejoin = true, .cancelled = cancelled, .arg = arg};
+    return trip_run(c, t, params, NULL, 0, 0, seen, err, errlen);
 }
 
 int rt_ps_push(rt_ps_client *c, const float *values, int kind, uint64_t worker_step,

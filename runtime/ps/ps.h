@@ -174,6 +174,12 @@ int rt_ps_client_create(const rt_ps_client_opts *o, rt_ps_client **out, char *er
                         size_t errlen);
 void rt_ps_client_destroy(rt_ps_client *c);
 
+/* Drops every channel and opens new ones, each peer "not there yet" again
+ * (retried until the timeout): after a round trip failed on a shard whose
+ * holder was lost, its restarted successor is reached at once rather than
+ * after the old channel's reconnect backoff. Returns 0 or FERRY_E*. */
+int rt_ps_client_reconnect(rt_ps_client *c, char *err, size_t errlen);
+
 /* What a round trip learnt. */
 typedef struct rt_ps_seen {
     uint64_t samples;   /* the most any shard reported */
@@ -188,6 +194,11 @@ typedef struct rt_ps_seen {
 int rt_ps_pull(rt_ps_client *c, float *params, uint64_t worker_step, uint64_t until_samples,
                rt_ps_seen *seen, bool (*cancelled)(void *), void *arg, char *err,
                size_t errlen);
+/* The first pull of a rank whose worker was restarted and takes its place
+ * in the session again: every shard counts it live from now on, its clock
+ * the slowest live rank's (seen->min_clock: the clock to go on from). */
+int rt_ps_rejoin(rt_ps_client *c, float *params, rt_ps_seen *seen,
+                 bool (*cancelled)(void *), void *arg, char *err, size_t errlen);
 /* Pushes `values` (n host floats; each shard gets its slice, sent without
  * a copy) to every shard at once, with the versions of the last pull.
  * Returns once gRPC has let go of every slice, whatever the outcome: the

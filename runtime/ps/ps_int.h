@@ -32,6 +32,10 @@ typedef struct rt_shard {
     uint64_t *clock; /* by rank: worker_step of its last push */
     uint64_t *pushed; /* by rank: the samples its pushes claimed */
     bool *gone;      /* by rank: left the session */
+    /* Continued from a checkpoint: a push may carry a version of the
+     * shard's life before it (the ranks that went on pulled it), taken as
+     * the current one. */
+    bool restored;
     rt_parked *parked;
     rt_ps_shard_stats stats;
 } rt_shard;
@@ -77,6 +81,10 @@ typedef struct rt_push_in {
 void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in);
 /* Answers now, or parks the pull until the staleness bound lets it go. */
 void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint64_t until);
+/* A restarted rank takes its place again and reads the values at once:
+ * live, its clock the slowest live rank's (it neither holds the others
+ * back nor waits for them), its pushes' samples counted from zero. */
+void rt_shard_rejoin(rt_shard *sh, rpc_srv_call *sc, int rank);
 /* The rank left: it no longer holds the bound back. */
 void rt_shard_leave(rt_shard *sh, int rank);
 /* Fails the parked pulls whose callers gave up (all of them with `all`). */

@@ -189,7 +189,9 @@ void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
                                            : PROTO_PUSH_GRADIENT;
     size_t len = sh->span.hi - sh->span.lo;
     pthread_mutex_lock(&sh->mu);
-    if (in->kind != want_kind || in->n != len || in->version > sh->version) {
+    uint64_t version =
+        sh->restored && in->version > sh->version ? sh->version : in->version;
+    if (in->kind != want_kind || in->n != len || version > sh->version) {
         uint64_t have = sh->version;
         pthread_mutex_unlock(&sh->mu);
         if (in->kind != want_kind)
@@ -212,7 +214,7 @@ void rt_shard_push(rt_shard *sh, rpc_srv_call *sc, const rt_push_in *in)
         pthread_mutex_unlock(&sh->mu);
         return;
     }
-    uint64_t staleness = sh->version - in->version;
+    uint64_t staleness = sh->version - version;
     if (len > 0) {
         if (sh->opt) {
             rt_optim_set_lr(sh->opt, step_lr(sh, staleness));
@@ -254,6 +256,19 @@ void rt_shard_pull(rt_shard *sh, rpc_srv_call *sc, int from, uint64_t step, uint
         answer_pull(sh, sc);
     else
         park(sh, sc, &(rt_parked){.step = step, .until = until, .from = from});
+    pthread_mutex_unlock(&sh->mu);
+}
+
+void rt_shard_rejoin(rt_shard *sh, rpc_srv_call *sc, int rank)
+{
+    pthread_mutex_lock(&sh->mu);
+    sh->gone[rank] = true; /* out of min_clock while it is computed */
+    uint64_t mc = min_clock(sh);
+    if (mc != UINT64_MAX)
+        sh->clock[rank] = mc;
+    sh->gone[rank] = false;
+    sh->pushed[rank] = 0;
+    answer_pull(sh, sc);
     pthread_mutex_unlock(&sh->mu);
 }
 

@@ -59,6 +59,7 @@ int rt_shard_restore(rt_shard *sh, const rt_ps_shard_state *from)
         rt_optim_set_steps(sh->opt, from->t);
     sh->version = from->version;
     sh->samples = from->samples;
+    sh->restored = true;
     return 0;
 }
 

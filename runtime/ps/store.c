@@ -375,6 +375,8 @@ void rt_ps_pull_handler(rpc_srv_call *sc, rpc_msg *req, void *data)
     if (sh) {
         if (store_shut(st))
             rpc_srv_fail(sc, FERRY_EUNAVAIL, "Pull: this worker is shutting down");
+        else if (in->rejoin)
+            rt_shard_rejoin(sh, sc, (int)in->from_rank);
         else
             rt_shard_pull(sh, sc, (int)in->from_rank, in->worker_step, in->until_samples);
         release_ref(st, sh);

@@ -61,6 +61,7 @@ struct rt_async {
     rt_ckpt_async *ck; /* this rank's shards' checkpoints (NULL: none) */
     uint64_t ck_steps; /* the set last written (global steps) */
     uint64_t skip;     /* batches of the first shuffle a continued run took */
+    bool broken;       /* a round trip failed: the epoch may be run again */
 };
 
 static void *host_floats(size_t n)
@@ -112,6 +113,14 @@ static int async_begin(rt_trainer *t, const float *init, char *err, size_t errle
         a->skip = start.data_step;
         a->ck_steps = t->steps_done;
     }
+    if (o->rejoin_epoch > 0) {
+        /* Back in a session the others went on with (its shards, if it
+         * holds any, from `resume`): the others' values are read at the
+         * first pull, the data goes on with a new shuffle. */
+        t->epoch = o->rejoin_epoch;
+        a->data_epoch = o->rejoin_epoch;
+        a->skip = 0;
+    }
     if (rc)
         return rc;
     rt_ps_session_opts so = {
@@ -150,10 +159,31 @@ static int async_begin(rt_trainer *t, const float *init, char *err, size_t errle
     return rt_ps_client_create(&co, &a->client, err, errlen);
 }
 
+static int upload(rt_trainer *t, float *dev, const float *host);
+
+/* A restarted rank's first pull takes it back into the session: its clock
+ * the slowest live rank's, so that it holds nobody back, and the model the
+ * shards' values (easgd: the centre's) as they are now. */
+static int rejoin(rt_trainer *t, rt_async *a, bool (*cancelled)(void *), void *arg,
+                  char *err, size_t errlen)
+{
+    float *into = a->algo == RT_PS_EASGD ? a->centre_host : a->host;
+    rt_ps_seen seen;
+    int rc = rt_ps_rejoin(a->client, into, &seen, cancelled, arg, err, errlen);
+    if (rc)
+        return rc;
+    a->clock = seen.min_clock == UINT64_MAX ? 0 : seen.min_clock;
+    a->pulled = a->clock + 1;
+    a->seen = seen.samples;
+    return upload(t, t->params, into);
+}
+
 static int async_ready(rt_trainer *t, bool (*cancelled)(void *), void *arg, char *err,
                        size_t errlen)
 {
     rt_async *a = t->ms;
+    if (t->o.rejoin_epoch > 0)
+        return rejoin(t, a, cancelled, arg, err, errlen);
     /* Into the push accumulator, empty until the first step: the pull only
      * asks every shard whether it is there. */
     rt_ps_seen seen;
@@ -224,6 +254,7 @@ static int trip_done(rt_async *a, int rc, double t0, const char *what, uint64_t 
     r->st->ps_wait_s += rt_train_now() - t0;
     rt_timeline_since(a->tl, strcmp(what, "push") ? PROTO_TL_PULL : PROTO_TL_PUSH, 0, t0);
     if (rc) {
+        a->broken = true;
         snprintf(r->err, r->errlen, "%s at local step %llu: %s", what,
                  (unsigned long long)step, why);
         return rc;
@@ -324,6 +355,19 @@ static int gather(rt_trainer *t, rt_async *a, const rt_batch_host *hb)
 static int async_epoch_begin(rt_trainer *t, rt_epoch_run *r)
 {
     rt_async *a = t->ms;
+    /* After an epoch that failed (run again once a lost shard was
+     * restored): what was gathered for a push that never went is dropped,
+     * and after a failed round trip the shards' holders are reached anew
+     * (a restarted one at its new process). */
+    a->acc_samples = 0;
+    a->acc_batches = 0;
+    memset(a->acc, 0, t->plen * sizeof(float));
+    if (a->broken) {
+        a->broken = false;
+        int rc = rt_ps_client_reconnect(a->client, r->err, r->errlen);
+        if (rc)
+            return rc;
+    }
     a->target = (uint64_t)r->epoch * t->set[0]->n;
     a->run = (uint64_t)(t->o.epochs > 0 ? t->o.epochs : r->epoch) * t->set[0]->n;
     return 0;
@@ -399,7 +443,7 @@ static int async_apply(rt_trainer *t, rt_epoch_run *r, const rt_batch_host *hb)
             return rc;
         /* A pull due next step rides on this push's reply. */
         bool pull_next = a->clock % (uint64_t)a->pull_every == 0;
-        if (++a->acc_batches == a->push_every &&
+        if (++a->acc_batches >= a->push_every &&
             (rc = push(t, a, 0, pull_next ? a->host : NULL, a->target, r)))
             return rc;
     }

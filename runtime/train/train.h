@@ -264,6 +264,9 @@ typedef struct rt_train_opts {
     rt_ps_algo algo;
     float alpha; /* easgd; 0: 0.9 / world */
     int tau;     /* easgd; 0: 4 */
+    /* A restarted rank taking its place again in a session the others
+     * went on with, after this many epochs (0: a new session). */
+    int rejoin_epoch;
     /* Record a timeline of the steps (timeline.h), which each epoch's
      * caller reads through rt_trainer_timeline. */
     bool timeline;

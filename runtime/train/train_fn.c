@@ -274,6 +274,7 @@ static int begin_ranks(ferry_ctx_t *ctx, begin_args *ba, rt_train_session *s, ch
         o->algo = (rt_ps_algo)ba->algo;
         o->alpha = (float)ba->msg->spec.alpha;
         o->tau = (int)ba->msg->spec.tau;
+        o->rejoin_epoch = (int)ba->msg->run.rejoin_epoch;
         return 0;
     }
     ba->co.token = w->token; /* peers check it like any caller's */
