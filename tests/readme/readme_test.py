@@ -87,6 +87,12 @@ PROMISES = [
 # collapsed), each with the test that produces it and a fragment that test
 # checks: (quote start, test file, "suite/name", fragment).
 QUOTES = [
+    ("worker 2 (127.0.0.1:7102), lost in epoch 3 (killed by SIGKILL", "tests/faults/test-async-loss.c",
+     "faults_async/a_killed_worker_without_a_shard_rejoins_and_the_run_finishes",
+     "rejoins the async run after epoch"),
+    ("worker 0 (127.0.0.1:7100), lost in epoch 5 (killed by SIGKILL", "tests/faults/test-async-loss.c",
+     "faults_async/a_killed_shard_holder_is_restored_from_its_checkpoint",
+     "the shard it held restored from "),
     ("they have no tensor 'conv1.weight'", "tests/train/test-tensors.c",
      "tensors/a_missing_tensor_is_refused_with_the_models_shape",
      "they have no tensor 'a.bias' (the model's is 5)"),
