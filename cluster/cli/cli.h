@@ -107,6 +107,13 @@ void cli_say_worker_restarted(FILE *out, const cluster_train_lost *lost);
  * lost worker is then not waited for. */
 bool cli_shutdown_since(int64_t since_ms);
 
+/* joined.c: whether the running cluster of `h` has the worker `worker`
+ * now (one `ferry start --add` added), its address into `target`. */
+bool cli_joined_worker(const home_paths *h, int worker, char *target, size_t len);
+/* The progress line of a worker that joined and was taken in. */
+void cli_say_joined(FILE *f, int worker, const char *target, int epoch, const char *from,
+                    int workers);
+
 int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
               const char *module, const char *task, const cluster_train_opts *o);
 

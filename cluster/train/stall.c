@@ -316,7 +316,7 @@ int ct_stall_start(ct_run *run)
     if (rc || (warn == 0 && abort_ms == 0))
         return rc;
     ct_stall *st = calloc(1, sizeof *st);
-    if (!st || !(st->seen = calloc((size_t)run->k, sizeof *st->seen))) {
+    if (!st || !(st->seen = calloc((size_t)run->cap, sizeof *st->seen))) {
         free(st);
         return FERRY_ENOMEM;
     }
