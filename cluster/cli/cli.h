@@ -107,6 +107,10 @@ void cli_say_worker_restarted(FILE *out, const cluster_train_lost *lost);
  * lost worker is then not waited for. */
 bool cli_shutdown_since(int64_t since_ms);
 
+/* start_add.c: `ferry start --add K` (timeout_ms <= 0: the cluster's
+ * start timeout). Returns the exit status. */
+int cli_start_add(long k, long timeout_ms);
+
 /* joined.c: whether the running cluster of `h` has the worker `worker`
  * now (one `ferry start --add` added), its address into `target`. */
 bool cli_joined_worker(const home_paths *h, int worker, char *target, size_t len);
