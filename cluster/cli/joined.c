@@ -12,8 +12,11 @@ bool cli_joined_worker(const home_paths *h, int worker, char *target, size_t len
         return false;
     conf_cluster conf;
     char err[CONF_ERR_LEN];
-    if (conf_load(&conf, h->state, err, sizeof err) != 0)
+    conf_defaults(&conf);
+    if (conf_load(&conf, h->state, err, sizeof err) != 0) {
+        conf_fini(&conf);
         return false; /* shut down meanwhile: nothing joined */
+    }
     bool has = worker >= 0 && (size_t)worker < conf.n_workers;
     if (has)
         has = (size_t)snprintf(target, len, "%s", conf.workers[worker].address) < len;
