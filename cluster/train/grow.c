@@ -34,8 +34,10 @@ int ct_grow_scan(ct_run *run)
             ct_fail(run, "%s: %s", run->module, cluster_error(run->cl));
             return rc;
         }
-        /* Taken in by ct_rejoin once it answers, as any left out. */
+        /* Taken in by ct_rejoin once it answers, as any left out; never
+         * in the run yet. */
         run->out[run->n_out++] = w;
+        run->absent[w] = true;
     }
     return 0;
 }

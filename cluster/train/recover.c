@@ -278,9 +278,10 @@ static void say_rejoined(ct_run *run, int e, const int *back, int n_back)
     for (int i = 0; ev && i < n_back; i++) {
         int w = back[i], n = run->k + n_back;
         const char *t = cluster_target(run->cl, w);
-        if (w >= run->size0 && ev->worker_joined)
+        bool joined = w >= run->size0 && run->absent[w];
+        if (joined && ev->worker_joined)
             ev->worker_joined(ev->data, w, t, e, run->from, n);
-        else if (w < run->size0 && ev->worker_rejoined)
+        else if (!joined && ev->worker_rejoined)
             ev->worker_rejoined(ev->data, w, t, e, run->from, n, run->absent[w]);
     }
 }

@@ -53,7 +53,8 @@ typedef struct ct_run {
     char why[2048];  /* an epoch's failure, said unless a rollback undoes it */
     int *out;        /* the cluster's workers left out (--min-workers) */
     int n_out;
-    bool *absent; /* by worker: left out as the run began, never in it */
+    bool *absent; /* by worker: never in the run yet (left out as it began, or
+                     joined the cluster since) */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
