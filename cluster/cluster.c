@@ -29,8 +29,10 @@ static int open_node(cluster *cl, size_t i, const char *target)
     node->target = strdup(target);
     if (!node->target)
         return FERRY_ENOMEM;
-    pw_opts po = {
-        .target = target, .token = cl->token, .rank = (int)i, .max_payload = cl->max_payload};
+    pw_opts po = {.target = target,
+                  .token = cl->token,
+                  .rank = (int)i,
+                  .max_payload = cl->max_payload};
     int rc = pw_create(cl->client, &po, &node->pw);
     if (rc)
         cl_set_error(cl, "worker %zu (%s): cannot open a channel: %s", i, target,

@@ -132,7 +132,7 @@ struct cluster {
     char *err;
     cl_stored *modules;
     cluster_worker *survey;
-    size_t n_survey; /* its entries: the cluster may have grown since */
+    size_t n_survey;     /* its entries: the cluster may have grown since */
     cl_tasklog *tasklog; /* tasklog.c's; NULL: task log lines not shown */
     cl_watch *watch;     /* watch.c's; NULL: nobody watches */
 };

@@ -40,7 +40,8 @@ int cluster_watch(cluster *cl, int64_t period_ms, cluster_watch_fn fn,
     if (!w) {
         if (!fn)
             return 0;
-        if (!(w = calloc(1, sizeof *w)) || !(w->asks = calloc(cl->cap, sizeof *w->asks))) {
+        if (!(w = calloc(1, sizeof *w)) ||
+            !(w->asks = calloc(cl->cap, sizeof *w->asks))) {
             free(w);
             return FERRY_ENOMEM;
         }

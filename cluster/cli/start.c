@@ -160,10 +160,10 @@ static bool engine_mixed(const start_args *a)
 /* Added workers run as the cluster's first ones do: nothing else applies. */
 static bool add_mixed(const start_args *a)
 {
-    if (a->add < 0 || !(a->n >= 0 || a->config || a->listen || a->base_port >= 0 ||
-                        a->threads >= 0 || a->device || a->bind_cores ||
-                        a->metrics_port >= 0 || a->slurm || a->attach > 0 || a->tls[0] ||
-                        a->tls[1] || a->tls[2] || a->insecure))
+    if (a->add < 0 ||
+        !(a->n >= 0 || a->config || a->listen || a->base_port >= 0 || a->threads >= 0 ||
+          a->device || a->bind_cores || a->metrics_port >= 0 || a->slurm ||
+          a->attach > 0 || a->tls[0] || a->tls[1] || a->tls[2] || a->insecure))
         return false;
     cli_err("start", "--add K takes only --timeout-ms: the added workers run with the "
                      "running cluster's settings");

@@ -28,19 +28,22 @@ static double now_ms(void)
 static bool can_grow(const home_paths *h, const cli_running *r, long k)
 {
     if (cli_slurm_step_running(h)) {
-        cli_err("start", "--add: the cluster under %s runs in a Slurm job: its workers "
-                         "are the job's tasks", h->dir);
+        cli_err("start",
+                "--add: the cluster under %s runs in a Slurm job: its workers "
+                "are the job's tasks",
+                h->dir);
         return false;
     }
     if (r->conf.supervisor_pid <= 0 || !home_pid_alive(r->conf.supervisor_pid)) {
-        cli_err("start", "--add: the cluster's supervisor (pid %d) does not run: "
-                         "`ferry shutdown`, then `ferry start N`",
+        cli_err("start",
+                "--add: the cluster's supervisor (pid %d) does not run: "
+                "`ferry shutdown`, then `ferry start N`",
                 r->conf.supervisor_pid);
         return false;
     }
     if (r->conf.n_workers + (size_t)k > CONF_MAX_WORKERS) {
-        cli_err("start", "--add %ld: the cluster has %zu workers and takes at most %d",
-                k, r->conf.n_workers, CONF_MAX_WORKERS);
+        cli_err("start", "--add %ld: the cluster has %zu workers and takes at most %d", k,
+                r->conf.n_workers, CONF_MAX_WORKERS);
         return false;
     }
     return true;
@@ -52,8 +55,8 @@ static int ask(const home_paths *h, const cli_running *r, size_t n, long k)
     char text[CONF_MAX_WORKERS * 300] = "", path[CLI_FILE_MAX];
     size_t len = 0;
     for (long i = 0; i < k; i++)
-        len += (size_t)snprintf(text + len, sizeof text - len, "%zu %s 0\n", n + (size_t)i,
-                                r->conf.listen);
+        len += (size_t)snprintf(text + len, sizeof text - len, "%zu %s 0\n",
+                                n + (size_t)i, r->conf.listen);
     snprintf(path, sizeof path, "%s/%s", h->dir, HOME_GROW_FILE);
     if (base_write_atomic(path, text, len, false) != 0 ||
         kill(r->conf.supervisor_pid, SIGHUP) != 0) {
@@ -137,8 +140,8 @@ static int add_locked(const home_paths *h, long k, long timeout_ms)
     if (rc)
         return CLI_FAIL;
     size_t n = r.conf.n_workers;
-    double deadline = now_ms() + (double)(timeout_ms > 0 ? timeout_ms
-                                                          : r.conf.start_timeout_ms);
+    double deadline =
+        now_ms() + (double)(timeout_ms > 0 ? timeout_ms : r.conf.start_timeout_ms);
     int status = CLI_FAIL;
     if (can_grow(h, &r, k) && ask(h, &r, n, k) == 0) {
         size_t got = wait_ports(h, &r, n, k, deadline);

@@ -41,7 +41,6 @@ static void write_start_error(const home_paths *h, const char *text)
     close(fd);
 }
 
-
 static bool restarts_pending(const supervisor *sv)
 {
     for (size_t i = 0; i < sv->n; i++)

@@ -112,7 +112,8 @@ Test(faults_grow, start_add_refuses_what_it_cannot_do)
     snprintf(lock, sizeof lock, "%s/grow.lock", e2e_home);
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0);
-    refused(1, "--add: another `ferry start --add` is adding workers", "--add", "1", NULL);
+    refused(1, "--add: another `ferry start --add` is adding workers", "--add", "1",
+            NULL);
     close(fd);
     /* Nothing was added by any of them. */
     e2e_run r;
