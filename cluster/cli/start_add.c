@@ -54,9 +54,18 @@ static int ask(const home_paths *h, const cli_running *r, size_t n, long k)
 {
     char text[CONF_MAX_WORKERS * 300] = "", path[CLI_FILE_MAX];
     size_t len = 0;
-    for (long i = 0; i < k; i++)
-        len += (size_t)snprintf(text + len, sizeof text - len, "%zu %s 0\n",
-                                n + (size_t)i, r->conf.listen);
+    for (long i = 0; i < k; i++) {
+        int w = snprintf(text + len, sizeof text - len, "%zu %s 0\n", n + (size_t)i,
+                         r->conf.listen);
+        if (w < 0 || (size_t)w >= sizeof text - len) {
+            cli_err("start", "--add: the listen address %s is too long", r->conf.listen);
+            return CLI_FAIL;
+        }
+        len += (size_t)w;
+        /* A port file an earlier worker of that rank left is not this one's. */
+        home_worker_file(h, (int)(n + (size_t)i), "port", path, sizeof path);
+        unlink(path);
+    }
     snprintf(path, sizeof path, "%s/%s", h->dir, HOME_GROW_FILE);
     if (base_write_atomic(path, text, len, false) != 0 ||
         kill(r->conf.supervisor_pid, SIGHUP) != 0) {
