@@ -9,7 +9,7 @@ void cl_survey_free(cluster *cl)
 {
     if (!cl->survey)
         return;
-    for (size_t i = 0; i < cl->n; i++) {
+    for (size_t i = 0; i < cl->n_survey; i++) {
         if (cl->survey[i].ping)
             proto_free(cl->survey[i].ping);
         if (cl->survey[i].stats)
@@ -54,6 +54,7 @@ int cluster_survey(cluster *cl, bool stats, const cluster_worker **out)
         return FERRY_EINVAL;
     cl_survey_free(cl);
     cl->survey = calloc(cl->n, sizeof *cl->survey);
+    cl->n_survey = cl->survey ? cl->n : 0;
     /* The pings, then (with stats) the Stats requests, all at once. */
     cl_req *reqs = calloc(cl->n * 2, sizeof *reqs);
     if (!cl->survey || !reqs) {

@@ -20,6 +20,46 @@
 
 /* ---- create / destroy ----------------------------------------------------- */
 
+/* Node i at `target`, its channel opened. */
+static int open_node(cluster *cl, size_t i, const char *target)
+{
+    cl_node *node = &cl->nodes[i];
+    node->cl = cl;
+    node->rank = (int)i;
+    node->target = strdup(target);
+    if (!node->target)
+        return FERRY_ENOMEM;
+    pw_opts po = {.target = target,
+                  .token = cl->token,
+                  .rank = (int)i,
+                  .max_payload = cl->max_payload};
+    int rc = pw_create(cl->client, &po, &node->pw);
+    if (rc)
+        cl_set_error(cl, "worker %zu (%s): cannot open a channel: %s", i, target,
+                     ferry_strerror(rc));
+    return rc;
+}
+
+int cluster_add_worker(cluster *cl, const char *target)
+{
+    if (!cl || !target || !*target)
+        return FERRY_EINVAL;
+    if (cl->n >= cl->cap) {
+        cl_set_error(cl, "worker %zu (%s): this cluster takes at most %zu workers", cl->n,
+                     target, cl->cap);
+        return FERRY_ERANGE;
+    }
+    int rc = open_node(cl, cl->n, target);
+    if (rc) {
+        free(cl->nodes[cl->n].target);
+        memset(&cl->nodes[cl->n], 0, sizeof cl->nodes[cl->n]);
+        return rc;
+    }
+    cl_health_init_node(cl, cl->n);
+    cl->n++;
+    return 0;
+}
+
 int cluster_create(const char *const *targets, size_t n, const cluster_opts *opts,
                    cluster **out)
 {
@@ -33,6 +73,7 @@ int cluster_create(const char *const *targets, size_t n, const cluster_opts *opt
     if (!cl)
         return FERRY_ENOMEM;
     cl->n = n;
+    cl->cap = opts && opts->max_workers > n ? opts->max_workers : n;
     cl->call_timeout_ms = opts && opts->call_timeout_ms ? opts->call_timeout_ms : 60000;
     cl->ping_timeout_ms = opts && opts->ping_timeout_ms ? opts->ping_timeout_ms : 1000;
     cl->heartbeat_ms = opts && opts->heartbeat_ms ? opts->heartbeat_ms : 1000;
@@ -53,31 +94,14 @@ int cluster_create(const char *const *targets, size_t n, const cluster_opts *opt
     uv_timer_init(&cl->loop, &cl->wait_timer);
     cl->wait_timer.data = cl;
     uv_timer_init(&cl->loop, &cl->gather_timer);
-    cl->nodes = calloc(n, sizeof *cl->nodes);
+    cl->nodes = calloc(cl->cap, sizeof *cl->nodes);
     rc = cl->nodes ? rpc_client_create(&cl->loop, &cl->client) : FERRY_ENOMEM;
     if (rc)
         goto fail;
     cl_health_init(cl);
-    for (size_t i = 0; i < n; i++) {
-        cl_node *node = &cl->nodes[i];
-        node->cl = cl;
-        node->rank = (int)i;
-        node->target = strdup(targets[i]);
-        if (!node->target) {
-            rc = FERRY_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = open_node(cl, i, targets[i])))
             goto fail;
-        }
-        pw_opts po = {.target = targets[i],
-                      .token = cl->token,
-                      .rank = (int)i,
-                      .max_payload = cl->max_payload};
-        rc = pw_create(cl->client, &po, &node->pw);
-        if (rc) {
-            cl_set_error(cl, "worker %zu (%s): cannot open a channel: %s", i, targets[i],
-                         ferry_strerror(rc));
-            goto fail;
-        }
-    }
     *out = cl;
     return 0;
 

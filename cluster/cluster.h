@@ -39,6 +39,7 @@ typedef struct cluster_opts {
     int64_t ping_timeout_ms; /* 0: 1000 */
     int64_t heartbeat_ms;    /* 0: 1000; < 0: no heartbeat */
     size_t max_payload;      /* 0: RPC_DEFAULT_MAX_PAYLOAD */
+    size_t max_workers;      /* room for cluster_add_worker(); 0: n, no more */
 } cluster_opts;
 
 /* Makes a cluster of `n` workers, rank i at targets[i]. Connects lazily;
@@ -51,6 +52,9 @@ int cluster_create(const char *const *targets, size_t n, const cluster_opts *opt
 void cluster_destroy(cluster *cl);
 
 size_t cluster_size(const cluster *cl);
+/* Adds a worker at `target` as rank cluster_size(): a worker that joined
+ * the running cluster. FERRY_ERANGE past opts.max_workers (text set). */
+int cluster_add_worker(cluster *cl, const char *target);
 
 /* The deadline of calls started from now on, ms > 0. A training epoch may run
  * far longer than the default minute; the heartbeat still finds a worker

@@ -115,8 +115,8 @@ typedef struct cl_watch cl_watch;
 struct cluster {
     uv_loop_t loop;
     rpc_client *client;
-    cl_node *nodes;
-    size_t n;
+    cl_node *nodes; /* room for cap: a node's handles never move */
+    size_t n, cap;
     char *token;
     int64_t call_timeout_ms, ping_timeout_ms, heartbeat_ms;
     size_t max_payload;
@@ -132,6 +132,7 @@ struct cluster {
     char *err;
     cl_stored *modules;
     cluster_worker *survey;
+    size_t n_survey;     /* its entries: the cluster may have grown since */
     cl_tasklog *tasklog; /* tasklog.c's; NULL: task log lines not shown */
     cl_watch *watch;     /* watch.c's; NULL: nobody watches */
 };
@@ -201,6 +202,8 @@ void cl_node_forget_modules(cl_node *node);
 /* ---- health.c: heartbeat, ends, diagnosis; builds on core, node ------------ */
 
 void cl_health_init(cluster *cl);
+/* The timer of node i, once it exists. */
+void cl_health_init_node(cluster *cl, size_t i);
 void cl_health_close(cluster *cl);
 void cl_heartbeat_start(cluster *cl);
 void cl_heartbeat_stop(cluster *cl);

@@ -10,10 +10,14 @@ void cl_health_init(cluster *cl)
 {
     uv_timer_init(&cl->loop, &cl->hb_timer);
     cl->hb_timer.data = cl;
-    for (size_t i = 0; i < cl->n; i++) {
-        uv_timer_init(&cl->loop, &cl->nodes[i].diag_timer);
-        cl->nodes[i].diag_timer.data = &cl->nodes[i];
-    }
+    for (size_t i = 0; i < cl->n; i++)
+        cl_health_init_node(cl, i);
+}
+
+void cl_health_init_node(cluster *cl, size_t i)
+{
+    uv_timer_init(&cl->loop, &cl->nodes[i].diag_timer);
+    cl->nodes[i].diag_timer.data = &cl->nodes[i];
 }
 
 void cl_health_close(cluster *cl)

@@ -40,12 +40,14 @@ int cluster_watch(cluster *cl, int64_t period_ms, cluster_watch_fn fn,
     if (!w) {
         if (!fn)
             return 0;
-        if (!(w = calloc(1, sizeof *w)) || !(w->asks = calloc(cl->n, sizeof *w->asks))) {
+        if (!(w = calloc(1, sizeof *w)) ||
+            !(w->asks = calloc(cl->cap, sizeof *w->asks))) {
             free(w);
             return FERRY_ENOMEM;
         }
         w->cl = cl;
-        for (size_t i = 0; i < cl->n; i++)
+        /* Room for the workers the cluster may take while it runs. */
+        for (size_t i = 0; i < cl->cap; i++)
             w->asks[i] = (cl_watch_ask){.w = w, .rank = (int)i};
         uv_timer_init(&cl->loop, &w->timer);
         w->timer.data = w;
@@ -129,7 +131,7 @@ void cl_watch_free(cluster *cl)
     cl_watch *w = cl->watch;
     if (!w)
         return;
-    for (size_t i = 0; i < cl->n; i++)
+    for (size_t i = 0; i < cl->cap; i++)
         rpc_call_fini(&w->asks[i].call);
     free(w->asks);
     free(w);

@@ -113,6 +113,17 @@ void cli_say_worker_back(FILE *out, int rank, const char *target, int lost_in,
  * lost worker is then not waited for. */
 bool cli_shutdown_since(int64_t since_ms);
 
+/* start_add.c: `ferry start --add K` (timeout_ms <= 0: the cluster's
+ * start timeout). Returns the exit status. */
+int cli_start_add(long k, long timeout_ms);
+
+/* joined.c: whether the running cluster of `h` has the worker `worker`
+ * now (one `ferry start --add` added), its address into `target`. */
+bool cli_joined_worker(const home_paths *h, int worker, char *target, size_t len);
+/* The progress line of a worker that joined and was taken in. */
+void cli_say_joined(FILE *f, int worker, const char *target, int epoch, const char *from,
+                    int workers);
+
 int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
               const char *module, const char *task, const cluster_train_opts *o);
 

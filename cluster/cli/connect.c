@@ -24,7 +24,9 @@ int cli_cluster_connect(const conf_cluster *conf, const char *token, bool heartb
                       .ping_timeout_ms = conf->ping_timeout_ms,
                       .heartbeat_ms =
                           heartbeat && conf->heartbeat_ms ? conf->heartbeat_ms : -1,
-                      .max_payload = (size_t)conf->max_message_bytes};
+                      .max_payload = (size_t)conf->max_message_bytes,
+                      /* room for workers `ferry start --add` adds while it runs */
+                      .max_workers = CONF_MAX_WORKERS};
     rc = cluster_create(targets, conf->n_workers, &o, out);
     free(targets);
     return rc;

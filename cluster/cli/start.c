@@ -23,6 +23,7 @@
 
 static const char usage[] =
     "usage: ferry start [N] [options]\n"
+    "       ferry start --add K [--timeout-ms MS]\n"
     "\n"
     "Starts N local worker daemons (or the workers a config file lists), waits\n"
     "until every one answers, prints one line per worker and exits. A supervisor\n"
@@ -69,6 +70,11 @@ static const char usage[] =
     "                        only clients that show one it signed (mutual TLS)\n"
     "      --insecure        workers listen off loopback in plain text without\n"
     "                        the warning\n"
+    "      --add K           K more local workers for the cluster that runs\n"
+    "                        under FERRY_HOME, with its settings; each picks a\n"
+    "                        free port. A sync training with --min-workers and\n"
+    "                        --checkpoint-dir takes them in at its next\n"
+    "                        checkpoint\n"
     "  -h, --help            this text\n"
     "  -V, --version         ferry's version\n"
     "\n"
@@ -136,6 +142,7 @@ typedef struct start_args {
     long attach;       /* --attach N; -1: not given */
     const char *tls[3]; /* --tls-cert, --tls-key, --tls-ca; NULL: not given */
     bool insecure;
+    long add; /* --add K; -1: not given */
 } start_args;
 
 /* Workers an engine starts say where they are: options that place them
@@ -147,6 +154,19 @@ static bool engine_mixed(const start_args *a)
         return false;
     cli_err("start", "--slurm and --attach take no --config, --listen or --base-port, "
                      "nor each other: the workers say where they are");
+    return true;
+}
+
+/* Added workers run as the cluster's first ones do: nothing else applies. */
+static bool add_mixed(const start_args *a)
+{
+    if (a->add < 0 ||
+        !(a->n >= 0 || a->config || a->listen || a->base_port >= 0 || a->threads >= 0 ||
+          a->device || a->bind_cores || a->metrics_port >= 0 || a->slurm ||
+          a->attach > 0 || a->tls[0] || a->tls[1] || a->tls[2] || a->insecure))
+        return false;
+    cli_err("start", "--add K takes only --timeout-ms: the added workers run with the "
+                     "running cluster's settings");
     return true;
 }
 
@@ -202,6 +222,7 @@ static int parse(int argc, char **argv, start_args *a)
         {"tls-key", required_argument, NULL, 'K'},
         {"tls-ca", required_argument, NULL, 'Z'},
         {"insecure", no_argument, NULL, 'I'},
+        {"add", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -210,7 +231,8 @@ static int parse(int argc, char **argv, start_args *a)
                       .threads = -1,
                       .timeout_ms = -1,
                       .metrics_port = -1,
-                      .attach = -1};
+                      .attach = -1,
+                      .add = -1};
     if (negative_n(argc, argv))
         return CLI_USAGE;
     optind = 1;
@@ -272,6 +294,11 @@ static int parse(int argc, char **argv, start_args *a)
         case 'I':
             a->insecure = true;
             break;
+        case 'a':
+            name = "--add";
+            if (!base_parse_long(optarg, 1, CONF_MAX_WORKERS, &a->add))
+                bad = "a number of workers 1..256";
+            break;
         case 'h':
             fputs(usage, stdout);
             return -1;
@@ -286,9 +313,9 @@ static int parse(int argc, char **argv, start_args *a)
     }
     if (parse_n(argc, argv, a))
         return CLI_USAGE;
-    if (engine_mixed(a))
+    if (engine_mixed(a) || add_mixed(a))
         return CLI_USAGE;
-    if (a->n < 0 && !a->config && !a->slurm && a->attach < 0) {
+    if (a->n < 0 && !a->config && !a->slurm && a->attach < 0 && a->add < 0) {
         cli_err("start", "how many workers? `ferry start N` (or --config FILE)");
         return CLI_USAGE;
     }
@@ -806,6 +833,8 @@ int cli_start(int argc, char **argv)
     int rc = parse(argc, argv, &s.a);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
+    if (s.a.add > 0)
+        return cli_start_add(s.a.add, s.a.timeout_ms);
     if (cli_home_init(&s.h, "start"))
         return CLI_FAIL;
     interrupted = 0;

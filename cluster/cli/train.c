@@ -25,6 +25,7 @@ typedef struct teller {
     char checkpoint[4160]; /* the newest checkpoint written ("": none) */
     cli_progress *bar;     /* on a terminal, or NULL */
     int64_t started_ms;    /* wall clock: a shutdown since ends the run */
+    const home_paths *h;   /* whose cluster a worker may join */
 } teller;
 
 /* "  test_accuracy A" for a classifier, then "  NAME V" for each of the
@@ -212,6 +213,19 @@ static void on_worker_rejoined(void *data, int worker, const char *target, int e
     fflush(t->progress);
 }
 
+static bool on_joined(void *data, int worker, char *target, size_t len)
+{
+    teller *t = data;
+    return cli_joined_worker(t->h, worker, target, len);
+}
+
+static void on_worker_joined(void *data, int worker, const char *target, int epoch,
+                             const char *from, int workers)
+{
+    teller *t = data;
+    cli_say_joined(t->progress, worker, target, epoch, from, workers);
+}
+
 static void on_worker_absent(void *data, int worker, const char *target, int workers)
 {
     teller *t = data;
@@ -356,7 +370,8 @@ int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
     teller t = {.o = o,
                 .task = task,
                 .progress = o->json ? stderr : stdout,
-                .started_ms = base_wall_ms()};
+                .started_ms = base_wall_ms(),
+                .h = h};
     cluster_train_events ev = {.data = &t,
                                .error = on_error,
                                .started = on_started,
@@ -367,6 +382,8 @@ int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
                                .worker_rejoined = on_worker_rejoined,
                                .worker_absent = on_worker_absent,
                                .worker_back = on_worker_back,
+                               .joined = on_joined,
+                               .worker_joined = on_worker_joined,
                                .give_up = on_give_up};
     params_file init;
     int rc = cli_params_init(o, &init);

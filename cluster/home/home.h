@@ -19,7 +19,10 @@
  *   workers/<rank>/       a local worker's state: cache/, crash, port, pid,
  *                         stopped (it was asked to stop), restarts
  *   start-error           why the supervisor gave up while starting
- *   shutdown-at           when the last `ferry shutdown` began (kept) */
+ *   shutdown-at           when the last `ferry shutdown` began (kept)
+ *   grow                  `ferry start --add`'s request to the supervisor:
+ *                         "rank host port" a line, removed once taken
+ *   grow.lock             flock'ed by that `ferry start --add` */
 #ifndef FERRY_CLUSTER_HOME_H
 #define FERRY_CLUSTER_HOME_H
 
@@ -54,6 +57,10 @@ int home_paths_init(home_paths *h, const char *dir);
  * supervisor's mark is someone else's (an attached worker keeps its state
  * in workers/PORT under the same FERRY_HOME) and is left alone. */
 void home_forget_cluster(const home_paths *h);
+
+/* Under FERRY_HOME: see the layout above. */
+#define HOME_GROW_FILE "grow"
+#define HOME_GROW_LOCK "grow.lock"
 
 /* The file the supervisor leaves in each worker directory it makes: what
  * home_forget_cluster() may remove. */

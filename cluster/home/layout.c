@@ -45,6 +45,11 @@ void home_forget_cluster(const home_paths *h)
     unlink(h->state);
     unlink(h->start_error);
     unlink(h->supervisor_pid);
+    char grow[HOME_FILE_MAX];
+    snprintf(grow, sizeof grow, "%s/%s", h->dir, HOME_GROW_FILE);
+    unlink(grow);
+    snprintf(grow, sizeof grow, "%s/%s", h->dir, HOME_GROW_LOCK);
+    unlink(grow);
     DIR *d = opendir(h->workers);
     if (!d)
         return;

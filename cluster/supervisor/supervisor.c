@@ -41,8 +41,6 @@ static void write_start_error(const home_paths *h, const char *text)
     close(fd);
 }
 
-static int spawn_worker(sv_worker *w);
-
 static bool restarts_pending(const supervisor *sv)
 {
     for (size_t i = 0; i < sv->n; i++)
@@ -59,6 +57,7 @@ static void maybe_finish(supervisor *sv)
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
     uv_close((uv_handle_t *)&sv->sigint, NULL);
     uv_close((uv_handle_t *)&sv->kill_timer, NULL);
+    sv_grow_stop(sv);
     for (size_t i = 0; i < sv->n; i++)
         uv_close((uv_handle_t *)&sv->w[i].restart_timer, NULL);
     sv_live_stop(sv);
@@ -127,7 +126,7 @@ static void on_restart_timer(uv_timer_t *t)
 {
     sv_worker *w = t->data;
     w->waiting = false;
-    if (w->sv->stopping || spawn_worker(w) != 0)
+    if (w->sv->stopping || sv_spawn(w) != 0)
         maybe_finish(w->sv);
 }
 
@@ -173,7 +172,7 @@ static void restart_after_crash(sv_worker *w, int64_t status, int signo)
     }
     sv_log(sv, "worker %d crashed: %s; restarting it (restart %u)", w->rank, r.last_crash,
            w->restarts);
-    if (spawn_worker(w) != 0)
+    if (sv_spawn(w) != 0)
         maybe_finish(sv);
 }
 
@@ -312,7 +311,7 @@ static size_t tls_args(const conf_cluster *conf, char **args, size_t at)
     return at;
 }
 
-static int spawn_worker(sv_worker *w)
+int sv_spawn(sv_worker *w)
 {
     supervisor *sv = w->sv;
     const home_paths *h = sv->o->home;
@@ -432,6 +431,19 @@ static int spawn_worker(sv_worker *w)
     return 0;
 }
 
+sv_worker *sv_add_worker(supervisor *sv, const sv_local *l)
+{
+    sv_worker *w = &sv->w[sv->n++];
+    w->sv = sv;
+    w->rank = l->rank;
+    w->port = l->port;
+    w->log.fd = -1;
+    snprintf(w->host, sizeof w->host, "%s", l->host);
+    uv_timer_init(&sv->loop, &w->restart_timer);
+    w->restart_timer.data = w;
+    return w;
+}
+
 static void on_kill_timer(uv_timer_t *t)
 {
     supervisor *sv = t->data;
@@ -485,7 +497,8 @@ int sv_supervise(const sv_opts *o)
     char log[HOME_FILE_MAX];
     snprintf(log, sizeof log, "%s/supervisor.log", o->home->logs);
     sv_logfile_open(&sv.log, log, o->conf->log_max_bytes, o->conf->log_keep, true);
-    sv.w = calloc(o->n_workers ? o->n_workers : 1, sizeof *sv.w);
+    /* Room for workers `ferry start --add` adds: a worker's handles never move. */
+    sv.w = calloc(SV_MAX_WORKERS, sizeof *sv.w);
     if (!sv.w || uv_loop_init(&sv.loop) != 0) {
         free(sv.w);
         sv_logfile_close(&sv.log);
@@ -499,23 +512,16 @@ int sv_supervise(const sv_opts *o)
     sv.sigterm.data = sv.sigint.data = sv.kill_timer.data = &sv;
     uv_signal_start(&sv.sigterm, on_signal, SIGTERM);
     uv_signal_start(&sv.sigint, on_signal, SIGINT);
-    for (size_t i = 0; i < o->n_workers; i++) {
-        sv_worker *w = &sv.w[sv.n++];
-        w->sv = &sv;
-        w->rank = o->workers[i].rank;
-        w->port = o->workers[i].port;
-        w->log.fd = -1;
-        snprintf(w->host, sizeof w->host, "%s", o->workers[i].host);
-        uv_timer_init(&sv.loop, &w->restart_timer);
-        w->restart_timer.data = w;
-    }
+    for (size_t i = 0; i < o->n_workers && i < SV_MAX_WORKERS; i++)
+        sv_add_worker(&sv, &o->workers[i]);
+    sv_grow_start(&sv);
     char err[600];
     if (home_tls_use(o->conf, err, sizeof err)) /* its pings speak as the workers */
         sv_log(&sv, "%s", err);
     sv_live_start(&sv);
     sv_log(&sv, "supervising %zu local worker(s)", sv.n);
     for (size_t i = 0; i < sv.n; i++) {
-        if (spawn_worker(&sv.w[i]) != 0) {
+        if (sv_spawn(&sv.w[i]) != 0) {
             char text[300];
             snprintf(text, sizeof text, "worker %d: cannot start %s", sv.w[i].rank,
                      o->exe);

@@ -71,6 +71,7 @@ typedef struct sv_worker {
 typedef struct supervisor {
     uv_loop_t loop;
     uv_signal_t sigterm, sigint;
+    uv_signal_t sighup; /* `ferry start --add` asks for more workers */
     uv_timer_t kill_timer;
     uv_timer_t live_timer;
     rpc_client *client; /* NULL: no liveness check */
@@ -84,6 +85,22 @@ typedef struct supervisor {
 } supervisor;
 
 void sv_log(supervisor *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The most workers one supervisor runs, those added included. */
+#define SV_MAX_WORKERS CONF_MAX_WORKERS
+
+/* Sets up the next of sv->w (sv->n < SV_MAX_WORKERS) for the local worker
+ * `l`; it is not started yet. */
+sv_worker *sv_add_worker(supervisor *sv, const sv_local *l);
+/* Starts a run of w. Returns 0 or an error (logged). */
+int sv_spawn(sv_worker *w);
+
+/* ---- sv_grow.c ---- */
+
+/* On SIGHUP, starts the workers HOME_GROW_FILE asks for. */
+void sv_grow_start(supervisor *sv);
+/* Closes the signal handle, with the others'. */
+void sv_grow_stop(supervisor *sv);
 
 /* ---- sv_crash.c ---- */
 

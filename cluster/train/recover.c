@@ -25,10 +25,10 @@
 
 int ct_recover_init(ct_run *run)
 {
-    run->node = malloc((size_t)run->k * sizeof *run->node);
-    run->pids = calloc((size_t)run->k, sizeof *run->pids);
-    run->out = malloc((size_t)run->k * sizeof *run->out);
-    run->absent = calloc((size_t)run->k, sizeof *run->absent);
+    run->node = malloc((size_t)run->cap * sizeof *run->node);
+    run->pids = calloc((size_t)run->cap, sizeof *run->pids);
+    run->out = malloc((size_t)run->cap * sizeof *run->out);
+    run->absent = calloc((size_t)run->cap, sizeof *run->absent);
     if (!run->node || !run->pids || !run->out || !run->absent)
         return FERRY_ENOMEM;
     for (int r = 0; r < run->k; r++)
@@ -153,7 +153,7 @@ static void end_session(ct_run *run, proto_train_begin_reply **b)
     ct_discard(run);
     ct_unhold(run);
     ct_free_replies((void **)b, run->k);
-    memset(b, 0, (size_t)run->k * sizeof *b);
+    memset(b, 0, (size_t)run->cap * sizeof *b);
 }
 
 /* Begins a new session on run->node's ranks from spec->resume, at epoch
@@ -271,10 +271,28 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
+/* Says each worker taken in: back, there at last, or new to the cluster. */
+static void say_rejoined(ct_run *run, int e, const int *back, int n_back)
+{
+    const cluster_train_events *ev = run->ev;
+    for (int i = 0; ev && i < n_back; i++) {
+        int w = back[i], n = run->k + n_back;
+        const char *t = cluster_target(run->cl, w);
+        bool joined = w >= run->size0 && run->absent[w];
+        if (joined && ev->worker_joined)
+            ev->worker_joined(ev->data, w, t, e, run->from, n);
+        else if (!joined && ev->worker_rejoined)
+            ev->worker_rejoined(ev->data, w, t, e, run->from, n, run->absent[w]);
+    }
+}
+
 int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b)
 {
-    if (run->n_out == 0 || e >= run->o->epochs)
+    if (e >= run->o->epochs)
         return 0;
+    int rc = run->cap > run->k + run->n_out ? ct_grow_scan(run) : 0;
+    if (rc || run->n_out == 0)
+        return rc;
     const cluster_worker *w;
     cluster_survey(run->cl, false, &w);
     int back[run->n_out], n_back = 0, n = 0;
@@ -291,9 +309,7 @@ int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_repl
     }
     run->n_out = n;
     spec->resume = run->from;
-    for (int i = 0; i < n_back && run->ev && run->ev->worker_rejoined; i++)
-        run->ev->worker_rejoined(run->ev->data, back[i], cluster_target(run->cl, back[i]),
-                                 e, run->from, run->k + n_back, run->absent[back[i]]);
+    say_rejoined(run, e, back, n_back);
     for (int i = 0; i < n_back; i++)
         run->absent[back[i]] = false;
     end_session(run, b);

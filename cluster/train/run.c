@@ -219,7 +219,8 @@ static int train(ct_run *run, cluster_train_result *res)
         return rc;
     cluster_set_call_timeout(run->cl, TRAIN_CALL_TIMEOUT_MS);
     double t0 = (double)uv_hrtime() / 1e9;
-    proto_train_begin_reply *b[run->k];
+    proto_train_begin_reply *b[run->cap];
+    memset(b, 0, sizeof b);
     ct_recover_absent(run);
     if ((rc = ct_begin(run, &spec, b)))
         return rc;
@@ -253,7 +254,7 @@ static int train(ct_run *run, cluster_train_result *res)
         ct_discard(run);
     ct_unhold(run);
     res->wall_s = (double)uv_hrtime() / 1e9 - t0;
-    ct_free_replies((void **)b, run->k);
+    ct_free_replies((void **)b, run->cap);
     return rc;
 }
 
@@ -266,12 +267,14 @@ int cluster_train_run(cluster *cl, const cluster_module *m, const char *module,
     int rc = choose_workers(&run);
     if (rc)
         return rc;
-    run.alive = malloc((size_t)run.k * sizeof *run.alive);
-    run.steps = calloc((size_t)run.k, sizeof *run.steps);
+    run.cap = ct_grow_cap(&run);
+    run.size0 = (int)cluster_size(cl);
+    run.alive = malloc((size_t)run.cap * sizeof *run.alive);
+    run.steps = calloc((size_t)run.cap, sizeof *run.steps);
     if (!run.alive || !run.steps || ct_recover_init(&run)) {
         rc = FERRY_ENOMEM;
     } else {
-        for (int r = 0; r < run.k; r++)
+        for (int r = 0; r < run.cap; r++)
             run.alive[r] = true;
         if ((rc = ct_timeline_open(&run)) == 0)
             rc = ct_timeline_close(&run, train(&run, res));

@@ -205,11 +205,17 @@ static char *build_report(ct_stall *st, double worst_ms, uint64_t now)
 static void stall_abort(ct_stall *st)
 {
     ct_run *run = st->run;
-    bool down[run->k];
+    /* By the cluster's worker: a run that left some out or took some in
+     * has ranks on other workers than their numbers. */
+    size_t n = cluster_size(run->cl);
+    bool down[n];
+    memset(down, 0, sizeof down);
     for (int r = 0; r < run->k; r++) {
-        down[r] = run->alive[r] && st->seen[r].silent;
+        bool silent = run->alive[r] && st->seen[r].silent;
+        int w = run->node ? run->node[r] : r;
+        down[w] = silent;
         /* Not asked to discard its session: it would not answer that either. */
-        if (down[r])
+        if (silent)
             run->alive[r] = false;
     }
     st->aborted = true;
@@ -316,7 +322,7 @@ int ct_stall_start(ct_run *run)
     if (rc || (warn == 0 && abort_ms == 0))
         return rc;
     ct_stall *st = calloc(1, sizeof *st);
-    if (!st || !(st->seen = calloc((size_t)run->k, sizeof *st->seen))) {
+    if (!st || !(st->seen = calloc((size_t)run->cap, sizeof *st->seen))) {
         free(st);
         return FERRY_ENOMEM;
     }

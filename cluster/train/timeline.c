@@ -145,7 +145,7 @@ int ct_timeline_open(ct_run *run)
     if (!path || !path[0])
         return 0;
     ct_timeline *tl = calloc(1, sizeof *tl);
-    if (!tl || !(tl->rank = calloc((size_t)run->k, sizeof *tl->rank))) {
+    if (!tl || !(tl->rank = calloc((size_t)run->cap, sizeof *tl->rank))) {
         free(tl);
         ct_fail(run, "no memory for the timeline");
         return FERRY_ENOMEM;

@@ -165,6 +165,15 @@ typedef struct cluster_train_events {
     void (*worker_back)(void *data, int rank, const char *target, int lost_in,
                         const char *how, bool back, int after, int restart, int max,
                         const char *from);
+    /* Sync mode, at a checkpoint of a run that grows: true, with the
+     * address of the cluster's worker `worker` in `target`, when the
+     * cluster has that worker now (one joined it after the run began). */
+    bool (*joined)(void *data, int worker, char *target, size_t len);
+    /* Sync mode: the cluster's worker `worker` (at `target`), which joined
+     * the cluster while the run trained, is taken in after epoch `epoch`:
+     * every rank continues from `from` on `workers` workers. */
+    void (*worker_joined)(void *data, int worker, const char *target, int epoch,
+                          const char *from, int workers);
     /* Sync mode, while a lost worker is waited for: true when it will not
      * come back for a reason the caller knows (the cluster shut down). */
     bool (*give_up)(void *data);

@@ -29,7 +29,9 @@ typedef struct ct_run {
     const cluster_train_opts *o;
     const cluster_train_events *ev;
     const struct ct_mode *mode;
-    int k; /* ranks */
+    int k;     /* ranks */
+    int cap;   /* the most ranks it may grow to (grow.c) */
+    int size0; /* the cluster's workers as it began: those after joined */
     uint64_t session;
     bool *alive;     /* by rank: async mode loses ranks that held no shard */
     uint64_t *steps; /* by rank: local steps over the run (async) */
@@ -51,7 +53,8 @@ typedef struct ct_run {
     char why[2048];  /* an epoch's failure, said unless a rollback undoes it */
     int *out;        /* the cluster's workers left out (--min-workers) */
     int n_out;
-    bool *absent; /* by worker: left out as the run began, never in it */
+    bool *absent; /* by worker: never in the run yet (left out as it began, or
+                     joined the cluster since) */
     uint8_t secret[32];   /* the session's (begin.c), cleansed at the run's end */
     struct ct_rejoin *rj; /* async: the lost ranks' restarts (rejoin_async.c) */
     int rejoin_epoch;     /* what ct_begin_pack sends as TrainBegin's (0: none) */
@@ -196,6 +199,20 @@ int ct_recover(ct_run *run, int e, int rc, proto_train_spec *spec,
  * that checkpoint. Returns 0 (run->next_epoch set when it did), or
  * FERRY_E* (said) when the new session could not begin. */
 int ct_rejoin(ct_run *run, int e, proto_train_spec *spec, proto_train_begin_reply **b);
+
+/* ---- grow.c ---- */
+
+/* A worker's address, as the joined event gives it. */
+#define CT_TARGET_MAX 1024
+
+/* The most ranks the run may grow to: run->k unless workers that join
+ * the cluster are taken in (sync, --min-workers, --checkpoint-dir, no
+ * --workers). Set before anything is sized by rank. */
+int ct_grow_cap(const ct_run *run);
+/* At a checkpoint: adds the workers that joined the cluster since (the
+ * joined event) to it and to run->out, where ct_rejoin takes them in.
+ * Returns 0, or FERRY_E* (said) when one cannot be added. */
+int ct_grow_scan(ct_run *run);
 
 /* ---- lost_where.c ---- */
 

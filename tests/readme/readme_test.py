@@ -175,6 +175,9 @@ QUOTES = [
     ("[rank 1] square: info:", "tests/authoring/test-tasklog.c",
      "author_tasklog/a_chatty_task_shows_its_first_lines_and_a_count_of_the_rest",
      "[rank %d] chat: info: chat line 0"),
+    ("worker 2 (127.0.0.1:41235) joined: taken in after epoch E", "tests/faults/test-grow.c",
+     "faults_grow/a_worker_added_while_training_is_taken_in_at_a_checkpoint",
+     ") joined: taken in after epoch"),
 ]
 
 # Words for the people building ferry, not for its users.

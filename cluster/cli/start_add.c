@@ -1,0 +1,192 @@
+/* `ferry start --add K`: K more local workers for the cluster that runs
+ * under FERRY_HOME. Its supervisor starts them (sv_grow.c) with the same
+ * token, TLS and limits as the first ones, restarts them as it does those,
+ * and `ferry shutdown` stops them with the rest. Each picks a free port;
+ * once every one has, they are appended to the cluster's state in one
+ * atomic write, where `ferry status` and a sync training that grows
+ * (--min-workers, --checkpoint-dir) find them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "cli.h"
+
+#define POLL_MS 10
+
+static double now_ms(void)
+{
+    return (double)uv_hrtime() / 1e6;
+}
+
+/* Whether this cluster's supervisor can take workers; says why not. */
+static bool can_grow(const home_paths *h, const cli_running *r, long k)
+{
+    if (cli_slurm_step_running(h)) {
+        cli_err("start",
+                "--add: the cluster under %s runs in a Slurm job: its workers "
+                "are the job's tasks",
+                h->dir);
+        return false;
+    }
+    if (r->conf.supervisor_pid <= 0 || !home_pid_alive(r->conf.supervisor_pid)) {
+        cli_err("start",
+                "--add: the cluster's supervisor (pid %d) does not run: "
+                "`ferry shutdown`, then `ferry start N`",
+                r->conf.supervisor_pid);
+        return false;
+    }
+    if (r->conf.n_workers + (size_t)k > CONF_MAX_WORKERS) {
+        cli_err("start", "--add %ld: the cluster has %zu workers and takes at most %d", k,
+                r->conf.n_workers, CONF_MAX_WORKERS);
+        return false;
+    }
+    return true;
+}
+
+/* Asks the supervisor for workers n..n+k-1, each picking its port. */
+static int ask(const home_paths *h, const cli_running *r, size_t n, long k)
+{
+    char text[CONF_MAX_WORKERS * 300] = "", path[CLI_FILE_MAX];
+    size_t len = 0;
+    for (long i = 0; i < k; i++) {
+        int w = snprintf(text + len, sizeof text - len, "%zu %s 0\n", n + (size_t)i,
+                         r->conf.listen);
+        if (w < 0 || (size_t)w >= sizeof text - len) {
+            cli_err("start", "--add: the listen address %s is too long", r->conf.listen);
+            return CLI_FAIL;
+        }
+        len += (size_t)w;
+        /* A port file an earlier worker of that rank left is not this one's. */
+        home_worker_file(h, (int)(n + (size_t)i), "port", path, sizeof path);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/%s", h->dir, HOME_GROW_FILE);
+    if (base_write_atomic(path, text, len, false) != 0 ||
+        kill(r->conf.supervisor_pid, SIGHUP) != 0) {
+        cli_err("start", "--add: cannot ask the supervisor (pid %d) through %s: %s",
+                r->conf.supervisor_pid, path, strerror(errno));
+        unlink(path);
+        return CLI_FAIL;
+    }
+    return 0;
+}
+
+/* Appends each new worker whose port is known to the state; the others
+ * are waited for until `deadline`. Returns how many are appended. */
+static size_t wait_ports(const home_paths *h, cli_running *r, size_t n, long k,
+                         double deadline)
+{
+    for (size_t i = n; i < n + (size_t)k;) {
+        char path[CLI_FILE_MAX], addr[300], err[CONF_ERR_LEN];
+        long port;
+        home_worker_file(h, (int)i, "port", path, sizeof path);
+        if (home_read_number(path, 1, 65535, &port)) {
+            conf_format_address(addr, sizeof addr, home_reach_host(r->conf.listen),
+                                (int)port);
+            if (conf_add_worker(&r->conf, addr, err, sizeof err) != 0) {
+                cli_err("start", "--add: worker %zu at %s: %s", i, addr, err);
+                break;
+            }
+            r->conf.workers[i++].local = true;
+            continue;
+        }
+        if (now_ms() > deadline || !home_pid_alive(r->conf.supervisor_pid)) {
+            cli_err("start", "--add: worker %zu did not bind a port in time (see %s)", i,
+                    h->logs);
+            break;
+        }
+        usleep(POLL_MS * 1000);
+    }
+    return r->conf.n_workers - n;
+}
+
+/* Waits until the new workers answer and prints a line for each. */
+static int report(cli_running *r, size_t n, double deadline)
+{
+    size_t m = r->conf.n_workers - n;
+    const char *targets[m ? m : 1];
+    for (size_t i = 0; i < m; i++)
+        targets[i] = r->conf.workers[n + i].address;
+    cluster_opts o = {.token = r->token,
+                      .ping_timeout_ms = r->conf.ping_timeout_ms,
+                      .heartbeat_ms = -1,
+                      .max_payload = (size_t)r->conf.max_message_bytes};
+    cluster *cl = NULL;
+    int rc = cluster_create(targets, m, &o, &cl);
+    double left = deadline - now_ms();
+    if (rc == 0)
+        rc = cluster_wait_ready(cl, left > 1 ? (int64_t)left : 1);
+    const cluster_worker *w = NULL;
+    if (rc == 0)
+        rc = cluster_survey(cl, true, &w);
+    if (rc)
+        cli_err("start", "--add: %s", cl ? cluster_error(cl) : ferry_strerror(rc));
+    for (size_t i = 0; rc == 0 && i < m; i++)
+        printf("worker %zu  %s  pid %d  %s\n", n + i, w[i].target, w[i].ping->pid,
+               w[i].ping->device);
+    if (rc == 0)
+        printf("%zu worker(s) added: the cluster has %zu\n", m, r->conf.n_workers);
+    cluster_destroy(cl);
+    return rc;
+}
+
+/* Adds under the grow lock: one --add at a time reads and writes the state. */
+static int add_locked(const home_paths *h, long k, long timeout_ms)
+{
+    cli_running r;
+    int rc = cli_running_open(&r, h, "start", true, false);
+    if (rc == FERRY_ENOENT)
+        cli_err("start",
+                "--add: no cluster is running under FERRY_HOME=%s: `ferry start N` "
+                "starts one",
+                h->dir);
+    if (rc)
+        return CLI_FAIL;
+    size_t n = r.conf.n_workers;
+    double deadline =
+        now_ms() + (double)(timeout_ms > 0 ? timeout_ms : r.conf.start_timeout_ms);
+    int status = CLI_FAIL;
+    if (can_grow(h, &r, k) && ask(h, &r, n, k) == 0) {
+        size_t got = wait_ports(h, &r, n, k, deadline);
+        /* What runs is written down, even when some did not come up:
+         * shutdown then stops it with the rest. */
+        if (got && conf_save(&r.conf, h->state) != 0)
+            cli_err("start", "--add: cannot write %s", h->state);
+        else if (got == (size_t)k && report(&r, n, deadline) == 0)
+            status = CLI_OK;
+    }
+    cli_running_close(&r);
+    return status;
+}
+
+int cli_start_add(long k, long timeout_ms)
+{
+    home_paths h;
+    if (cli_home_init(&h, "start"))
+        return CLI_FAIL;
+    char path[CLI_FILE_MAX];
+    snprintf(path, sizeof path, "%s/%s", h.dir, HOME_GROW_LOCK);
+    int fd = conf_lock_held(h.dir) ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+    if (fd < 0) {
+        cli_err("start",
+                "--add: no cluster is running under FERRY_HOME=%s: `ferry start N` "
+                "starts one",
+                h.dir);
+        return CLI_FAIL;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        cli_err("start", "--add: another `ferry start --add` is adding workers under %s",
+                h.dir);
+        close(fd);
+        return CLI_FAIL;
+    }
+    int status = add_locked(&h, k, timeout_ms);
+    close(fd);
+    return status;
+}
