@@ -160,6 +160,21 @@ static bool not_arrived(const ct_stall *st, int r)
     return st->seen[r].silent;
 }
 
+/* The cluster's worker that rank r runs on, and back: a run that left some
+ * out or took some in has ranks on other workers than their numbers. */
+static int worker_of(const ct_run *run, int r)
+{
+    return run->node ? run->node[r] : r;
+}
+
+static int rank_of(const ct_run *run, int worker)
+{
+    for (int r = 0; r < run->k; r++)
+        if (worker_of(run, r) == worker)
+            return r;
+    return -1;
+}
+
 /* The report, malloc'd; NULL when out of memory. */
 static char *build_report(ct_stall *st, double worst_ms, uint64_t now)
 {
@@ -181,10 +196,11 @@ static char *build_report(ct_stall *st, double worst_ms, uint64_t now)
         if (!run->alive[r])
             continue;
         const rank_seen *s = &st->seen[r];
-        const char *target = cluster_target(run->cl, r);
+        const char *target = cluster_target(run->cl, worker_of(run, r));
         if (s->silent) {
             char state[128];
-            process_state(target, cluster_worker_pid(run->cl, r), state, sizeof state);
+            process_state(target, cluster_worker_pid(run->cl, worker_of(run, r)), state,
+                          sizeof state);
             put(&t, "\n  rank %d (%s): no answer for %.1f s", r, target,
                 (double)(now - s->answered_ns) / 1e9);
             if (state[0])
@@ -205,15 +221,13 @@ static char *build_report(ct_stall *st, double worst_ms, uint64_t now)
 static void stall_abort(ct_stall *st)
 {
     ct_run *run = st->run;
-    /* By the cluster's worker: a run that left some out or took some in
-     * has ranks on other workers than their numbers. */
+    /* By the cluster's worker, not by rank. */
     size_t n = cluster_size(run->cl);
     bool down[n];
     memset(down, 0, sizeof down);
     for (int r = 0; r < run->k; r++) {
         bool silent = run->alive[r] && st->seen[r].silent;
-        int w = run->node ? run->node[r] : r;
-        down[w] = silent;
+        down[worker_of(run, r)] = silent;
         /* Not asked to discard its session: it would not answer that either. */
         if (silent)
             run->alive[r] = false;
@@ -259,9 +273,16 @@ static void judge(ct_stall *st)
     free(report);
 }
 
-static void on_stats(void *data, int rank, const proto_stats_reply *rep, const char *err)
+static void on_stats(void *data, int worker, const proto_stats_reply *rep,
+                     const char *err)
 {
     ct_stall *st = data;
+    int rank = rank_of(st->run, worker);
+    if (rank < 0) { /* left the run since it was asked */
+        if (--st->pending == 0)
+            judge(st);
+        return;
+    }
     rank_seen *s = &st->seen[rank];
     s->waiting = false;
     s->waits_for = -1;
@@ -286,7 +307,7 @@ static void on_tick(void *data)
     for (int r = 0; r < run->k; r++) {
         if (!run->alive[r])
             continue;
-        int rc = cluster_stats_start(run->cl, r, st->timeout_ms);
+        int rc = cluster_stats_start(run->cl, worker_of(run, r), st->timeout_ms);
         if (rc == 0) {
             st->pending++;
             continue;

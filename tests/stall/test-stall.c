@@ -42,6 +42,7 @@ static double now_ms(void)
 static pid_t submit_pid;
 static char out_path[600], err_path[600];
 static pid_t stopped; /* a worker this test stopped: continued at the end */
+static pid_t stopped_sup; /* a supervisor this test stopped: likewise */
 
 static void spawn_submit(const char *const *extra)
 {
@@ -104,6 +105,9 @@ static void stall_teardown(void)
     if (stopped > 0)
         kill(stopped, SIGCONT);
     stopped = 0;
+    if (stopped_sup > 0)
+        kill(stopped_sup, SIGCONT);
+    stopped_sup = 0;
     if (submit_pid > 0) {
         kill(submit_pid, SIGKILL);
         waitpid(submit_pid, NULL, 0);
@@ -196,6 +200,41 @@ Test(stall_run, async_stopped_shard_holder_named_then_continued)
      * for the others at the master, out of any push; one in its epoch stays
      * in its push to the stopped shard. */
     stopped_then_continued("async", " parameters, ", "push to shard 1, waiting for rank 1");
+}
+
+/* A run that began without worker 1 has its rank 1 on worker 2: the
+ * inspector asks, and names, worker 2 for it, not the absent worker 1. */
+Test(stall_run, a_rank_on_another_worker_than_its_number_is_asked_as_its_own)
+{
+    start_cluster();
+    stopped_sup = e2e_supervisor_pid();
+    cr_assert(stopped_sup > 0 && kill(stopped_sup, SIGSTOP) == 0);
+    pid_t gone = e2e_worker_pid_file(1);
+    cr_assert(gone > 0 && kill(gone, SIGKILL) == 0);
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s.d", e2e_write_file("ckpt", ""));
+    const char *extra[] = {"--mode",       "sync",  "--epochs",      "40",
+                           "--stall-warn", "500ms", "--min-workers", "2",
+                           "--checkpoint-dir", dir, NULL};
+    spawn_submit(extra);
+    stop_at(2, "epoch 1");
+    cr_assert(wait_text(err_path, "stalled:", WARN_MS + LATE_MS + 10000) >= 0,
+              "no stall report:\n%s", submit_text(err_path));
+    char *out = submit_text(out_path), *err = submit_text(err_path);
+    char absent[64] = "";
+    const char *w1 = strstr(out, "worker 1 (");
+    cr_assert(w1 && sscanf(w1, "worker 1 (%63[^)])", absent) == 1, "%s", out);
+    char named[96];
+    snprintf(named, sizeof named, "rank 1 (%s)", absent);
+    cr_expect(strstr(err, "not arrived: rank 1"), "%s", err);
+    cr_expect(strstr(err, "is stopped (SIGSTOP)"), "%s", err);
+    cr_expect(!strstr(err, named), "rank 1 named by absent worker 1's address:\n%s", err);
+    free(out);
+    free(err);
+    kill(stopped, SIGCONT);
+    stopped = 0;
+    int st = wait_submit(RUN_MS);
+    cr_assert(st == 0, "exit %d after SIGCONT\n%s", st, submit_text(err_path));
 }
 
 Test(stall_run, abort_ends_the_run_with_the_report)
