@@ -29,6 +29,7 @@
  * other half; then the targets as ratio lines of bus bandwidth. A baseline that cannot
  * run prints a skip line with its reason and never fails the bench. JSON lines on stdout,
  * text on stderr. */
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -84,7 +85,7 @@ static void usage(FILE *f)
         f,
         "usage: allreduce [--quick] [--chunk-bytes N] [--ranks 2,4] [--plan SPEC]\n"
         "                 [--no-mpi] [--no-gloo] [--no-tcp] [--no-grpc] [--python PATH]\n"
-        "                 [--tls DIR] [--help]\n"
+        "                 [--mpirun PATH] [--tls DIR] [--help]\n"
         "\n"
         "Times ferry's all-reduce (float32, in place: the exchange on 2 ranks,\n"
         "exchange rounds up to 1 MiB and the ring above on 4) of 4 KiB, 64 KiB, 1 MiB,\n"
@@ -115,10 +116,12 @@ static void usage(FILE *f)
         "  --no-tcp         skip the plain-TCP reference\n"
         "  --no-grpc        skip the gRPC floors (unary and stream)\n"
         "  --python P       the interpreter with torch (default /usr/bin/python3)\n"
+        "  --mpirun PATH    Open MPI's mpirun (default %s; a relocated copy\n"
+        "                   needs OPAL_PREFIX)\n"
         "  --tls DIR        also time ferry with mutual TLS, the certificates in DIR\n"
         "                   (made by tests/tls/mkcerts.sh DIR)\n"
         "  --help           this text\n",
-        RT_COMM_DEFAULT_CHUNK, AR_MAX_RANKS);
+        RT_COMM_DEFAULT_CHUNK, AR_MAX_RANKS, BENCH_MPIRUN);
 }
 
 static size_t parse_size(const char *s)
@@ -169,6 +172,8 @@ static void parse_args(int argc, char **argv, cfg *c)
             c->grpc_on = false;
         else if (strcmp(a, "--python") == 0 && i + 1 < argc)
             c->python = argv[++i];
+        else if (strcmp(a, "--mpirun") == 0 && i + 1 < argc)
+            c->mpirun = argv[++i];
         else if (strcmp(a, "--tls") == 0 && i + 1 < argc)
             c->tls_dir = argv[++i];
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -281,6 +286,13 @@ static void run_mpi(cfg *c, int ri)
         skip_line(c, IMPL_MPI, ri,
                   "bench/mpi_allreduce not built: meson found no MPI (Debian: "
                   "openmpi-bin libopenmpi-dev, then reconfigure)");
+        return;
+    }
+    if (access(c->mpirun, X_OK) != 0) {
+        char why[PATH_MAX + 128];
+        snprintf(why, sizeof why, "no Open MPI here: %s: %s (--mpirun names another)",
+                 c->mpirun, strerror(errno));
+        skip_line(c, IMPL_MPI, ri, why);
         return;
     }
     char np[16], plan[512];
@@ -462,6 +474,13 @@ int main(int argc, char **argv)
     };
     parse_args(argc, argv, &c);
     build_path(c.mpi_bin, "bench/mpi_allreduce");
+    /* A bundle (tests/gpu/pack.sh) carries the script beside this
+     * executable, away from the source tree it was built from. */
+    static char gloo[PATH_MAX] = BENCH_GLOO_SCRIPT;
+    if (access(gloo, R_OK) != 0) {
+        build_path(gloo, "bench/allreduce_gloo.py");
+        c.gloo_script = gloo;
+    }
     build_path(c.tcp_bin, "bench/tcp_allreduce");
     build_path(c.grpc_bin, "bench/grpc_allreduce");
     uint64_t t0 = bench_now_ns();

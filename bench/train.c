@@ -68,6 +68,8 @@ typedef struct bench_cfg {
     bool timeline; /* --timeline: a step's cost of recording a timeline */
     int period_ms; /* --async: the straggler's duty-cycle period */
     int epochs;    /* --epochs, 0: the default */
+    int workers[BENCH_SYNC_MAX_COUNTS], n_workers; /* --workers (--sync) */
+    const char *data_dir;                          /* --data (--sync) */
     const char *device; /* --device: NULL (the cpu benchmark) or "cuda[:N]" */
     const char *python, *script;
     char mlp_so[PATH_MAX], cnn_so[PATH_MAX], ferry_bin[PATH_MAX];
@@ -80,7 +82,7 @@ static void usage(FILE *f)
         f,
         "usage: train [--quick] [--sync | --async [--period-ms MS] | --device cuda | "
         "--nn]\n"
-        "             [--timeline] [--epochs N]\n"
+        "             [--timeline] [--epochs N] [--workers LIST] [--data DIR]\n"
         "             [--no-cnn] [--no-pytorch] [--python PATH] [--help]\n"
         "\n"
         "Trains ferry's tasks/mlp (784-256-128-10) on Fashion-MNIST in this process\n"
@@ -98,11 +100,16 @@ static void usage(FILE *f)
         "                repetitions: a smoke run of well under a minute; accuracy\n"
         "                targets hold only for a full run\n"
         "  --sync        instead: synchronous data parallelism, `ferry submit\n"
-        "                tasks/mlp.so --mode sync` on 1, 2 and 4 local workers against\n"
-        "                PyTorch DDP (gloo) on 2 and 4 processes, one BLAS thread a\n"
-        "                worker: samples/s, time to 0.85 test accuracy, the\n"
-        "                all-reduce share of training (with --quick: 2 epochs, DDP on\n"
-        "                2 processes only)\n"
+        "                tasks/mlp.so --mode sync` on 1, 2 and 4 local workers (bound,\n"
+        "                `ferry start N --bind-to core`) against PyTorch DDP (gloo) on\n"
+        "                as many processes, bound alike, one BLAS thread a worker:\n"
+        "                samples/s, time to 0.85 test accuracy, the all-reduce share\n"
+        "                of training, N workers against 1 and against DDP (with\n"
+        "                --quick: 2 epochs, DDP on 2 processes only)\n"
+        "  --workers LIST  --sync's worker counts, comma-separated, ascending, 1 to\n"
+        "                64 (default 1,2,4; DDP runs at every one, --quick too)\n"
+        "  --data DIR    --sync's Fashion-MNIST folder, for ferry's workers and DDP\n"
+        "                (default: /usr/share/datasets/fashion-mnist)\n"
         "  --async       instead: the straggler case, `ferry submit\n"
         "                tasks/mlp.so` on 4 local workers in sync mode and in async\n"
         "                mode (downpour, downpour --staleness 2, easgd; --ps-shards 3,\n"
@@ -130,6 +137,24 @@ static void usage(FILE *f)
         "  --no-pytorch  skip PyTorch\n"
         "  --python P    the interpreter with torch (default /usr/bin/python3)\n"
         "  --help        this text\n");
+}
+
+/* --workers 1,2,4,8: ascending counts, each a `ferry start` and a DDP world. */
+static void parse_workers(const char *s, bench_cfg *c)
+{
+    c->n_workers = 0;
+    for (char *end; *s; s = *end ? end + 1 : end) {
+        long n = strtol(s, &end, 10);
+        if (end == s || (*end && *end != ',') || n < 1 || n > 64 ||
+            c->n_workers == BENCH_SYNC_MAX_COUNTS ||
+            (c->n_workers && n <= c->workers[c->n_workers - 1]))
+            bench_die("--workers takes up to %d ascending counts of 1 to 64",
+                      BENCH_SYNC_MAX_COUNTS);
+        c->workers[c->n_workers++] = (int)n;
+    }
+    if (!c->n_workers)
+        bench_die("--workers takes up to %d ascending counts of 1 to 64",
+                  BENCH_SYNC_MAX_COUNTS);
 }
 
 static void parse_args(int argc, char **argv, bench_cfg *c)
@@ -161,6 +186,10 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
             epochs = atoi(argv[++i]);
             if (epochs < 1 || epochs > BENCH_MAX_EPOCHS)
                 bench_die("--epochs takes 1 to %d", BENCH_MAX_EPOCHS);
+        } else if (strcmp(a, "--workers") == 0 && i + 1 < argc) {
+            parse_workers(argv[++i], c);
+        } else if (strcmp(a, "--data") == 0 && i + 1 < argc) {
+            c->data_dir = argv[++i];
         } else if (strcmp(a, "--no-cnn") == 0) {
             c->cnn_on = false;
         } else if (strcmp(a, "--no-submit") == 0) {
@@ -178,6 +207,8 @@ static void parse_args(int argc, char **argv, bench_cfg *c)
             exit(2);
         }
     }
+    if ((c->n_workers || c->data_dir) && !c->sync)
+        bench_die("--workers and --data go with --sync");
     if (c->quick) {
         c->blas_reps = 6;
         c->blas_steps = 100;
@@ -452,15 +483,27 @@ int main(int argc, char **argv)
         return 0;
     }
     if (c.sync) {
+        /* A bundle carries the script beside this executable. */
+        static char script[PATH_MAX] = BENCH_DDP_SCRIPT;
+        if (access(script, R_OK) != 0)
+            build_path(script, "bench/train_ddp.py");
         bench_sync_cfg s = {
             .quick = c.quick,
             .epochs = epochs_or(&c, 2, TARGET_EPOCHS),
+            .workers = {1, 2, 4},
+            .n_workers = 3,
+            .workers_given = c.n_workers > 0,
+            .data_dir = c.data_dir,
             .ferry = c.ferry_bin,
             .mlp_so = c.mlp_so,
             .python = c.python,
-            .ddp_script = BENCH_DDP_SCRIPT,
+            .ddp_script = script,
             .ddp_on = c.torch_on,
         };
+        if (c.n_workers) {
+            memcpy(s.workers, c.workers, sizeof c.workers);
+            s.n_workers = c.n_workers;
+        }
         int n = bench_train_sync(&s);
         say_missed(" --sync", n, t_start);
         return 0;

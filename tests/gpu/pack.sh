@@ -41,6 +41,9 @@ find "$R" -type f \( -name '*.so*' -o -perm -u+x \) -exec ldd {} \; 2>/dev/null 
 cp -L /usr/share/datasets/fashion-mnist/*-ubyte* "$R/data/"
 cp "$src/tests/gpu/run.sh" "$R/tests/gpu/"
 [ -f "$src/bench/train_torch_gpu.py" ] && mkdir -p "$R/bench" && cp "$src/bench/train_torch_gpu.py" "$R/bench/"
+# tests/gpu/scaling.sh (16-core scaling: bench/train --sync, bench/allreduce)
+# and what it runs: the all-reduce benches, the Python baselines, Open MPI.
+"$src/tests/gpu/pack-scaling.sh" "$B" "$R"
 echo "ferry GPU bundle from $(git -C "$src" describe --always --dirty 2>/dev/null || echo '?'), built in $B" > "$R/BUNDLE"
 tar -C "$S" -cJf "$O/ferry-gpu.tar.xz" ferry
 ls -la "$O/ferry-gpu.tar.xz"
