@@ -51,7 +51,8 @@ mpiopt=() mpi_note="none: the Open MPI lines are skipped with the reason"
 if [ -x "$D/openmpi/bin/mpirun" ]; then
   export OPAL_PREFIX=$D/openmpi OPAL_LIBDIR=$D/lib OPAL_PKGLIBDIR=$D/openmpi/lib/openmpi3
   export OPAL_PKGDATADIR=$D/openmpi/share/openmpi OPAL_SYSCONFDIR=$D/openmpi/etc
-  export PMIX_PREFIX=$D/openmpi/pmix PMIX_PKGLIBDIR=$D/openmpi/pmix/lib/pmix
+  # PMIx looks for its components where it was installed unless told.
+  export PMIX_MCA_mca_base_component_path=$D/openmpi/pmix/lib/pmix PMIX_PREFIX=$D/openmpi/pmix
   export PMIX_PKGDATADIR=$D/openmpi/pmix/share/pmix PMIX_SYSCONFDIR=$D/openmpi/pmix/etc
   mpiopt=(--mpirun "$D/openmpi/bin/mpirun") mpi_note="the bundle's, $D/openmpi"
 elif command -v mpirun >/dev/null; then
