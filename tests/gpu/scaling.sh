@@ -42,10 +42,16 @@ say() { echo "$*" | tee -a "$L"; }
 [ -d "$D/lib" ] && export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 dataopt=()
 [ -d "$D/data" ] && dataopt=(--data "$D/data")
-py=/usr/bin/python3
+# The benches run their Python baselines without PYTHONPATH, PYTHONHOME and
+# the user's site-packages: look for torch the same way.
+py= py_note=
 for p in $(command -v -a python3 2>/dev/null) /usr/bin/python3; do
-  if "$p" -c 'import torch, numpy' 2>/dev/null; then py=$p; break; fi
+  if env -u PYTHONPATH -u PYTHONHOME PYTHONNOUSERSITE=1 "$p" -c 'import torch, numpy' 2>/dev/null
+  then py=$p; break; fi
+  [ -z "$py_note" ] && "$p" -c 'import torch, numpy' 2>/dev/null &&
+    py_note="$p imports torch only through PYTHONPATH or the user's site-packages, which the benches leave out"
 done
+[ -n "$py" ] || { py=/usr/bin/python3; py_note=${py_note:-"no python3 imports torch and numpy: DDP and gloo are skipped"}; }
 # Open MPI: the bundle's (relocated: tests/gpu/pack.sh), else the system's.
 mpiopt=() mpi_note="none: the Open MPI lines are skipped with the reason"
 if [ -x "$D/openmpi/bin/mpirun" ]; then
@@ -66,6 +72,7 @@ trap 'stop_clusters; rm -rf "$T"' EXIT
 { echo "== $(date -u +%FT%TZ) scaling.sh$([ $quick -eq 1 ] && echo ' --quick') on $D"
   echo "cores: $(nproc) of $(grep -c ^processor /proc/cpuinfo)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   echo "python: $py $("$py" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1)"
+  [ -n "$py_note" ] && echo "python: $py_note"
   echo "Open MPI: $mpi_note"
   [ ${#mpiopt[@]} -gt 0 ] && "${mpiopt[1]}" --version 2>&1 | head -1
   [ ${#dataopt[@]} -gt 0 ] && echo "data: ${dataopt[1]}"; } | tee -a "$L"
@@ -93,8 +100,8 @@ part() {
   local pid=$! rc
   while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 1; done
   if kill -0 "$pid" 2>/dev/null; then
-    ps -e -o pid=,sid= | awk -v s="$pid" '$2 == s {print $1}' | xargs -r kill -KILL 2>/dev/null
-    wait "$pid" 2>/dev/null
+    { ps -e -o pid=,sid= | awk -v s="$pid" '$2 == s {print $1}' | xargs -r kill -KILL
+      wait "$pid"; } 2>/dev/null
     stop_clusters
     say "   $name: killed at its limit of $limit s; its lines so far are kept"
     fail=1
@@ -112,11 +119,11 @@ if [ "$quick" -eq 1 ]; then
   part "bench/allreduce, 2 ranks" 240 "$D/bench/allreduce" --ranks 2 --no-grpc \
     --plan 1048576:3:2,16777216:3:1 --python "$py" "${mpiopt[@]}"
 else
-  part "bench/train --sync" 110 "$D/bench/train" --sync --workers 1,2,4,8 --epochs 3 \
+  part "bench/train --sync" 100 "$D/bench/train" --sync --workers 1,2,4,8 --epochs 3 \
     --python "$py" "${dataopt[@]}"
   # One run a rank count: one killed at its limit keeps the others' ratios.
   for n in 2 4 8; do
-    part "bench/allreduce, $n ranks" $((10 + 5 * n)) "$D/bench/allreduce" --ranks "$n" \
+    part "bench/allreduce, $n ranks" $((10 + 3 * n)) "$D/bench/allreduce" --ranks "$n" \
       --no-grpc --plan 1048576:7:3,16777216:7:1,67108864:5:1 --python "$py" "${mpiopt[@]}"
   done
 fi
