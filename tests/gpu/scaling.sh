@@ -87,6 +87,17 @@ stop_clusters() {
   done
 }
 
+# The processes of session SID, from /proc (a bare machine may lack ps).
+session_pids() {
+  local sid=$1 f line p
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null < "$f" || continue
+    set -- ${line##*) } # state ppid pgrp session ...
+    p=${f#/proc/}
+    [ "${4:-}" = "$sid" ] && echo "${p%/stat}"
+  done
+}
+
 fail=0
 # part NAME SECONDS CMD...: runs CMD in a session of its own, its stdout to
 # the JSON lines, its stderr to the log; past SECONDS every process of that
@@ -100,8 +111,7 @@ part() {
   local pid=$! rc
   while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 1; done
   if kill -0 "$pid" 2>/dev/null; then
-    { ps -e -o pid=,sid= | awk -v s="$pid" '$2 == s {print $1}' | xargs -r kill -KILL
-      wait "$pid"; } 2>/dev/null
+    { session_pids "$pid" | xargs -r kill -KILL; wait "$pid"; } 2>/dev/null
     stop_clusters
     say "   $name: killed at its limit of $limit s; its lines so far are kept"
     fail=1
