@@ -129,6 +129,13 @@ typedef struct cli_start_wait {
  * port file, and sets it. Returns 0, FERRY_ETIMEDOUT or what gave_up
  * returned (said). */
 int cli_start_wait_ports(const cli_start_wait *w, struct sv_local *local, size_t n);
+/* Pings until every worker of cl answers. Returns 0 or an error (said). */
+int cli_start_wait_ready(const cli_start_wait *w, cluster *cl);
+/* Prints one line per worker of rank `from` on (Stats, asked of every
+ * worker, proves each accepts this cluster's token), then how many are
+ * ready since t0 (from 0) or were added (from > 0). Prints no worker line
+ * when one fails. Returns 0 or an error (said). */
+int cli_start_report(cluster *cl, size_t from, double t0);
 
 /* start_add.c: `ferry start --add K` (timeout_ms <= 0: the cluster's
  * start timeout). Returns the exit status. */

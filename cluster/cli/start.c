@@ -485,53 +485,6 @@ static bool supervisor_failed(const home_paths *h, pid_t *pid, char *why, size_t
     return false;
 }
 
-/* Pings until every worker answers, failing early if the supervisor gives up. */
-static int wait_ready(const home_paths *h, cluster *cl, pid_t *sup, double deadline,
-                      long long timeout_ms)
-{
-    for (;;) {
-        double left = deadline - (double)uv_hrtime() / 1e6;
-        int rc =
-            cluster_wait_ready(cl, left < 200 ? (left > 1 ? (int64_t)left : 1) : 200);
-        if (rc == 0)
-            return 0;
-        if (say_interrupted())
-            return FERRY_ECANCELED;
-        char why[CLI_FILE_MAX + 128];
-        if (supervisor_failed(h, sup, why, sizeof why)) {
-            cli_err("start", "%s", why);
-            return FERRY_EUNAVAIL;
-        }
-        if ((double)uv_hrtime() / 1e6 >= deadline) {
-            /* Each wait above was a slice: the error names the whole. */
-            const char *e = cluster_error(cl), *which = strchr(e, ';');
-            cli_err("start", "not every worker answered within %lld ms (--timeout-ms)%s",
-                    timeout_ms, which ? which : "");
-            return rc;
-        }
-    }
-}
-
-/* Prints one line per worker. Ping needs no token: Stats, asked of every
- * worker here, proves each accepts this cluster's. */
-static int report_workers(cluster *cl, double t0)
-{
-    const cluster_worker *w = NULL;
-    int rc = cluster_survey(cl, true, &w);
-    /* A start that fails prints no worker lines: they would read as a
-     * cluster that runs, and start is about to stop it. */
-    if (rc) {
-        cli_err("start", "%s", cluster_error(cl));
-        return rc;
-    }
-    for (size_t i = 0; w && i < cluster_size(cl); i++)
-        printf("worker %d  %s  pid %d  %s\n", w[i].rank, w[i].target, w[i].ping->pid,
-               w[i].ping->device);
-    printf("%zu worker(s) ready in %.2f s\n", cluster_size(cl),
-           ((double)uv_hrtime() / 1e6 - t0) / 1e3);
-    return 0;
-}
-
 /* What a start holds while it runs, released by cli_start whatever the
  * outcome. */
 typedef struct starting {
@@ -808,9 +761,9 @@ static int come_up(starting *s, double t0)
         cli_err("start", "cannot connect to the workers: %s", ferry_strerror(rc));
         return -1;
     }
-    if (wait_ready(&s->h, s->cl, &s->sup, deadline, (long long)conf->start_timeout_ms))
+    if (cli_start_wait_ready(&w, s->cl))
         return -1;
-    return report_workers(s->cl, t0) ? -1 : 0;
+    return cli_start_report(s->cl, 0, t0) ? -1 : 0;
 }
 
 int cli_start(int argc, char **argv)

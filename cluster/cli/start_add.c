@@ -88,7 +88,7 @@ static int gave_up(void *data)
 }
 
 /* Appends the new workers whose port is known, in rank order up to the
- * first that is not, to the state. Returns how many. */
+ * first that is not, to the state and to r->cl. Returns how many. */
 static size_t append(cli_running *r, const sv_local *local, long k)
 {
     size_t n = r->conf.n_workers;
@@ -101,38 +101,13 @@ static size_t append(cli_running *r, const sv_local *local, long k)
             break;
         }
         r->conf.workers[r->conf.n_workers - 1].local = true;
+        if (cluster_add_worker(r->cl, addr) != 0) {
+            cli_err("start", "--add: worker %d at %s: %s", local[i].rank, addr,
+                    cluster_error(r->cl));
+            break;
+        }
     }
     return r->conf.n_workers - n;
-}
-
-/* Waits until the new workers answer and prints a line for each. */
-static int report(cli_running *r, size_t n, double deadline)
-{
-    size_t m = r->conf.n_workers - n;
-    const char *targets[m ? m : 1];
-    for (size_t i = 0; i < m; i++)
-        targets[i] = r->conf.workers[n + i].address;
-    cluster_opts o = {.token = r->token,
-                      .ping_timeout_ms = r->conf.ping_timeout_ms,
-                      .heartbeat_ms = -1,
-                      .max_payload = (size_t)r->conf.max_message_bytes};
-    cluster *cl = NULL;
-    int rc = cluster_create(targets, m, &o, &cl);
-    double left = deadline - now_ms();
-    if (rc == 0)
-        rc = cluster_wait_ready(cl, left > 1 ? (int64_t)left : 1);
-    const cluster_worker *w = NULL;
-    if (rc == 0)
-        rc = cluster_survey(cl, true, &w);
-    if (rc)
-        cli_err("start", "--add: %s", cl ? cluster_error(cl) : ferry_strerror(rc));
-    for (size_t i = 0; rc == 0 && i < m; i++)
-        printf("worker %zu  %s  pid %d  %s\n", n + i, w[i].target, w[i].ping->pid,
-               w[i].ping->device);
-    if (rc == 0)
-        printf("%zu worker(s) added: the cluster has %zu\n", m, r->conf.n_workers);
-    cluster_destroy(cl);
-    return rc;
 }
 
 /* Adds under the grow lock: one --add at a time reads and writes the state. */
@@ -167,7 +142,8 @@ static int add_locked(const home_paths *h, long k, long timeout_ms)
          * shutdown then stops it with the rest. */
         if (got && conf_save(&r.conf, h->state) != 0)
             cli_err("start", "--add: cannot write %s", h->state);
-        else if (got == (size_t)k && report(&r, n, deadline) == 0)
+        else if (got == (size_t)k && cluster_size(r.cl) == r.conf.n_workers &&
+                 cli_start_wait_ready(&w, r.cl) == 0 && cli_start_report(r.cl, n, 0) == 0)
             status = CLI_OK;
     }
     cli_running_close(&r);
