@@ -122,6 +122,23 @@ void ct_each_free(ct_run *run, ct_each *each);
  * that died answers nothing: each is asked alone. */
 void ct_discard(ct_run *run);
 
+/* ---- recover.c: a lost worker's restart ---- */
+
+/* How long a lost worker's supervisor gets to bring it back: a restart
+ * takes about a second; a worker that is not back by then has a host or a
+ * binary that is gone, or is in a crash loop's pause. */
+#define CT_RESTART_WAIT_MS 20000
+/* How often the wait asks the workers. */
+#define CT_SURVEY_EVERY_US 100000
+
+/* Pings every worker until done(run, survey, arg) holds, CT_RESTART_WAIT_MS
+ * pass or the run's events->give_up says to stop. Returns the last survey
+ * (cluster_survey's, owned by the cluster). */
+const cluster_worker *ct_wait_survey(ct_run *run,
+                                     bool (*done)(const ct_run *run,
+                                                  const cluster_worker *w, void *arg),
+                                     void *arg);
+
 /* ---- begin.c ---- */
 
 /* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
