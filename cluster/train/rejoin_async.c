@@ -170,20 +170,14 @@ static void hold_again(ct_run *run, int r)
 static int begin_again(ct_run *run, int r, int e, const proto_train_spec *spec,
                        const char *resume)
 {
-    int k = run->k;
-    const char *peers[k];
-    for (int i = 0; i < k; i++)
-        peers[i] = cluster_target(run->cl, run->node[i]);
     proto_bytes in = {0};
     ferry_bytes_t out = {0};
     proto_train_begin_reply *reply = NULL;
     proto_train_spec with = *spec;
     if (resume)
         with.resume = resume;
-    run->rejoin_epoch = e;
-    int rc = ct_begin_pack(&in, run, r, &with, peers, RJ_SUBMITTER, run->secret,
-                           sizeof run->secret);
-    run->rejoin_epoch = 0;
+    int rc = ct_begin_pack(&in, run, r, &with, RJ_SUBMITTER, run->secret,
+                           sizeof run->secret, e);
     if (rc == 0) {
         ferry_bytes_t a = {.data = in.data, .len = in.len};
         rc = cluster_call(run->cl, run->m, run->node[r], "ferry.train.begin", &a, &out);

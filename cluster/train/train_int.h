@@ -57,7 +57,6 @@ typedef struct ct_run {
                      joined the cluster since) */
     uint8_t secret[32];   /* the session's (begin.c), cleansed at the run's end */
     struct ct_rejoin *rj; /* async: the lost ranks' restarts (rejoin_async.c) */
-    int rejoin_epoch;     /* what ct_begin_pack sends as TrainBegin's (0: none) */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -146,10 +145,11 @@ const cluster_worker *ct_wait_survey(ct_run *run,
 int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply **b);
 
 /* Packs rank r's TrainBegin: the session, who asks, the secret, the run's
- * options and every rank's address. */
+ * options and every rank's address; rejoin_epoch > 0: the rank is begun
+ * again on its restarted worker after that epoch (0: a run's begin). */
 int ct_begin_pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
-                  const char **peers, const char *submitter, const uint8_t *secret,
-                  size_t secret_len);
+                  const char *submitter, const uint8_t *secret, size_t secret_len,
+                  int rejoin_epoch);
 
 /* ---- rejoin_async.c ---- */
 
