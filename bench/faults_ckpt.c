@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data_fmnist.h"
 #include "faults_ckpt.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
@@ -178,20 +179,10 @@ static int measure(const ferry_model_t *m, ferry_device_t *dev, const char *dir,
                    bool quick)
 {
     char err[512] = "";
-    rt_dataset full[2] = {0}, view[2];
+    rt_dataset full[2], view[2];
     int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++)
-        rc = rt_fmnist_load(NULL, i == 0, &full[i], err, sizeof err);
-    if (rc) {
-        bench_log("faults: %s", err);
-        rt_dataset_free(&full[0]);
-        rt_dataset_free(&full[1]);
+    if (bench_fmnist_pair("faults", full, view, SHORT_SAMPLES, 256))
         return -1;
-    }
-    view[0] = full[0];
-    view[1] = full[1];
-    view[0].n = SHORT_SAMPLES < full[0].n ? SHORT_SAMPLES : full[0].n;
-    view[1].n = 256;
     rt_trainer *t[2] = {NULL, NULL}; /* without, with */
     for (int i = 0; i < 2 && rc == 0; i++) {
         rt_train_opts to = {.batch = BATCH,

@@ -5,20 +5,12 @@
 
 #include <ferry/error.h>
 
+#include "data_fmnist.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
 #include "runtime/train/train.h"
 #include "stats.h"
 #include "train_run.h"
-
-/* A set's first n samples, in place (not owned). */
-static rt_dataset prefix(const rt_dataset *ds, size_t n)
-{
-    rt_dataset v = *ds;
-    if (n > 0 && n < ds->n)
-        v.n = n;
-    return v;
-}
 
 static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_opts *o,
                  void (*between)(void *), void *arg, bench_run *out)
@@ -37,14 +29,9 @@ static int train(const ferry_model_t *m, ferry_device_t *dev, const bench_run_op
     };
     int rc = 0;
     if (o->train_samples || o->test_samples) {
-        for (int i = 0; i < 2 && rc == 0; i++)
-            rc = rt_fmnist_load(NULL, i == 0, &full[i], err, sizeof err);
-        if (rc) {
-            bench_log("bench/train: %s", err);
+        if ((rc = bench_fmnist_pair("bench/train", full, view, o->train_samples,
+                                    o->test_samples)))
             goto out;
-        }
-        view[0] = prefix(&full[0], o->train_samples);
-        view[1] = prefix(&full[1], o->test_samples);
         to.train_set = &view[0];
         to.test_set = &view[1];
     }

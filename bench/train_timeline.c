@@ -15,6 +15,7 @@
 
 #include <ferry/error.h>
 
+#include "data_fmnist.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
 #include "runtime/train/timeline.h"
@@ -72,19 +73,11 @@ static double event_ns(rt_trainer *t, double *per_step)
 static int run(const ferry_model_t *m, ferry_device_t *dev, const bench_tl_cfg *c)
 {
     char err[512] = "";
-    rt_dataset full[2] = {0}, view[2];
+    rt_dataset full[2], view[2];
     int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++)
-        rc = rt_fmnist_load(NULL, i == 0, &full[i], err, sizeof err);
-    if (rc) {
-        bench_log("bench/train --timeline: %s", err);
+    if (bench_fmnist_pair("bench/train --timeline", full, view,
+                          c->quick ? QUICK_SAMPLES : SAMPLES, 256))
         return -1;
-    }
-    size_t n = c->quick ? QUICK_SAMPLES : SAMPLES;
-    view[0] = full[0];
-    view[1] = full[1];
-    view[0].n = n < full[0].n ? n : full[0].n;
-    view[1].n = 256;
     rt_train_opts to = {.batch = 128,
                         .optim = {.kind = RT_OPT_SGD, .lr = 0.05f, .momentum = 0.9f},
                         .seed = 1,

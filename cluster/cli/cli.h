@@ -113,6 +113,30 @@ void cli_say_worker_back(FILE *out, int rank, const char *target, int lost_in,
  * lost worker is then not waited for. */
 bool cli_shutdown_since(int64_t since_ms);
 
+/* start_wait.c: what `ferry start` and `--add` wait for. */
+struct sv_local; /* cluster/supervisor/supervisor.h */
+typedef struct cli_start_wait {
+    const home_paths *h;
+    double deadline;      /* on uv_hrtime()'s clock, in ms */
+    long long timeout_ms; /* what the deadline came from, for the error */
+    const char *what;     /* before each error: "" or "--add: " */
+    /* 0 while the wait goes on; else why it stops (said). */
+    int (*gave_up)(void *data);
+    void *data;
+} cli_start_wait;
+
+/* Waits until each of local[0..n) whose port is 0 has written it to its
+ * port file, and sets it. Returns 0, FERRY_ETIMEDOUT or what gave_up
+ * returned (said). */
+int cli_start_wait_ports(const cli_start_wait *w, struct sv_local *local, size_t n);
+/* Pings until every worker of cl answers. Returns 0 or an error (said). */
+int cli_start_wait_ready(const cli_start_wait *w, cluster *cl);
+/* Prints one line per worker of rank `from` on (Stats, asked of every
+ * worker, proves each accepts this cluster's token), then how many are
+ * ready since t0 (from 0) or were added (from > 0). Prints no worker line
+ * when one fails. Returns 0 or an error (said). */
+int cli_start_report(cluster *cl, size_t from, double t0);
+
 /* start_add.c: `ferry start --add K` (timeout_ms <= 0: the cluster's
  * start timeout). Returns the exit status. */
 int cli_start_add(long k, long timeout_ms);

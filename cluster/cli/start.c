@@ -84,8 +84,6 @@ static const char usage[] =
     "Environment: FERRY_HOME (default ~/.ferry) holds the cluster's state, logs\n"
     "and token.\n";
 
-#define POLL_MS 10
-
 /* The signal that interrupted start; 0: none. */
 static volatile sig_atomic_t interrupted;
 
@@ -487,95 +485,6 @@ static bool supervisor_failed(const home_paths *h, pid_t *pid, char *why, size_t
     return false;
 }
 
-/* Waits for the ports of workers that picked their own. */
-static int wait_ports(const home_paths *h, conf_cluster *conf, sv_local *local, size_t n,
-                      pid_t *sup, double deadline)
-{
-    for (;;) {
-        size_t known = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!local[i].port) {
-                char path[CLI_FILE_MAX], addr[300];
-                home_worker_file(h, local[i].rank, "port", path, sizeof path);
-                long port;
-                if (home_read_number(path, 1, 65535, &port)) {
-                    local[i].port = (int)port;
-                    conf_worker *w = &conf->workers[local[i].rank];
-                    w->port = (int)port;
-                    free(w->address);
-                    w->address =
-                        strdup(conf_format_address(addr, sizeof addr, w->host, w->port));
-                    if (!w->address)
-                        return FERRY_ENOMEM;
-                }
-            }
-            known += local[i].port != 0;
-        }
-        if (known == n)
-            return 0;
-        if (say_interrupted())
-            return FERRY_ECANCELED;
-        char why[CLI_FILE_MAX + 128];
-        if (supervisor_failed(h, sup, why, sizeof why)) {
-            cli_err("start", "%s", why);
-            return FERRY_EUNAVAIL;
-        }
-        if ((double)uv_hrtime() / 1e6 > deadline) {
-            cli_err("start", "workers did not bind a port within the timeout (see %s)",
-                    h->logs);
-            return FERRY_ETIMEDOUT;
-        }
-        usleep(POLL_MS * 1000);
-    }
-}
-
-/* Pings until every worker answers, failing early if the supervisor gives up. */
-static int wait_ready(const home_paths *h, cluster *cl, pid_t *sup, double deadline,
-                      long long timeout_ms)
-{
-    for (;;) {
-        double left = deadline - (double)uv_hrtime() / 1e6;
-        int rc =
-            cluster_wait_ready(cl, left < 200 ? (left > 1 ? (int64_t)left : 1) : 200);
-        if (rc == 0)
-            return 0;
-        if (say_interrupted())
-            return FERRY_ECANCELED;
-        char why[CLI_FILE_MAX + 128];
-        if (supervisor_failed(h, sup, why, sizeof why)) {
-            cli_err("start", "%s", why);
-            return FERRY_EUNAVAIL;
-        }
-        if ((double)uv_hrtime() / 1e6 >= deadline) {
-            /* Each wait above was a slice: the error names the whole. */
-            const char *e = cluster_error(cl), *which = strchr(e, ';');
-            cli_err("start", "not every worker answered within %lld ms (--timeout-ms)%s",
-                    timeout_ms, which ? which : "");
-            return rc;
-        }
-    }
-}
-
-/* Prints one line per worker. Ping needs no token: Stats, asked of every
- * worker here, proves each accepts this cluster's. */
-static int report_workers(cluster *cl, double t0)
-{
-    const cluster_worker *w = NULL;
-    int rc = cluster_survey(cl, true, &w);
-    /* A start that fails prints no worker lines: they would read as a
-     * cluster that runs, and start is about to stop it. */
-    if (rc) {
-        cli_err("start", "%s", cluster_error(cl));
-        return rc;
-    }
-    for (size_t i = 0; w && i < cluster_size(cl); i++)
-        printf("worker %d  %s  pid %d  %s\n", w[i].rank, w[i].target, w[i].ping->pid,
-               w[i].ping->device);
-    printf("%zu worker(s) ready in %.2f s\n", cluster_size(cl),
-           ((double)uv_hrtime() / 1e6 - t0) / 1e3);
-    return 0;
-}
-
 /* What a start holds while it runs, released by cli_start whatever the
  * outcome. */
 typedef struct starting {
@@ -591,6 +500,20 @@ typedef struct starting {
     char token[CONF_TOKEN_LEN + 1];
     char *addrs; /* --slurm: the nodes' addresses */
 } starting;
+
+/* What ends start's waits early: an interrupt, or a supervisor that gave up. */
+static int gave_up(void *data)
+{
+    starting *s = data;
+    if (say_interrupted())
+        return FERRY_ECANCELED;
+    char why[CLI_FILE_MAX + 128];
+    if (supervisor_failed(&s->h, &s->sup, why, sizeof why)) {
+        cli_err("start", "%s", why);
+        return FERRY_EUNAVAIL;
+    }
+    return 0;
+}
 
 /* The TLS files: the options' over the file's, absolute (the supervisor's
  * workers and later commands run elsewhere), read once here so that a
@@ -807,8 +730,28 @@ static int come_up(starting *s, double t0)
     if ((s->a.slurm || s->a.attach > 0) &&
         cli_slurm_wait(&s->h, conf, &s->sup, deadline, &interrupted))
         return -1;
-    if (wait_ports(&s->h, conf, s->local, s->n_local, &s->sup, deadline))
+    cli_start_wait w = {.h = &s->h,
+                        .deadline = deadline,
+                        .timeout_ms = (long long)conf->start_timeout_ms,
+                        .what = "",
+                        .gave_up = gave_up,
+                        .data = s};
+    if (cli_start_wait_ports(&w, s->local, s->n_local))
         return -1;
+    /* The workers that picked their port are reached there. */
+    for (size_t i = 0; i < s->n_local; i++) {
+        conf_worker *cw = &conf->workers[s->local[i].rank];
+        if (cw->port == s->local[i].port)
+            continue;
+        char addr[300];
+        cw->port = s->local[i].port;
+        free(cw->address);
+        if (!(cw->address =
+                  strdup(conf_format_address(addr, sizeof addr, cw->host, cw->port)))) {
+            cli_err("start", "%s", ferry_strerror(FERRY_ENOMEM));
+            return -1;
+        }
+    }
     conf->supervisor_pid = (int)s->sup;
     if ((rc = conf_save(conf, s->h.state))) {
         cli_err("start", "cannot write %s: %s", s->h.state, ferry_strerror(rc));
@@ -818,9 +761,9 @@ static int come_up(starting *s, double t0)
         cli_err("start", "cannot connect to the workers: %s", ferry_strerror(rc));
         return -1;
     }
-    if (wait_ready(&s->h, s->cl, &s->sup, deadline, (long long)conf->start_timeout_ms))
+    if (cli_start_wait_ready(&w, s->cl))
         return -1;
-    return report_workers(s->cl, t0) ? -1 : 0;
+    return cli_start_report(s->cl, 0, t0) ? -1 : 0;
 }
 
 int cli_start(int argc, char **argv)

@@ -16,8 +16,7 @@
 #include <uv.h>
 
 #include "cli.h"
-
-#define POLL_MS 10
+#include "cluster/supervisor/supervisor.h"
 
 static double now_ms(void)
 {
@@ -77,63 +76,38 @@ static int ask(const home_paths *h, const cli_running *r, size_t n, long k)
     return 0;
 }
 
-/* Appends each new worker whose port is known to the state; the others
- * are waited for until `deadline`. Returns how many are appended. */
-static size_t wait_ports(const home_paths *h, cli_running *r, size_t n, long k,
-                         double deadline)
+/* What ends the waits of an add early: a supervisor that is gone. */
+static int gave_up(void *data)
 {
-    for (size_t i = n; i < n + (size_t)k;) {
-        char path[CLI_FILE_MAX], addr[300], err[CONF_ERR_LEN];
-        long port;
-        home_worker_file(h, (int)i, "port", path, sizeof path);
-        if (home_read_number(path, 1, 65535, &port)) {
-            conf_format_address(addr, sizeof addr, home_reach_host(r->conf.listen),
-                                (int)port);
-            if (conf_add_worker(&r->conf, addr, err, sizeof err) != 0) {
-                cli_err("start", "--add: worker %zu at %s: %s", i, addr, err);
-                break;
-            }
-            r->conf.workers[i++].local = true;
-            continue;
-        }
-        if (now_ms() > deadline || !home_pid_alive(r->conf.supervisor_pid)) {
-            cli_err("start", "--add: worker %zu did not bind a port in time (see %s)", i,
-                    h->logs);
-            break;
-        }
-        usleep(POLL_MS * 1000);
-    }
-    return r->conf.n_workers - n;
+    const cli_running *r = data;
+    if (home_pid_alive(r->conf.supervisor_pid))
+        return 0;
+    cli_err("start", "--add: the cluster's supervisor (pid %d) exited",
+            r->conf.supervisor_pid);
+    return FERRY_EUNAVAIL;
 }
 
-/* Waits until the new workers answer and prints a line for each. */
-static int report(cli_running *r, size_t n, double deadline)
+/* Appends the new workers whose port is known, in rank order up to the
+ * first that is not, to the state and to r->cl. Returns how many. */
+static size_t append(cli_running *r, const sv_local *local, long k)
 {
-    size_t m = r->conf.n_workers - n;
-    const char *targets[m ? m : 1];
-    for (size_t i = 0; i < m; i++)
-        targets[i] = r->conf.workers[n + i].address;
-    cluster_opts o = {.token = r->token,
-                      .ping_timeout_ms = r->conf.ping_timeout_ms,
-                      .heartbeat_ms = -1,
-                      .max_payload = (size_t)r->conf.max_message_bytes};
-    cluster *cl = NULL;
-    int rc = cluster_create(targets, m, &o, &cl);
-    double left = deadline - now_ms();
-    if (rc == 0)
-        rc = cluster_wait_ready(cl, left > 1 ? (int64_t)left : 1);
-    const cluster_worker *w = NULL;
-    if (rc == 0)
-        rc = cluster_survey(cl, true, &w);
-    if (rc)
-        cli_err("start", "--add: %s", cl ? cluster_error(cl) : ferry_strerror(rc));
-    for (size_t i = 0; rc == 0 && i < m; i++)
-        printf("worker %zu  %s  pid %d  %s\n", n + i, w[i].target, w[i].ping->pid,
-               w[i].ping->device);
-    if (rc == 0)
-        printf("%zu worker(s) added: the cluster has %zu\n", m, r->conf.n_workers);
-    cluster_destroy(cl);
-    return rc;
+    size_t n = r->conf.n_workers;
+    for (long i = 0; i < k && local[i].port; i++) {
+        char addr[300], err[CONF_ERR_LEN];
+        conf_format_address(addr, sizeof addr, home_reach_host(r->conf.listen),
+                            local[i].port);
+        if (conf_add_worker(&r->conf, addr, err, sizeof err) != 0) {
+            cli_err("start", "--add: worker %d at %s: %s", local[i].rank, addr, err);
+            break;
+        }
+        r->conf.workers[r->conf.n_workers - 1].local = true;
+        if (cluster_add_worker(r->cl, addr) != 0) {
+            cli_err("start", "--add: worker %d at %s: %s", local[i].rank, addr,
+                    cluster_error(r->cl));
+            break;
+        }
+    }
+    return r->conf.n_workers - n;
 }
 
 /* Adds under the grow lock: one --add at a time reads and writes the state. */
@@ -149,16 +123,27 @@ static int add_locked(const home_paths *h, long k, long timeout_ms)
     if (rc)
         return CLI_FAIL;
     size_t n = r.conf.n_workers;
-    double deadline =
-        now_ms() + (double)(timeout_ms > 0 ? timeout_ms : r.conf.start_timeout_ms);
+    long long ms = timeout_ms > 0 ? timeout_ms : (long long)r.conf.start_timeout_ms;
+    double deadline = now_ms() + (double)ms;
     int status = CLI_FAIL;
+    cli_start_wait w = {.h = h,
+                        .deadline = deadline,
+                        .timeout_ms = ms,
+                        .what = "--add: ",
+                        .gave_up = gave_up,
+                        .data = &r};
+    sv_local local[CONF_MAX_WORKERS];
+    for (long i = 0; i < k; i++)
+        local[i] = (sv_local){.rank = (int)(n + (size_t)i)};
     if (can_grow(h, &r, k) && ask(h, &r, n, k) == 0) {
-        size_t got = wait_ports(h, &r, n, k, deadline);
+        cli_start_wait_ports(&w, local, (size_t)k);
+        size_t got = append(&r, local, k);
         /* What runs is written down, even when some did not come up:
          * shutdown then stops it with the rest. */
         if (got && conf_save(&r.conf, h->state) != 0)
             cli_err("start", "--add: cannot write %s", h->state);
-        else if (got == (size_t)k && report(&r, n, deadline) == 0)
+        else if (got == (size_t)k && cluster_size(r.cl) == r.conf.n_workers &&
+                 cli_start_wait_ready(&w, r.cl) == 0 && cli_start_report(r.cl, n, 0) == 0)
             status = CLI_OK;
     }
     cli_running_close(&r);

@@ -274,6 +274,14 @@ static void print_json_mode(const cluster_train_opts *o, const cluster_train_res
     printf("]");
 }
 
+/* The ranks the run ended on: more than it began with when a worker was
+ * taken in at a checkpoint (`ferry start --add`), fewer when some were
+ * left out or lost. */
+static int final_workers(const cluster_train_result *res)
+{
+    return res->last.live_workers > 0 ? res->last.live_workers : res->started.workers;
+}
+
 static void print_json(const cluster_train_opts *o, const char *module, const char *task,
                        const char *run_id, const cluster_train_result *res)
 {
@@ -288,7 +296,8 @@ static void print_json(const cluster_train_opts *o, const char *module, const ch
     json_str(stdout, res->started.device);
     printf(",\"precision\":");
     json_str(stdout, o->precision ? o->precision : "fp32");
-    printf(",\"mode\":\"%s\",\"workers\":%d", res->started.mode, res->started.workers);
+    printf(",\"mode\":\"%s\",\"workers\":%d,\"workers_at_start\":%d", res->started.mode,
+           final_workers(res), res->started.workers);
     printf(",\"epochs\":%ld,\"batch\":%ld,\"optimizer\":", o->epochs, o->batch);
     json_str(stdout, o->optimizer);
     printf(",\"schedule\":");
@@ -411,7 +420,7 @@ int cli_train(cluster *cl, const home_paths *h, const cluster_module *m,
     if (o->json) {
         print_json(o, module, task, t.run_id, &res);
     } else {
-        int k = res.started.workers - res.lost;
+        int k = final_workers(&res);
         printf("done: test_loss %.4f", res.last.test_loss);
         scores_print(stdout, o, &res.last);
         printf(" after %ld epochs on %d worker%s, %.0f samples/s, %.1f s\n", o->epochs, k,

@@ -36,11 +36,15 @@ static uint64_t new_session_id(void)
 
 /* Rank r's begin, packed into `b`: the session, who asks, the secret, the
  * options (`given`: the run's, its files made absolute; the ranks' ones with
- * more than one rank) and the peers; the mode the one the run takes. */
+ * more than one rank) and the peers, each rank's worker; the mode the one
+ * the run takes. */
 int ct_begin_pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
-                  const char **peers, const char *submitter, const uint8_t *secret,
-                  size_t secret_len)
+                  const char *submitter, const uint8_t *secret, size_t secret_len,
+                  int rejoin_epoch)
 {
+    const char *peers[run->k];
+    for (int i = 0; i < run->k; i++)
+        peers[i] = cluster_target(run->cl, run->node[i]);
     proto_train_spec spec = *given;
     spec.mode = run->mode->name;
     proto_train_begin_run rb = {.session = run->session,
@@ -52,7 +56,7 @@ int ct_begin_pack(proto_bytes *b, const ct_run *run, int r, const proto_train_sp
                                 .n_peers = (size_t)run->k,
                                 .peers = peers,
                                 .timeline = run->tl != NULL,
-                                .rejoin_epoch = (uint32_t)run->rejoin_epoch};
+                                .rejoin_epoch = (uint32_t)rejoin_epoch};
     const cluster_tensors *init = run->o->init;
     if (init)
         rb.init = *init;
@@ -71,17 +75,13 @@ int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply 
         ct_fail(run, "cannot draw the run's secret from OpenSSL's generator");
         return FERRY_EINTERNAL;
     }
-    const char *peers[k];
-    for (int r = 0; r < k; r++)
-        peers[r] = cluster_target(run->cl, run->node[r]);
     char submitter[256];
     describe_submitter(submitter, sizeof submitter);
     proto_bytes begin[k];
     memset(begin, 0, sizeof begin);
     int rc = 0;
     for (int r = 0; r < k && rc == 0; r++)
-        rc = ct_begin_pack(&begin[r], run, r, spec, peers, submitter, secret,
-                           sizeof secret);
+        rc = ct_begin_pack(&begin[r], run, r, spec, submitter, secret, sizeof secret, 0);
     if (rc == 0)
         rc = ct_call(run, "ferry.train.begin", begin, &ct_begin_reply, (void **)b);
     if (rc == 0)

@@ -15,11 +15,6 @@
 #include "runtime/train/ckpt_file.h"
 #include "train_int.h"
 
-/* How long a lost worker's supervisor gets to bring it back: a restart
- * takes about a second; a worker that is not back by then has a host or a
- * binary that is gone, or is in a crash loop's pause. */
-#define CT_RESTART_WAIT_MS 20000
-#define CT_SURVEY_EVERY_US 100000
 /* A worker's crash record, as its Ping carries it. */
 #define CT_HOW_LEN 256
 
@@ -59,23 +54,37 @@ void ct_recover_note(ct_run *run)
         run->pids[r] = w[run->node[r]].ping ? w[run->node[r]].ping->pid : 0;
 }
 
-/* What became of each rank's worker since the session began: back[r] a
- * new process answers, gone[r] none does after the wait. Returns how many
- * were lost (back or gone); `how` gets each one's crash record. */
-static int survey_lost(ct_run *run, bool *back, bool *gone, char (*how)[CT_HOW_LEN])
+const cluster_worker *ct_wait_survey(ct_run *run,
+                                     bool (*done)(const ct_run *run,
+                                                  const cluster_worker *w, void *arg),
+                                     void *arg)
 {
     uint64_t until = uv_hrtime() + (uint64_t)CT_RESTART_WAIT_MS * 1000000u;
     const cluster_worker *w = NULL;
     for (;;) {
         cluster_survey(run->cl, false, &w);
-        bool all = true;
-        for (int r = 0; r < run->k; r++)
-            all &= w[run->node[r]].ping != NULL;
-        if (all || uv_hrtime() >= until ||
+        if (done(run, w, arg) || uv_hrtime() >= until ||
             (run->ev && run->ev->give_up && run->ev->give_up(run->ev->data)))
-            break;
+            return w;
         usleep(CT_SURVEY_EVERY_US);
     }
+}
+
+static bool all_answer(const ct_run *run, const cluster_worker *w, void *arg)
+{
+    (void)arg;
+    for (int r = 0; r < run->k; r++)
+        if (!w[run->node[r]].ping)
+            return false;
+    return true;
+}
+
+/* What became of each rank's worker since the session began: back[r] a
+ * new process answers, gone[r] none does after the wait. Returns how many
+ * were lost (back or gone); `how` gets each one's crash record. */
+static int survey_lost(ct_run *run, bool *back, bool *gone, char (*how)[CT_HOW_LEN])
+{
+    const cluster_worker *w = ct_wait_survey(run, all_answer, NULL);
     int lost = 0;
     for (int r = 0; r < run->k; r++) {
         const proto_ping_reply *p = w[run->node[r]].ping;

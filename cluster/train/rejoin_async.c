@@ -9,19 +9,13 @@
  * run goes on without it, as before. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <uv.h>
 
 #include "runtime/train/ckpt_file.h"
 #include "train_int.h"
 
-/* As recover.c's: a restart takes about a second; one not done by then
- * has a host or a binary that is gone, or is in a crash loop's pause. */
-#define RJ_RESTART_WAIT_MS 20000
-#define RJ_SURVEY_EVERY_US 100000
-#define RJ_SUBMITTER       "ferry submit (a restarted rank taken back in)"
+#define RJ_SUBMITTER "ferry submit (a restarted rank taken back in)"
 
 struct ct_rejoin {
     int *lost_in;  /* by rank: the epoch its worker was lost in (0: none) */
@@ -136,22 +130,20 @@ void ct_async_rerun_end(ct_run *run)
         rj->rerun = false;
 }
 
+/* Rank *arg's worker answers as a new process. */
+static bool is_new(const ct_run *run, const cluster_worker *w, void *arg)
+{
+    int r = *(const int *)arg;
+    const proto_ping_reply *p = w[run->node[r]].ping;
+    return p && p->pid && p->pid != run->pids[r];
+}
+
 /* Waits until rank r's worker answers as a new process; its ping (owned by
  * the cluster) or NULL when it did not come back in time. */
 static const proto_ping_reply *restarted(ct_run *run, int r)
 {
-    uint64_t until = uv_hrtime() + (uint64_t)RJ_RESTART_WAIT_MS * 1000000u;
-    for (;;) {
-        const cluster_worker *w = NULL;
-        cluster_survey(run->cl, false, &w);
-        const proto_ping_reply *p = w[run->node[r]].ping;
-        if (p && p->pid && p->pid != run->pids[r])
-            return p;
-        if (uv_hrtime() >= until ||
-            (run->ev && run->ev->give_up && run->ev->give_up(run->ev->data)))
-            return NULL;
-        usleep(RJ_SURVEY_EVERY_US);
-    }
+    const cluster_worker *w = ct_wait_survey(run, is_new, &r);
+    return is_new(run, w, &r) ? w[run->node[r]].ping : NULL;
 }
 
 /* Holds rank r's session again: its worker's earlier holds ended with it. */
@@ -178,20 +170,14 @@ static void hold_again(ct_run *run, int r)
 static int begin_again(ct_run *run, int r, int e, const proto_train_spec *spec,
                        const char *resume)
 {
-    int k = run->k;
-    const char *peers[k];
-    for (int i = 0; i < k; i++)
-        peers[i] = cluster_target(run->cl, run->node[i]);
     proto_bytes in = {0};
     ferry_bytes_t out = {0};
     proto_train_begin_reply *reply = NULL;
     proto_train_spec with = *spec;
     if (resume)
         with.resume = resume;
-    run->rejoin_epoch = e;
-    int rc = ct_begin_pack(&in, run, r, &with, peers, RJ_SUBMITTER, run->secret,
-                           sizeof run->secret);
-    run->rejoin_epoch = 0;
+    int rc = ct_begin_pack(&in, run, r, &with, RJ_SUBMITTER, run->secret,
+                           sizeof run->secret, e);
     if (rc == 0) {
         ferry_bytes_t a = {.data = in.data, .len = in.len};
         rc = cluster_call(run->cl, run->m, run->node[r], "ferry.train.begin", &a, &out);
@@ -299,9 +285,11 @@ int ct_async_restore(ct_run *run, int e, const proto_train_spec *spec)
     int h = rj->holder;
     rj->holder = -1;
     const proto_ping_reply *p = restarted(run, h);
+    char why[64], how[256], file[4400];
+    snprintf(why, sizeof why, "its worker did not come back within %d s",
+             CT_RESTART_WAIT_MS / 1000);
     if (!p)
-        return lost_for_good(run, "its worker did not come back within 20 s");
-    char how[256], file[4400];
+        return lost_for_good(run, why);
     snprintf(how, sizeof how, "%s", p->last_crash ? p->last_crash : "");
     int pid = (int)p->pid;
     if (!newest_shard(run, spec->checkpoint_dir, h, file, sizeof file))

@@ -57,7 +57,6 @@ typedef struct ct_run {
                      joined the cluster since) */
     uint8_t secret[32];   /* the session's (begin.c), cleansed at the run's end */
     struct ct_rejoin *rj; /* async: the lost ranks' restarts (rejoin_async.c) */
-    int rejoin_epoch;     /* what ct_begin_pack sends as TrainBegin's (0: none) */
 } ct_run;
 
 /* What a mode does differently: an epoch over its ranks, and the end that
@@ -122,6 +121,23 @@ void ct_each_free(ct_run *run, ct_each *each);
  * that died answers nothing: each is asked alone. */
 void ct_discard(ct_run *run);
 
+/* ---- recover.c: a lost worker's restart ---- */
+
+/* How long a lost worker's supervisor gets to bring it back: a restart
+ * takes about a second; a worker that is not back by then has a host or a
+ * binary that is gone, or is in a crash loop's pause. */
+#define CT_RESTART_WAIT_MS 20000
+/* How often the wait asks the workers. */
+#define CT_SURVEY_EVERY_US 100000
+
+/* Pings every worker until done(run, survey, arg) holds, CT_RESTART_WAIT_MS
+ * pass or the run's events->give_up says to stop. Returns the last survey
+ * (cluster_survey's, owned by the cluster). */
+const cluster_worker *ct_wait_survey(ct_run *run,
+                                     bool (*done)(const ct_run *run,
+                                                  const cluster_worker *w, void *arg),
+                                     void *arg);
+
 /* ---- begin.c ---- */
 
 /* Begins the session on ranks 0..k-1; b[r] holds each reply. On failure it
@@ -129,10 +145,11 @@ void ct_discard(ct_run *run);
 int ct_begin(ct_run *run, const proto_train_spec *spec, proto_train_begin_reply **b);
 
 /* Packs rank r's TrainBegin: the session, who asks, the secret, the run's
- * options and every rank's address. */
+ * options and every rank's address; rejoin_epoch > 0: the rank is begun
+ * again on its restarted worker after that epoch (0: a run's begin). */
 int ct_begin_pack(proto_bytes *b, const ct_run *run, int r, const proto_train_spec *given,
-                  const char **peers, const char *submitter, const uint8_t *secret,
-                  size_t secret_len);
+                  const char *submitter, const uint8_t *secret, size_t secret_len,
+                  int rejoin_epoch);
 
 /* ---- rejoin_async.c ---- */
 

@@ -67,6 +67,10 @@ Test(faults_grow, a_worker_added_while_training_is_taken_in_at_a_checkpoint)
                   e2e_has(err, "on 3 workers"),
               "the added worker was not taken in:\n%s", err);
     cr_assert(e2e_has(out, "\"params_identical\":true"), "%s", out);
+    /* The run ended on the workers it grew to, and says what it began on. */
+    cr_assert(json_number(out, "\"workers\":") == 3 &&
+                  json_number(out, "\"workers_at_start\":") == 2,
+              "%s", out);
     /* linreg learns its line: the fit is as good as a run that did not grow. */
     double loss = json_number(out, "\"test_loss\":");
     double werr = json_number(out, "\"weight_error\":");
