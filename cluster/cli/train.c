@@ -138,10 +138,16 @@ static void on_epoch(void *data, const cluster_train_epoch *e)
     runs_epoch(t->record, e);
     cli_progress_hold(t->bar);
     cli_progress_epoch(t->bar, e->epoch, e->samples_per_s);
-    fprintf(f, "epoch %u/%ld  loss %.4f  test_loss %.4f", e->epoch, t->o->epochs,
-            e->train_loss, e->test_loss);
+    if (e->samples == 0) /* async: the checkpoint continued from had ended it */
+        fprintf(f, "epoch %u/%ld  trained before the checkpoint  test_loss %.4f", e->epoch,
+                t->o->epochs, e->test_loss);
+    else
+        fprintf(f, "epoch %u/%ld  loss %.4f  test_loss %.4f", e->epoch, t->o->epochs,
+                e->train_loss, e->test_loss);
     scores_print(f, t->o, e);
-    if (t->async) {
+    if (e->samples == 0) {
+        fputc('\n', f);
+    } else if (t->async) {
         fprintf(
             f,
             "  %.0f samples/s  "

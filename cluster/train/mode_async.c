@@ -197,8 +197,12 @@ static int async_epoch(ct_run *run, int e, cluster_train_epoch *out)
      * against what its sender can have computed); one that ended with none
      * computed anywhere ended on a count that had reached its end before
      * it began. */
-    /* (An epoch run again after a shard's restore may find it ended.) */
-    if (sum.local_samples == 0 && !again) {
+    /* (An epoch run again after a shard's restore may find it ended, as
+     * may a continued run's first when its checkpoint was written as the
+     * shards' count reached that epoch's end.) */
+    bool ended_in_checkpoint =
+        run->o->resume && run->o->resume[0] && e == run->o->first_epoch;
+    if (sum.local_samples == 0 && !again && !ended_in_checkpoint) {
         ct_fail(run,
                 "%s: epoch %d ended (async mode) with no training sample computed on any "
                 "worker: the shards' count had reached its end before the epoch began "
