@@ -11,9 +11,12 @@
 #include "train_gpu.h"
 #include "train_run.h"
 
-/* The issue's targets: ferry against PyTorch eager fp32, and against
- * PyTorch AMP (bf16 autocast) in bf16; accuracy after 5 epochs at 128. */
+/* ferry's targets: against PyTorch eager fp32 (the MLP and the CNN 1.5x,
+ * the ResNet 1.2x), and against PyTorch AMP (bf16 autocast) in bf16;
+ * accuracy after 5 epochs at 128 (the ResNet's takes more epochs than
+ * this benchmark runs: tests/gpu/run.sh checks it). */
 #define TARGET_FP32 1.5
+#define TARGET_RESNET_FP32  1.2
 #define TARGET_BF16 1.2
 #define TARGET_MLP_ACCURACY 0.88
 #define TARGET_CNN_ACCURACY 0.90
@@ -22,7 +25,22 @@ typedef struct gpu_case {
     const char *model;
     int batch;
     rt_precision prec;
+    double target; /* the samples/s ratio's */
 } gpu_case;
+
+/* fp32 first: the figures a short run must not miss. */
+static const gpu_case cases[] = {
+    {"mlp", 128, RT_PREC_FP32, TARGET_FP32},
+    {"mlp", 1024, RT_PREC_FP32, TARGET_FP32},
+    {"cnn", 128, RT_PREC_FP32, TARGET_FP32},
+    {"cnn", 1024, RT_PREC_FP32, TARGET_FP32},
+    {"resnet", 128, RT_PREC_FP32, TARGET_RESNET_FP32},
+    {"resnet", 1024, RT_PREC_FP32, TARGET_RESNET_FP32},
+    {"mlp", 128, RT_PREC_BF16, TARGET_BF16},
+    {"mlp", 1024, RT_PREC_BF16, TARGET_BF16},
+    {"cnn", 128, RT_PREC_BF16, TARGET_BF16},
+    {"cnn", 1024, RT_PREC_BF16, TARGET_BF16},
+};
 
 static int missed;
 
@@ -81,9 +99,23 @@ static double emit_run(const char *p, const bench_run *r)
     return sps.median;
 }
 
-static const char *so_of(const bench_gpu_cfg *c, const char *model)
+/* The model's module; the ResNet's lies beside the CNN's. */
+static const char *so_of(const bench_gpu_cfg *c, const char *model, char *buf, size_t len)
 {
-    return strcmp(model, "mlp") == 0 ? c->mlp_so : c->cnn_so;
+    if (strcmp(model, "mlp") == 0)
+        return c->mlp_so;
+    if (strcmp(model, "cnn") == 0)
+        return c->cnn_so;
+    const char *slash = strrchr(c->cnn_so, '/');
+    int dir = slash ? (int)(slash - c->cnn_so + 1) : 0;
+    snprintf(buf, len, "%.*s%s.so", dir, c->cnn_so, model);
+    return buf;
+}
+
+static const char *ratio_metric(const gpu_case *k)
+{
+    return k->prec == RT_PREC_BF16 ? "ferry_vs_pytorch_amp_samples_per_s"
+                                   : "ferry_vs_pytorch_samples_per_s";
 }
 
 /* One configuration: ferry, then PyTorch, then the ratio and (at batch 128
@@ -99,14 +131,13 @@ static bool run_case(const bench_gpu_cfg *c, const gpu_case *k, char *why, size_
                         .lr = k->batch >= 1024 ? 0.1f : 0.05f,
                         .momentum = 0.9f,
                         .seed = 1};
-    double target = k->prec == RT_PREC_BF16 ? TARGET_BF16 : TARGET_FP32;
-    char pf[320], pt[320], metric[64];
-    snprintf(metric, sizeof metric, "ferry_vs_pytorch%s_samples_per_s",
-             k->prec == RT_PREC_BF16 ? "_amp" : "");
+    double target = k->target;
+    const char *metric = ratio_metric(k);
+    char pf[320], pt[320], so[4096];
     bench_run ferry, torch;
     bench_log("ferry: %s on %s, batch %d, %s, %d epochs", k->model, c->device, k->batch,
               rt_precision_name(k->prec), c->epochs);
-    if (bench_ferry_train(so_of(c, k->model), &o, NULL, NULL, &ferry) != 0)
+    if (bench_ferry_train(so_of(c, k->model, so, sizeof so), &o, NULL, NULL, &ferry) != 0)
         snprintf(ferry.skipped, sizeof ferry.skipped, "ferry's training failed (see above)");
     else if (ferry.skipped[0] && strstr(ferry.skipped, "no GPU")) {
         snprintf(why, wlen, "%s", ferry.skipped);
@@ -134,7 +165,8 @@ static bool run_case(const bench_gpu_cfg *c, const gpu_case *k, char *why, size_
         skip_line(metric, target, pf, torch.skipped);
     else
         target_line(metric, fs / ts, target, "ratio", pf);
-    if (!ferry.skipped[0] && k->batch == 128 && c->epochs == 5)
+    if (!ferry.skipped[0] && k->batch == 128 && c->epochs == 5 &&
+        strcmp(k->model, "resnet") != 0)
         target_line("test_accuracy", ferry.test_accuracy[ferry.epochs - 1],
                     strcmp(k->model, "mlp") == 0 ? TARGET_MLP_ACCURACY : TARGET_CNN_ACCURACY,
                     "fraction", pf);
@@ -143,27 +175,20 @@ static bool run_case(const bench_gpu_cfg *c, const gpu_case *k, char *why, size_
 
 int bench_train_gpu(const bench_gpu_cfg *c)
 {
-    static const char *const models[] = {"mlp", "cnn"};
-    static const int batches[] = {128, 1024};
-    static const rt_precision precs[] = {RT_PREC_FP32, RT_PREC_BF16};
     missed = 0;
     char why[512] = "";
     bool gpu = true;
-    for (int pi = 0; pi < 2; pi++)
-        for (int m = 0; m < 2; m++)
-            for (int b = 0; b < 2; b++) {
-                gpu_case k = {models[m], batches[b], precs[pi]};
-                if (c->quick && (b == 1 || pi == 1))
-                    continue; /* --quick: fp32 at batch 128 only */
-                if (gpu && run_case(c, &k, why, sizeof why))
-                    continue;
-                gpu = false;
-                bench_run_opts o = {.epochs = c->epochs, .batch = k.batch};
-                char p[320];
-                params(p, sizeof p, "ferry", &k, &o, c->device);
-                skip_line(pi ? "ferry_vs_pytorch_amp_samples_per_s"
-                             : "ferry_vs_pytorch_samples_per_s",
-                          pi ? TARGET_BF16 : TARGET_FP32, p, why);
-            }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const gpu_case *k = &cases[i];
+        if (c->quick && (k->batch != 128 || k->prec != RT_PREC_FP32))
+            continue; /* --quick: fp32 at batch 128 only */
+        if (gpu && run_case(c, k, why, sizeof why))
+            continue;
+        gpu = false;
+        bench_run_opts o = {.epochs = c->epochs, .batch = k->batch};
+        char p[320];
+        params(p, sizeof p, "ferry", k, &o, c->device);
+        skip_line(ratio_metric(k), k->target, p, why);
+    }
     return missed;
 }

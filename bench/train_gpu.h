@@ -1,7 +1,8 @@
 /* bench/train --device cuda — ferry against PyTorch eager on the same GPU:
  * tasks/mlp and tasks/cnn at batch 128 and 1024, SGD with momentum, fp32
- * and bf16 (PyTorch AMP; ferry's bf16 where it is built), both holding the
- * data on the GPU (PyTorch with cudnn.benchmark on). */
+ * and bf16 (PyTorch AMP; ferry's bf16 where it is built), and tasks/resnet
+ * at both batches in fp32, all holding the data on the GPU (PyTorch with
+ * cudnn.benchmark on). */
 #ifndef FERRY_BENCH_TRAIN_GPU_H
 #define FERRY_BENCH_TRAIN_GPU_H
 
@@ -11,7 +12,8 @@ typedef struct bench_gpu_cfg {
     bool quick;
     int epochs;
     const char *device;         /* "cuda" or "cuda:N" */
-    const char *mlp_so, *cnn_so; /* build/tasks/{mlp,cnn}.so */
+    /* build/tasks/{mlp,cnn}.so; resnet.so is read beside cnn.so */
+    const char *mlp_so, *cnn_so;
     const char *python, *script; /* bench/train_torch_gpu.py */
     bool torch_on;
 } bench_gpu_cfg;

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """bench/train --device cuda's PyTorch baseline: ferry's tasks/mlp
-(784-256-128-10) or tasks/cnn (conv 5x5 1->16 pad 2, relu, maxpool 2; conv
-5x5 16->32 pad 2, relu, maxpool 2; 1568-128-10) trained on Fashion-MNIST on
-a GPU with SGD and momentum, eager mode, the whole data set held on the GPU,
+(784-256-128-10), tasks/cnn (conv 5x5 1->16 pad 2, relu, maxpool 2; conv
+5x5 16->32 pad 2, relu, maxpool 2; 1568-128-10) or tasks/resnet (conv 3x3
+1->16, BN, relu; a basic block of 16; conv 3x3 16->32 stride 4 pad 1, BN,
+relu; a basic block of 32; global average pooling; 32-10) trained on
+Fashion-MNIST on a GPU with SGD and momentum, eager mode, the whole data set
+held on the GPU,
 torch.backends.cudnn.benchmark on; --amp runs the steps under bfloat16
 autocast (PyTorch AMP).
 
@@ -50,7 +53,36 @@ def load(data_dir, train, np, torch, dev):
     return (torch.from_numpy(x).to(dev), torch.from_numpy(labels.astype(np.int64)).to(dev))
 
 
+def basic_block(nn, ch):
+    """He et al.'s basic block, as tasks/resnet.c's BLOCK: conv-BN-ReLU-
+    conv-BN, the block's input added, then ReLU (the convolutions with
+    biases, as ferry's have). torch.nn is imported late (see main)."""
+
+    class BasicBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(ch, ch, 3, padding=1)
+            self.bn1 = nn.BatchNorm2d(ch)
+            self.conv2 = nn.Conv2d(ch, ch, 3, padding=1)
+            self.bn2 = nn.BatchNorm2d(ch)
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            y = self.relu(self.bn1(self.conv1(x)))
+            return self.relu(self.bn2(self.conv2(y)) + x)
+
+    return BasicBlock()
+
+
 def build(name, nn):
+    if name == "resnet":
+        # PyTorch's default initialisation and BatchNorm2d's eps 1e-5 and
+        # momentum 0.1 are ferry's (include/ferry/nn.h).
+        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                             basic_block(nn, 16),
+                             nn.Conv2d(16, 32, 3, stride=4, padding=1), nn.BatchNorm2d(32),
+                             nn.ReLU(), basic_block(nn, 32),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
                              nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
@@ -61,7 +93,7 @@ def build(name, nn):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    ap.add_argument("--model", choices=("mlp", "cnn", "resnet"), default="mlp")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.05)

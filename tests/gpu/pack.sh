@@ -4,14 +4,15 @@
 # of Debian's -dev packages: the executables, ferry-cuda.so, the task
 # modules and the GPU test suites in the build folder's own layout (so
 # meson's $ORIGIN rpaths still hold), every shared library they load that is
-# neither glibc's nor CUDA's, Fashion-MNIST, run.sh and the PyTorch baseline.
+# neither glibc's nor CUDA's, Fashion-MNIST, the scripts of tests/gpu and
+# the Python baselines of bench/.
 #
 #   tests/gpu/pack.sh BUILD OUTDIR     -> OUTDIR/ferry-gpu.tar.xz
 #
-# On the GPU machine:
+# On the GPU machine: tests/gpu/device.sh (OUTDIR .gpu), or by hand
 #   mkdir -p /tmp/f && tar -C /tmp/f -xJf ferry-gpu.tar.xz && /tmp/f/ferry/tests/gpu/run.sh
 set -euo pipefail
-[ $# -eq 2 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 B=$(cd "$1" && pwd); O=$2; mkdir -p "$O"; O=$(cd "$O" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 [ -f "$B/build.ninja" ] || { echo "pack.sh: $B is not a meson build folder" >&2; exit 2; }
@@ -39,8 +40,10 @@ find "$R" -type f \( -name '*.so*' -o -perm -u+x \) -exec ldd {} \; 2>/dev/null 
   grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so|/cuda|libcu(dart|blas|blasLt|dnn)|libnvidia|libferry' |
   while read -r l; do cp -L "$l" "$R/lib/"; done
 cp -L /usr/share/datasets/fashion-mnist/*-ubyte* "$R/data/"
-cp "$src/tests/gpu/run.sh" "$R/tests/gpu/"
-[ -f "$src/bench/train_torch_gpu.py" ] && mkdir -p "$R/bench" && cp "$src/bench/train_torch_gpu.py" "$R/bench/"
+# What device.sh runs there: every script of tests/gpu, and the baselines
+# bench/train starts (it finds them beside itself).
+cp "$src"/tests/gpu/*.sh "$src"/tests/gpu/*.py "$R/tests/gpu/"
+mkdir -p "$R/bench" && cp "$src"/bench/*.py "$R/bench/"
 # tests/gpu/scaling.sh (16-core scaling: bench/train --sync, bench/allreduce)
 # and what it runs: the all-reduce benches, the Python baselines, Open MPI.
 "$src/tests/gpu/pack-scaling.sh" "$B" "$R"
