@@ -18,6 +18,8 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 [ -f "$B/build.ninja" ] || { echo "pack.sh: $B is not a meson build folder" >&2; exit 2; }
 [ -f "$B/runtime/device/cuda/ferry-cuda.so" ] ||
   { echo "pack.sh: $B has no ferry-cuda.so: configure with the CUDA toolkit" >&2; exit 2; }
+[ -x "$B/tests/cuda/test-cuda" ] ||
+  { echo "pack.sh: $B has no tests/cuda/test-cuda: configure it with -Dtests=true" >&2; exit 2; }
 S=$(mktemp -d); trap 'rm -rf "$S"' EXIT
 R=$S/ferry
 keep() { # keep PATH...: copies build-folder paths to the same place
