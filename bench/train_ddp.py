@@ -19,41 +19,15 @@ keeps the ranks in step). When torch cannot be imported or has no gloo, or
 the data cannot be read, one line {"skipped":"why"} and exit status 3.
 """
 import argparse
-import gzip
 import json
 import math
 import os
 import socket
-import struct
 import subprocess
 import sys
 import time
 
-MEAN, STD = 0.2860, 0.3530  # the training set's, as ferry's runtime/data uses
-
-
-def skip(why):
-    print(json.dumps({"skipped": why}, separators=(",", ":")), flush=True)
-    sys.exit(3)
-
-
-def read_idx(path, np):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    if magic >> 8 != 0x08:
-        raise ValueError("%s: not an IDX file of unsigned bytes" % path)
-    ndims = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndims, data[4:4 + 4 * ndims])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
-
-
-def load(data_dir, train, np, torch):
-    prefix = "train" if train else "t10k"
-    images = read_idx(os.path.join(data_dir, prefix + "-images-idx3-ubyte.gz"), np)
-    labels = read_idx(os.path.join(data_dir, prefix + "-labels-idx1-ubyte.gz"), np)
-    x = (images.reshape(len(images), -1).astype(np.float32) / 255.0 - MEAN) / STD
-    return torch.from_numpy(x), torch.from_numpy(labels.astype(np.int64))
+from fmnist_torch import load, skip
 
 
 def worker(a):

@@ -17,39 +17,11 @@ status 3.
 """
 import argparse
 import copy
-import gzip
 import json
-import os
-import struct
 import sys
 import time
 
-MEAN, STD = 0.2860, 0.3530  # the training set's, as ferry's runtime/data uses
-
-
-def skip(why):
-    print(json.dumps({"skipped": why}, separators=(",", ":")), flush=True)
-    sys.exit(3)
-
-
-def read_idx(path, np):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    if magic >> 8 != 0x08:
-        raise ValueError("%s: not an IDX file of unsigned bytes" % path)
-    ndims = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndims, data[4:4 + 4 * ndims])
-    arr = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndims)
-    return arr.reshape(dims)
-
-
-def load(data_dir, train, np, torch):
-    prefix = "train" if train else "t10k"
-    images = read_idx(os.path.join(data_dir, prefix + "-images-idx3-ubyte.gz"), np)
-    labels = read_idx(os.path.join(data_dir, prefix + "-labels-idx1-ubyte.gz"), np)
-    x = (images.reshape(len(images), -1).astype(np.float32) / 255.0 - MEAN) / STD
-    return torch.from_numpy(x), torch.from_numpy(labels.astype(np.int64))
+from fmnist_torch import load, skip
 
 
 def main():

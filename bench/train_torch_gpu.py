@@ -19,38 +19,11 @@ exit status 3.
 """
 import argparse
 import copy
-import gzip
 import json
-import os
-import struct
 import sys
 import time
 
-MEAN, STD = 0.2860, 0.3530  # the training set's, as ferry's runtime/data uses
-
-
-def skip(why):
-    print(json.dumps({"skipped": why}, separators=(",", ":")), flush=True)
-    sys.exit(3)
-
-
-def read_idx(path, np):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    if magic >> 8 != 0x08:
-        raise ValueError("%s: not an IDX file of unsigned bytes" % path)
-    ndims = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndims, data[4:4 + 4 * ndims])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
-
-
-def load(data_dir, train, np, torch, dev):
-    prefix = "train" if train else "t10k"
-    images = read_idx(os.path.join(data_dir, prefix + "-images-idx3-ubyte.gz"), np)
-    labels = read_idx(os.path.join(data_dir, prefix + "-labels-idx1-ubyte.gz"), np)
-    x = (images.reshape(len(images), 1, 28, 28).astype(np.float32) / 255.0 - MEAN) / STD
-    return (torch.from_numpy(x).to(dev), torch.from_numpy(labels.astype(np.int64)).to(dev))
+from fmnist_torch import load, skip
 
 
 def basic_block(nn, ch):
@@ -118,8 +91,8 @@ def main():
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(a.seed)
     try:
-        x_train, y_train = load(a.data_dir, True, np, torch, dev)
-        x_test, y_test = load(a.data_dir, False, np, torch, dev)
+        x_train, y_train = load(a.data_dir, True, np, torch, (1, 28, 28), dev)
+        x_test, y_test = load(a.data_dir, False, np, torch, (1, 28, 28), dev)
     except (OSError, ValueError) as e:
         skip("cannot read Fashion-MNIST: %s" % e)
 

@@ -16,7 +16,7 @@ added=()
 for f in bench/allreduce bench/tcp_allreduce bench/grpc_allreduce bench/mpi_allreduce; do
   [ -x "$B/$f" ] && cp -a "$B/$f" "$R/$f" && added+=("$R/$f")
 done
-cp "$src/bench/train_ddp.py" "$src/bench/allreduce_gloo.py" "$R/bench/"
+cp "$src/bench/train_ddp.py" "$src/bench/fmnist_torch.py" "$src/bench/allreduce_gloo.py" "$R/bench/"
 cp "$src/tests/gpu/scaling.sh" "$R/tests/gpu/"
 
 # Open MPI, found where the one mpi_allreduce links says it lives.
