@@ -119,6 +119,7 @@ static void usage(FILE *f)
         "                1 epoch, sync and async only, a few minutes)\n"
         "  --device cuda instead: ferry against PyTorch eager on the same GPU, mlp\n"
         "                and cnn at batch 128 and 1024, fp32 and bf16 (PyTorch AMP),\n"
+        "                and the resnet at both batches in fp32,\n"
         "                both holding the data on the GPU (bench/train_torch_gpu.py,\n"
         "                cudnn.benchmark on): samples/s and the ratios; every line\n"
         "                skipped, with the reason, where no GPU is visible (with\n"
