@@ -184,7 +184,7 @@ QUOTES = [
 BANNED = [r"\bissues?\b", r"they owe", r"has landed", r"grows with what",
           r"work in progress", r"\bTODO\b"]
 
-COMMANDS = ("ferry ", "build/", "meson ", "-", "K =", "cc ", "tests/", "bash ", "# ")
+COMMANDS = ("ferry ", "build/", "bench/", "meson ", "-", "K =", "cc ", "tests/", "bash ", "# ")
 
 results = []
 
