@@ -70,6 +70,8 @@ const char *cluster_error(const cluster *cl);
 /* Pings every worker until all answer or `timeout_ms` passes. Returns 0 or
  * FERRY_ETIMEDOUT, naming the workers that did not answer. */
 int cluster_wait_ready(cluster *cl, int64_t timeout_ms);
+/* The same for the workers of rank `from` on (those just added). */
+int cluster_wait_ready_from(cluster *cl, size_t from, int64_t timeout_ms);
 
 /* What a worker said about itself. */
 typedef struct cluster_worker {

@@ -27,7 +27,12 @@ void cl_probe_dead(cluster *cl, const bool *which)
 
 int cluster_wait_ready(cluster *cl, int64_t timeout_ms)
 {
-    if (!cl)
+    return cluster_wait_ready_from(cl, 0, timeout_ms);
+}
+
+int cluster_wait_ready_from(cluster *cl, size_t from, int64_t timeout_ms)
+{
+    if (!cl || from > cl->n)
         return FERRY_EINVAL;
     bool *need = malloc(cl->n * sizeof *need); /* not answered yet */
     cl_req *reqs = calloc(cl->n, sizeof *reqs);
@@ -37,7 +42,7 @@ int cluster_wait_ready(cluster *cl, int64_t timeout_ms)
         return FERRY_ENOMEM;
     }
     for (size_t i = 0; i < cl->n; i++)
-        need[i] = true;
+        need[i] = i >= from;
     uv_update_time(&cl->loop);
     uint64_t deadline = uv_now(&cl->loop) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     int rc = 0;
@@ -73,7 +78,7 @@ int cluster_wait_ready(cluster *cl, int64_t timeout_ms)
             cl_append(&list, "; %s", reqs[i].err ? reqs[i].err : "no answer");
         }
         cl_set_error(cl, "%zu of %zu workers did not answer within %lld ms%s", missing,
-                     cl->n, (long long)timeout_ms, list ? list : "");
+                     cl->n - from, (long long)timeout_ms, list ? list : "");
         free(list);
     }
     cl_reqs_free(reqs, cl->n);

@@ -120,6 +120,9 @@ typedef struct cli_start_wait {
     double deadline;      /* on uv_hrtime()'s clock, in ms */
     long long timeout_ms; /* what the deadline came from, for the error */
     const char *what;     /* before each error: "" or "--add: " */
+    /* The first worker waited for and reported: 0, or an add's first (it
+     * answers for its own; an older one that is down is status's to show). */
+    size_t from;
     /* 0 while the wait goes on; else why it stops (said). */
     int (*gave_up)(void *data);
     void *data;
@@ -129,7 +132,8 @@ typedef struct cli_start_wait {
  * port file, and sets it. Returns 0, FERRY_ETIMEDOUT or what gave_up
  * returned (said). */
 int cli_start_wait_ports(const cli_start_wait *w, struct sv_local *local, size_t n);
-/* Pings until every worker of cl answers. Returns 0 or an error (said). */
+/* Pings until every worker of cl from w->from on answers. Returns 0 or an
+ * error (said). */
 int cli_start_wait_ready(const cli_start_wait *w, cluster *cl);
 /* Prints one line per worker of rank `from` on (Stats, asked of every
  * worker, proves each accepts this cluster's token), then how many are

@@ -130,6 +130,7 @@ static int add_locked(const home_paths *h, long k, long timeout_ms)
                         .deadline = deadline,
                         .timeout_ms = ms,
                         .what = "--add: ",
+                        .from = n,
                         .gave_up = gave_up,
                         .data = &r};
     sv_local local[CONF_MAX_WORKERS];

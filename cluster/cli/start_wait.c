@@ -51,8 +51,8 @@ int cli_start_wait_ready(const cli_start_wait *w, cluster *cl)
 {
     for (;;) {
         double left = w->deadline - now_ms();
-        int rc =
-            cluster_wait_ready(cl, left < 200 ? (left > 1 ? (int64_t)left : 1) : 200);
+        int rc = cluster_wait_ready_from(cl, w->from,
+                                         left < 200 ? (left > 1 ? (int64_t)left : 1) : 200);
         if (rc == 0)
             return 0;
         int why = w->gave_up(w->data);
@@ -73,13 +73,20 @@ int cli_start_report(cluster *cl, size_t from, double t0)
 {
     const cluster_worker *w = NULL;
     int rc = cluster_survey(cl, true, &w);
+    size_t n = cluster_size(cl);
+    /* An add answers for its own workers: a failure of an older one (the
+     * survey names the first in rank order) is not the add's. */
+    bool own_answered = w != NULL;
+    for (size_t i = from; own_answered && i < n; i++)
+        own_answered = w[i].ping && w[i].stats;
+    if (from && own_answered)
+        rc = 0;
     /* A start that fails prints no worker lines: they would read as a
      * cluster that runs, and start is about to stop it. */
     if (rc) {
         cli_err("start", "%s%s", from ? "--add: " : "", cluster_error(cl));
         return rc;
     }
-    size_t n = cluster_size(cl);
     for (size_t i = from; w && i < n; i++)
         printf("worker %d  %s  pid %d  %s\n", w[i].rank, w[i].target, w[i].ping->pid,
                w[i].ping->device);

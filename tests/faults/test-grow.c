@@ -15,14 +15,17 @@
 #include "../e2e/e2e.h"
 #include "faults.h"
 
-static pid_t stopped_submit;
+static pid_t stopped_submit, stopped_worker;
 
-/* A submitter the test stopped goes on before the cluster is shut down. */
+/* A submitter or worker the test stopped goes on before the cluster is
+ * shut down. */
 static void teardown(void)
 {
     if (stopped_submit > 0)
         kill(stopped_submit, SIGCONT);
-    stopped_submit = 0;
+    if (stopped_worker > 0)
+        kill(stopped_worker, SIGCONT);
+    stopped_submit = stopped_worker = 0;
     e2e_teardown();
 }
 
@@ -125,4 +128,24 @@ Test(faults_grow, start_add_refuses_what_it_cannot_do)
     E2E_EXPECT(&r, 0);
     cr_assert(e2e_has(r.out, "\n1 ") && !e2e_has(r.out, "\n2 "), "%s", r.out);
     e2e_run_fini(&r);
+}
+
+/* An add answers for the workers it adds: an older worker that does not
+ * answer (stopped here) is `status`'s to show, not a failed add. */
+Test(faults_grow, an_add_succeeds_while_an_older_worker_does_not_answer)
+{
+    e2e_start(2);
+    pid_t w = e2e_worker_pid_file(1);
+    cr_assert(w > 0 && kill(w, SIGSTOP) == 0);
+    stopped_worker = w;
+    e2e_run r;
+    e2e_ferry(&r, E2E_CMD_MS, "start", "--add", "1", "--timeout-ms", "20000", NULL);
+    E2E_EXPECT(&r, 0);
+    cr_assert(e2e_has(r.out, "worker 2  127.0.0.1:") &&
+                  e2e_has(r.out, "1 worker(s) added: the cluster has 3") &&
+                  !e2e_has(r.out, "worker 1  "),
+              "%s\n%s", r.out, r.err);
+    e2e_run_fini(&r);
+    kill(w, SIGCONT);
+    stopped_worker = 0;
 }
